@@ -1,0 +1,273 @@
+//! bulkmem copies and clears large runs of memory at the speed of the
+//! hardware, choosing the CPU primitive per machine, size and batch.
+//!
+//! ```
+//! let src = vec![7u8; 1 << 20];
+//! let mut dst = vec![0u8; 1 << 20];
+//! bulkmem::copy(&mut dst, &src);             // auto: primitive chosen for this CPU
+//! bulkmem::clear(&mut dst);                  // zero it again
+//!
+//! // A batch is chosen for as a whole: 128 separate 2 MiB copies are one
+//! // 256 MiB stream, which a per-call memcpy cannot know.
+//! let (a, b) = dst.split_at_mut(4096);
+//! let mut batch = [(a, &src[..4096]), (b, &src[4096..])];
+//! let chose = bulkmem::copy_batch(&mut batch).unwrap();
+//! assert!(chose.supports(bulkmem::Op::Copy));
+//!
+//! // Or name the primitive; unavailable ones are refused, never executed.
+//! use bulkmem::{Hint, Strategy};
+//! if Strategy::Avx2Nt.available() {
+//!     bulkmem::copy_with(Strategy::Avx2Nt, &mut dst, &src).unwrap();
+//! }
+//! bulkmem::copy_hint(&mut dst, &src, Hint::Stream); // write-once data
+//! ```
+//!
+//! Every strategy handles any length and alignment and touches nothing
+//! outside the slices it is given. Non-temporal strategies end with a store
+//! fence, so their data is ordered before anything the caller does next.
+
+pub mod auto;
+pub mod cpu;
+mod error;
+pub mod kernels;
+pub mod plan;
+mod strategy;
+pub mod topology;
+
+pub use auto::{Choice, Machine, Request};
+pub use error::Error;
+pub use strategy::{Hint, Op, ParseNameError, Strategy};
+
+use plan::Run;
+
+/// How a batch (or a single call) should be executed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `Auto` (the default) or a concrete strategy.
+    pub strategy: Strategy,
+    /// Only consulted by `Auto`.
+    pub hint: Hint,
+}
+
+impl Options {
+    pub fn strategy(strategy: Strategy) -> Options {
+        Options {
+            strategy,
+            hint: Hint::Auto,
+        }
+    }
+
+    pub fn hint(hint: Hint) -> Options {
+        Options {
+            strategy: Strategy::Auto,
+            hint,
+        }
+    }
+}
+
+/// The concrete strategy `opts` means for `req`, or why it cannot run.
+#[inline]
+pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, Error> {
+    let s = opts.strategy;
+    if s == Strategy::Auto {
+        return Ok(auto::choose(Machine::this(), req));
+    }
+    if !s.supports(req.op) {
+        return Err(Error::Unsupported {
+            strategy: s,
+            op: req.op,
+        });
+    }
+    if let Some(needs) = s.missing_feature(&cpu::info().features) {
+        return Err(Error::Unavailable { strategy: s, needs });
+    }
+    Ok(s)
+}
+
+/// Copies `src` into `dst` with the primitive `auto` picks for this size.
+///
+/// # Panics
+/// If the lengths differ, like `copy_from_slice`.
+pub fn copy(dst: &mut [u8], src: &[u8]) {
+    copy_hint(dst, src, Hint::Auto)
+}
+
+/// As [`copy`], telling `auto` what happens to `dst` next.
+///
+/// # Panics
+/// If the lengths differ.
+pub fn copy_hint(dst: &mut [u8], src: &[u8], hint: Hint) {
+    if let Err(e) = copy_opts(Options::hint(hint), dst, src) {
+        panic!("bulkmem::copy: {e}");
+    }
+}
+
+/// Copies with the named strategy (`Auto` allowed).
+pub fn copy_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Result<(), Error> {
+    copy_opts(Options::strategy(strategy), dst, src).map(drop)
+}
+
+/// Copies with full options; returns the strategy that ran.
+pub fn copy_opts(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, Error> {
+    if dst.len() != src.len() {
+        return Err(Error::LengthMismatch {
+            index: None,
+            dst: dst.len(),
+            src: src.len(),
+        });
+    }
+    let s = if opts.strategy == Strategy::Auto {
+        auto::bands(Op::Copy, opts.hint).lookup(dst.len())
+    } else {
+        resolve(opts, &Request::single(Op::Copy, dst.len(), opts.hint))?
+    };
+    // SAFETY: the slices are valid, equally long, and cannot overlap (one is
+    // borrowed mutably); `resolve` checked the CPU has what `s` needs.
+    unsafe { run_copy(s, dst.as_mut_ptr(), src.as_ptr(), dst.len()) };
+    Ok(s)
+}
+
+/// Zeroes `dst` with the primitive `auto` picks for this size.
+pub fn clear(dst: &mut [u8]) {
+    clear_hint(dst, Hint::Auto)
+}
+
+/// As [`clear`], telling `auto` what happens to `dst` next.
+pub fn clear_hint(dst: &mut [u8], hint: Hint) {
+    if let Err(e) = clear_opts(Options::hint(hint), dst) {
+        panic!("bulkmem::clear: {e}");
+    }
+}
+
+/// Zeroes with the named strategy (`Auto` allowed).
+pub fn clear_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Error> {
+    clear_opts(Options::strategy(strategy), dst).map(drop)
+}
+
+/// Zeroes with full options; returns the strategy that ran.
+pub fn clear_opts(opts: Options, dst: &mut [u8]) -> Result<Strategy, Error> {
+    let s = if opts.strategy == Strategy::Auto {
+        auto::bands(Op::Clear, opts.hint).lookup(dst.len())
+    } else {
+        resolve(opts, &Request::single(Op::Clear, dst.len(), opts.hint))?
+    };
+    // SAFETY: `dst` is a valid writable slice; `resolve` checked the CPU.
+    unsafe { run_clear(s, dst.as_mut_ptr(), dst.len()) };
+    Ok(s)
+}
+
+/// Copies every `(dst, src)` pair, choosing one primitive for the whole batch
+/// from its total size (see [`auto`]). Adjacent extents are merged first.
+/// Returns the strategy used. On a length mismatch nothing is written and the
+/// error names the first bad extent.
+pub fn copy_batch(ops: &mut [(&mut [u8], &[u8])]) -> Result<Strategy, Error> {
+    copy_batch_with(Options::default(), ops)
+}
+
+/// As [`copy_batch`] with a strategy or hint.
+pub fn copy_batch_with(opts: Options, ops: &mut [(&mut [u8], &[u8])]) -> Result<Strategy, Error> {
+    if let Some((index, (d, s))) = ops
+        .iter()
+        .enumerate()
+        .find(|(_, (d, s))| d.len() != s.len())
+    {
+        return Err(Error::LengthMismatch {
+            index: Some(index),
+            dst: d.len(),
+            src: s.len(),
+        });
+    }
+    let (total, count) = plan::shape(ops.iter().map(|(d, s)| Run {
+        dst: d.as_ptr() as *mut u8,
+        src: s.as_ptr(),
+        len: d.len(),
+    }));
+    let req = Request {
+        op: Op::Copy,
+        total,
+        runs: count,
+        hint: opts.hint,
+    };
+    let s = resolve(opts, &req)?;
+    let runs = ops.iter_mut().map(|(d, s)| Run {
+        dst: exposed_mut(d.as_mut_ptr()),
+        src: exposed(s.as_ptr()),
+        len: d.len(),
+    });
+    let mut runs = plan::coalesce(runs).peekable();
+    while let Some(r) = runs.next() {
+        if let Some(next) = runs.peek() {
+            kernels::prefetch_ahead(next.src, next.len);
+        }
+        // SAFETY: each run is one extent, or several that continue each other
+        // in both dst and src, so it lies inside slices the caller lent us
+        // mutably (dst) and shared (src); Rust's borrows make them disjoint.
+        // `resolve` checked the CPU.
+        unsafe { run_copy(s, r.dst, r.src, r.len) };
+    }
+    Ok(s)
+}
+
+/// Zeroes every extent, choosing one primitive for the whole batch.
+pub fn clear_batch(ops: &mut [&mut [u8]]) -> Result<Strategy, Error> {
+    clear_batch_with(Options::default(), ops)
+}
+
+/// As [`clear_batch`] with a strategy or hint.
+pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy, Error> {
+    let (total, count) = plan::shape(ops.iter().map(|d| Run {
+        dst: d.as_ptr() as *mut u8,
+        src: core::ptr::null(),
+        len: d.len(),
+    }));
+    let req = Request {
+        op: Op::Clear,
+        total,
+        runs: count,
+        hint: opts.hint,
+    };
+    let s = resolve(opts, &req)?;
+    let runs = ops.iter_mut().map(|d| Run {
+        dst: exposed_mut(d.as_mut_ptr()),
+        src: core::ptr::null(),
+        len: d.len(),
+    });
+    for r in plan::coalesce(runs) {
+        // SAFETY: each run lies inside mutably borrowed extents (merged only
+        // where they continue each other); `resolve` checked the CPU.
+        unsafe { run_clear(s, r.dst, r.len) };
+    }
+    Ok(s)
+}
+
+// A merged run spans several borrows, so the pointer that walks it must be
+// allowed to reach all of them: it is rebuilt from an address whose extents'
+// provenance has been exposed, rather than derived from one extent's borrow.
+fn exposed_mut(p: *mut u8) -> *mut u8 {
+    core::ptr::with_exposed_provenance_mut(p.expose_provenance())
+}
+
+fn exposed(p: *const u8) -> *const u8 {
+    core::ptr::with_exposed_provenance(p.expose_provenance())
+}
+
+/// Runs the copy kernel of a resolved strategy.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `len` bytes, not overlapping; `s`
+/// came from [`resolve`] for `Op::Copy` (supported and available).
+pub unsafe fn run_copy(s: Strategy, dst: *mut u8, src: *const u8, len: usize) {
+    let k = kernels::copy_kernel(s).expect("resolved copy strategy has a kernel");
+    // SAFETY: forwarded contract.
+    unsafe { k(dst, src, len) }
+}
+
+/// Runs the clear kernel of a resolved strategy.
+///
+/// # Safety
+/// `dst` writable for `len` bytes; `s` came from [`resolve`] for `Op::Clear`.
+pub unsafe fn run_clear(s: Strategy, dst: *mut u8, len: usize) {
+    let k = kernels::clear_kernel(s).expect("resolved clear strategy has a kernel");
+    // SAFETY: forwarded contract.
+    unsafe { k(dst, len) }
+}

@@ -1,0 +1,112 @@
+//! From a caller's list of extents to the runs the kernels execute:
+//! consecutive extents that continue each other (in the destination and, for
+//! copies, in the source) are merged, so a batch of adjacent folios becomes
+//! one long run, and empty extents are dropped.
+
+/// A contiguous piece of work. `src` is null for clears.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub dst: *mut u8,
+    pub src: *const u8,
+    pub len: usize,
+}
+
+impl Run {
+    fn continued_by(&self, next: &Run) -> bool {
+        let src_ok = if self.src.is_null() {
+            next.src.is_null()
+        } else {
+            self.src.wrapping_add(self.len) == next.src
+        };
+        self.dst.wrapping_add(self.len) == next.dst && src_ok
+    }
+}
+
+/// Iterator adaptor that merges continuing extents; see [`coalesce`].
+pub struct Coalesce<I> {
+    inner: I,
+    pending: Option<Run>,
+}
+
+/// Merges consecutive runs that continue each other. Only neighbours in the
+/// given order merge: nothing is sorted, so nothing allocates.
+pub fn coalesce<I: IntoIterator<Item = Run>>(runs: I) -> Coalesce<I::IntoIter> {
+    Coalesce {
+        inner: runs.into_iter(),
+        pending: None,
+    }
+}
+
+impl<I: Iterator<Item = Run>> Iterator for Coalesce<I> {
+    type Item = Run;
+
+    fn next(&mut self) -> Option<Run> {
+        for r in self.inner.by_ref() {
+            if r.len == 0 {
+                continue;
+            }
+            match &mut self.pending {
+                Some(p) if p.continued_by(&r) => p.len += r.len,
+                Some(p) => return Some(std::mem::replace(p, r)),
+                None => self.pending = Some(r),
+            }
+        }
+        self.pending.take()
+    }
+}
+
+/// Total bytes and number of runs after coalescing.
+pub fn shape<I: IntoIterator<Item = Run>>(runs: I) -> (usize, usize) {
+    coalesce(runs).fold((0, 0), |(t, n), r| (t + r.len, n + 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(dst: usize, src: usize, len: usize) -> Run {
+        Run {
+            dst: dst as *mut u8,
+            src: src as *const u8,
+            len,
+        }
+    }
+
+    #[test]
+    fn merges_only_where_both_sides_continue() {
+        let v = vec![
+            run(0x1000, 0x9000, 0x1000),
+            run(0x2000, 0xa000, 0x1000), // continues both
+            run(0x3000, 0xc000, 0x1000), // dst continues, src jumps
+            run(0x5000, 0xd000, 0x1000), // src continues, dst jumps
+        ];
+        let out: Vec<Run> = coalesce(v).collect();
+        assert_eq!(
+            out,
+            vec![
+                run(0x1000, 0x9000, 0x2000),
+                run(0x3000, 0xc000, 0x1000),
+                run(0x5000, 0xd000, 0x1000)
+            ]
+        );
+    }
+
+    #[test]
+    fn clears_merge_on_dst_and_empty_extents_vanish() {
+        let v = vec![
+            run(0x1000, 0, 0x10),
+            run(0x1010, 0, 0),
+            run(0x1010, 0, 0x20),
+            run(0x2000, 0, 0),
+        ];
+        let out: Vec<Run> = coalesce(v).collect();
+        assert_eq!(out, vec![run(0x1000, 0, 0x30)]);
+        assert_eq!(shape(Vec::new()), (0, 0));
+    }
+
+    #[test]
+    fn order_matters_and_nothing_is_sorted() {
+        let v = vec![run(0x2000, 0xa000, 0x1000), run(0x1000, 0x9000, 0x1000)];
+        assert_eq!(shape(v), (0x2000, 2));
+    }
+}

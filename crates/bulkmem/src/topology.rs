@@ -1,0 +1,319 @@
+//! Cache, CPU and NUMA layout from sysfs.
+//!
+//! Everything is read through a root directory (normally `/`) so tests can
+//! feed fixtures copied from real machines; nothing here needs privileges.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// What a cache holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheKind {
+    Data,
+    Instruction,
+    Unified,
+}
+
+/// One cache as seen from one CPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cache {
+    pub level: u8,
+    pub kind: CacheKind,
+    pub size: usize,
+    pub line: usize,
+    /// CPUs that share this cache instance.
+    pub shared_cpus: Vec<usize>,
+}
+
+/// A NUMA node and its CPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NumaNode {
+    pub id: usize,
+    pub cpus: Vec<usize>,
+}
+
+/// The layout of the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Topology {
+    pub online_cpus: Vec<usize>,
+    /// Caches of the first online CPU, lowest level first.
+    pub caches: Vec<Cache>,
+    /// Sets of CPUs that share one last-level cache, ordered by first CPU.
+    pub llc_domains: Vec<Vec<usize>>,
+    pub numa_nodes: Vec<NumaNode>,
+    /// Base page size in bytes.
+    pub page_size: usize,
+    /// Huge page sizes the kernel offers (hugetlbfs), ascending.
+    pub huge_page_sizes: Vec<usize>,
+    /// Transparent huge page mode (`always`, `madvise`, `never`), if known.
+    pub thp_mode: Option<String>,
+    /// True when sysfs had no cache information and the LLC size is a guess.
+    pub llc_assumed: bool,
+}
+
+/// LLC size assumed when sysfs says nothing (a common server L3 slice).
+const ASSUMED_LLC: usize = 32 << 20;
+
+impl Topology {
+    /// The running machine.
+    pub fn detect() -> Topology {
+        let mut t = Topology::read(Path::new("/"));
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if ps > 0 {
+            t.page_size = ps as usize;
+        }
+        t
+    }
+
+    /// Reads the layout from `root/sys/...`; missing files give defaults
+    /// (one CPU, one node, an assumed LLC) rather than errors.
+    pub fn read(root: &Path) -> Topology {
+        let sys = root.join("sys/devices/system");
+        let online_cpus = read_list(&sys.join("cpu/online")).unwrap_or_else(|| vec![0]);
+
+        let caches = online_cpus
+            .first()
+            .map(|&cpu| read_caches(&sys.join(format!("cpu/cpu{cpu}/cache"))))
+            .unwrap_or_default();
+
+        let llc_level = caches
+            .iter()
+            .filter(|c| c.kind != CacheKind::Instruction)
+            .map(|c| c.level)
+            .max();
+        let mut llc_domains: Vec<Vec<usize>> = Vec::new();
+        if let Some(level) = llc_level {
+            for &cpu in &online_cpus {
+                if llc_domains.iter().any(|d| d.contains(&cpu)) {
+                    continue;
+                }
+                let dir = sys.join(format!("cpu/cpu{cpu}/cache"));
+                let shared = read_caches(&dir)
+                    .into_iter()
+                    .find(|c| c.level == level && c.kind != CacheKind::Instruction)
+                    .map(|c| c.shared_cpus)
+                    .unwrap_or_else(|| vec![cpu]);
+                let domain: Vec<usize> = shared
+                    .into_iter()
+                    .filter(|c| online_cpus.contains(c))
+                    .collect();
+                llc_domains.push(if domain.is_empty() { vec![cpu] } else { domain });
+            }
+        } else {
+            llc_domains.push(online_cpus.clone());
+        }
+        llc_domains.sort();
+
+        let mut numa_nodes = Vec::new();
+        if let Ok(dir) = fs::read_dir(sys.join("node")) {
+            for entry in dir.flatten() {
+                let name = entry.file_name();
+                let Some(id) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("node"))
+                    .and_then(|n| n.parse::<usize>().ok())
+                else {
+                    continue;
+                };
+                let cpus = read_list(&entry.path().join("cpulist")).unwrap_or_default();
+                numa_nodes.push(NumaNode { id, cpus });
+            }
+        }
+        numa_nodes.sort_by_key(|n| n.id);
+        if numa_nodes.is_empty() {
+            numa_nodes.push(NumaNode {
+                id: 0,
+                cpus: online_cpus.clone(),
+            });
+        }
+
+        let mut huge_page_sizes = Vec::new();
+        if let Ok(dir) = fs::read_dir(root.join("sys/kernel/mm/hugepages")) {
+            for entry in dir.flatten() {
+                if let Some(kb) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("hugepages-"))
+                    .and_then(|n| n.strip_suffix("kB"))
+                    .and_then(|n| n.parse::<usize>().ok())
+                {
+                    huge_page_sizes.push(kb << 10);
+                }
+            }
+        }
+        huge_page_sizes.sort_unstable();
+
+        let thp_mode = fs::read_to_string(root.join("sys/kernel/mm/transparent_hugepage/enabled"))
+            .ok()
+            .and_then(|s| {
+                let start = s.find('[')?;
+                let end = s[start..].find(']')? + start;
+                Some(s[start + 1..end].to_string())
+            });
+
+        Topology {
+            online_cpus,
+            llc_assumed: llc_level.is_none(),
+            caches,
+            llc_domains,
+            numa_nodes,
+            page_size: 4096,
+            huge_page_sizes,
+            thp_mode,
+        }
+    }
+
+    /// The last-level (data or unified) cache of the first CPU.
+    pub fn llc(&self) -> Option<&Cache> {
+        self.caches
+            .iter()
+            .filter(|c| c.kind != CacheKind::Instruction)
+            .max_by_key(|c| c.level)
+    }
+
+    /// Bytes of the first CPU's private data cache at `level` (data or
+    /// unified), if sysfs lists one.
+    pub fn data_cache_bytes(&self, level: u8) -> Option<usize> {
+        self.caches
+            .iter()
+            .find(|c| c.level == level && c.kind != CacheKind::Instruction)
+            .map(|c| c.size)
+    }
+
+    /// Bytes of last-level cache in one LLC domain.
+    pub fn llc_bytes(&self) -> usize {
+        self.llc().map_or(ASSUMED_LLC, |c| c.size)
+    }
+
+    /// The LLC domain a CPU belongs to, as an index into `llc_domains`.
+    pub fn llc_domain_of(&self, cpu: usize) -> Option<usize> {
+        self.llc_domains.iter().position(|d| d.contains(&cpu))
+    }
+}
+
+fn read_caches(dir: &Path) -> Vec<Cache> {
+    let mut caches = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return caches;
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("index"))
+        })
+        .collect();
+    paths.sort();
+    for p in paths {
+        let level = read_trimmed(&p.join("level")).and_then(|s| s.parse::<u8>().ok());
+        let kind = match read_trimmed(&p.join("type")).as_deref() {
+            Some("Data") => Some(CacheKind::Data),
+            Some("Instruction") => Some(CacheKind::Instruction),
+            Some("Unified") => Some(CacheKind::Unified),
+            _ => None,
+        };
+        let size = read_trimmed(&p.join("size")).and_then(|s| parse_sysfs_size(&s));
+        let (Some(level), Some(kind), Some(size)) = (level, kind, size) else {
+            continue;
+        };
+        let line = read_trimmed(&p.join("coherency_line_size"))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(64);
+        let shared_cpus = read_list(&p.join("shared_cpu_list")).unwrap_or_default();
+        caches.push(Cache {
+            level,
+            kind,
+            size,
+            line,
+            shared_cpus,
+        });
+    }
+    caches.sort_by_key(|c| (c.level, c.kind != CacheKind::Data));
+    caches
+}
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+fn read_list(path: &Path) -> Option<Vec<usize>> {
+    parse_cpu_list(&read_trimmed(path)?)
+}
+
+/// Parses a kernel CPU list such as `0-3,8,10-11`; `None` if malformed.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
+                if a > b {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Some(out)
+}
+
+/// Parses sysfs cache sizes such as `32768K`, `1M`, `512`.
+fn parse_sysfs_size(s: &str) -> Option<usize> {
+    let (num, mult) = match s.as_bytes().last()? {
+        b'K' => (&s[..s.len() - 1], 1 << 10),
+        b'M' => (&s[..s.len() - 1], 1 << 20),
+        b'G' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok()?.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(
+            parse_cpu_list("0-3,8,10-11"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(parse_cpu_list("5"), Some(vec![5]));
+        assert_eq!(parse_cpu_list(""), Some(vec![]));
+        assert_eq!(parse_cpu_list("3-1"), None);
+        assert_eq!(parse_cpu_list("a"), None);
+    }
+
+    #[test]
+    fn sysfs_sizes() {
+        assert_eq!(parse_sysfs_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_sysfs_size("1M"), Some(1 << 20));
+        assert_eq!(parse_sysfs_size("512"), Some(512));
+        assert_eq!(parse_sysfs_size("x"), None);
+    }
+
+    #[test]
+    fn missing_root_gives_defaults() {
+        let t = Topology::read(Path::new("/nonexistent/bulkmem"));
+        assert_eq!(t.online_cpus, vec![0]);
+        assert!(t.llc_assumed);
+        assert_eq!(t.llc_bytes(), ASSUMED_LLC);
+        assert_eq!(t.llc_domains, vec![vec![0]]);
+        assert_eq!(t.numa_nodes.len(), 1);
+    }
+
+    #[test]
+    fn this_machine_is_self_consistent() {
+        let t = Topology::detect();
+        assert!(t.page_size.is_power_of_two());
+        let mut all: Vec<usize> = t.llc_domains.concat();
+        all.sort_unstable();
+        assert_eq!(all, t.online_cpus, "LLC domains partition the online CPUs");
+    }
+}

@@ -1,0 +1,197 @@
+//! Batches: the result equals extent-by-extent reference copies whatever
+//! the layout (adjacent extents that coalesce, scattered ones that do not),
+//! the choice is made from the batch total, and bad input writes nothing.
+
+use bulkmem::{Error, Hint, Op, Options, Strategy};
+use proptest::prelude::*;
+
+/// Splits `buf` into extents of the given lengths, in order, skipping `gap`
+/// bytes after each (gap 0: adjacent, so they coalesce).
+fn split<'a>(mut buf: &'a mut [u8], lens: &[usize], gap: usize) -> Vec<&'a mut [u8]> {
+    let mut out = Vec::new();
+    for &l in lens {
+        let (a, rest) = buf.split_at_mut(l);
+        out.push(a);
+        let skip = gap.min(rest.len());
+        buf = &mut rest[skip..];
+    }
+    out
+}
+
+fn src_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn copy_batch_equals_reference(
+        lens in proptest::collection::vec(0usize..20_000, 0..40),
+        gap in prop_oneof![Just(0usize), 1usize..100],
+        src_gap in prop_oneof![Just(0usize), 1usize..100],
+        hint in proptest::sample::select(Hint::ALL.to_vec()),
+        reverse in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let total: usize = lens.iter().sum();
+        let space = total + lens.len() * 100 + 1;
+        let src = src_bytes(space, seed);
+        let mut dst = vec![0xEEu8; space];
+        let mut expected = dst.clone();
+        // Reference: the same extents, one copy_from_slice each.
+        {
+            let (mut d, mut s) = (0, 0);
+            for &l in &lens {
+                expected[d..d + l].copy_from_slice(&src[s..s + l]);
+                d += l + gap; s += l + src_gap;
+            }
+        }
+        let mut srcs: Vec<&[u8]> = Vec::new();
+        {
+            let mut rest = &src[..];
+            for &l in &lens {
+                let (a, r) = rest.split_at(l);
+                srcs.push(a);
+                rest = &r[src_gap.min(r.len())..];
+            }
+        }
+        let dsts = split(&mut dst, &lens, gap);
+        let mut ops: Vec<(&mut [u8], &[u8])> = dsts.into_iter().zip(srcs).collect();
+        if reverse { ops.reverse(); }
+        let chose = bulkmem::copy_batch_with(Options::hint(hint), &mut ops).unwrap();
+        prop_assert!(chose.supports(Op::Copy) && chose != Strategy::Auto);
+        drop(ops);
+        prop_assert!(dst == expected);
+    }
+
+    #[test]
+    fn clear_batch_equals_reference(
+        lens in proptest::collection::vec(0usize..20_000, 0..40),
+        gap in prop_oneof![Just(0usize), 1usize..100],
+        hint in proptest::sample::select(Hint::ALL.to_vec()),
+    ) {
+        let total: usize = lens.iter().sum();
+        let space = total + lens.len() * 100 + 1;
+        let mut dst = vec![0xEEu8; space];
+        let mut expected = dst.clone();
+        let mut d = 0;
+        for &l in &lens {
+            expected[d..d + l].fill(0);
+            d += l + gap;
+        }
+        let mut ops = split(&mut dst, &lens, gap);
+        bulkmem::clear_batch_with(Options::hint(hint), &mut ops).unwrap();
+        drop(ops);
+        prop_assert!(dst == expected);
+    }
+}
+
+#[test]
+fn length_mismatch_names_the_first_bad_extent_and_writes_nothing() {
+    let src = vec![1u8; 300];
+    let mut dst = vec![0u8; 300];
+    let (a, rest) = dst.split_at_mut(100);
+    let (b, c) = rest.split_at_mut(100);
+    let mut ops: Vec<(&mut [u8], &[u8])> = vec![(a, &src[..100]), (b, &src[..99]), (c, &src[..50])];
+    let e = bulkmem::copy_batch(&mut ops).unwrap_err();
+    assert_eq!(
+        e,
+        Error::LengthMismatch {
+            index: Some(1),
+            dst: 100,
+            src: 99
+        }
+    );
+    assert!(e.to_string().contains("extent 1"), "{e}");
+    drop(ops);
+    assert!(
+        dst.iter().all(|&x| x == 0),
+        "nothing may be written on error"
+    );
+}
+
+#[test]
+fn the_choice_comes_from_the_batch_total() {
+    let llc = bulkmem::Machine::this().llc_bytes;
+    let extent = 1 << 20;
+    let count = (2 * llc).div_ceil(extent) + 1;
+    let src = vec![3u8; extent];
+    let mut dst = vec![0u8; extent * count];
+    // Scattered order: reversed, so nothing coalesces.
+    let mut ops: Vec<(&mut [u8], &[u8])> = dst
+        .chunks_mut(extent)
+        .rev()
+        .map(|d| (d, &src[..]))
+        .collect();
+    let whole = bulkmem::copy_batch(&mut ops).unwrap();
+    drop(ops);
+    let single = bulkmem::copy_opts(Options::default(), &mut dst[..extent], &src).unwrap();
+    let m = bulkmem::Machine::this();
+    let expect_whole = bulkmem::auto::choose(
+        m,
+        &bulkmem::Request {
+            op: Op::Copy,
+            total: extent * count,
+            runs: count,
+            hint: Hint::Auto,
+        },
+    );
+    assert_eq!(whole, expect_whole);
+    assert_eq!(
+        single,
+        bulkmem::auto::choose(m, &bulkmem::Request::single(Op::Copy, extent, Hint::Auto))
+    );
+    if m.features.avx2 {
+        assert!(
+            whole.is_non_temporal(),
+            "a batch of 2x LLC streams: got {whole}"
+        );
+        assert!(
+            !single.is_non_temporal(),
+            "one 1 MiB extent stays in cache: got {single}"
+        );
+    }
+    assert!(dst.iter().all(|&x| x == 3));
+}
+
+#[test]
+fn unavailable_and_unsupported_strategies_are_refused() {
+    let mut d = [0u8; 8];
+    let e = bulkmem::copy_with(Strategy::Clzero, &mut d, &[1; 8]).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { op: Op::Copy, .. }));
+    assert!(e.to_string().contains("cannot copy"), "{e}");
+    let e = bulkmem::clear_with(Strategy::RepMovsb, &mut d).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { op: Op::Clear, .. }));
+    for &s in Strategy::ALL {
+        if !s.available() {
+            let e =
+                bulkmem::clear_with(s, &mut d).or_else(|_| bulkmem::copy_with(s, &mut d, &[1; 8]));
+            assert!(e.is_err(), "{s} ran although unavailable");
+        }
+    }
+    let e = bulkmem::copy_with(Strategy::Auto, &mut d, &[1; 7]).unwrap_err();
+    assert_eq!(
+        e,
+        Error::LengthMismatch {
+            index: None,
+            dst: 8,
+            src: 7
+        }
+    );
+    assert_eq!(d, [0; 8]);
+}
+
+#[test]
+#[should_panic(expected = "destination is 4 bytes but source is 5 bytes")]
+fn copy_panics_on_length_mismatch() {
+    bulkmem::copy(&mut [0u8; 4], &[0u8; 5]);
+}

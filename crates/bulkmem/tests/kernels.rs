@@ -1,0 +1,264 @@
+//! Every copy and clear strategy against a reference, in guarded memory:
+//! each length 0..=8192 at several alignments, every src/dst misalignment
+//! pair 0..64 at lengths around the kernels' internal edges, and lengths
+//! around 2 MiB. A read or write past either end of the buffers faults
+//! (guard pages); a stray write inside shows as a damaged canary.
+
+mod common;
+
+use bulkmem::{Op, Strategy};
+use common::*;
+
+/// Lengths around every internal edge: vector widths (16, 32, 64), the
+/// unrolled blocks (128, 256), the per-page step and 2-page runs.
+const EDGES: &[usize] = &[
+    0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 95, 96, 97, 127, 128, 129, 191,
+    192, 193, 255, 256, 257, 319, 320, 383, 384, 511, 512, 513, 1023, 1024, 1025, 4095, 4096, 4097,
+    4159, 8191, 8192, 8193,
+];
+
+const WINDOW: usize = 8192 + 3 * 64;
+
+fn available(op: Op) -> Vec<Strategy> {
+    let mut v: Vec<Strategy> = Strategy::for_op(op)
+        .iter()
+        .copied()
+        .filter(|s| s.available())
+        .collect();
+    v.push(Strategy::Auto);
+    for s in Strategy::for_op(op) {
+        if !s.available() {
+            eprintln!("skipping {op} {s}: not available on this CPU");
+        }
+    }
+    v
+}
+
+/// One copy of `len` bytes from `src[s_off..]` to `dst[d_off..]`, checked
+/// byte for byte, with the canary around it checked and then restored.
+fn copy_case(
+    s: Strategy,
+    dst: &mut Guarded,
+    src: &mut Guarded,
+    d_off: usize,
+    s_off: usize,
+    len: usize,
+) {
+    let lo = d_off.saturating_sub(64);
+    let hi = (d_off + len + 64).min(dst.usable());
+    {
+        let (d, sr) = (
+            dst.slice(d_off, len) as *mut [u8],
+            src.slice(s_off, len) as *const [u8],
+        );
+        // SAFETY: two distinct mappings; the raw pointers only sidestep the
+        // borrow of `dst`/`src` for the duration of this call.
+        let (d, sr) = unsafe { (&mut *d, &*sr) };
+        bulkmem::copy_with(s, d, sr).unwrap();
+    }
+    let db = dst.bytes();
+    let sb = unsafe_src_bytes(src);
+    if db[d_off..d_off + len] != sb[s_off..s_off + len] {
+        let i = (0..len).find(|&i| db[d_off + i] != sb[s_off + i]).unwrap();
+        panic!("{s}: copy len {len} dst+{d_off} src+{s_off}: byte {i} wrong");
+    }
+    if let Some(i) =
+        first_non_canary(db, lo, d_off).or_else(|| first_non_canary(db, d_off + len, hi))
+    {
+        panic!("{s}: copy len {len} dst+{d_off} src+{s_off}: wrote outside at {i}");
+    }
+    fill_canary(db, d_off, d_off + len);
+}
+
+fn unsafe_src_bytes(src: &mut Guarded) -> &[u8] {
+    src.bytes()
+}
+
+fn clear_case(s: Strategy, dst: &mut Guarded, d_off: usize, len: usize) {
+    let lo = d_off.saturating_sub(64);
+    let hi = (d_off + len + 64).min(dst.usable());
+    bulkmem::clear_with(s, dst.slice(d_off, len)).unwrap();
+    let db = dst.bytes();
+    if let Some(i) = db[d_off..d_off + len].iter().position(|&b| b != 0) {
+        panic!("{s}: clear len {len} dst+{d_off}: byte {i} not zero");
+    }
+    if let Some(i) =
+        first_non_canary(db, lo, d_off).or_else(|| first_non_canary(db, d_off + len, hi))
+    {
+        panic!("{s}: clear len {len} dst+{d_off}: wrote outside at {i}");
+    }
+    fill_canary(db, d_off, d_off + len);
+}
+
+fn fresh(len: usize) -> (Guarded, Guarded) {
+    let mut dst = Guarded::new(len);
+    let n = dst.usable();
+    fill_canary(dst.bytes(), 0, n);
+    let mut src = Guarded::new(len);
+    fill_pattern(src.bytes(), len);
+    (dst, src)
+}
+
+fn assert_all_canary(s: Strategy, dst: &mut Guarded) {
+    let n = dst.usable();
+    if let Some(i) = first_non_canary(dst.bytes(), 0, n) {
+        panic!("{s}: a stray write landed at offset {i}");
+    }
+}
+
+/// Every length 0..=8192: flush against the leading guard page (offset 0 and
+/// a few misalignments) and against the trailing one (end at the guard).
+fn copy_every_length(s: Strategy) {
+    let (mut dst, mut src) = fresh(WINDOW);
+    let end = dst.usable();
+    for len in 0..=8192usize {
+        for (d, so) in [(0, 0), (1, 63), (33, 7), (61, 32)] {
+            copy_case(s, &mut dst, &mut src, d, so, len);
+        }
+        copy_case(s, &mut dst, &mut src, end - len, end - len, len);
+        copy_case(s, &mut dst, &mut src, end - len, (end - len) & !63, len);
+    }
+    assert_all_canary(s, &mut dst);
+}
+
+fn clear_every_length(s: Strategy) {
+    let (mut dst, _) = fresh(WINDOW);
+    let end = dst.usable();
+    for len in 0..=8192usize {
+        for d in [0, 1, 33, 63] {
+            clear_case(s, &mut dst, d, len);
+        }
+        clear_case(s, &mut dst, end - len, len);
+    }
+    assert_all_canary(s, &mut dst);
+}
+
+/// Every (dst, src) misalignment pair in 0..64 at each edge length, at the
+/// front of the buffers and ending flush against the trailing guard.
+fn copy_every_alignment(s: Strategy) {
+    let (mut dst, mut src) = fresh(WINDOW);
+    let end = dst.usable();
+    for &len in EDGES {
+        for d in 0..64 {
+            for so in 0..64 {
+                copy_case(s, &mut dst, &mut src, d, so, len);
+                let (de, se) = (end - len - d, end - len - so);
+                copy_case(s, &mut dst, &mut src, de, se, len);
+            }
+        }
+    }
+    assert_all_canary(s, &mut dst);
+}
+
+fn clear_every_alignment(s: Strategy) {
+    let (mut dst, _) = fresh(WINDOW);
+    let end = dst.usable();
+    for &len in EDGES {
+        for d in 0..64 {
+            clear_case(s, &mut dst, d, len);
+            clear_case(s, &mut dst, end - len - d, len);
+        }
+    }
+    assert_all_canary(s, &mut dst);
+}
+
+const TWO_MIB: usize = 2 << 20;
+
+fn copy_around_2mib(s: Strategy) {
+    let (mut dst, mut src) = fresh(TWO_MIB + 2 * PAGE);
+    let end = dst.usable();
+    for len in [
+        TWO_MIB - 65,
+        TWO_MIB - 1,
+        TWO_MIB,
+        TWO_MIB + 1,
+        TWO_MIB + 63,
+        TWO_MIB + 4095,
+    ] {
+        for (d, so) in [(0, 0), (7, 3), (32, 0), (0, 33)] {
+            copy_case(s, &mut dst, &mut src, d, so, len);
+        }
+        copy_case(s, &mut dst, &mut src, end - len, end - len, len);
+    }
+    assert_all_canary(s, &mut dst);
+}
+
+fn clear_around_2mib(s: Strategy) {
+    let (mut dst, _) = fresh(TWO_MIB + 2 * PAGE);
+    let end = dst.usable();
+    for len in [
+        TWO_MIB - 65,
+        TWO_MIB - 1,
+        TWO_MIB,
+        TWO_MIB + 1,
+        TWO_MIB + 63,
+        TWO_MIB + 4095,
+    ] {
+        for d in [0, 7, 32, 63] {
+            clear_case(s, &mut dst, d, len);
+        }
+        clear_case(s, &mut dst, end - len, len);
+    }
+    assert_all_canary(s, &mut dst);
+}
+
+macro_rules! per_strategy {
+    ($($name:ident: $strategy:expr;)*) => {$(
+        mod $name {
+            use super::*;
+
+            fn strategy() -> Option<Strategy> {
+                let s: Strategy = $strategy;
+                if s.available() { Some(s) } else {
+                    eprintln!("skipping {s}: not available on this CPU");
+                    None
+                }
+            }
+
+            #[test]
+            fn every_length() {
+                let Some(s) = strategy() else { return };
+                if s.supports(Op::Copy) { copy_every_length(s) }
+                if s.supports(Op::Clear) { clear_every_length(s) }
+            }
+
+            #[test]
+            fn every_alignment_pair_at_edges() {
+                let Some(s) = strategy() else { return };
+                if s.supports(Op::Copy) { copy_every_alignment(s) }
+                if s.supports(Op::Clear) { clear_every_alignment(s) }
+            }
+
+            #[test]
+            fn around_two_mib() {
+                let Some(s) = strategy() else { return };
+                if s.supports(Op::Copy) { copy_around_2mib(s) }
+                if s.supports(Op::Clear) { clear_around_2mib(s) }
+            }
+        }
+    )*};
+}
+
+per_strategy! {
+    auto: Strategy::Auto;
+    per_page: Strategy::PerPage;
+    rep_movsq: Strategy::RepMovsq;
+    rep_movsb: Strategy::RepMovsb;
+    rep_stosq: Strategy::RepStosq;
+    rep_stosb: Strategy::RepStosb;
+    libc: Strategy::Libc;
+    avx2: Strategy::Avx2;
+    avx2_nt: Strategy::Avx2Nt;
+    avx512: Strategy::Avx512;
+    avx512_nt: Strategy::Avx512Nt;
+    clzero: Strategy::Clzero;
+    portable: Strategy::Portable;
+}
+
+#[test]
+fn every_strategy_is_in_the_table() {
+    for op in [Op::Copy, Op::Clear] {
+        let listed = available(op);
+        assert!(listed.contains(&Strategy::PerPage) && listed.contains(&Strategy::Portable));
+    }
+}

@@ -1,0 +1,94 @@
+//! Non-temporal stores are weakly ordered: without the closing store fence a
+//! reader that sees the "done" flag could still read stale data. Each round a
+//! writer copies fresh data with a non-temporal strategy and releases a flag;
+//! the reader acquires it and must see every byte.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bulkmem::Strategy;
+
+const LEN: usize = 64 * 1024;
+const ROUNDS: usize = 300;
+
+struct Shared {
+    buf: std::cell::UnsafeCell<Vec<u8>>,
+    round: AtomicUsize,
+    acked: AtomicUsize,
+}
+
+// SAFETY: the buffer is written only by the writer between the reader's ack
+// of round r-1 and the release of round r, and read only by the reader after
+// acquiring round r: the flag protocol makes the accesses exclusive.
+unsafe impl Sync for Shared {}
+
+fn visibility(s: Strategy, clear: bool) {
+    if !s.available() {
+        eprintln!("skipping {s}: not available");
+        return;
+    }
+    let shared = Arc::new(Shared {
+        buf: std::cell::UnsafeCell::new(vec![0u8; LEN]),
+        round: AtomicUsize::new(0),
+        acked: AtomicUsize::new(0),
+    });
+    let reader = {
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            for r in 1..=ROUNDS {
+                while shared.round.load(Ordering::Acquire) != r {
+                    std::hint::spin_loop();
+                }
+                // SAFETY: see `Shared`: round r was released by the writer.
+                let buf = unsafe { &*shared.buf.get() };
+                let want = if clear { 0 } else { r as u8 };
+                // The last lines written are the likeliest still to sit in a
+                // write-combining buffer: look at them first.
+                if let Some(i) = buf.iter().rposition(|&b| b != want) {
+                    return Err(format!("round {r}: byte {i} is {} not {want}", buf[i]));
+                }
+                shared.acked.store(r, Ordering::Release);
+            }
+            Ok(())
+        })
+    };
+    let mut src = vec![0u8; LEN];
+    for r in 1..=ROUNDS {
+        while shared.acked.load(Ordering::Acquire) != r - 1 {
+            if reader.is_finished() {
+                // The reader stopped early: it found stale data.
+                reader.join().unwrap().unwrap();
+                unreachable!("reader finished without reaching round {r}");
+            }
+            std::hint::spin_loop();
+        }
+        // SAFETY: see `Shared`: the reader acknowledged round r - 1.
+        let buf = unsafe { &mut *shared.buf.get() };
+        if clear {
+            buf.fill(0xFF);
+            bulkmem::clear_with(s, buf).unwrap();
+        } else {
+            src.fill(r as u8);
+            bulkmem::copy_with(s, buf, &src).unwrap();
+        }
+        shared.round.store(r, Ordering::Release);
+    }
+    reader.join().unwrap().unwrap();
+}
+
+#[test]
+fn avx2_nt_copy_is_visible_after_return() {
+    visibility(Strategy::Avx2Nt, false)
+}
+
+#[test]
+fn avx512_nt_copy_is_visible_after_return() {
+    visibility(Strategy::Avx512Nt, false)
+}
+
+#[test]
+fn nt_clears_are_visible_after_return() {
+    visibility(Strategy::Avx2Nt, true);
+    visibility(Strategy::Avx512Nt, true);
+    visibility(Strategy::Clzero, true);
+}

@@ -1,0 +1,545 @@
+//! `bulkmem bench copy|clear`: every strategy at every size, cache-hot and
+//! cache-cold, the way seeds 000 and 004 measure them.
+//!
+//! * hot: the same source and destination on every call, repeated until a
+//!   run has moved at least [`HOT_BYTES`].
+//! * cold: distinct extents of `size` bytes scattered (shuffled) over arenas
+//!   of `total` bytes (default 256 MiB, many times the LLC), with an eviction
+//!   pass before each run. `auto` submits a run's extents as one batch, as a
+//!   migration hands over its folios; every named strategy is called extent by
+//!   extent, as the kernel's loops do.
+//!
+//! Every cell checks its output once before it is timed, so a broken
+//! strategy cannot report a fast number.
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use bulkmem::kernels::{clear_kernel, copy_kernel};
+use bulkmem::{Hint, Op, Options, Strategy};
+
+use crate::arena::{self, Arena};
+use crate::report::Row;
+use crate::stats::Stats;
+
+/// Bytes a hot run moves at least (by repeating the call).
+pub const HOT_BYTES: usize = 64 << 20;
+
+const POISON: u8 = 0x5A;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Regime {
+    Hot,
+    Cold,
+}
+
+impl Regime {
+    pub fn name(self) -> &'static str {
+        match self {
+            Regime::Hot => "hot",
+            Regime::Cold => "cold",
+        }
+    }
+}
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub op: Op,
+    pub sizes: Vec<usize>,
+    pub regimes: Vec<Regime>,
+    /// Concrete strategies and/or `Auto`; all available and supporting `op`.
+    pub strategies: Vec<Strategy>,
+    pub hint: Hint,
+    pub threads: usize,
+    pub runs: usize,
+    /// Bytes per cold run.
+    pub total: usize,
+    /// CPUs to pin worker i to (`cpus[i % len]`); worker 0 is the caller.
+    pub cpus: Vec<usize>,
+    pub thp: bool,
+}
+
+/// Called as work proceeds with (done, of, label); the unit is one
+/// (regime, size) group of cells.
+pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
+
+/// Number of progress units [`run`] reports.
+pub fn groups(plan: &Plan) -> usize {
+    plan.regimes.len() * plan.sizes.len()
+}
+
+/// Runs the plan; rows come out in (regime, size, strategy) order.
+///
+/// Within a (regime, size) group the strategies take turns run by run, so a
+/// noisy neighbour slows all of them alike and the ratios stay honest.
+pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
+    let of = groups(plan);
+    let mut done = 0;
+    let mut rows = Vec::new();
+    let llc = bulkmem::cpu::info().llc_bytes();
+    for &regime in &plan.regimes {
+        let label = |size| {
+            format!(
+                "{} {} {}",
+                plan.op,
+                regime.name(),
+                crate::size::fmt_size(size)
+            )
+        };
+        match regime {
+            Regime::Hot => {
+                for &size in &plan.sizes {
+                    progress(done, of, &label(size));
+                    let mut bufs = HotBufs::new(plan, size)?;
+                    rows.extend(hot_group(plan, size, &mut bufs)?);
+                    done += 1;
+                }
+            }
+            Regime::Cold => {
+                let total = plan
+                    .sizes
+                    .iter()
+                    .copied()
+                    .max()
+                    .unwrap_or(0)
+                    .max(plan.total);
+                let mut src = Arena::new(total, plan.thp, 0)
+                    .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
+                if plan.op == Op::Copy {
+                    fill_pattern(src.bytes_mut());
+                }
+                let mut dst = Arena::new(total, plan.thp, POISON)
+                    .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
+                let evict = Arena::new((2 * llc).max(64 << 20), plan.thp, 1)
+                    .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
+                for &size in &plan.sizes {
+                    progress(done, of, &label(size));
+                    rows.extend(cold_group(plan, size, &mut dst, &src, &evict)?);
+                    done += 1;
+                }
+            }
+        }
+    }
+    progress(done, of, "done");
+    Ok(rows)
+}
+
+/// Per-thread hot buffers of one size.
+struct HotBufs {
+    pairs: Vec<(Arena, Arena)>,
+}
+
+impl HotBufs {
+    fn new(plan: &Plan, size: usize) -> Result<HotBufs, String> {
+        let mut pairs = Vec::new();
+        for _ in 0..plan.threads {
+            let mut src = Arena::new(size, plan.thp, 0)
+                .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
+            fill_pattern(src.bytes_mut());
+            let dst = Arena::new(size, plan.thp, POISON)
+                .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
+            pairs.push((src, dst));
+        }
+        Ok(HotBufs { pairs })
+    }
+}
+
+/// How one call executes: a resolved kernel, or `auto` with a hint.
+#[derive(Clone, Copy)]
+enum Exec {
+    Named(Strategy),
+    Auto(Hint),
+}
+
+impl Exec {
+    fn of(plan: &Plan, s: Strategy) -> Exec {
+        if s == Strategy::Auto {
+            Exec::Auto(plan.hint)
+        } else {
+            Exec::Named(s)
+        }
+    }
+
+    /// One copy; returns the strategy that ran.
+    fn copy(self, dst: &mut [u8], src: &[u8]) -> Strategy {
+        match self {
+            Exec::Named(s) => {
+                let k = copy_kernel(s).expect("plan holds only strategies with kernels");
+                // SAFETY: equal-length disjoint slices (one borrowed mutably);
+                // the plan only holds available strategies.
+                unsafe { k(dst.as_mut_ptr(), src.as_ptr(), dst.len()) };
+                s
+            }
+            Exec::Auto(h) => bulkmem::copy_opts(Options::hint(h), dst, src).expect("equal lengths"),
+        }
+    }
+
+    fn clear(self, dst: &mut [u8]) -> Strategy {
+        match self {
+            Exec::Named(s) => {
+                let k = clear_kernel(s).expect("plan holds only strategies with kernels");
+                // SAFETY: a valid writable slice; the strategy is available.
+                unsafe { k(dst.as_mut_ptr(), dst.len()) };
+                s
+            }
+            Exec::Auto(h) => bulkmem::clear_opts(Options::hint(h), dst).expect("clear cannot fail"),
+        }
+    }
+
+    fn copy_batch(self, ops: &mut [(&mut [u8], &[u8])]) -> Strategy {
+        match self {
+            Exec::Auto(h) => {
+                bulkmem::copy_batch_with(Options::hint(h), ops).expect("equal lengths")
+            }
+            Exec::Named(s) => {
+                for (d, sr) in ops.iter_mut() {
+                    self.copy(d, sr);
+                }
+                s
+            }
+        }
+    }
+
+    fn clear_batch(self, ops: &mut [&mut [u8]]) -> Strategy {
+        match self {
+            Exec::Auto(h) => {
+                bulkmem::clear_batch_with(Options::hint(h), ops).expect("clear cannot fail")
+            }
+            Exec::Named(s) => {
+                for d in ops.iter_mut() {
+                    self.clear(d);
+                }
+                s
+            }
+        }
+    }
+}
+
+fn hot_group(plan: &Plan, size: usize, bufs: &mut HotBufs) -> Result<Vec<Row>, String> {
+    let reps = (HOT_BYTES / size).max(1);
+    let execs: Vec<Exec> = plan.strategies.iter().map(|&s| Exec::of(plan, s)).collect();
+    // Check each strategy once, from a poisoned destination.
+    let mut chose = plan.strategies.clone();
+    for (i, exec) in execs.iter().enumerate() {
+        for (src, dst) in bufs.pairs.iter_mut() {
+            dst.bytes_mut().fill(POISON);
+            chose[i] = match plan.op {
+                Op::Copy => exec.copy(dst.bytes_mut(), src.bytes()),
+                Op::Clear => exec.clear(dst.bytes_mut()),
+            };
+            verify(
+                plan.op,
+                plan.strategies[i],
+                size,
+                "hot",
+                dst.bytes(),
+                src.bytes(),
+            )?;
+        }
+    }
+    let mut samples = vec![Vec::with_capacity(plan.runs); execs.len()];
+    for _ in 0..plan.runs {
+        for (i, exec) in execs.iter().enumerate() {
+            let t = timed(&mut bufs.pairs, &plan.cpus, |(src, dst)| {
+                for _ in 0..reps {
+                    match plan.op {
+                        Op::Copy => exec.copy(dst.bytes_mut(), src.bytes()),
+                        Op::Clear => exec.clear(dst.bytes_mut()),
+                    };
+                }
+            });
+            samples[i].push(gbps(reps * size * plan.threads, t));
+        }
+    }
+    Ok((0..execs.len())
+        .map(|i| {
+            row(
+                plan,
+                plan.strategies[i],
+                chose[i],
+                size,
+                size,
+                Regime::Hot,
+                &samples[i],
+            )
+        })
+        .collect())
+}
+
+fn cold_group(
+    plan: &Plan,
+    size: usize,
+    dst: &mut Arena,
+    src: &Arena,
+    evict: &Arena,
+) -> Result<Vec<Row>, String> {
+    let execs: Vec<Exec> = plan.strategies.iter().map(|&s| Exec::of(plan, s)).collect();
+    let count = (plan.total.max(size) / size).max(1);
+    let total = count * size;
+    let dst_order = shuffled(count, 0x5eed_0001);
+    let src_order = shuffled(count, 0x5eed_0002);
+    let mut dst_slots: Vec<Option<&mut [u8]>> = dst
+        .bytes_mut()
+        .chunks_exact_mut(size)
+        .take(count)
+        .map(Some)
+        .collect();
+    let src_slots: Vec<&[u8]> = src.bytes().chunks_exact(size).take(count).collect();
+    let per_thread = count.div_ceil(plan.threads);
+    let mut samples = vec![Vec::with_capacity(plan.runs); execs.len()];
+    let mut chose = plan.strategies.clone();
+    match plan.op {
+        Op::Copy => {
+            let mut ops: Vec<(&mut [u8], &[u8])> = dst_order
+                .iter()
+                .zip(&src_order)
+                .map(|(&d, &sr)| (dst_slots[d].take().expect("a permutation"), src_slots[sr]))
+                .collect();
+            for (i, exec) in execs.iter().enumerate() {
+                for (d, _) in ops.iter_mut() {
+                    d.fill(POISON);
+                }
+                for part in ops.chunks_mut(per_thread) {
+                    chose[i] = exec.copy_batch(part);
+                }
+                for (d, sr) in &ops {
+                    verify(plan.op, plan.strategies[i], size, "cold", d, sr)?;
+                }
+            }
+            let mut parts: Vec<&mut [(&mut [u8], &[u8])]> = ops.chunks_mut(per_thread).collect();
+            for _ in 0..plan.runs {
+                for (i, exec) in execs.iter().enumerate() {
+                    arena::evict_through(evict);
+                    let t = timed(&mut parts, &plan.cpus, |part| {
+                        exec.copy_batch(part);
+                    });
+                    samples[i].push(gbps(total, t));
+                }
+            }
+        }
+        Op::Clear => {
+            let mut ops: Vec<&mut [u8]> = dst_order
+                .iter()
+                .map(|&d| dst_slots[d].take().expect("a permutation"))
+                .collect();
+            for (i, exec) in execs.iter().enumerate() {
+                for d in ops.iter_mut() {
+                    d.fill(POISON);
+                }
+                for part in ops.chunks_mut(per_thread) {
+                    chose[i] = exec.clear_batch(part);
+                }
+                for d in &ops {
+                    verify(plan.op, plan.strategies[i], size, "cold", d, &[])?;
+                }
+            }
+            let mut parts: Vec<&mut [&mut [u8]]> = ops.chunks_mut(per_thread).collect();
+            for _ in 0..plan.runs {
+                for (i, exec) in execs.iter().enumerate() {
+                    arena::evict_through(evict);
+                    let t = timed(&mut parts, &plan.cpus, |part| {
+                        exec.clear_batch(part);
+                    });
+                    samples[i].push(gbps(total, t));
+                }
+            }
+        }
+    }
+    Ok((0..execs.len())
+        .map(|i| {
+            row(
+                plan,
+                plan.strategies[i],
+                chose[i],
+                size,
+                total,
+                Regime::Cold,
+                &samples[i],
+            )
+        })
+        .collect())
+}
+
+fn row(
+    plan: &Plan,
+    s: Strategy,
+    chose: Strategy,
+    size: usize,
+    total: usize,
+    regime: Regime,
+    samples: &[f64],
+) -> Row {
+    Row {
+        op: plan.op.name(),
+        strategy: s.name().to_string(),
+        chose: chose.name().to_string(),
+        hint: (s == Strategy::Auto).then(|| plan.hint.name().to_string()),
+        size,
+        total,
+        regime: regime.name(),
+        threads: plan.threads,
+        runs: plan.runs,
+        gbps: Stats::of(samples).unwrap_or(Stats {
+            median: 0.0,
+            min: 0.0,
+            max: 0.0,
+        }),
+        speedup: None,
+    }
+}
+
+/// Fails unless `dst` holds `src` (copy) or zeros (clear).
+fn verify(
+    op: Op,
+    s: Strategy,
+    size: usize,
+    regime: &str,
+    dst: &[u8],
+    src: &[u8],
+) -> Result<(), String> {
+    let bad = match op {
+        Op::Copy => {
+            (dst != src).then(|| dst.iter().zip(src).position(|(a, b)| a != b).unwrap_or(0))
+        }
+        Op::Clear => dst.iter().position(|&b| b != 0),
+    };
+    match bad {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "verification failed: {op} strategy {s} ({regime}, extent {}) left byte {i} wrong; its numbers would be meaningless",
+            crate::size::fmt_size(size)
+        )),
+    }
+}
+
+/// Runs `work` on every worker at once, worker i pinned to `cpus[i % n]`
+/// (worker 0 on the calling thread, already pinned), and returns the time
+/// from the common start to the last finish.
+fn timed<W: Send>(workers: &mut [W], cpus: &[usize], work: impl Fn(&mut W) + Sync) -> Duration {
+    if workers.len() == 1 {
+        let t = Instant::now();
+        work(&mut workers[0]);
+        return t.elapsed();
+    }
+    let barrier = Barrier::new(workers.len());
+    let (first, rest) = workers.split_first_mut().expect("at least one worker");
+    std::thread::scope(|scope| {
+        for (i, w) in rest.iter_mut().enumerate() {
+            let (barrier, work) = (&barrier, &work);
+            let cpu = cpus[(i + 1) % cpus.len()];
+            scope.spawn(move || {
+                let _ = arena::pin_to(cpu);
+                barrier.wait();
+                work(w);
+            });
+        }
+        barrier.wait();
+        let t = Instant::now();
+        work(first);
+        // Leaving the scope joins the others: their finish is in the time.
+        t
+    })
+    .elapsed()
+}
+
+fn gbps(bytes: usize, t: Duration) -> f64 {
+    bytes as f64 / t.as_secs_f64().max(1e-9) / 1e9
+}
+
+/// A deterministic shuffle of 0..n (xorshift Fisher-Yates): scattered
+/// extents, the same on every run and machine.
+pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    let mut x = seed | 1;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+/// Position-dependent source bytes, so a copy from the wrong place shows.
+fn fill_pattern(buf: &mut [u8]) {
+    for (i, w) in buf.chunks_mut(8).enumerate() {
+        let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let b = (z ^ (z >> 31)).to_le_bytes();
+        w.copy_from_slice(&b[..w.len()]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffle_is_a_permutation_and_scatters() {
+        let v = shuffled(1000, 7);
+        let mut s = v.clone();
+        s.sort_unstable();
+        assert_eq!(s, (0..1000).collect::<Vec<_>>());
+        let adjacent = v.windows(2).filter(|w| w[1] == w[0] + 1).count();
+        assert!(adjacent < 20, "{adjacent} neighbours stayed adjacent");
+        assert_eq!(shuffled(0, 1), Vec::<usize>::new());
+    }
+
+    fn tiny_plan(op: Op, strategies: Vec<Strategy>, threads: usize) -> Plan {
+        Plan {
+            op,
+            sizes: vec![4096, 65536],
+            regimes: vec![Regime::Hot, Regime::Cold],
+            strategies,
+            hint: Hint::Auto,
+            threads,
+            runs: 1,
+            total: 1 << 20,
+            cpus: vec![arena::current_cpu()],
+            thp: false,
+        }
+    }
+
+    #[test]
+    fn every_cell_yields_a_verified_row() {
+        for op in [Op::Copy, Op::Clear] {
+            let plan = tiny_plan(
+                op,
+                vec![Strategy::PerPage, Strategy::Auto, Strategy::Portable],
+                2,
+            );
+            let mut calls = 0;
+            let rows = run(&plan, &mut |_, _, _| calls += 1).unwrap();
+            assert_eq!(rows.len(), 2 * 2 * 3);
+            assert_eq!(calls, groups(&plan) + 1);
+            for r in &rows {
+                assert!(r.gbps.median > 0.0, "{r:?}");
+                assert_eq!(r.hint.is_some(), r.strategy == "auto");
+                assert_ne!(r.chose, "auto");
+            }
+            let cold4k = rows
+                .iter()
+                .find(|r| r.regime == "cold" && r.size == 4096)
+                .unwrap();
+            assert_eq!(cold4k.total, 1 << 20);
+        }
+    }
+
+    #[test]
+    fn verification_catches_a_wrong_copy() {
+        let e = verify(
+            Op::Copy,
+            Strategy::Avx2,
+            4096,
+            "hot",
+            &[1, 2, 3],
+            &[1, 9, 3],
+        )
+        .unwrap_err();
+        assert!(e.contains("byte 1") && e.contains("avx2"), "{e}");
+        assert!(verify(Op::Clear, Strategy::Clzero, 4096, "cold", &[0, 0, 7], &[]).is_err());
+        assert!(verify(Op::Clear, Strategy::Clzero, 4096, "cold", &[0, 0, 0], &[]).is_ok());
+    }
+}

@@ -1,0 +1,316 @@
+//! `bulkmem info`: what bulkmem sees on this machine and what `auto` would
+//! do with it.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use bulkmem::topology::CacheKind;
+use bulkmem::{auto, Hint, Machine, Op, Request, Strategy};
+
+use crate::report;
+use crate::size::fmt_size;
+
+/// Sizes `info` shows `auto`'s choice for, as single calls.
+const SIZES: &[usize] = &[64, 4096, 64 << 10, 2 << 20, 32 << 20, 256 << 20, 1 << 30];
+
+#[derive(Serialize)]
+struct Cache {
+    level: u8,
+    kind: &'static str,
+    size: usize,
+    shared_cpus: Vec<usize>,
+}
+
+#[derive(Serialize)]
+struct Availability {
+    op: &'static str,
+    strategy: &'static str,
+    available: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    needs: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct AutoChoice {
+    op: &'static str,
+    hint: &'static str,
+    /// Bytes in all.
+    total: usize,
+    /// Contiguous runs the total arrives in (1 = a single call).
+    runs: usize,
+    chose: &'static str,
+    reason: &'static str,
+}
+
+#[derive(Serialize)]
+struct Info {
+    bulkmem: &'static str,
+    machine: report::Machine,
+    family: u32,
+    model: u32,
+    caches: Vec<Cache>,
+    llc_domains: Vec<Vec<usize>>,
+    numa_nodes: Vec<(usize, Vec<usize>)>,
+    huge_page_sizes: Vec<usize>,
+    strategies: Vec<Availability>,
+    auto: Vec<AutoChoice>,
+}
+
+fn kind(k: CacheKind) -> &'static str {
+    match k {
+        CacheKind::Data => "data",
+        CacheKind::Instruction => "instruction",
+        CacheKind::Unified => "unified",
+    }
+}
+
+fn gather() -> Info {
+    let i = bulkmem::cpu::info();
+    let t = &i.topology;
+    let m = Machine::this();
+    let mut strategies = Vec::new();
+    for op in [Op::Copy, Op::Clear] {
+        for &s in Strategy::for_op(op) {
+            let needs = s.missing_feature(&i.features);
+            strategies.push(Availability {
+                op: op.name(),
+                strategy: s.name(),
+                available: needs.is_none(),
+                needs,
+            });
+        }
+    }
+    let mut choices = Vec::new();
+    for op in [Op::Copy, Op::Clear] {
+        for &hint in Hint::ALL {
+            let mut reqs: Vec<Request> = SIZES
+                .iter()
+                .map(|&n| Request::single(op, n, hint))
+                .collect();
+            // What one call cannot know: 128 scattered 2 MiB folios.
+            reqs.push(Request {
+                op,
+                total: 256 << 20,
+                runs: 128,
+                hint,
+            });
+            for r in reqs {
+                let c = auto::decide(m, &r);
+                choices.push(AutoChoice {
+                    op: op.name(),
+                    hint: hint.name(),
+                    total: r.total,
+                    runs: r.runs,
+                    chose: c.strategy.name(),
+                    reason: c.reason,
+                });
+            }
+        }
+    }
+    Info {
+        bulkmem: env!("CARGO_PKG_VERSION"),
+        machine: report::Machine::this(),
+        family: i.family,
+        model: i.model,
+        caches: t
+            .caches
+            .iter()
+            .map(|c| Cache {
+                level: c.level,
+                kind: kind(c.kind),
+                size: c.size,
+                shared_cpus: c.shared_cpus.clone(),
+            })
+            .collect(),
+        llc_domains: t.llc_domains.clone(),
+        numa_nodes: t
+            .numa_nodes
+            .iter()
+            .map(|n| (n.id, n.cpus.clone()))
+            .collect(),
+        huge_page_sizes: t.huge_page_sizes.clone(),
+        strategies,
+        auto: choices,
+    }
+}
+
+/// Compact CPU list: `0-3,8`.
+pub fn cpu_list(cpus: &[usize]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    parts.join(",")
+}
+
+pub fn json() -> String {
+    serde_json::to_string_pretty(&gather()).expect("info serialises")
+}
+
+pub fn text() -> String {
+    let info = gather();
+    let i = bulkmem::cpu::info();
+    let mut o = String::new();
+    let _ = writeln!(o, "bulkmem {}", info.bulkmem);
+    let _ = writeln!(o, "cpu:         {i}");
+    let _ = writeln!(o, "features:    {}", info.machine.features.join(" "));
+    let absent: Vec<&str> = bulkmem::cpu::Features::ALL_NAMES
+        .iter()
+        .copied()
+        .filter(|n| !info.machine.features.contains(n))
+        .collect();
+    if !absent.is_empty() {
+        let _ = writeln!(o, "absent:      {}", absent.join(" "));
+    }
+    if !i.disabled.is_empty() {
+        let _ = writeln!(o, "hidden by BULKMEM_DISABLE: {}", i.disabled.join(" "));
+    }
+    if !i.unknown_disabled.is_empty() {
+        let _ = writeln!(
+            o,
+            "warning: BULKMEM_DISABLE names unknown features: {} (known: {})",
+            i.unknown_disabled.join(" "),
+            bulkmem::cpu::Features::ALL_NAMES.join(" ")
+        );
+    }
+    let caches: Vec<String> = info
+        .caches
+        .iter()
+        .map(|c| {
+            let k = match c.kind {
+                "data" => "d",
+                "instruction" => "i",
+                _ => "",
+            };
+            format!(
+                "L{}{k} {} (CPUs {})",
+                c.level,
+                fmt_size(c.size),
+                cpu_list(&c.shared_cpus)
+            )
+        })
+        .collect();
+    let assumed = if i.topology.llc_assumed {
+        " (LLC size assumed: sysfs has none)"
+    } else {
+        ""
+    };
+    let _ = writeln!(o, "caches:      {}{assumed}", caches.join(", "));
+    let domains: Vec<String> = info
+        .llc_domains
+        .iter()
+        .map(|d| format!("[{}]", cpu_list(d)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "cpus:        {} online; {} LLC domain(s): {}",
+        info.machine.cpus,
+        domains.len(),
+        domains.join(" ")
+    );
+    let nodes: Vec<String> = info
+        .numa_nodes
+        .iter()
+        .map(|(id, cpus)| format!("node{id} [{}]", cpu_list(cpus)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "numa:        {} node(s): {}",
+        nodes.len(),
+        nodes.join(" ")
+    );
+    let huge: Vec<String> = info.huge_page_sizes.iter().map(|&s| fmt_size(s)).collect();
+    let _ = writeln!(
+        o,
+        "pages:       {} base; hugetlb {}; THP {}",
+        fmt_size(info.machine.page_size),
+        if huge.is_empty() {
+            "none".to_string()
+        } else {
+            huge.join(", ")
+        },
+        info.machine.thp.as_deref().unwrap_or("unknown")
+    );
+    for op in ["copy", "clear"] {
+        let list: Vec<String> = info
+            .strategies
+            .iter()
+            .filter(|a| a.op == op)
+            .map(|a| match a.needs {
+                None => a.strategy.to_string(),
+                Some(n) => format!("({} needs {n})", a.strategy),
+            })
+            .collect();
+        let _ = writeln!(o, "{op:<6} strategies: {}", list.join(" "));
+    }
+    let _ = writeln!(
+        o,
+        "\nauto would choose (single calls; last column a batch of 128 x 2M extents):"
+    );
+    let _ = write!(o, "{:<14}", "op, hint");
+    for &s in SIZES {
+        let _ = write!(o, "{:>11}", fmt_size(s));
+    }
+    let _ = writeln!(o, "{:>12}", "128x2M");
+    for op in ["copy", "clear"] {
+        for h in Hint::ALL {
+            let _ = write!(o, "{:<14}", format!("{op}, {h}"));
+            for c in info
+                .auto
+                .iter()
+                .filter(|c| c.op == op && c.hint == h.name())
+            {
+                let w = if c.runs > 1 { 12 } else { 11 };
+                let _ = write!(o, "{:>w$}", c.chose);
+            }
+            o.push('\n');
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists_compress_ranges() {
+        assert_eq!(cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+        assert_eq!(cpu_list(&[]), "");
+        assert_eq!(cpu_list(&[5]), "5");
+    }
+
+    #[test]
+    fn json_lists_every_strategy_and_a_batch_choice() {
+        let v: serde_json::Value = serde_json::from_str(&json()).unwrap();
+        let n = v["strategies"].as_array().unwrap().len();
+        assert_eq!(n, Strategy::COPY.len() + Strategy::CLEAR.len());
+        let batch = v["auto"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["runs"] == 128);
+        assert!(batch);
+        assert!(v["machine"]["llc_bytes"].as_u64().unwrap() > 0);
+    }
+
+    #[test]
+    fn text_names_the_cpu_and_every_strategy() {
+        let t = text();
+        assert!(t.contains("cpu:") && t.contains("auto would choose"), "{t}");
+        for s in Strategy::COPY.iter().chain(Strategy::CLEAR) {
+            assert!(t.contains(s.name()), "{} missing", s.name());
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! The `bulkmem` command: which copy and clear primitive wins on this
+//! machine, measured the way the seed patch threads measure it.
+
+mod arena;
+mod bench_mem;
+mod chart;
+mod info;
+mod report;
+mod size;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use bench_mem::{Plan, Regime};
+use bulkmem::{Hint, Op, Strategy};
+use report::Row;
+
+#[derive(Parser)]
+#[command(
+    name = "bulkmem",
+    version,
+    about = "Copy, clear and move large runs of memory pages at the speed of the hardware",
+    long_about = "Without a command, prints the default report for this machine: the seed 000 copy \
+                  table and the seed 004 clear table at 4K/2M/256M, cache-hot and cache-cold, and \
+                  which primitive wins here."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+    /// No progress output on stderr.
+    #[arg(long, global = true)]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// CPU, features, caches, LLC domains, NUMA nodes, page sizes, strategies
+    /// and what `auto` would choose.
+    Info {
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure primitives.
+    Bench {
+        #[command(subcommand)]
+        what: BenchCmd,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Copy throughput per strategy and size (seed 000).
+    Copy(MemArgs),
+    /// Clear throughput per strategy and size (seed 004).
+    Clear(MemArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RegimeArg {
+    Hot,
+    Cold,
+    Both,
+}
+
+#[derive(Args)]
+struct MemArgs {
+    /// Extent sizes (K, M, G are powers of two).
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,64K,2M,32M,256M")]
+    sizes: Vec<usize>,
+    /// hot: same buffers every call; cold: distinct extents over an arena
+    /// much larger than the LLC, evicted before each run.
+    #[arg(long, value_enum, default_value = "both")]
+    regime: RegimeArg,
+    /// Comma-separated strategy names (and `auto`), or `all`.
+    #[arg(long, default_value = "all")]
+    strategies: String,
+    /// Threads measuring at once, each pinned to its own CPU.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    threads: u32,
+    /// Timed runs per cell; the table shows the median.
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    runs: u32,
+    /// What `auto` is told about the destination: auto, reuse or stream.
+    #[arg(long, default_value = "auto", value_parser = parse_hint)]
+    hint: Hint,
+    /// Bytes per cold run (at least the largest size).
+    #[arg(long, value_parser = size::parse_size, default_value = "256M")]
+    total: usize,
+    /// CPU to pin the measuring thread to (default: where it starts).
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Do not ask for transparent huge pages on the benchmark arenas.
+    #[arg(long)]
+    no_thp: bool,
+    /// Write results as JSON to FILE (`-` for stdout; the table then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Plot GB/s against size, one line per strategy (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+fn parse_hint(s: &str) -> Result<Hint, String> {
+    s.parse()
+        .map_err(|e: bulkmem::ParseNameError| e.to_string())
+}
+
+/// A failure, with the exit code it deserves (2: bad usage).
+struct Failure {
+    code: u8,
+    msg: String,
+}
+
+fn usage(msg: impl Into<String>) -> Failure {
+    Failure {
+        code: 2,
+        msg: msg.into(),
+    }
+}
+
+fn runtime(msg: impl Into<String>) -> Failure {
+    Failure {
+        code: 1,
+        msg: msg.into(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        None => default_report(cli.quiet),
+        Some(Cmd::Info { json }) => {
+            print!(
+                "{}",
+                if json {
+                    info::json() + "\n"
+                } else {
+                    info::text()
+                }
+            );
+            Ok(())
+        }
+        Some(Cmd::Bench { what }) => match what {
+            BenchCmd::Copy(a) => bench(Op::Copy, a, cli.quiet),
+            BenchCmd::Clear(a) => bench(Op::Clear, a, cli.quiet),
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            eprintln!("bulkmem: error: {}", f.msg);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// The strategies to run for `op`: (runnable, "name (needs x)" not runnable).
+fn pick_strategies(op: Op, list: &str) -> Result<(Vec<Strategy>, Vec<String>), Failure> {
+    let features = &bulkmem::cpu::info().features;
+    let named: Vec<Strategy> = if list.trim() == "all" {
+        let mut v = Strategy::for_op(op).to_vec();
+        v.push(Strategy::Auto);
+        v
+    } else {
+        let mut v = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let s: Strategy = name
+                .parse()
+                .map_err(|e: bulkmem::ParseNameError| usage(e.to_string()))?;
+            if !s.supports(op) {
+                let valid: Vec<&str> = Strategy::for_op(op).iter().map(|s| s.name()).collect();
+                return Err(usage(format!(
+                    "strategy '{s}' cannot {op}; {op} strategies are: auto, {}",
+                    valid.join(", ")
+                )));
+            }
+            if !v.contains(&s) {
+                v.push(s);
+            }
+        }
+        v
+    };
+    if named.is_empty() {
+        return Err(usage("--strategies names no strategy"));
+    }
+    let mut run = Vec::new();
+    let mut skipped = Vec::new();
+    for s in named {
+        match s.missing_feature(features) {
+            None => run.push(s),
+            Some(needs) => skipped.push(format!("{s} (needs {needs})")),
+        }
+    }
+    if run.is_empty() {
+        return Err(usage(format!(
+            "none of the strategies can run here: {}",
+            skipped.join(", ")
+        )));
+    }
+    Ok((run, skipped))
+}
+
+fn measuring_cpus(first: Option<usize>) -> Result<Vec<usize>, Failure> {
+    let online = &bulkmem::cpu::info().topology.online_cpus;
+    let first = first.unwrap_or_else(arena::current_cpu);
+    if !online.contains(&first) {
+        return Err(usage(format!(
+            "--cpu {first} is not an online CPU (online: {})",
+            info::cpu_list(online)
+        )));
+    }
+    arena::pin_to(first).map_err(|e| runtime(format!("cannot pin to CPU {first}: {e}")))?;
+    let mut cpus = vec![first];
+    cpus.extend(online.iter().copied().filter(|&c| c != first));
+    Ok(cpus)
+}
+
+fn progress_bar(quiet: bool, len: usize) -> ProgressBar {
+    let pb = ProgressBar::with_draw_target(
+        Some(len as u64),
+        if quiet {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        },
+    );
+    pb.set_style(
+        ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb
+}
+
+fn measure(plan: &Plan, quiet: bool) -> Result<Vec<Row>, Failure> {
+    let pb = progress_bar(quiet, bench_mem::groups(plan));
+    let rows = bench_mem::run(plan, &mut |done, _, label| {
+        pb.set_position(done as u64);
+        pb.set_message(label.to_string());
+    })
+    .map_err(runtime);
+    pb.finish_and_clear();
+    rows
+}
+
+fn bench(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
+    let (strategies, skipped) = pick_strategies(op, &a.strategies)?;
+    let threads = a.threads as usize;
+    let online = bulkmem::cpu::info().topology.online_cpus.len();
+    if threads > online && !quiet {
+        eprintln!("bulkmem: warning: {threads} threads on {online} online CPUs share CPUs");
+    }
+    let max_size = a.sizes.iter().copied().max().unwrap_or(0);
+    if a.total < max_size {
+        eprintln!(
+            "bulkmem: note: --total {} is below the largest size; cold runs use {}",
+            size::fmt_size(a.total),
+            size::fmt_size(max_size)
+        );
+    }
+    let plan = Plan {
+        op,
+        sizes: a.sizes,
+        regimes: match a.regime {
+            RegimeArg::Hot => vec![Regime::Hot],
+            RegimeArg::Cold => vec![Regime::Cold],
+            RegimeArg::Both => vec![Regime::Hot, Regime::Cold],
+        },
+        strategies,
+        hint: a.hint,
+        threads,
+        runs: a.runs as usize,
+        total: a.total,
+        cpus: measuring_cpus(a.cpu)?,
+        thp: !a.no_thp,
+    };
+    let mut rows = measure(&plan, quiet)?;
+    report::add_speedups(&mut rows);
+    let table = report::tables(&rows, &skipped);
+    let to_stdout = a.json.as_deref() == Some(std::path::Path::new("-"));
+    if to_stdout {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+    }
+    if let Some(path) = &a.json {
+        report::write_json(path, &rows).map_err(runtime)?;
+    }
+    if let Some(path) = &a.plot {
+        write_plot(path, op, &rows).map_err(runtime)?;
+    }
+    Ok(())
+}
+
+fn write_plot(path: &std::path::Path, op: Op, rows: &[Row]) -> Result<(), String> {
+    let mut series: Vec<chart::Series> = Vec::new();
+    let regimes: Vec<&str> = {
+        let mut v: Vec<&str> = rows.iter().map(|r| r.regime).collect();
+        v.dedup();
+        v
+    };
+    let mut strategies: Vec<&str> = Vec::new();
+    for r in rows {
+        let name = if regimes.len() > 1 {
+            format!("{} {}", r.strategy, r.regime)
+        } else {
+            r.strategy.clone()
+        };
+        if !strategies.contains(&r.strategy.as_str()) {
+            strategies.push(&r.strategy);
+        }
+        let color = strategies
+            .iter()
+            .position(|s| *s == r.strategy)
+            .unwrap_or(0);
+        match series.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push((r.size as f64, r.gbps.median)),
+            None => series.push(chart::Series {
+                name,
+                points: vec![(r.size as f64, r.gbps.median)],
+                color,
+                dashed: regimes.len() > 1 && r.regime == "cold",
+            }),
+        }
+    }
+    let title = format!("bulkmem {op}: {}", bulkmem::cpu::info().brand);
+    chart::write(
+        path,
+        &chart::Chart {
+            title: &title,
+            x_label: "extent size",
+            y_label: "GB/s (median)",
+            series: &series,
+            log_x: true,
+        },
+    )
+}
+
+/// `bulkmem` with no arguments: the seed 000 copy table and the seed 004
+/// clear table at 4K/2M/256M, hot and cold, and what wins here.
+fn default_report(quiet: bool) -> Result<(), Failure> {
+    let cpus = measuring_cpus(None)?;
+    let i = bulkmem::cpu::info();
+    println!(
+        "bulkmem {} on {} ({} CPUs, LLC {}, features: {})",
+        env!("CARGO_PKG_VERSION"),
+        i.brand,
+        i.topology.online_cpus.len(),
+        size::fmt_size(i.llc_bytes()),
+        i.features.names().join(" ")
+    );
+    let mut all = Vec::new();
+    for op in [Op::Copy, Op::Clear] {
+        let (strategies, skipped) = pick_strategies(op, "all")?;
+        let plan = Plan {
+            op,
+            sizes: vec![4 << 10, 2 << 20, 256 << 20],
+            regimes: vec![Regime::Hot, Regime::Cold],
+            strategies,
+            hint: Hint::Auto,
+            threads: 1,
+            runs: 7,
+            total: 256 << 20,
+            cpus: cpus.clone(),
+            thp: true,
+        };
+        let mut rows = measure(&plan, quiet)?;
+        report::add_speedups(&mut rows);
+        print!("{}", report::tables(&rows, &skipped));
+        all.extend(rows);
+    }
+    println!();
+    for line in report::summary(&all) {
+        println!("{line}");
+    }
+    println!("\n(more: `bulkmem info`, `bulkmem bench copy --help`; JSON with --json FILE)");
+    Ok(())
+}

@@ -1,0 +1,334 @@
+//! Result rows, the JSON document of DESIGN.md, and the human tables.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::size::fmt_size;
+use crate::stats::Stats;
+
+/// One measured cell. Field names are the JSON contract.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub op: &'static str,
+    pub strategy: String,
+    /// The primitive that ran (for `auto`, what it chose).
+    pub chose: String,
+    /// The hint given to `auto` (absent on named strategies).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    pub size: usize,
+    pub total: usize,
+    pub regime: &'static str,
+    pub threads: usize,
+    pub runs: usize,
+    pub gbps: Stats,
+    /// Median over the `per-page` median of the same cell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
+}
+
+/// Fills `speedup` from the `per-page` row of the same op, regime and size.
+pub fn add_speedups(rows: &mut [Row]) {
+    let base: Vec<(&'static str, &'static str, usize, f64)> = rows
+        .iter()
+        .filter(|r| r.strategy == "per-page")
+        .map(|r| (r.op, r.regime, r.size, r.gbps.median))
+        .collect();
+    for r in rows.iter_mut() {
+        r.speedup = base
+            .iter()
+            .find(|b| (b.0, b.1, b.2) == (r.op, r.regime, r.size))
+            .filter(|b| b.3 > 0.0)
+            .map(|b| r.gbps.median / b.3);
+    }
+}
+
+#[derive(Serialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub vendor: &'static str,
+    pub features: Vec<&'static str>,
+    pub disabled: Vec<String>,
+    pub llc_bytes: usize,
+    pub cpus: usize,
+    pub llc_domains: usize,
+    pub numa_nodes: usize,
+    pub page_size: usize,
+    pub thp: Option<String>,
+}
+
+impl Machine {
+    pub fn this() -> Machine {
+        let i = bulkmem::cpu::info();
+        let t = &i.topology;
+        Machine {
+            cpu: i.brand.clone(),
+            vendor: i.vendor.name(),
+            features: i.features.names(),
+            disabled: i.disabled.clone(),
+            llc_bytes: i.llc_bytes(),
+            cpus: t.online_cpus.len(),
+            llc_domains: t.llc_domains.len(),
+            numa_nodes: t.numa_nodes.len(),
+            page_size: t.page_size,
+            thp: t.thp_mode.clone(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    bulkmem: &'static str,
+    machine: Machine,
+    results: &'a [Row],
+}
+
+/// Writes the JSON document to `path` (`-` is stdout).
+pub fn write_json(path: &Path, rows: &[Row]) -> Result<(), String> {
+    let doc = Document {
+        bulkmem: env!("CARGO_PKG_VERSION"),
+        machine: Machine::this(),
+        results: rows,
+    };
+    let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+    if path == Path::new("-") {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{text}").map_err(|e| format!("cannot write JSON to stdout: {e}"))
+    } else {
+        std::fs::write(path, text + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+}
+
+const NAME_W: usize = 16;
+const CELL_W: usize = 17;
+
+/// One table per (op, regime): a row per strategy, a column per size, the
+/// median GB/s and, beside it, the speed-up over `per-page`.
+pub fn tables(rows: &[Row], unavailable: &[String]) -> String {
+    let mut out = String::new();
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for r in rows {
+        if !keys.contains(&(r.op, r.regime)) {
+            keys.push((r.op, r.regime));
+        }
+    }
+    for (op, regime) in keys {
+        let cell_rows: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.op == op && r.regime == regime)
+            .collect();
+        let mut sizes: Vec<usize> = cell_rows.iter().map(|r| r.size).collect();
+        sizes.dedup();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let mut strategies: Vec<&str> = Vec::new();
+        for r in &cell_rows {
+            if !strategies.contains(&r.strategy.as_str()) {
+                strategies.push(&r.strategy);
+            }
+        }
+        let first = cell_rows[0];
+        let how = if regime == "cold" {
+            format!(
+                "{} per run in shuffled extents, cache evicted before each run",
+                fmt_size(first.total.max(first.size))
+            )
+        } else {
+            "same buffers every call".to_string()
+        };
+        let threads = if first.threads > 1 {
+            format!(", {} threads", first.threads)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "\n{op}, {regime} ({how}{threads}): GB/s, median of {}; x = speed-up over per-page",
+            first.runs
+        );
+        let _ = write!(out, "{:<NAME_W$}", "strategy");
+        for &s in &sizes {
+            let _ = write!(out, "{:>CELL_W$}", fmt_size(s));
+        }
+        out.push('\n');
+        for name in strategies {
+            let label = match cell_rows
+                .iter()
+                .find(|r| r.strategy == name)
+                .and_then(|r| r.hint.as_deref())
+            {
+                Some(h) if h != "auto" => format!("{name} ({h})"),
+                _ => name.to_string(),
+            };
+            let _ = write!(out, "{label:<NAME_W$}");
+            for &s in &sizes {
+                let cell = match cell_rows.iter().find(|r| r.strategy == name && r.size == s) {
+                    Some(r) => match r.speedup {
+                        Some(x) if name != "per-page" => {
+                            format!("{:.2} {:>5.2}x", r.gbps.median, x)
+                        }
+                        _ => format!("{:.2}", r.gbps.median),
+                    },
+                    None => "-".to_string(),
+                };
+                let _ = write!(out, "{cell:>CELL_W$}");
+            }
+            out.push('\n');
+            if name == "auto" {
+                let _ = write!(out, "{:<NAME_W$}", "  auto chose");
+                for &s in &sizes {
+                    let c = cell_rows
+                        .iter()
+                        .find(|r| r.strategy == name && r.size == s)
+                        .map_or("-", |r| r.chose.as_str());
+                    let _ = write!(out, "{c:>CELL_W$}");
+                }
+                out.push('\n');
+            }
+        }
+    }
+    if !unavailable.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nnot run (this CPU lacks them): {}",
+            unavailable.join(", ")
+        );
+    }
+    out
+}
+
+/// One line per op: which primitive wins each cell here and by how much over
+/// per-page, and the range `auto` achieved.
+pub fn summary(rows: &[Row]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut ops: Vec<&str> = rows.iter().map(|r| r.op).collect();
+    ops.dedup();
+    for op in ops {
+        let mut cells: Vec<(&str, usize)> = Vec::new();
+        for r in rows.iter().filter(|r| r.op == op) {
+            if !cells.contains(&(r.regime, r.size)) {
+                cells.push((r.regime, r.size));
+            }
+        }
+        let mut wins = Vec::new();
+        let mut auto: Vec<(f64, String)> = Vec::new();
+        for (regime, size) in cells {
+            let here: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r.op == op && r.regime == regime && r.size == size)
+                .collect();
+            if let Some(best) = here
+                .iter()
+                .filter(|r| r.strategy != "auto")
+                .max_by(|a, b| a.gbps.median.total_cmp(&b.gbps.median))
+            {
+                let x = best.speedup.map_or(String::new(), |x| format!(" {x:.2}x"));
+                wins.push(format!("{regime} {} {}{x}", fmt_size(size), best.strategy));
+            }
+            if let Some(x) = here
+                .iter()
+                .find(|r| r.strategy == "auto")
+                .and_then(|r| r.speedup)
+            {
+                auto.push((x, format!("{regime} {}", fmt_size(size))));
+            }
+        }
+        let mut line = format!("{op}: fastest here: {}", wins.join(", "));
+        let lowest = auto.iter().min_by(|a, b| a.0.total_cmp(&b.0));
+        let highest = auto.iter().map(|a| a.0).max_by(f64::total_cmp);
+        if let (Some((lo, worst)), Some(hi)) = (lowest, highest) {
+            let _ = write!(
+                line,
+                "; auto {lo:.2}x-{hi:.2}x over per-page (lowest: {worst})"
+            );
+        }
+        lines.push(line);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(strategy: &str, regime: &'static str, size: usize, median: f64) -> Row {
+        Row {
+            op: "copy",
+            strategy: strategy.into(),
+            chose: if strategy == "auto" {
+                "avx2-nt".into()
+            } else {
+                strategy.into()
+            },
+            hint: (strategy == "auto").then(|| "auto".into()),
+            size,
+            total: 256 << 20,
+            regime,
+            threads: 1,
+            runs: 7,
+            gbps: Stats {
+                median,
+                min: median,
+                max: median,
+            },
+            speedup: None,
+        }
+    }
+
+    fn sample() -> Vec<Row> {
+        let mut v = vec![
+            r("per-page", "cold", 4096, 5.0),
+            r("avx2-nt", "cold", 4096, 8.0),
+            r("auto", "cold", 4096, 7.5),
+            r("per-page", "cold", 2 << 20, 6.0),
+            r("avx2-nt", "cold", 2 << 20, 9.0),
+            r("auto", "cold", 2 << 20, 9.3),
+        ];
+        add_speedups(&mut v);
+        v
+    }
+
+    #[test]
+    fn speedups_divide_by_the_same_cells_per_page() {
+        let v = sample();
+        assert_eq!(v[0].speedup, Some(1.0));
+        assert!((v[1].speedup.unwrap() - 1.6).abs() < 1e-9);
+        assert!((v[5].speedup.unwrap() - 1.55).abs() < 1e-9);
+    }
+
+    #[test]
+    fn tables_show_every_cell_and_the_choice() {
+        let t = tables(&sample(), &["avx512 (needs avx512f)".into()]);
+        assert!(t.contains("copy, cold"), "{t}");
+        assert!(t.contains("1.60x") && t.contains("1.55x"), "{t}");
+        assert!(t.contains("auto chose") && t.contains("avx2-nt"), "{t}");
+        assert!(t.contains("4K") && t.contains("2M"), "{t}");
+        assert!(t.contains("not run (this CPU lacks them): avx512"), "{t}");
+    }
+
+    #[test]
+    fn summary_names_winners_and_auto_range() {
+        let s = summary(&sample());
+        assert_eq!(s.len(), 1);
+        assert!(s[0].contains("cold 4K avx2-nt 1.60x"), "{}", s[0]);
+        assert!(s[0].contains("auto 1.50x-1.55x"), "{}", s[0]);
+        assert!(s[0].contains("lowest: cold 4K"), "{}", s[0]);
+    }
+
+    #[test]
+    fn json_has_the_contract_fields() {
+        let v = sample();
+        let j = serde_json::to_value(&v[2]).unwrap();
+        for k in [
+            "op", "strategy", "chose", "hint", "size", "total", "regime", "threads", "runs", "gbps",
+        ] {
+            assert!(j.get(k).is_some(), "missing {k}");
+        }
+        assert!(j["gbps"].get("median").is_some());
+        assert!(serde_json::to_value(&v[0]).unwrap().get("hint").is_none());
+    }
+}

@@ -1,0 +1,96 @@
+//! Sizes on the command line and in tables: `4K`, `2M`, `1G` (powers of
+//! two), plain byte counts, and their short human form.
+
+/// Parses one size such as `4K`, `2m`, `256M`, `1G`, `4KiB` or `4096`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, suffix) = t.split_at(digits_end);
+    if num.is_empty() {
+        return Err(format!(
+            "size '{s}' does not start with a number (e.g. 4K, 2M, 1G)"
+        ));
+    }
+    let shift = match suffix.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        "T" | "TB" | "TIB" => 40,
+        _ => {
+            return Err(format!(
+                "size '{s}' has unknown suffix '{suffix}' (use K, M, G or T)"
+            ))
+        }
+    };
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("size '{s}' is too large"))?;
+    let bytes = n
+        .checked_mul(1usize << shift)
+        .ok_or_else(|| format!("size '{s}' is too large"))?;
+    if bytes == 0 {
+        return Err(format!("size '{s}' must be greater than zero"));
+    }
+    Ok(bytes)
+}
+
+/// The shortest exact form: `4K`, `2M`, `1G`, or the byte count.
+pub fn fmt_size(n: usize) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suffixes_are_powers_of_two() {
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("2m"), Ok(2 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("4KiB"), Ok(4096));
+        assert_eq!(parse_size("4097"), Ok(4097));
+    }
+
+    #[test]
+    fn bad_sizes_say_what_is_wrong() {
+        assert!(parse_size("12Q")
+            .unwrap_err()
+            .contains("unknown suffix 'Q'"));
+        assert!(parse_size("0").unwrap_err().contains("greater than zero"));
+        assert!(parse_size("0K").unwrap_err().contains("greater than zero"));
+        assert!(parse_size("K").unwrap_err().contains("number"));
+        assert!(parse_size("").unwrap_err().contains("number"));
+        assert!(parse_size("99999999999999999999")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(parse_size("99999999999T")
+            .unwrap_err()
+            .contains("too large"));
+    }
+
+    #[test]
+    fn formatting_round_trips() {
+        for n in [
+            1,
+            4095,
+            4096,
+            65536,
+            2 << 20,
+            256 << 20,
+            1 << 30,
+            3 << 30,
+            6 << 9,
+        ] {
+            assert_eq!(parse_size(&fmt_size(n)), Ok(n), "{}", fmt_size(n));
+        }
+        assert_eq!(fmt_size(2 << 20), "2M");
+        assert_eq!(fmt_size(1536), "1536");
+    }
+}

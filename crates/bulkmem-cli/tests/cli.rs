@@ -1,0 +1,152 @@
+//! The command's contract: exit codes, error messages and the JSON schema
+//! that scripts depend on.
+
+use std::process::{Command, Output};
+
+fn bulkmem(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+        .args(args)
+        .output()
+        .expect("run bulkmem")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn bad_input_exits_2_and_says_what_was_wrong() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "copy", "--sizes", "12Q"], "unknown suffix 'Q'"),
+        (&["bench", "copy", "--sizes", "4K,0"], "greater than zero"),
+        (
+            &["bench", "clear", "--strategies", "avx3"],
+            "unknown strategy 'avx3'",
+        ),
+        (&["bench", "copy", "--strategies", "clzero"], "cannot copy"),
+        (
+            &["bench", "clear", "--strategies", "rep-movsb"],
+            "cannot clear",
+        ),
+        (&["bench", "copy", "--hint", "fast"], "unknown hint 'fast'"),
+        (&["bench", "copy", "--runs", "0"], "--runs"),
+        (&["bench", "copy", "--regime", "warm"], "warm"),
+        (
+            &["bench", "copy", "--cpu", "100000", "--sizes", "4K"],
+            "not an online CPU",
+        ),
+        (&["bench", "frobnicate"], "frobnicate"),
+        (&["--no-such-flag"], "--no-such-flag"),
+    ];
+    for (args, needle) in cases {
+        let o = bulkmem(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(needle),
+            "{args:?}: stderr lacks {needle:?}: {}",
+            stderr(&o)
+        );
+    }
+}
+
+#[test]
+fn bench_json_rows_follow_the_schema() {
+    let o = bulkmem(&[
+        "bench",
+        "copy",
+        "--sizes",
+        "4K,64K",
+        "--regime",
+        "both",
+        "--total",
+        "1M",
+        "--runs",
+        "2",
+        "--strategies",
+        "per-page,auto",
+        "--hint",
+        "stream",
+        "--json",
+        "-",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON only");
+    assert_eq!(doc["bulkmem"], env!("CARGO_PKG_VERSION"));
+    for k in ["cpu", "features", "llc_bytes", "cpus", "numa_nodes"] {
+        assert!(doc["machine"].get(k).is_some(), "machine.{k} missing");
+    }
+    let rows = doc["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 2 * 2, "regimes x sizes x strategies");
+    for r in rows {
+        assert_eq!(r["op"], "copy");
+        assert!(["hot", "cold"].contains(&r["regime"].as_str().unwrap()));
+        assert_eq!(r["threads"], 1);
+        assert_eq!(r["runs"], 2);
+        let g = &r["gbps"];
+        let (min, med, max) = (
+            g["min"].as_f64().unwrap(),
+            g["median"].as_f64().unwrap(),
+            g["max"].as_f64().unwrap(),
+        );
+        assert!(0.0 < min && min <= med && med <= max, "{g}");
+        if r["strategy"] == "auto" {
+            assert_eq!(r["hint"], "stream");
+            assert_ne!(r["chose"], "auto");
+        } else {
+            assert_eq!(r["chose"], r["strategy"]);
+            assert!(r.get("hint").is_none());
+        }
+        if r["regime"] == "cold" {
+            assert_eq!(r["total"], 1 << 20);
+        } else {
+            assert_eq!(r["total"], r["size"]);
+        }
+    }
+    // The table went to stderr, so stdout stayed parseable.
+    assert!(stderr(&o).contains("per-page"));
+}
+
+#[test]
+fn unavailable_strategies_are_reported_not_run() {
+    let missing: Vec<&str> = bulkmem::Strategy::CLEAR
+        .iter()
+        .filter(|s| !s.available())
+        .map(|s| s.name())
+        .collect();
+    let Some(name) = missing.first() else {
+        eprintln!("every clear strategy is available here; nothing to check");
+        return;
+    };
+    let list = format!("per-page,{name}");
+    let o = bulkmem(&[
+        "bench",
+        "clear",
+        "--sizes",
+        "4K",
+        "--regime",
+        "hot",
+        "--runs",
+        "1",
+        "--strategies",
+        &list,
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("not run (this CPU lacks them)") && out.contains(name),
+        "{out}"
+    );
+}
+
+#[test]
+fn info_json_describes_the_machine() {
+    let o = bulkmem(&["info", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["machine"]["llc_bytes"].as_u64().unwrap() > 0);
+    assert!(!v["llc_domains"].as_array().unwrap().is_empty());
+    let text = bulkmem(&["info"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("auto would choose"));
+}

@@ -346,9 +346,12 @@ fn cold_group(
             }
         }
     }
+    // Fewer extents than threads leaves threads idle: report who worked.
+    // (Splitting one extent across threads is the batch engine's job.)
+    let workers = count.div_ceil(per_thread);
     Ok((0..execs.len())
         .map(|i| {
-            row(
+            let mut r = row(
                 plan,
                 plan.strategies[i],
                 chose[i],
@@ -356,7 +359,9 @@ fn cold_group(
                 total,
                 Regime::Cold,
                 &samples[i],
-            )
+            );
+            r.threads = workers;
+            r
         })
         .collect())
 }

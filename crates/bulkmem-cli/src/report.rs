@@ -140,10 +140,12 @@ pub fn tables(rows: &[Row], unavailable: &[String]) -> String {
         } else {
             "same buffers every call".to_string()
         };
-        let threads = if first.threads > 1 {
-            format!(", {} threads", first.threads)
-        } else {
-            String::new()
+        let threads = match (first.threads, cell_rows.iter().map(|r| r.threads).min()) {
+            (t, Some(lo)) if t > 1 && lo < t => {
+                format!(", {lo}-{t} threads (one per extent at most)")
+            }
+            (t, _) if t > 1 => format!(", {t} threads"),
+            _ => String::new(),
         };
         let _ = writeln!(
             out,

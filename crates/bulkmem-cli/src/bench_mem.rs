@@ -25,7 +25,7 @@ use crate::stats::Stats;
 /// Bytes a hot run moves at least (by repeating the call).
 pub const HOT_BYTES: usize = 64 << 20;
 
-const POISON: u8 = 0x5A;
+pub const POISON: u8 = 0x5A;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Regime {
@@ -391,6 +391,7 @@ fn row(
             max: 0.0,
         }),
         speedup: None,
+        batch: None,
     }
 }
 
@@ -448,7 +449,7 @@ fn timed<W: Send>(workers: &mut [W], cpus: &[usize], work: impl Fn(&mut W) + Syn
     .elapsed()
 }
 
-fn gbps(bytes: usize, t: Duration) -> f64 {
+pub fn gbps(bytes: usize, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64().max(1e-9) / 1e9
 }
 
@@ -467,7 +468,7 @@ pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
 }
 
 /// Position-dependent source bytes, so a copy from the wrong place shows.
-fn fill_pattern(buf: &mut [u8]) {
+pub fn fill_pattern(buf: &mut [u8]) {
     for (i, w) in buf.chunks_mut(8).enumerate() {
         let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -2,6 +2,7 @@
 //! machine, measured the way the seed patch threads measure it.
 
 mod arena;
+mod bench_batch;
 mod bench_mem;
 mod chart;
 mod info;
@@ -58,6 +59,62 @@ enum BenchCmd {
     Copy(MemArgs),
     /// Clear throughput per strategy and size (seed 004).
     Clear(MemArgs),
+    /// The multi-threaded batch engine: folio size x threads, folio count,
+    /// placement (seed 002).
+    Batch(BatchArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OpArg {
+    Copy,
+    Clear,
+}
+
+#[derive(Args)]
+struct BatchArgs {
+    #[arg(long, value_enum, default_value = "copy")]
+    op: OpArg,
+    /// Folio sizes; each is measured at a constant total.
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,16K,64K,256K,2M")]
+    folio: Vec<usize>,
+    /// Worker counts (default: 1, 2, 4, ... up to the online CPUs).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=4096))]
+    threads: Vec<u32>,
+    /// Bytes per batch.
+    #[arg(long, value_parser = size::parse_size, default_value = "256M")]
+    total: usize,
+    /// Also measure these folio counts at 2M (seed 002 experiment 2).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    counts: Vec<u32>,
+    /// spread: round-robin over LLC domains; fill: one domain first.
+    #[arg(long, value_delimiter = ',', default_value = "spread", value_parser = parse_placement)]
+    placement: Vec<bulkmem::Placement>,
+    /// scattered: shuffled folios that do not coalesce; adjacent: in order.
+    #[arg(long, value_delimiter = ',', value_enum, default_value = "scattered")]
+    layout: Vec<LayoutArg>,
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    runs: u32,
+    /// CPU for the single-thread per-page baseline (default: where it starts).
+    #[arg(long)]
+    cpu: Option<usize>,
+    #[arg(long)]
+    no_thp: bool,
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// GB/s against folio size, a line per thread count (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LayoutArg {
+    Scattered,
+    Adjacent,
+}
+
+fn parse_placement(s: &str) -> Result<bulkmem::Placement, String> {
+    s.parse()
+        .map_err(|e: bulkmem::ParseNameError| e.to_string())
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -148,6 +205,7 @@ fn main() -> ExitCode {
         Some(Cmd::Bench { what }) => match what {
             BenchCmd::Copy(a) => bench(Op::Copy, a, cli.quiet),
             BenchCmd::Clear(a) => bench(Op::Clear, a, cli.quiet),
+            BenchCmd::Batch(a) => bench_batch(a, cli.quiet),
         },
     };
     match result {
@@ -339,6 +397,112 @@ fn write_plot(path: &std::path::Path, op: Op, rows: &[Row]) -> Result<(), String
             log_x: true,
         },
     )
+}
+
+fn bench_batch(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
+    let online = bulkmem::cpu::info().topology.online_cpus.len();
+    let threads: Vec<usize> = if a.threads.is_empty() {
+        let mut v = vec![1];
+        while v[v.len() - 1] * 2 <= online {
+            v.push(v[v.len() - 1] * 2);
+        }
+        if *v.last().expect("non-empty") != online {
+            v.push(online);
+        }
+        v
+    } else {
+        a.threads.iter().map(|&t| t as usize).collect()
+    };
+    if let Some(&f) = a.folio.iter().find(|&&f| f > a.total) {
+        return Err(usage(format!(
+            "--folio {} is larger than --total {}",
+            size::fmt_size(f),
+            size::fmt_size(a.total)
+        )));
+    }
+    let first = measuring_cpus(a.cpu)?[0];
+    let plan = bench_batch::Plan {
+        op: match a.op {
+            OpArg::Copy => Op::Copy,
+            OpArg::Clear => Op::Clear,
+        },
+        folios: a.folio,
+        threads,
+        placements: a.placement,
+        layouts: a
+            .layout
+            .iter()
+            .map(|l| match l {
+                LayoutArg::Scattered => bench_batch::Layout::Scattered,
+                LayoutArg::Adjacent => bench_batch::Layout::Adjacent,
+            })
+            .collect(),
+        total: a.total,
+        counts: a.counts.iter().map(|&c| c as usize).collect(),
+        runs: a.runs as usize,
+        thp: !a.no_thp,
+    };
+    let pb = progress_bar(quiet, plan.groups());
+    let rows = bench_batch::run(&plan, first, &mut |done, _, label| {
+        pb.set_position(done as u64);
+        pb.set_message(label.to_string());
+    });
+    pb.finish_and_clear();
+    let mut rows = rows.map_err(runtime)?;
+    report::add_speedups(&mut rows);
+    let table = bench_batch::tables(&rows);
+    if a.json.as_deref() == Some(std::path::Path::new("-")) {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+    }
+    if let Some(path) = &a.json {
+        report::write_json(path, &rows).map_err(runtime)?;
+    }
+    if let Some(path) = &a.plot {
+        let mut series: Vec<chart::Series> = Vec::new();
+        for r in &rows {
+            let b = r.batch.as_ref().expect("batch rows");
+            // Experiment 1 only: the count experiment has its own axis.
+            if b.count != (plan.total / r.size).max(1) || !plan.folios.contains(&r.size) {
+                continue;
+            }
+            let mut name = if r.strategy == "engine" {
+                format!("engine {}", r.threads)
+            } else {
+                "per-page 1".to_string()
+            };
+            if plan.placements.len() > 1 && r.strategy == "engine" {
+                name = format!("{name} {}", b.placement);
+            }
+            if plan.layouts.len() > 1 {
+                name = format!("{name} {}", b.layout);
+            }
+            let color = if r.strategy == "engine" { r.threads } else { 0 };
+            match series.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push((r.size as f64, r.gbps.median)),
+                None => series.push(chart::Series {
+                    name,
+                    points: vec![(r.size as f64, r.gbps.median)],
+                    color,
+                    dashed: b.layout == "adjacent" || b.placement == "fill",
+                }),
+            }
+        }
+        let title = format!("bulkmem batch {}: {}", plan.op, bulkmem::cpu::info().brand);
+        chart::write(
+            path,
+            &chart::Chart {
+                title: &title,
+                x_label: "folio size",
+                y_label: "GB/s (median)",
+                series: &series,
+                log_x: true,
+            },
+        )
+        .map_err(runtime)?;
+    }
+    Ok(())
 }
 
 /// `bulkmem` with no arguments: the seed 000 copy table and the seed 004

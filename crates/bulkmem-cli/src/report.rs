@@ -28,21 +28,48 @@ pub struct Row {
     /// Median over the `per-page` median of the same cell.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
+    /// Batch-engine rows only (`bench batch`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchCell>,
 }
 
-/// Fills `speedup` from the `per-page` row of the same op, regime and size.
+/// The extra columns of a `bench batch` row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BatchCell {
+    pub placement: &'static str,
+    pub layout: &'static str,
+    /// Folios in the batch (`total / size`).
+    pub count: usize,
+}
+
+impl Row {
+    /// Rows with the same key compare against the same per-page baseline.
+    fn cell(
+        &self,
+    ) -> (
+        &'static str,
+        &'static str,
+        usize,
+        Option<(&'static str, usize)>,
+    ) {
+        let b = self.batch.as_ref().map(|b| (b.layout, b.count));
+        (self.op, self.regime, self.size, b)
+    }
+}
+
+/// Fills `speedup` from the `per-page` row of the same cell.
 pub fn add_speedups(rows: &mut [Row]) {
-    let base: Vec<(&'static str, &'static str, usize, f64)> = rows
+    let base: Vec<_> = rows
         .iter()
         .filter(|r| r.strategy == "per-page")
-        .map(|r| (r.op, r.regime, r.size, r.gbps.median))
+        .map(|r| (r.cell(), r.gbps.median))
         .collect();
     for r in rows.iter_mut() {
         r.speedup = base
             .iter()
-            .find(|b| (b.0, b.1, b.2) == (r.op, r.regime, r.size))
-            .filter(|b| b.3 > 0.0)
-            .map(|b| r.gbps.median / b.3);
+            .find(|b| b.0 == r.cell())
+            .filter(|b| b.1 > 0.0)
+            .map(|b| r.gbps.median / b.1);
     }
 }
 
@@ -278,6 +305,7 @@ mod tests {
                 max: median,
             },
             speedup: None,
+            batch: None,
         }
     }
 

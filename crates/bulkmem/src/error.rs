@@ -1,11 +1,12 @@
-//! Errors of the copy and clear entry points.
+//! Errors of the copy, clear and batch entry points.
 
 use std::fmt;
 
+use crate::engine::Report;
 use crate::strategy::{Op, Strategy};
 
-/// Why an operation was refused. Every error is returned before anything was
-/// written.
+/// Why an operation was refused or stopped. Every error except
+/// `WorkerPanicked` is returned before anything was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -23,6 +24,20 @@ pub enum Error {
     },
     /// The strategy does not implement this operation (e.g. `clzero` copy).
     Unsupported { strategy: Strategy, op: Op },
+    /// Extent `index` is the first that overlaps an earlier extent `with`
+    /// (a destination overlapping another destination or any source), or
+    /// itself (`with == index`: its destination overlaps its own source).
+    Overlap { index: usize, with: usize },
+    /// Extent `index` cannot be valid memory (null or wrapping around).
+    BadExtent { index: usize, reason: &'static str },
+    /// An engine could not be built as asked.
+    Config(String),
+    /// A progress callback panicked in a worker; the batch stopped and the
+    /// report says what was completed.
+    WorkerPanicked {
+        message: String,
+        report: Box<Report>,
+    },
 }
 
 impl fmt::Display for Error {
@@ -44,6 +59,21 @@ impl fmt::Display for Error {
             Error::Unavailable { strategy, needs } => write!(
                 f,
                 "strategy {strategy} is unavailable on this CPU: it needs {needs}"
+            ),
+            Error::Overlap { index, with } if index == with => write!(
+                f,
+                "extent {index}: its destination overlaps its own source"
+            ),
+            Error::Overlap { index, with } => write!(
+                f,
+                "extent {index} overlaps extent {with} (a destination may overlap nothing else in the batch)"
+            ),
+            Error::BadExtent { index, reason } => write!(f, "extent {index}: {reason}"),
+            Error::Config(what) => write!(f, "engine: {what}"),
+            Error::WorkerPanicked { message, report } => write!(
+                f,
+                "a progress callback panicked ({message}); extents 0..{} are complete",
+                report.extents_done
             ),
             Error::Unsupported { strategy, op } => {
                 let list: Vec<&str> = Strategy::for_op(*op).iter().map(|s| s.name()).collect();

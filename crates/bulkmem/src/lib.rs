@@ -28,14 +28,18 @@
 
 pub mod auto;
 pub mod cpu;
+pub mod engine;
 mod error;
 pub mod kernels;
+pub mod placement;
 pub mod plan;
 mod strategy;
 pub mod topology;
 
 pub use auto::{Choice, Machine, Request};
+pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report};
 pub use error::Error;
+pub use placement::Placement;
 pub use strategy::{Hint, Op, ParseNameError, Strategy};
 
 use plan::Run;
@@ -194,6 +198,7 @@ pub fn copy_batch_with(opts: Options, ops: &mut [(&mut [u8], &[u8])]) -> Result<
         src: exposed(s.as_ptr()),
         len: d.len(),
     });
+    let kernel = kernels::copy_kernel_unfenced(s).expect("resolved copy strategy has a kernel");
     let mut runs = plan::coalesce(runs).peekable();
     while let Some(r) = runs.next() {
         if let Some(next) = runs.peek() {
@@ -203,8 +208,10 @@ pub fn copy_batch_with(opts: Options, ops: &mut [(&mut [u8], &[u8])]) -> Result<
         // in both dst and src, so it lies inside slices the caller lent us
         // mutably (dst) and shared (src); Rust's borrows make them disjoint.
         // `resolve` checked the CPU.
-        unsafe { run_copy(s, r.dst, r.src, r.len) };
+        unsafe { kernel(r.dst, r.src, r.len) };
     }
+    // One fence for the whole batch, before the caller can see it returned.
+    kernels::drain();
     Ok(s)
 }
 
@@ -232,11 +239,13 @@ pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy
         src: core::ptr::null(),
         len: d.len(),
     });
+    let kernel = kernels::clear_kernel_unfenced(s).expect("resolved clear strategy has a kernel");
     for r in plan::coalesce(runs) {
         // SAFETY: each run lies inside mutably borrowed extents (merged only
         // where they continue each other); `resolve` checked the CPU.
-        unsafe { run_clear(s, r.dst, r.len) };
+        unsafe { kernel(r.dst, r.len) };
     }
+    kernels::drain();
     Ok(s)
 }
 

@@ -40,6 +40,9 @@ pub struct Topology {
     pub caches: Vec<Cache>,
     /// Sets of CPUs that share one last-level cache, ordered by first CPU.
     pub llc_domains: Vec<Vec<usize>>,
+    /// Sets of online CPUs that are SMT siblings of one core, ordered by
+    /// first CPU (one CPU each where sysfs says nothing).
+    pub cores: Vec<Vec<usize>>,
     pub numa_nodes: Vec<NumaNode>,
     /// Base page size in bytes.
     pub page_size: usize,
@@ -105,6 +108,25 @@ impl Topology {
         }
         llc_domains.sort();
 
+        let mut cores: Vec<Vec<usize>> = Vec::new();
+        for &cpu in &online_cpus {
+            if cores.iter().any(|c| c.contains(&cpu)) {
+                continue;
+            }
+            let siblings =
+                read_list(&sys.join(format!("cpu/cpu{cpu}/topology/thread_siblings_list")))
+                    .unwrap_or_default();
+            let mut core: Vec<usize> = siblings
+                .into_iter()
+                .filter(|c| online_cpus.contains(c))
+                .collect();
+            if !core.contains(&cpu) {
+                core = vec![cpu];
+            }
+            cores.push(core);
+        }
+        cores.sort();
+
         let mut numa_nodes = Vec::new();
         if let Ok(dir) = fs::read_dir(sys.join("node")) {
             for entry in dir.flatten() {
@@ -157,6 +179,7 @@ impl Topology {
             llc_assumed: llc_level.is_none(),
             caches,
             llc_domains,
+            cores,
             numa_nodes,
             page_size: 4096,
             huge_page_sizes,
@@ -184,6 +207,14 @@ impl Topology {
     /// Bytes of last-level cache in one LLC domain.
     pub fn llc_bytes(&self) -> usize {
         self.llc().map_or(ASSUMED_LLC, |c| c.size)
+    }
+
+    /// The NUMA node of a CPU (node 0 if no node lists it).
+    pub fn node_of(&self, cpu: usize) -> usize {
+        self.numa_nodes
+            .iter()
+            .find(|n| n.cpus.contains(&cpu))
+            .map_or(0, |n| n.id)
     }
 
     /// The LLC domain a CPU belongs to, as an index into `llc_domains`.
@@ -315,5 +346,8 @@ mod tests {
         let mut all: Vec<usize> = t.llc_domains.concat();
         all.sort_unstable();
         assert_eq!(all, t.online_cpus, "LLC domains partition the online CPUs");
+        let mut all: Vec<usize> = t.cores.concat();
+        all.sort_unstable();
+        assert_eq!(all, t.online_cpus, "cores partition the online CPUs");
     }
 }

@@ -27,6 +27,18 @@ fn visibility(s: Strategy, clear: bool) {
         eprintln!("skipping {s}: not available");
         return;
     }
+    rounds(clear, |buf, src| {
+        if clear {
+            bulkmem::clear_with(s, buf).unwrap();
+        } else {
+            bulkmem::copy_with(s, buf, src).unwrap();
+        }
+    });
+}
+
+/// Each round: `write(buf, src)` fills `buf` (from `src`, or with zeros),
+/// then a flag is released; a reader thread acquires it and checks.
+fn rounds(clear: bool, write: impl Fn(&mut [u8], &[u8])) {
     let shared = Arc::new(Shared {
         buf: std::cell::UnsafeCell::new(vec![0u8; LEN]),
         round: AtomicUsize::new(0),
@@ -66,11 +78,10 @@ fn visibility(s: Strategy, clear: bool) {
         let buf = unsafe { &mut *shared.buf.get() };
         if clear {
             buf.fill(0xFF);
-            bulkmem::clear_with(s, buf).unwrap();
         } else {
             src.fill(r as u8);
-            bulkmem::copy_with(s, buf, &src).unwrap();
         }
+        write(buf, &src);
         shared.round.store(r, Ordering::Release);
     }
     reader.join().unwrap().unwrap();
@@ -91,4 +102,19 @@ fn nt_clears_are_visible_after_return() {
     visibility(Strategy::Avx2Nt, true);
     visibility(Strategy::Avx512Nt, true);
     visibility(Strategy::Clzero, true);
+}
+
+/// Batches run unfenced kernels over every extent and fence once at the
+/// end; the data must still be visible once the batch returns.
+#[test]
+fn streamed_batches_are_visible_after_return() {
+    let opts = bulkmem::Options::hint(bulkmem::Hint::Stream);
+    rounds(false, |buf, src| {
+        let mut ops: Vec<(&mut [u8], &[u8])> = buf.chunks_mut(4096).zip(src.chunks(4096)).collect();
+        bulkmem::copy_batch_with(opts, &mut ops).unwrap();
+    });
+    rounds(true, |buf, _| {
+        let mut ops: Vec<&mut [u8]> = buf.chunks_mut(4096).collect();
+        bulkmem::clear_batch_with(opts, &mut ops).unwrap();
+    });
 }

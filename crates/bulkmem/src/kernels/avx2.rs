@@ -47,12 +47,13 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
     }
 }
 
-/// Non-temporal copy; returns after a store fence.
+/// Non-temporal copy without the closing fence: the caller must
+/// [`drain`](super::drain) before the data is published to anyone.
 ///
 /// # Safety
 /// As [`copy`].
 #[target_feature(enable = "avx2")]
-pub unsafe fn copy_nt(dst: *mut u8, src: *const u8, len: usize) {
+pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     let head = to_line(dst).min(len);
     // SAFETY (whole block): the head is [0, head) with head <= len; the body
     // starts 64-aligned at `head` and each iteration ends at or before len;
@@ -80,7 +81,6 @@ pub unsafe fn copy_nt(dst: *mut u8, src: *const u8, len: usize) {
             k += 64;
         }
         copy_upto_64(dst.add(k), src.add(k), len - k);
-        _mm_sfence();
     }
 }
 
@@ -116,12 +116,13 @@ pub unsafe fn clear(dst: *mut u8, len: usize) {
     }
 }
 
-/// Non-temporal clear; returns after a store fence.
+/// Non-temporal clear without the closing fence: the caller must
+/// [`drain`](super::drain) before the data is published to anyone.
 ///
 /// # Safety
 /// The CPU has AVX2; `dst` writable for `len` bytes.
 #[target_feature(enable = "avx2")]
-pub unsafe fn clear_nt(dst: *mut u8, len: usize) {
+pub unsafe fn clear_nt_unfenced(dst: *mut u8, len: usize) {
     let head = to_line(dst).min(len);
     let z = _mm256_setzero_si256();
     // SAFETY (whole block): as in copy_nt.
@@ -140,6 +141,33 @@ pub unsafe fn clear_nt(dst: *mut u8, len: usize) {
             k += 64;
         }
         zero_upto_64(dst.add(k), len - k);
+    }
+}
+
+/// As [`copy_nt_unfenced`], then a store fence: the data is ordered before
+/// anything the caller does next.
+///
+/// # Safety
+/// As [`copy_nt_unfenced`].
+#[target_feature(enable = "avx2")]
+pub unsafe fn copy_nt(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        copy_nt_unfenced(dst, src, len);
+        _mm_sfence();
+    }
+}
+
+/// As [`clear_nt_unfenced`], then a store fence: the data is ordered before
+/// anything the caller does next.
+///
+/// # Safety
+/// As [`clear_nt_unfenced`].
+#[target_feature(enable = "avx2")]
+pub unsafe fn clear_nt(dst: *mut u8, len: usize) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        clear_nt_unfenced(dst, len);
         _mm_sfence();
     }
 }

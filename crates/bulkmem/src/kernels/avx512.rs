@@ -71,12 +71,13 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
     }
 }
 
-/// Non-temporal copy; returns after a store fence.
+/// Non-temporal copy without the closing fence: the caller must
+/// [`drain`](super::drain) before the data is published to anyone.
 ///
 /// # Safety
 /// As [`copy`].
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn copy_nt(dst: *mut u8, src: *const u8, len: usize) {
+pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     let head = to_line(dst).min(len);
     // SAFETY (whole block): head is [0, head); the body is 64-aligned from
     // `head` and ends at or before len; the tail is exactly [k, len).
@@ -98,7 +99,6 @@ pub unsafe fn copy_nt(dst: *mut u8, src: *const u8, len: usize) {
             k += 64;
         }
         copy_masked(dst.add(k), src.add(k), len - k);
-        _mm_sfence();
     }
 }
 
@@ -133,12 +133,13 @@ pub unsafe fn clear(dst: *mut u8, len: usize) {
     }
 }
 
-/// Non-temporal clear; returns after a store fence.
+/// Non-temporal clear without the closing fence: the caller must
+/// [`drain`](super::drain) before the data is published to anyone.
 ///
 /// # Safety
 /// The CPU has AVX-512F and BW; `dst` writable for `len` bytes.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub unsafe fn clear_nt(dst: *mut u8, len: usize) {
+pub unsafe fn clear_nt_unfenced(dst: *mut u8, len: usize) {
     let head = to_line(dst).min(len);
     let z = _mm512_setzero_si512();
     // SAFETY (whole block): as in copy_nt.
@@ -156,6 +157,33 @@ pub unsafe fn clear_nt(dst: *mut u8, len: usize) {
             k += 64;
         }
         zero_masked(dst.add(k), len - k);
+    }
+}
+
+/// As [`copy_nt_unfenced`], then a store fence: the data is ordered before
+/// anything the caller does next.
+///
+/// # Safety
+/// As [`copy_nt_unfenced`].
+#[target_feature(enable = "avx512f,avx512bw")]
+pub unsafe fn copy_nt(dst: *mut u8, src: *const u8, len: usize) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        copy_nt_unfenced(dst, src, len);
+        _mm_sfence();
+    }
+}
+
+/// As [`clear_nt_unfenced`], then a store fence: the data is ordered before
+/// anything the caller does next.
+///
+/// # Safety
+/// As [`clear_nt_unfenced`].
+#[target_feature(enable = "avx512f,avx512bw")]
+pub unsafe fn clear_nt(dst: *mut u8, len: usize) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        clear_nt_unfenced(dst, len);
         _mm_sfence();
     }
 }

@@ -7,9 +7,12 @@ use core::arch::x86_64::_mm_sfence;
 
 use super::small::{to_line, zero_upto_64};
 
+/// Without the closing fence: the caller must [`drain`](super::drain)
+/// before the data is published to anyone.
+///
 /// # Safety
 /// The CPU has CLZERO; `dst` writable for `len` bytes.
-pub unsafe fn clear(dst: *mut u8, len: usize) {
+pub unsafe fn clear_unfenced(dst: *mut u8, len: usize) {
     let head = to_line(dst).min(len);
     let lines = (len - head) / 64;
     // SAFETY: the head is [0, head); `lines` whole lines start 64-aligned at
@@ -32,6 +35,17 @@ pub unsafe fn clear(dst: *mut u8, len: usize) {
         }
         let k = head + lines * 64;
         zero_upto_64(dst.add(k), len - k);
+    }
+}
+
+/// As [`clear_unfenced`], then a store fence.
+///
+/// # Safety
+/// As [`clear_unfenced`].
+pub unsafe fn clear(dst: *mut u8, len: usize) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        clear_unfenced(dst, len);
         _mm_sfence();
     }
 }

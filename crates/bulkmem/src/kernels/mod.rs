@@ -30,6 +30,19 @@ pub type CopyFn = unsafe fn(*mut u8, *const u8, usize);
 /// kernel's features.
 pub type ClearFn = unsafe fn(*mut u8, usize);
 
+/// Orders every non-temporal store issued so far by this thread before any
+/// later store (`sfence`). Batches run the `*_unfenced` kernels over all
+/// their extents and drain once, instead of fencing after every extent:
+/// on scattered 4 KiB clears that fence per extent cost 2.5x.
+#[inline]
+pub fn drain() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: sfence has no preconditions; SSE is part of x86_64.
+    unsafe {
+        core::arch::x86_64::_mm_sfence()
+    };
+}
+
 /// Bytes of the next run's source a batch requests before copying the
 /// current run. Scattered 4 KiB extents are latency-bound (each one a fresh
 /// DRAM page the hardware prefetcher has not seen); asking early overlaps
@@ -77,6 +90,32 @@ pub fn copy_kernel(s: Strategy) -> Option<CopyFn> {
         Strategy::Avx512Nt => avx512::copy_nt,
         _ => return None,
     })
+}
+
+/// As [`copy_kernel`], but non-temporal kernels skip their closing fence:
+/// the caller must [`drain`] before publishing the data.
+pub fn copy_kernel_unfenced(s: Strategy) -> Option<CopyFn> {
+    match s {
+        #[cfg(target_arch = "x86_64")]
+        Strategy::Avx2Nt => Some(avx2::copy_nt_unfenced),
+        #[cfg(target_arch = "x86_64")]
+        Strategy::Avx512Nt => Some(avx512::copy_nt_unfenced),
+        _ => copy_kernel(s),
+    }
+}
+
+/// As [`clear_kernel`], but non-temporal kernels skip their closing fence:
+/// the caller must [`drain`] before publishing the data.
+pub fn clear_kernel_unfenced(s: Strategy) -> Option<ClearFn> {
+    match s {
+        #[cfg(target_arch = "x86_64")]
+        Strategy::Avx2Nt => Some(avx2::clear_nt_unfenced),
+        #[cfg(target_arch = "x86_64")]
+        Strategy::Avx512Nt => Some(avx512::clear_nt_unfenced),
+        #[cfg(target_arch = "x86_64")]
+        Strategy::Clzero => Some(clzero::clear_unfenced),
+        _ => clear_kernel(s),
+    }
 }
 
 /// The clear kernel of a concrete strategy compiled for this architecture.

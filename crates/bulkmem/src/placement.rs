@@ -1,0 +1,227 @@
+//! Where the engine's workers run. Seed 002 (tables 3a/3b) found that
+//! spreading copy threads across last-level-cache domains (CCDs) scales
+//! almost linearly while filling one CCD first saturates its link to memory
+//! early; both policies are offered so the bench can show the difference.
+
+use std::fmt;
+use std::str::FromStr;
+
+use crate::strategy::ParseNameError;
+use crate::topology::Topology;
+
+/// How workers are assigned to CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// Round-robin across LLC domains (alternating NUMA nodes), one core of
+    /// each before a second of any; SMT siblings last.
+    #[default]
+    Spread,
+    /// Fill one LLC domain (cores, then SMT siblings) before the next.
+    Fill,
+}
+
+impl Placement {
+    pub const ALL: &'static [Placement] = &[Placement::Spread, Placement::Fill];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Spread => "spread",
+            Placement::Fill => "fill",
+        }
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Placement {
+    type Err = ParseNameError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase();
+        Placement::ALL
+            .iter()
+            .copied()
+            .find(|p| p.name() == wanted)
+            .ok_or_else(|| ParseNameError {
+                what: "placement",
+                given: s.to_string(),
+                expected: Placement::ALL.iter().map(|p| p.name()).collect(),
+            })
+    }
+}
+
+/// The allowed CPUs of each LLC domain, each ordered one CPU per core first
+/// (SMT siblings after), domains ordered by (NUMA node, first CPU).
+fn domains(t: &Topology, allowed: &[usize]) -> Vec<(usize, Vec<usize>)> {
+    let mut out = Vec::new();
+    for d in &t.llc_domains {
+        let cpus: Vec<usize> = d.iter().copied().filter(|c| allowed.contains(c)).collect();
+        if cpus.is_empty() {
+            continue;
+        }
+        // Rank of each CPU among its core's siblings: 0 for the first thread.
+        let rank = |cpu: usize| {
+            t.cores
+                .iter()
+                .find(|c| c.contains(&cpu))
+                .and_then(|c| c.iter().position(|&x| x == cpu))
+                .unwrap_or(0)
+        };
+        let mut ordered = cpus.clone();
+        ordered.sort_by_key(|&c| (rank(c), c));
+        out.push((t.node_of(cpus[0]), ordered));
+    }
+    out.sort_by_key(|(node, cpus)| (*node, cpus[0]));
+    out
+}
+
+/// CPUs for `threads` workers among `allowed` (empty: every online CPU).
+/// With more threads than CPUs the list wraps around.
+pub fn place(t: &Topology, allowed: &[usize], threads: usize, policy: Placement) -> Vec<usize> {
+    let allowed: &[usize] = if allowed.is_empty() {
+        &t.online_cpus
+    } else {
+        allowed
+    };
+    let doms = domains(t, allowed);
+    let order: Vec<usize> = match policy {
+        Placement::Fill => doms.into_iter().flat_map(|(_, cpus)| cpus).collect(),
+        Placement::Spread => {
+            // Interleave nodes: node 0's first domain, node 1's first, node
+            // 0's second... so early threads land on every socket.
+            let mut nodes: Vec<usize> = doms.iter().map(|d| d.0).collect();
+            nodes.dedup();
+            let per_node: Vec<Vec<&Vec<usize>>> = nodes
+                .iter()
+                .map(|&n| doms.iter().filter(|d| d.0 == n).map(|d| &d.1).collect())
+                .collect();
+            let most = per_node.iter().map(Vec::len).max().unwrap_or(0);
+            let mut ring: Vec<&Vec<usize>> = Vec::new();
+            for i in 0..most {
+                for node in &per_node {
+                    if let Some(d) = node.get(i) {
+                        ring.push(d);
+                    }
+                }
+            }
+            let deepest = ring.iter().map(|d| d.len()).max().unwrap_or(0);
+            let mut v = Vec::new();
+            for i in 0..deepest {
+                for d in &ring {
+                    if let Some(&c) = d.get(i) {
+                        v.push(c);
+                    }
+                }
+            }
+            v
+        }
+    };
+    if order.is_empty() {
+        return Vec::new();
+    }
+    (0..threads).map(|i| order[i % order.len()]).collect()
+}
+
+/// The default thread count: one per physical core among `allowed`, at most
+/// two per LLC domain (on the Zen parts of seed 002, two threads already
+/// saturate one CCD's link to memory), and at least one.
+pub fn default_threads(t: &Topology, allowed: &[usize]) -> usize {
+    let allowed: &[usize] = if allowed.is_empty() {
+        &t.online_cpus
+    } else {
+        allowed
+    };
+    let cores = t
+        .cores
+        .iter()
+        .filter(|c| c.iter().any(|x| allowed.contains(x)))
+        .count();
+    let doms = domains(t, allowed).len();
+    cores.min(2 * doms).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::NumaNode;
+
+    /// 2 nodes x 2 LLC domains x 2 cores x 2 SMT threads, Linux numbering
+    /// (siblings are cpu and cpu + 8).
+    fn small_2s() -> Topology {
+        let mut t = Topology::read(std::path::Path::new("/nonexistent"));
+        t.online_cpus = (0..16).collect();
+        t.llc_domains = vec![
+            vec![0, 1, 8, 9],
+            vec![2, 3, 10, 11],
+            vec![4, 5, 12, 13],
+            vec![6, 7, 14, 15],
+        ];
+        t.cores = (0..8).map(|c| vec![c, c + 8]).collect();
+        t.numa_nodes = vec![
+            NumaNode {
+                id: 0,
+                cpus: vec![0, 1, 2, 3, 8, 9, 10, 11],
+            },
+            NumaNode {
+                id: 1,
+                cpus: vec![4, 5, 6, 7, 12, 13, 14, 15],
+            },
+        ];
+        t
+    }
+
+    #[test]
+    fn spread_alternates_nodes_and_domains_before_doubling_up() {
+        let t = small_2s();
+        assert_eq!(place(&t, &[], 4, Placement::Spread), vec![0, 4, 2, 6]);
+        assert_eq!(
+            place(&t, &[], 8, Placement::Spread),
+            vec![0, 4, 2, 6, 1, 5, 3, 7]
+        );
+        // SMT siblings only after every core has one thread.
+        assert_eq!(
+            &place(&t, &[], 12, Placement::Spread)[8..],
+            &[8, 12, 10, 14]
+        );
+    }
+
+    #[test]
+    fn fill_completes_a_domain_first() {
+        let t = small_2s();
+        assert_eq!(place(&t, &[], 4, Placement::Fill), vec![0, 1, 8, 9]);
+        assert_eq!(place(&t, &[], 6, Placement::Fill), vec![0, 1, 8, 9, 2, 3]);
+    }
+
+    #[test]
+    fn allowed_cpus_restrict_and_lists_wrap() {
+        let t = small_2s();
+        let node1 = &t.numa_nodes[1].cpus.clone();
+        assert_eq!(place(&t, node1, 3, Placement::Spread), vec![4, 6, 5]);
+        assert_eq!(place(&t, &[3], 3, Placement::Spread), vec![3, 3, 3]);
+        assert_eq!(place(&t, &[99], 2, Placement::Fill), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn default_threads_is_cores_capped_at_two_per_domain() {
+        let t = small_2s();
+        assert_eq!(default_threads(&t, &[]), 8);
+        assert_eq!(default_threads(&t, &[0, 8]), 1, "one core, two SMT threads");
+        let mut one = t.clone();
+        one.llc_domains = vec![(0..16).collect()];
+        assert_eq!(default_threads(&one, &[]), 2);
+    }
+
+    #[test]
+    fn placement_names_parse() {
+        assert_eq!("Spread".parse::<Placement>(), Ok(Placement::Spread));
+        assert!("scatter"
+            .parse::<Placement>()
+            .unwrap_err()
+            .to_string()
+            .contains("spread, fill"));
+    }
+}

@@ -150,3 +150,79 @@ fn info_json_describes_the_machine() {
     let text = bulkmem(&["info"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("auto would choose"));
 }
+
+#[test]
+fn bench_batch_rows_carry_placement_layout_and_count() {
+    let o = bulkmem(&[
+        "bench",
+        "batch",
+        "--op",
+        "copy",
+        "--folio",
+        "4K,64K",
+        "--threads",
+        "1,2",
+        "--total",
+        "1M",
+        "--placement",
+        "spread",
+        "--layout",
+        "scattered,adjacent",
+        "--runs",
+        "1",
+        "--json",
+        "-",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON only");
+    let rows = doc["results"].as_array().unwrap();
+    assert_eq!(
+        rows.len(),
+        2 * 2 * 3,
+        "layouts x folios x (per-page + 2 engines)"
+    );
+    for r in rows {
+        assert_eq!(r["op"], "copy");
+        assert_eq!(r["regime"], "cold");
+        assert_eq!(r["total"], 1 << 20);
+        let count = r["count"].as_u64().unwrap();
+        assert_eq!(count * r["size"].as_u64().unwrap(), 1 << 20);
+        assert!(["scattered", "adjacent"].contains(&r["layout"].as_str().unwrap()));
+        match r["strategy"].as_str().unwrap() {
+            "per-page" => assert_eq!(r["threads"], 1),
+            "engine" => {
+                assert_eq!(r["placement"], "spread");
+                assert!(r["speedup"].as_f64().unwrap() > 0.0);
+            }
+            other => panic!("unexpected strategy {other}"),
+        }
+    }
+    assert!(stderr(&o).contains("engine 2"));
+}
+
+#[test]
+fn bench_batch_bad_input_exits_2() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "batch", "--folio", "2M", "--total", "1M"],
+            "larger than --total",
+        ),
+        (
+            &["bench", "batch", "--placement", "scatter"],
+            "unknown placement 'scatter'",
+        ),
+        (&["bench", "batch", "--layout", "diagonal"], "diagonal"),
+        (&["bench", "batch", "--threads", "0"], "--threads"),
+        (&["bench", "batch", "--op", "move"], "move"),
+    ];
+    for (args, needle) in cases {
+        let o = bulkmem(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(needle),
+            "{args:?}: stderr lacks {needle:?}: {}",
+            stderr(&o)
+        );
+    }
+}

@@ -276,6 +276,7 @@ fn measure_shape(
             layout: layout.name(),
             count,
         }),
+        fill: None,
     };
     let mut rows = vec![row("per-page", Strategy::PerPage, 1, "-", &base_samples)];
     for (i, (p, t, _)) in engines.iter().enumerate() {

@@ -392,6 +392,7 @@ fn row(
         }),
         speedup: None,
         batch: None,
+        fill: None,
     }
 }
 

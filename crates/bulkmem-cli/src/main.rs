@@ -3,6 +3,7 @@
 
 mod arena;
 mod bench_batch;
+mod bench_fill;
 mod bench_mem;
 mod chart;
 mod info;
@@ -62,6 +63,31 @@ enum BenchCmd {
     /// The multi-threaded batch engine: folio size x threads, folio count,
     /// placement (seed 002).
     Batch(BatchArgs),
+    /// Template fill with a per-element patch, temporal and non-temporal
+    /// (seed 001).
+    Fill(FillArgs),
+}
+
+#[derive(Args)]
+struct FillArgs {
+    /// Element (template) sizes in bytes.
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "64,128,4096")]
+    element: Vec<usize>,
+    /// Region sizes; up to 1M they are measured hot, larger ones cold.
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "64K,64M,1G")]
+    sizes: Vec<usize>,
+    /// Workers for the `engine` row.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    threads: u32,
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    runs: u32,
+    #[arg(long)]
+    no_thp: bool,
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// GB/s against region size, a line per strategy and element (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -206,6 +232,7 @@ fn main() -> ExitCode {
             BenchCmd::Copy(a) => bench(Op::Copy, a, cli.quiet),
             BenchCmd::Clear(a) => bench(Op::Clear, a, cli.quiet),
             BenchCmd::Batch(a) => bench_batch(a, cli.quiet),
+            BenchCmd::Fill(a) => bench_fill(a, cli.quiet),
         },
     };
     match result {
@@ -495,6 +522,75 @@ fn bench_batch(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
             &chart::Chart {
                 title: &title,
                 x_label: "folio size",
+                y_label: "GB/s (median)",
+                series: &series,
+                log_x: true,
+            },
+        )
+        .map_err(runtime)?;
+    }
+    Ok(())
+}
+
+fn bench_fill(a: FillArgs, quiet: bool) -> Result<(), Failure> {
+    for &el in &a.element {
+        if let Some(&s) = a.sizes.iter().find(|&&s| s % el != 0) {
+            return Err(usage(format!(
+                "--sizes {} is not a whole number of {el}-byte elements",
+                size::fmt_size(s)
+            )));
+        }
+    }
+    let plan = bench_fill::Plan {
+        elements: a.element,
+        sizes: a.sizes,
+        threads: a.threads as usize,
+        runs: a.runs as usize,
+        thp: !a.no_thp,
+    };
+    measuring_cpus(None)?;
+    let pb = progress_bar(quiet, plan.groups());
+    let rows = bench_fill::run(&plan, &mut |done, _, label| {
+        pb.set_position(done as u64);
+        pb.set_message(label.to_string());
+    });
+    pb.finish_and_clear();
+    let mut rows = rows.map_err(runtime)?;
+    bench_fill::add_speedups(&mut rows);
+    let table = bench_fill::table(&rows);
+    if a.json.as_deref() == Some(std::path::Path::new("-")) {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+    }
+    if let Some(path) = &a.json {
+        report::write_json(path, &rows).map_err(runtime)?;
+    }
+    if let Some(path) = &a.plot {
+        let mut series: Vec<chart::Series> = Vec::new();
+        for r in &rows {
+            let el = r.fill.as_ref().map_or(0, |f| f.element);
+            let name = format!("{} {el}B", r.strategy);
+            let color = bench_fill::STRATEGIES
+                .iter()
+                .position(|s| *s == r.strategy)
+                .unwrap_or(0);
+            match series.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push((r.size as f64, r.gbps.median)),
+                None => series.push(chart::Series {
+                    name,
+                    points: vec![(r.size as f64, r.gbps.median)],
+                    color,
+                    dashed: plan.elements.first() != Some(&el),
+                }),
+            }
+        }
+        let title = format!("bulkmem fill: {}", bulkmem::cpu::info().brand);
+        chart::write(
+            path,
+            &chart::Chart {
+                title: &title,
+                x_label: "region size",
                 y_label: "GB/s (median)",
                 series: &series,
                 log_x: true,

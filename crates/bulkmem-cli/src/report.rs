@@ -31,6 +31,18 @@ pub struct Row {
     /// Batch-engine rows only (`bench batch`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchCell>,
+    /// Template-fill rows only (`bench fill`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub fill: Option<FillCell>,
+}
+
+/// The extra columns of a `bench fill` row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FillCell {
+    /// Template (element) bytes.
+    pub element: usize,
+    /// Whether each element was patched after the copy.
+    pub patch: bool,
 }
 
 /// The extra columns of a `bench batch` row.
@@ -306,6 +318,7 @@ mod tests {
             },
             speedup: None,
             batch: None,
+            fill: None,
         }
     }
 

@@ -226,3 +226,52 @@ fn bench_batch_bad_input_exits_2() {
         );
     }
 }
+
+#[test]
+fn bench_fill_rows_carry_element_and_patch() {
+    let o = bulkmem(&[
+        "bench",
+        "fill",
+        "--element",
+        "64,128",
+        "--sizes",
+        "64K,2M",
+        "--runs",
+        "1",
+        "--json",
+        "-",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON only");
+    let rows = doc["results"].as_array().unwrap();
+    let names = [
+        "memcpy-per-element",
+        "memcpy-patch",
+        "fill-temporal",
+        "fill-nt",
+        "fill-auto",
+        "engine",
+    ];
+    assert_eq!(rows.len(), 2 * 2 * names.len());
+    for r in rows {
+        assert_eq!(r["op"], "fill");
+        assert!(names.contains(&r["strategy"].as_str().unwrap()), "{r}");
+        assert!([64, 128].contains(&r["element"].as_u64().unwrap()));
+        assert_eq!(r["patch"], r["strategy"] != "memcpy-per-element");
+        assert_eq!(r["regime"], if r["size"] == 65536 { "hot" } else { "cold" });
+        if r["strategy"] == "fill-nt" {
+            assert!(
+                ["avx2-nt", "avx512-nt", "libc"].contains(&r["chose"].as_str().unwrap()),
+                "{r}"
+            );
+        }
+    }
+    let o = bulkmem(&["bench", "fill", "--element", "64", "--sizes", "100"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("not a whole number of 64-byte elements"),
+        "{}",
+        stderr(&o)
+    );
+}

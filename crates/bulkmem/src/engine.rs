@@ -24,12 +24,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use crate::error::Error;
+use crate::fill;
 use crate::kernels::{self, ClearFn, CopyFn};
 use crate::placement::{self, Placement};
 use crate::plan::{self, Run};
 use crate::strategy::{Hint, Op, Strategy};
 use crate::topology::Topology;
-use crate::{cpu, resolve, Options, Request};
+use crate::{cpu, resolve, Machine, Options, Request};
 
 /// Default largest chunk: seed 004's bound on uninterrupted work.
 pub const DEFAULT_CHUNK: usize = 32 << 20;
@@ -346,14 +347,20 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What a worker runs over each piece of a chunk.
 #[derive(Clone, Copy)]
-enum Kernel {
+enum Kernel<'a> {
     Copy(CopyFn),
     Clear(ClearFn),
+    /// (offset of the piece in its run, piece address, piece length); used
+    /// by fills, whose pieces start on element boundaries.
+    Each(&'a (dyn Fn(usize, *mut u8, usize) + Sync)),
 }
 
 struct Job<'a> {
-    kernel: Kernel,
+    kernel: Kernel<'a>,
+    /// Chunk boundaries fall on multiples of this from a run's start.
+    align: usize,
     runs: &'a [Run],
     ends: &'a [usize],
     total: usize,
@@ -372,7 +379,7 @@ struct Job<'a> {
 impl Job<'_> {
     /// Where chunk boundary `k` falls: (run index, offset in run), and its
     /// stream position. Positions only grow with `k` because chunks are at
-    /// least SPLIT_ALIGN long.
+    /// least `align` long.
     fn boundary(&self, k: usize) -> ((usize, usize), usize) {
         let p = k.saturating_mul(self.chunk);
         if p >= self.total {
@@ -381,7 +388,7 @@ impl Job<'_> {
         let i = self.ends.partition_point(|&e| e <= p);
         let len = self.runs[i].len;
         let start = self.ends[i] - len;
-        let r = (p - start).div_ceil(SPLIT_ALIGN) * SPLIT_ALIGN;
+        let r = (p - start).div_ceil(self.align) * self.align;
         if r >= len {
             ((i + 1, 0), self.ends[i])
         } else {
@@ -447,6 +454,7 @@ impl Job<'_> {
                         k(run.dst.add(from), run.src.add(from), to - from)
                     }
                     Kernel::Clear(k) => k(run.dst.add(from), to - from),
+                    Kernel::Each(f) => f(from, run.dst.add(from), to - from),
                 }
             }
         }
@@ -511,6 +519,22 @@ fn pin_to(cpu: usize) -> std::io::Result<()> {
 trait Batch {
     fn count(&self) -> usize;
     fn get(&self, i: usize) -> Run;
+}
+
+/// A fill's destination seen as a batch of one extent, for the report.
+struct FillShape(usize);
+
+impl Batch for FillShape {
+    fn count(&self) -> usize {
+        1
+    }
+    fn get(&self, _: usize) -> Run {
+        Run {
+            dst: core::ptr::null_mut(),
+            src: core::ptr::null(),
+            len: self.0,
+        }
+    }
 }
 
 struct CopySlices<'s, 'a>(&'s [(&'a mut [u8], &'a [u8])]);
@@ -697,13 +721,39 @@ impl Engine {
                     .expect("resolved clear strategy has a kernel"),
             ),
         };
+        self.execute(
+            &scratch.runs,
+            &scratch.ends,
+            kernel,
+            strategy,
+            SPLIT_ALIGN,
+            batch,
+            ctl,
+        )
+    }
+
+    /// Cuts the runs into chunks (boundaries on multiples of `align` within
+    /// a run), runs them inline or on the workers, and reports.
+    #[allow(clippy::too_many_arguments)]
+    fn execute(
+        &self,
+        runs: &[Run],
+        ends: &[usize],
+        kernel: Kernel<'_>,
+        strategy: Strategy,
+        align: usize,
+        batch: &dyn Batch,
+        ctl: Control<'_>,
+    ) -> Result<Report, Error> {
+        let total = ends.last().copied().unwrap_or(0);
         // Small batches are cut finer so every worker gets a share.
         let balanced = (total / (4 * self.threads())).clamp(MIN_CHUNK, self.chunk.max(MIN_CHUNK));
-        let chunk = balanced.min(self.chunk).div_ceil(SPLIT_ALIGN) * SPLIT_ALIGN;
+        let chunk = balanced.min(self.chunk).div_ceil(align) * align;
         let job = Job {
             kernel,
-            runs: &scratch.runs,
-            ends: &scratch.ends,
+            align,
+            runs,
+            ends,
             total,
             chunk,
             nchunks: total.div_ceil(chunk),
@@ -729,6 +779,82 @@ impl Engine {
             }),
             None => Ok(report),
         }
+    }
+
+    /// Repeats `template` across `dst` on the workers (see
+    /// [`crate::fill`]): chunks are whole windows of elements, so each
+    /// element is written by one worker. A cancelled fill reports how many
+    /// bytes (a whole number of elements) were written, from the start.
+    pub fn fill(&self, dst: &mut [u8], template: &[u8]) -> Result<Report, Error> {
+        self.fill_with_control(dst, template, Control::default())
+    }
+
+    pub fn fill_with_control(
+        &self,
+        dst: &mut [u8],
+        template: &[u8],
+        ctl: Control<'_>,
+    ) -> Result<Report, Error> {
+        fill::check(dst.len(), template.len())?;
+        let mode = fill::choose(Machine::this(), dst.len(), self.opts.hint);
+        let l = template.len();
+        let each = |off: usize, p: *mut u8, n: usize| {
+            // SAFETY: the piece lies in `dst` (exclusively borrowed for the
+            // whole batch) and starts and ends on element boundaries.
+            unsafe { fill::fill_range(p, n, template, off / l, mode, &mut fill::NoPatch) }
+        };
+        self.run_fill(dst, l, mode, &each, ctl)
+    }
+
+    /// As [`Engine::fill`], with `patch(index, element)` applied to every
+    /// element before it is stored (from several workers at once, each index
+    /// exactly once).
+    pub fn fill_with<P: Fn(usize, &mut [u8]) + Sync>(
+        &self,
+        dst: &mut [u8],
+        template: &[u8],
+        patch: &P,
+        ctl: Control<'_>,
+    ) -> Result<Report, Error> {
+        fill::check(dst.len(), template.len())?;
+        let mode = fill::choose(Machine::this(), dst.len(), self.opts.hint);
+        let l = template.len();
+        let each = |off: usize, p: *mut u8, n: usize| {
+            let mut f = |i: usize, e: &mut [u8]| patch(i, e);
+            // SAFETY: as in fill_with_control.
+            unsafe { fill::fill_range(p, n, template, off / l, mode, &mut fill::Patcher(&mut f)) }
+        };
+        self.run_fill(dst, l, mode, &each, ctl)
+    }
+
+    fn run_fill(
+        &self,
+        dst: &mut [u8],
+        element: usize,
+        mode: fill::Mode,
+        each: &(dyn Fn(usize, *mut u8, usize) + Sync),
+        ctl: Control<'_>,
+    ) -> Result<Report, Error> {
+        let _serial = lock(&self.scratch);
+        let run = [Run {
+            dst: dst.as_mut_ptr(),
+            src: core::ptr::null(),
+            len: dst.len(),
+        }];
+        let ends = [dst.len()];
+        let runs: &[Run] = if dst.is_empty() { &[] } else { &run };
+        let ends: &[usize] = if dst.is_empty() { &[] } else { &ends };
+        // Whole staging windows per chunk: line-aligned boundaries too.
+        let align = element * fill::window_elements(element);
+        self.execute(
+            runs,
+            ends,
+            Kernel::Each(each),
+            mode.strategy(),
+            align,
+            &FillShape(dst.len()),
+            ctl,
+        )
     }
 
     /// Hands `job` to every worker and waits until all have finished it.

@@ -30,6 +30,9 @@ pub enum Error {
     Overlap { index: usize, with: usize },
     /// Extent `index` cannot be valid memory (null or wrapping around).
     BadExtent { index: usize, reason: &'static str },
+    /// A fill's template is empty, or `dst` is not a whole number of
+    /// templates.
+    BadFill { dst: usize, template: usize },
     /// An engine could not be built as asked.
     Config(String),
     /// A progress callback panicked in a worker; the batch stopped and the
@@ -69,6 +72,11 @@ impl fmt::Display for Error {
                 "extent {index} overlaps extent {with} (a destination may overlap nothing else in the batch)"
             ),
             Error::BadExtent { index, reason } => write!(f, "extent {index}: {reason}"),
+            Error::BadFill { template: 0, .. } => write!(f, "the fill template is empty"),
+            Error::BadFill { dst, template } => write!(
+                f,
+                "a destination of {dst} bytes is not a whole number of {template}-byte templates"
+            ),
             Error::Config(what) => write!(f, "engine: {what}"),
             Error::WorkerPanicked { message, report } => write!(
                 f,

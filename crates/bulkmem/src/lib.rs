@@ -22,6 +22,19 @@
 //! bulkmem::copy_hint(&mut dst, &src, Hint::Stream); // write-once data
 //! ```
 //!
+//! Template fills repeat a prepared element across a region, patching each
+//! copy, with non-temporal stores for write-once data:
+//!
+//! ```
+//! let mut pages = vec![0u8; 64 * 1024];
+//! let template = [0xABu8; 64];
+//! bulkmem::fill_with(&mut pages, &template, |i, elem| {
+//!     elem[..8].copy_from_slice(&(i as u64).to_le_bytes()); // per-element field
+//! })
+//! .unwrap();
+//! assert_eq!(pages[64..72], 1u64.to_le_bytes());
+//! ```
+//!
 //! Every strategy handles any length and alignment and touches nothing
 //! outside the slices it is given. Non-temporal strategies end with a store
 //! fence, so their data is ordered before anything the caller does next.
@@ -30,6 +43,7 @@ pub mod auto;
 pub mod cpu;
 pub mod engine;
 mod error;
+mod fill;
 pub mod kernels;
 pub mod placement;
 pub mod plan;
@@ -39,6 +53,7 @@ pub mod topology;
 pub use auto::{Choice, Machine, Request};
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report};
 pub use error::Error;
+pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as FillMode, NtWriter};
 pub use placement::Placement;
 pub use strategy::{Hint, Op, ParseNameError, Strategy};
 

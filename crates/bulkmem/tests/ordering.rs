@@ -118,3 +118,18 @@ fn streamed_batches_are_visible_after_return() {
         bulkmem::clear_batch_with(opts, &mut ops).unwrap();
     });
 }
+
+/// Streamed fills return after their fence; NtWriter's drain is the fence.
+#[test]
+fn streamed_fills_are_visible_after_return_or_drain() {
+    rounds(false, |buf, src| {
+        bulkmem::fill_hint(buf, &src[..64], bulkmem::Hint::Stream).unwrap();
+    });
+    rounds(false, |buf, src| {
+        let mut w = bulkmem::NtWriter::new();
+        let (a, b) = buf.split_at_mut(4096);
+        w.fill(b, &src[..64]).unwrap();
+        w.copy(a, &src[..4096]);
+        w.drain();
+    });
+}

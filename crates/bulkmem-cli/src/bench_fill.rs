@@ -1,0 +1,315 @@
+//! `bulkmem bench fill`: seed 001's template initialisation. Each element
+//! is a prepared template whose first 8 bytes are patched with its index
+//! (the seed's per-pfn update). Rows:
+//!
+//! * `memcpy-per-element`: copy the template into each element (no patch);
+//! * `memcpy-patch`: the same, then patch it in place: the baseline;
+//! * `fill-temporal` / `fill-nt` / `fill-auto`: `fill_with` with hint
+//!   reuse / stream / auto;
+//! * `engine`: the engine's `fill_with` on `--threads` workers.
+//!
+//! Regions up to 1 MiB are measured hot (refilled until a run has written
+//! 64 MiB); larger ones cold (evicted before each run). Every row is checked
+//! once against the expected contents before it is timed.
+
+use std::time::Instant;
+
+use bulkmem::{Control, Engine, Hint};
+
+use crate::arena::{self, Arena};
+use crate::bench_mem::gbps;
+use crate::report::{FillCell, Row};
+use crate::stats::Stats;
+
+pub const STRATEGIES: &[&str] = &[
+    "memcpy-per-element",
+    "memcpy-patch",
+    "fill-temporal",
+    "fill-nt",
+    "fill-auto",
+    "engine",
+];
+
+const HOT_MAX: usize = 1 << 20;
+const HOT_BYTES: usize = 64 << 20;
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub elements: Vec<usize>,
+    pub sizes: Vec<usize>,
+    pub threads: usize,
+    pub runs: usize,
+    pub thp: bool,
+}
+
+impl Plan {
+    pub fn groups(&self) -> usize {
+        self.elements.len() * self.sizes.len()
+    }
+}
+
+#[inline(always)]
+fn stamp(i: usize, e: &mut [u8]) {
+    let b = (i as u64).to_le_bytes();
+    let n = e.len().min(8);
+    e[..n].copy_from_slice(&b[..n]);
+}
+
+fn template(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 + 7) as u8 | 0x80).collect()
+}
+
+pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<Vec<Row>, String> {
+    let engine = Engine::builder()
+        .threads(plan.threads)
+        .build()
+        .map_err(|e| format!("cannot start a {}-thread engine: {e}", plan.threads))?;
+    let biggest = plan.sizes.iter().copied().max().unwrap_or(0);
+    let mut region =
+        Arena::new(biggest, plan.thp, 0).map_err(|e| format!("cannot map {biggest} bytes: {e}"))?;
+    let llc = bulkmem::cpu::info().llc_bytes();
+    let evict = Arena::new((2 * llc).max(64 << 20), plan.thp, 1)
+        .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
+    let mut rows = Vec::new();
+    let mut n = 0;
+    for &el in &plan.elements {
+        for &size in &plan.sizes {
+            progress(
+                n,
+                plan.groups(),
+                &format!("{el}-byte elements, {}", crate::size::fmt_size(size)),
+            );
+            n += 1;
+            if size % el != 0 {
+                return Err(format!(
+                    "--sizes {} is not a whole number of {el}-byte elements",
+                    crate::size::fmt_size(size)
+                ));
+            }
+            rows.extend(measure(
+                plan,
+                el,
+                &mut region.bytes_mut()[..size],
+                &engine,
+                &evict,
+            )?);
+        }
+    }
+    progress(n, plan.groups(), "done");
+    Ok(rows)
+}
+
+fn measure(
+    plan: &Plan,
+    el: usize,
+    dst: &mut [u8],
+    engine: &Engine,
+    evict: &Arena,
+) -> Result<Vec<Row>, String> {
+    let t = template(el);
+    let size = dst.len();
+    let hot = size <= HOT_MAX;
+    let reps = if hot { (HOT_BYTES / size).max(1) } else { 1 };
+    // Returns the mode that ran, for the `chose` column.
+    let one = |name: &str, dst: &mut [u8]| -> Result<String, String> {
+        Ok(match name {
+            "memcpy-per-element" => {
+                for e in dst.chunks_exact_mut(el) {
+                    e.copy_from_slice(&t);
+                }
+                "memcpy".into()
+            }
+            "memcpy-patch" => {
+                for (i, e) in dst.chunks_exact_mut(el).enumerate() {
+                    e.copy_from_slice(&t);
+                    stamp(i, e);
+                }
+                "memcpy".into()
+            }
+            "fill-temporal" | "fill-nt" | "fill-auto" => {
+                let hint = match name {
+                    "fill-temporal" => Hint::Reuse,
+                    "fill-nt" => Hint::Stream,
+                    _ => Hint::Auto,
+                };
+                let m = bulkmem::fill_with_hint(dst, &t, hint, stamp).map_err(|e| e.to_string())?;
+                m.strategy().name().into()
+            }
+            _ => {
+                let r = engine
+                    .fill_with(dst, &t, &stamp, Control::default())
+                    .map_err(|e| e.to_string())?;
+                r.strategy.name().into()
+            }
+        })
+    };
+    let mut want = t.repeat(size / el);
+    let mut chose = Vec::new();
+    for &name in STRATEGIES {
+        dst.fill(0);
+        chose.push(one(name, dst)?);
+        if name != "memcpy-per-element" {
+            for (i, e) in want.chunks_exact_mut(el).enumerate() {
+                stamp(i, e);
+            }
+        }
+        if dst != &want[..] {
+            return Err(format!(
+                "verification failed: {name} filled {el}-byte elements wrongly"
+            ));
+        }
+    }
+    let mut samples = vec![Vec::new(); STRATEGIES.len()];
+    for _ in 0..plan.runs {
+        for (k, &name) in STRATEGIES.iter().enumerate() {
+            if !hot {
+                arena::evict_through(evict);
+            }
+            let start = Instant::now();
+            for _ in 0..reps {
+                one(name, dst)?;
+            }
+            samples[k].push(gbps(size * reps, start.elapsed()));
+        }
+    }
+    Ok(STRATEGIES
+        .iter()
+        .enumerate()
+        .map(|(k, &name)| Row {
+            op: "fill",
+            strategy: name.to_string(),
+            chose: chose[k].clone(),
+            hint: None,
+            size,
+            total: size,
+            regime: if hot { "hot" } else { "cold" },
+            threads: if name == "engine" {
+                engine.threads()
+            } else {
+                1
+            },
+            runs: plan.runs,
+            gbps: Stats::of(&samples[k]).unwrap_or(Stats {
+                median: 0.0,
+                min: 0.0,
+                max: 0.0,
+            }),
+            speedup: None,
+            batch: None,
+            fill: Some(FillCell {
+                element: el,
+                patch: name != "memcpy-per-element",
+            }),
+        })
+        .collect())
+}
+
+/// A row per strategy, a column per (element, size), GB/s and the speed-up
+/// over `memcpy-patch`.
+pub fn table(rows: &[Row]) -> String {
+    use std::fmt::Write as _;
+    let mut cols: Vec<(usize, usize)> = Vec::new();
+    for r in rows {
+        let c = (r.fill.as_ref().expect("fill rows").element, r.size);
+        if !cols.contains(&c) {
+            cols.push(c);
+        }
+    }
+    let mut out = format!(
+        "\nfill (first 8 bytes of each element patched with its index): GB/s, median of {}; x = speed-up over memcpy-patch\n",
+        rows.first().map_or(0, |r| r.runs)
+    );
+    let _ = write!(out, "{:<20}", "strategy");
+    for &(el, size) in &cols {
+        let regime = rows
+            .iter()
+            .find(|r| r.size == size)
+            .map_or("", |r| r.regime);
+        let _ = write!(
+            out,
+            "{:>22}",
+            format!("{el}B / {} {regime}", crate::size::fmt_size(size))
+        );
+    }
+    out.push('\n');
+    for &name in STRATEGIES {
+        let _ = write!(out, "{name:<20}");
+        for &(el, size) in &cols {
+            let cell = |s: &str| {
+                rows.iter().find(|r| {
+                    r.strategy == s
+                        && r.size == size
+                        && r.fill.as_ref().is_some_and(|f| f.element == el)
+                })
+            };
+            let text = match (cell(name), cell("memcpy-patch")) {
+                (Some(r), Some(b)) if b.gbps.median > 0.0 && name != "memcpy-patch" => {
+                    format!(
+                        "{:.2} {:>5.2}x",
+                        r.gbps.median,
+                        r.gbps.median / b.gbps.median
+                    )
+                }
+                (Some(r), _) => format!("{:.2}", r.gbps.median),
+                _ => "-".into(),
+            };
+            let _ = write!(out, "{text:>22}");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Fills `speedup` relative to `memcpy-patch` of the same element and size.
+pub fn add_speedups(rows: &mut [Row]) {
+    let base: Vec<(usize, usize, f64)> = rows
+        .iter()
+        .filter(|r| r.strategy == "memcpy-patch")
+        .map(|r| {
+            (
+                r.fill.as_ref().map_or(0, |f| f.element),
+                r.size,
+                r.gbps.median,
+            )
+        })
+        .collect();
+    for r in rows.iter_mut() {
+        let el = r.fill.as_ref().map_or(0, |f| f.element);
+        r.speedup = base
+            .iter()
+            .find(|b| b.0 == el && b.1 == r.size && b.2 > 0.0)
+            .map(|b| r.gbps.median / b.2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_row_is_verified_and_measured() {
+        let plan = Plan {
+            elements: vec![64, 100],
+            sizes: vec![64_000, 2 << 20],
+            threads: 2,
+            runs: 1,
+            thp: false,
+        };
+        let mut plan64 = plan.clone();
+        plan64.elements = vec![64];
+        plan64.sizes = vec![64 << 10, 2 << 20];
+        let mut rows = run(&plan64, &mut |_, _, _| {}).unwrap();
+        add_speedups(&mut rows);
+        assert_eq!(rows.len(), 2 * STRATEGIES.len());
+        for r in &rows {
+            assert!(r.gbps.median > 0.0, "{r:?}");
+            assert!(r.speedup.is_some());
+            assert_eq!(r.regime, if r.size <= HOT_MAX { "hot" } else { "cold" });
+        }
+        let t = table(&rows);
+        assert!(t.contains("fill-nt") && t.contains("64B / 2M cold"), "{t}");
+        // 2M is not a whole number of 100-byte elements: a clear error.
+        let e = run(&plan, &mut |_, _, _| {}).unwrap_err();
+        assert!(e.contains("100-byte"), "{e}");
+    }
+}

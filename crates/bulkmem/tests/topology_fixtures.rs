@@ -27,7 +27,14 @@ impl Drop for Tree {
 fn unpack(snapshot: &str) -> Tree {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
-    let root = std::env::temp_dir().join(format!(
+    // tmpfs when there is one: thousands of tiny files are slow on disk.
+    let shm = Path::new("/dev/shm");
+    let base = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let root = base.join(format!(
         "bulkmem-topo-{}-{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
@@ -137,7 +144,7 @@ impl Model {
 }
 
 /// AMD EPYC 9654 (Zen 4), 2 sockets x 12 CCDs x 8 cores, SMT2, NPS1.
-const EPYC_9654: Model = Model {
+static EPYC_9654: Model = Model {
     sockets: 2,
     llcs_per_socket: 12,
     cores_per_llc: 8,
@@ -149,7 +156,7 @@ const EPYC_9654: Model = Model {
 };
 
 /// AMD EPYC 7713 (Zen 3), 2 sockets x 8 CCDs x 8 cores, SMT2, NPS1.
-const EPYC_7713: Model = Model {
+static EPYC_7713: Model = Model {
     sockets: 2,
     llcs_per_socket: 8,
     cores_per_llc: 8,
@@ -162,7 +169,7 @@ const EPYC_7713: Model = Model {
 
 /// Intel Xeon Platinum 8380 (Ice Lake SP), 2 sockets x 40 cores, one L3
 /// per socket, SMT2.
-const XEON_8380: Model = Model {
+static XEON_8380: Model = Model {
     sockets: 2,
     llcs_per_socket: 1,
     cores_per_llc: 40,

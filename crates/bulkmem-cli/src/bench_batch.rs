@@ -277,6 +277,7 @@ fn measure_shape(
             count,
         }),
         fill: None,
+        moved: None,
     };
     let mut rows = vec![row("per-page", Strategy::PerPage, 1, "-", &base_samples)];
     for (i, (p, t, _)) in engines.iter().enumerate() {

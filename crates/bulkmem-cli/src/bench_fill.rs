@@ -200,6 +200,7 @@ fn measure(
                 element: el,
                 patch: name != "memcpy-per-element",
             }),
+            moved: None,
         })
         .collect())
 }

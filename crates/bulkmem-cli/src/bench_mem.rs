@@ -393,6 +393,7 @@ fn row(
         speedup: None,
         batch: None,
         fill: None,
+        moved: None,
     }
 }
 

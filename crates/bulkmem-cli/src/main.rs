@@ -5,6 +5,7 @@ mod arena;
 mod bench_batch;
 mod bench_fill;
 mod bench_mem;
+mod bench_move;
 mod chart;
 mod info;
 mod report;
@@ -66,6 +67,33 @@ enum BenchCmd {
     /// Template fill with a per-element patch, temporal and non-temporal
     /// (seed 001).
     Fill(FillArgs),
+    /// Batched page moves with userfaultfd UFFDIO_MOVE against per-page
+    /// ioctls and plain copying (seed 003).
+    Move(MoveArgs),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PageArg {
+    #[value(name = "4K", alias = "4k")]
+    Small,
+    Thp,
+}
+
+#[derive(Args)]
+struct MoveArgs {
+    /// Bytes moved per run (multiples of 2M).
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "64M,1G")]
+    sizes: Vec<usize>,
+    /// Source pages: 4K (no THP) or thp.
+    #[arg(long, value_delimiter = ',', value_enum, default_value = "4K,thp")]
+    pages: Vec<PageArg>,
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    runs: u32,
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// GB/s against size, a line per strategy and page kind (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -233,6 +261,7 @@ fn main() -> ExitCode {
             BenchCmd::Clear(a) => bench(Op::Clear, a, cli.quiet),
             BenchCmd::Batch(a) => bench_batch(a, cli.quiet),
             BenchCmd::Fill(a) => bench_fill(a, cli.quiet),
+            BenchCmd::Move(a) => bench_move(a, cli.quiet),
         },
     };
     match result {
@@ -591,6 +620,77 @@ fn bench_fill(a: FillArgs, quiet: bool) -> Result<(), Failure> {
             &chart::Chart {
                 title: &title,
                 x_label: "region size",
+                y_label: "GB/s (median)",
+                series: &series,
+                log_x: true,
+            },
+        )
+        .map_err(runtime)?;
+    }
+    Ok(())
+}
+
+fn bench_move(a: MoveArgs, quiet: bool) -> Result<(), Failure> {
+    if let Some(&s) = a.sizes.iter().find(|&&s| s % (2 << 20) != 0) {
+        return Err(usage(format!(
+            "--sizes {} is not a multiple of 2M",
+            size::fmt_size(s)
+        )));
+    }
+    let plan = bench_move::Plan {
+        sizes: a.sizes,
+        pages: a
+            .pages
+            .iter()
+            .map(|p| match p {
+                PageArg::Small => bench_move::PageKind::Small,
+                PageArg::Thp => bench_move::PageKind::Thp,
+            })
+            .collect(),
+        runs: a.runs as usize,
+    };
+    measuring_cpus(None)?;
+    let pb = progress_bar(quiet, plan.groups());
+    let rows = bench_move::run(&plan, &mut |done, _, label| {
+        pb.set_position(done as u64);
+        pb.set_message(label.to_string());
+    });
+    pb.finish_and_clear();
+    let rows = rows.map_err(runtime)?;
+    let table = bench_move::table(&rows);
+    if a.json.as_deref() == Some(std::path::Path::new("-")) {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+    }
+    if let Some(path) = &a.json {
+        report::write_json(path, &rows).map_err(runtime)?;
+    }
+    if let Some(path) = &a.plot {
+        let mut series: Vec<chart::Series> = Vec::new();
+        for r in &rows {
+            let page = r.moved.as_ref().map_or("", |m| m.page);
+            let name = format!("{} {page}", r.strategy);
+            let color = bench_move::STRATEGIES
+                .iter()
+                .position(|s| *s == r.strategy)
+                .unwrap_or(0);
+            match series.iter_mut().find(|s| s.name == name) {
+                Some(s) => s.points.push((r.size as f64, r.gbps.median)),
+                None => series.push(chart::Series {
+                    name,
+                    points: vec![(r.size as f64, r.gbps.median)],
+                    color,
+                    dashed: page == "thp",
+                }),
+            }
+        }
+        let title = format!("bulkmem move: {}", bulkmem::cpu::info().brand);
+        chart::write(
+            path,
+            &chart::Chart {
+                title: &title,
+                x_label: "bytes moved",
                 y_label: "GB/s (median)",
                 series: &series,
                 log_x: true,

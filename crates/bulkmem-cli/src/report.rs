@@ -34,6 +34,18 @@ pub struct Row {
     /// Template-fill rows only (`bench fill`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub fill: Option<FillCell>,
+    /// Page-move rows only (`bench move`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub moved: Option<MoveCell>,
+}
+
+/// The extra columns of a `bench move` row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MoveCell {
+    /// `4K` or `thp`.
+    pub page: &'static str,
+    /// Milliseconds per move.
+    pub ms: Stats,
 }
 
 /// The extra columns of a `bench fill` row.
@@ -329,6 +341,7 @@ mod tests {
             speedup: None,
             batch: None,
             fill: None,
+            moved: None,
         }
     }
 

@@ -275,3 +275,36 @@ fn bench_fill_rows_carry_element_and_patch() {
         stderr(&o)
     );
 }
+
+#[test]
+fn bench_move_rows_carry_page_and_ms() {
+    if let Err(e) = bulkmem::uffd::Mover::new() {
+        eprintln!("skipping: {e}");
+        return;
+    }
+    let o = bulkmem(&[
+        "bench", "move", "--sizes", "2M,4M", "--pages", "4K,thp", "--runs", "1", "--json", "-",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON only");
+    let rows = doc["results"].as_array().unwrap();
+    let names = ["per-page-ioctl", "one-ioctl", "move-range", "copy-auto"];
+    assert_eq!(rows.len(), 2 * 2 * names.len());
+    for r in rows {
+        assert_eq!(r["op"], "move");
+        assert!(names.contains(&r["strategy"].as_str().unwrap()), "{r}");
+        assert!(["4K", "thp"].contains(&r["page"].as_str().unwrap()), "{r}");
+        assert!(r["ms"]["median"].as_f64().unwrap() > 0.0);
+        assert!([2 << 20, 4 << 20].contains(&r["size"].as_u64().unwrap()));
+    }
+    let o = bulkmem(&["bench", "move", "--sizes", "3M"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("not a multiple of 2M"),
+        "{}",
+        stderr(&o)
+    );
+    let o = bulkmem(&["bench", "move", "--pages", "64K"]);
+    assert_eq!(o.status.code(), Some(2));
+}

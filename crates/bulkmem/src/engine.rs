@@ -918,6 +918,11 @@ fn completion(
     }
 }
 
+/// [`validate`] for a slice of extents (used by `uffd::Mover::move_batch`).
+pub(crate) fn validate_extents(op: Op, extents: &[Extent]) -> Result<(), Error> {
+    validate(op, &Raw(extents, op), &mut Vec::new())
+}
+
 /// Checks a raw batch: non-null pointers, and no destination overlapping
 /// another destination or any source. The error names the first extent that
 /// conflicts with itself or an earlier one (as if the extents were checked

@@ -49,6 +49,7 @@ pub mod placement;
 pub mod plan;
 mod strategy;
 pub mod topology;
+pub mod uffd;
 
 pub use auto::{Choice, Machine, Request};
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report};

@@ -1,0 +1,417 @@
+//! UFFDIO_MOVE through `bulkmem::uffd::Mover`, on real mappings: content
+//! arrives and the source empties, holes, populated and poisoned
+//! destinations (partial progress continues past them), bad arguments,
+//! transparent huge pages moved whole and split, the copy fallback for pages
+//! shared after fork(), and batches. Each test skips (saying why) where the
+//! kernel or the privileges lack userfaultfd moves.
+//!
+//! Unpopulated pages of a registered destination are never touched: with no
+//! fault handler a read there would wait forever. Tests unregister first.
+
+use std::ptr;
+
+use bulkmem::uffd::{MoveOptions, Mover, UffdError};
+use bulkmem::Extent;
+
+const PAGE: usize = 4096;
+const HUGE: usize = 2 << 20;
+
+/// An anonymous private mapping, `align`-aligned, unmapped on drop.
+struct Map {
+    base: *mut u8,
+    len: usize,
+    raw: (*mut u8, usize),
+}
+
+impl Map {
+    fn new(len: usize, align: usize, thp: bool) -> Map {
+        let raw_len = len + align;
+        // SAFETY: a fresh anonymous mapping.
+        let raw = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                raw_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(raw, libc::MAP_FAILED);
+        let base = ((raw as usize).div_ceil(align) * align) as *mut u8;
+        // SAFETY: advice on part of our own mapping.
+        unsafe {
+            libc::madvise(
+                base.cast(),
+                len,
+                if thp {
+                    libc::MADV_HUGEPAGE
+                } else {
+                    libc::MADV_NOHUGEPAGE
+                },
+            )
+        };
+        Map {
+            base,
+            len,
+            raw: (raw as *mut u8, raw_len),
+        }
+    }
+
+    fn at(&self, off: usize) -> *mut u8 {
+        assert!(off <= self.len);
+        // SAFETY: inside the mapping.
+        unsafe { self.base.add(off) }
+    }
+
+    /// Writes page `i`'s pattern (populating it).
+    fn fill_page(&self, i: usize, seed: u8) {
+        // SAFETY: page i lies in the mapping; nothing else references it.
+        let p = unsafe { std::slice::from_raw_parts_mut(self.at(i * PAGE), PAGE) };
+        for (k, b) in p.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(31) ^ (k as u8) ^ seed | 1;
+        }
+    }
+
+    fn page_ok(&self, i: usize, seed: u8, from: usize) -> bool {
+        // SAFETY: page i is populated (or, unregistered, zero-fills).
+        let p = unsafe { std::slice::from_raw_parts(self.at(i * PAGE), PAGE) };
+        p.iter()
+            .enumerate()
+            .all(|(k, &b)| b == (from as u8).wrapping_mul(31) ^ (k as u8) ^ seed | 1)
+    }
+
+    fn resident(&self, i: usize) -> bool {
+        let mut v = [0u8; 1];
+        // SAFETY: one page of our mapping; mincore only writes `v`.
+        assert_eq!(
+            unsafe { libc::mincore(self.at(i * PAGE).cast(), PAGE, v.as_mut_ptr()) },
+            0
+        );
+        v[0] & 1 == 1
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: exactly the mapping made in new().
+        unsafe { libc::munmap(self.raw.0.cast(), self.raw.1) };
+    }
+}
+
+/// fork() makes every private page of the process shared with the child,
+/// so a move in another test running meanwhile would see EBUSY: the tests
+/// take turns.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn mover() -> Option<(std::sync::MutexGuard<'static, ()>, Mover)> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    match Mover::new() {
+        Ok(m) => Some((guard, m)),
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            None
+        }
+    }
+}
+
+#[test]
+fn content_arrives_and_the_source_empties() {
+    let Some((_serial, mut m)) = mover() else {
+        return;
+    };
+    let n = 64;
+    let (src, dst) = (
+        Map::new(n * PAGE, PAGE, false),
+        Map::new(n * PAGE, PAGE, false),
+    );
+    (0..n).for_each(|i| src.fill_page(i, 7));
+    m.register(dst.base, dst.len).unwrap();
+    // SAFETY: both are our private anonymous mappings, untouched meanwhile.
+    let r = unsafe { m.move_range(dst.base, src.base, n * PAGE, MoveOptions::default()) }.unwrap();
+    assert_eq!((r.moved, r.copied, r.holes), (n, 0, 0));
+    assert!(r.is_complete() && r.ioctls == 1, "{r:?}");
+    assert!((0..n).all(|i| !src.resident(i)), "source pages are gone");
+    m.unregister(dst.base, dst.len).unwrap();
+    assert!((0..n).all(|i| dst.page_ok(i, 7, i)));
+}
+
+#[test]
+fn holes_are_skipped_on_request_and_reported_otherwise() {
+    let Some((_serial, mut m)) = mover() else {
+        return;
+    };
+    let n = 16;
+    for allow in [true, false] {
+        let (src, dst) = (
+            Map::new(n * PAGE, PAGE, false),
+            Map::new(n * PAGE, PAGE, false),
+        );
+        (0..n).step_by(2).for_each(|i| src.fill_page(i, 3));
+        m.register(dst.base, dst.len).unwrap();
+        let opts = MoveOptions {
+            allow_src_holes: allow,
+            ..MoveOptions::default()
+        };
+        // SAFETY: as above.
+        let r = unsafe { m.move_range(dst.base, src.base, n * PAGE, opts) }.unwrap();
+        assert_eq!(r.moved, n / 2, "{allow}: {r:?}");
+        if allow {
+            assert_eq!(r.holes, n / 2);
+            assert!(r.is_complete());
+        } else {
+            assert_eq!(r.failures.len(), n / 2);
+            for (k, f) in r.failures.iter().enumerate() {
+                assert_eq!(f.errno, libc::ENOENT);
+                assert_eq!(f.src, src.at((2 * k + 1) * PAGE) as usize);
+            }
+        }
+        assert!((0..n).all(|i| dst.resident(i) == (i % 2 == 0)));
+        m.unregister(dst.base, dst.len).unwrap();
+        assert!((0..n).step_by(2).all(|i| dst.page_ok(i, 3, i)));
+    }
+}
+
+#[test]
+fn populated_and_poisoned_destination_pages_are_reported_and_passed() {
+    let Some((_serial, mut m)) = mover() else {
+        return;
+    };
+    let n = 32;
+    let (src, dst) = (
+        Map::new(n * PAGE, PAGE, false),
+        Map::new(n * PAGE, PAGE, false),
+    );
+    (0..n).for_each(|i| src.fill_page(i, 9));
+    dst.fill_page(5, 1); // already populated
+    m.register(dst.base, dst.len).unwrap();
+    let poisoned = m.supports_poison();
+    if poisoned {
+        // SAFETY: page 20 of the destination is never read afterwards.
+        unsafe { m.poison(dst.at(20 * PAGE), PAGE) }.unwrap();
+    }
+    // SAFETY: as above.
+    let r = unsafe { m.move_range(dst.base, src.base, n * PAGE, MoveOptions::default()) }.unwrap();
+    let bad: Vec<(usize, i32)> = r.failures.iter().map(|f| (f.dst, f.errno)).collect();
+    let mut want = vec![(dst.at(5 * PAGE) as usize, libc::EEXIST)];
+    if poisoned {
+        want.push((dst.at(20 * PAGE) as usize, libc::EEXIST));
+    }
+    assert_eq!(bad, want, "{r:?}");
+    assert_eq!(r.moved, n - want.len());
+    assert!(r.ioctls > 1, "partial progress was continued");
+    assert!(src.resident(5), "the refused source page stays");
+    m.unregister(dst.base, dst.len).unwrap();
+    assert!(dst.page_ok(5, 1, 5), "the populated page is untouched");
+    assert!((0..n)
+        .filter(|&i| i != 5 && !(poisoned && i == 20))
+        .all(|i| dst.page_ok(i, 9, i)));
+}
+
+#[test]
+fn bad_arguments_are_refused_before_any_move() {
+    let Some((_serial, mut m)) = mover() else {
+        return;
+    };
+    let (src, dst) = (
+        Map::new(8 * PAGE, PAGE, false),
+        Map::new(8 * PAGE, PAGE, false),
+    );
+    (0..8).for_each(|i| src.fill_page(i, 5));
+    let unregistered = |e: UffdError| e.to_string().contains("not registered");
+    // SAFETY: every call below is refused before touching memory.
+    unsafe {
+        let e = m
+            .move_range(dst.base, src.base, 8 * PAGE, MoveOptions::default())
+            .unwrap_err();
+        assert!(unregistered(e));
+        m.register(dst.base, dst.len).unwrap();
+        let e = m
+            .move_range(dst.at(1), src.base, PAGE, MoveOptions::default())
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("destination") && e.to_string().contains("page-aligned"),
+            "{e}"
+        );
+        let e = m
+            .move_range(dst.base, src.base, 100, MoveOptions::default())
+            .unwrap_err();
+        assert!(e.to_string().contains("page-aligned"), "{e}");
+        let e = m
+            .move_range(src.at(2 * PAGE), src.base, 4 * PAGE, MoveOptions::default())
+            .unwrap_err();
+        assert!(e.to_string().contains("overlap"), "{e}");
+        let batch = [
+            Extent {
+                dst: dst.base,
+                src: src.base,
+                len: 2 * PAGE,
+            },
+            Extent {
+                dst: dst.at(PAGE),
+                src: src.at(4 * PAGE),
+                len: PAGE,
+            },
+        ];
+        let e = m.move_batch(&batch, MoveOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("extent 1 overlaps extent 0"), "{e}");
+    }
+    assert!(
+        (0..8).all(|i| src.resident(i) && !dst.resident(i)),
+        "nothing moved"
+    );
+}
+
+/// Whether the mapping at `addr` is backed by huge pages (smaps).
+fn thp_backed(addr: *mut u8) -> bool {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap_or_default();
+    let a = addr as usize;
+    let mut inside = false;
+    for line in smaps.lines() {
+        if let Some((range, _)) = line.split_once(' ') {
+            if let Some((s, e)) = range.split_once('-') {
+                if let (Ok(s), Ok(e)) = (usize::from_str_radix(s, 16), usize::from_str_radix(e, 16))
+                {
+                    inside = s <= a && a < e;
+                    continue;
+                }
+            }
+        }
+        if inside && line.starts_with("AnonHugePages:") {
+            return line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|k| k.parse::<usize>().ok())
+                .unwrap_or(0)
+                >= 2048;
+        }
+    }
+    false
+}
+
+#[test]
+fn huge_pages_move_whole_or_split() {
+    let Some((_serial, mut m)) = mover() else {
+        return;
+    };
+    let n = HUGE / PAGE;
+    for split in [false, true] {
+        let src = Map::new(HUGE, HUGE, true);
+        (0..n).for_each(|i| src.fill_page(i, 11));
+        if !thp_backed(src.base) {
+            eprintln!("skipping THP case: the source did not get a huge page (THP off?)");
+            return;
+        }
+        let dst = Map::new(HUGE + PAGE, HUGE, true);
+        let at = if split { dst.at(PAGE) } else { dst.base };
+        m.register(dst.base, dst.len).unwrap();
+        let opts = MoveOptions {
+            fallback_copy: true,
+            ..MoveOptions::default()
+        };
+        // SAFETY: as above.
+        let r = unsafe { m.move_range(at, src.base, HUGE, opts) }.unwrap();
+        assert!(r.is_complete(), "split {split}: {r:?}");
+        assert_eq!(r.moved + r.copied, n, "split {split}: {r:?}");
+        assert!((0..n).all(|i| !src.resident(i)));
+        m.unregister(dst.base, dst.len).unwrap();
+        let off = if split { 1 } else { 0 };
+        assert!((0..n).all(|i| dst.page_ok(i + off, 11, i)), "split {split}");
+        if !split {
+            assert!(thp_backed(dst.base), "a whole PMD moved stays huge");
+        }
+    }
+}
+
+#[test]
+fn pages_shared_after_fork_fall_back_to_copy() {
+    let Some((_serial, mut m)) = mover() else {
+        return;
+    };
+    let n = 8;
+    let (src, dst) = (
+        Map::new(n * PAGE, PAGE, false),
+        Map::new(n * PAGE, PAGE, false),
+    );
+    (0..n).for_each(|i| src.fill_page(i, 13));
+    let mut pipe = [0; 2];
+    // SAFETY: a plain pipe.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    // SAFETY: the child only calls async-signal-safe read() and _exit().
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let mut b = [0u8; 1];
+        // SAFETY: reading our end of the pipe, then exiting without unwinding.
+        unsafe {
+            libc::read(pipe[0], b.as_mut_ptr().cast(), 1);
+            libc::_exit(0);
+        }
+    }
+    assert!(child > 0);
+    m.register(dst.base, dst.len).unwrap();
+    // Shared with the child now: MOVE refuses them.
+    // SAFETY: as above.
+    let r = unsafe { m.move_range(dst.base, src.base, n * PAGE, MoveOptions::default()) }.unwrap();
+    assert_eq!(r.moved, 0, "{r:?}");
+    assert!(
+        r.failures.iter().all(|f| f.errno == libc::EBUSY) && r.failures.len() == n,
+        "{r:?}"
+    );
+    let opts = MoveOptions {
+        fallback_copy: true,
+        ..MoveOptions::default()
+    };
+    // SAFETY: as above.
+    let r = unsafe { m.move_range(dst.base, src.base, n * PAGE, opts) }.unwrap();
+    assert_eq!((r.moved, r.copied), (0, n), "{r:?}");
+    assert!(r.is_complete());
+    assert!(
+        (0..n).all(|i| !src.resident(i)),
+        "copied pages are dropped from the source"
+    );
+    // SAFETY: wake the child and reap it.
+    unsafe {
+        libc::write(pipe[1], b"x".as_ptr().cast(), 1);
+        let mut status = 0;
+        libc::waitpid(child, &mut status, 0);
+        libc::close(pipe[0]);
+        libc::close(pipe[1]);
+    }
+    m.unregister(dst.base, dst.len).unwrap();
+    assert!((0..n).all(|i| dst.page_ok(i, 13, i)));
+}
+
+#[test]
+fn a_batch_of_scattered_live_pages_is_compacted_in_few_ioctls() {
+    let Some((_serial, mut m)) = mover() else {
+        return;
+    };
+    let n = 256;
+    let heap = Map::new(n * PAGE, PAGE, false);
+    (0..n).for_each(|i| heap.fill_page(i, 17));
+    // Live pages: runs of 3 every 8 pages, listed in reverse order.
+    let live: Vec<usize> = (0..n).filter(|i| i % 8 < 3).rev().collect();
+    let to = Map::new(live.len() * PAGE, PAGE, false);
+    m.register(to.base, to.len).unwrap();
+    let mut order: Vec<usize> = live.clone();
+    order.sort_unstable();
+    let extents: Vec<Extent> = live
+        .iter()
+        .map(|&p| Extent {
+            dst: to.at(order.iter().position(|&q| q == p).unwrap() * PAGE),
+            src: heap.at(p * PAGE),
+            len: PAGE,
+        })
+        .collect();
+    // SAFETY: as above.
+    let r = unsafe { m.move_batch(&extents, MoveOptions::default()) }.unwrap();
+    assert_eq!(r.moved, live.len());
+    assert!(r.is_complete());
+    assert_eq!(r.ioctls, n / 8, "one ioctl per contiguous run of 3 pages");
+    assert!(live.iter().all(|&p| !heap.resident(p)));
+    m.unregister(to.base, to.len).unwrap();
+    assert!(order
+        .iter()
+        .enumerate()
+        .all(|(slot, &p)| to.page_ok(slot, 17, p)));
+}

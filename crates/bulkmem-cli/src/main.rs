@@ -12,7 +12,7 @@ mod report;
 mod size;
 mod stats;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -351,15 +351,72 @@ fn progress_bar(quiet: bool, len: usize) -> ProgressBar {
     pb
 }
 
-fn measure(plan: &Plan, quiet: bool) -> Result<Vec<Row>, Failure> {
-    let pb = progress_bar(quiet, bench_mem::groups(plan));
-    let rows = bench_mem::run(plan, &mut |done, _, label| {
+/// Runs `work` under a progress bar of `groups` units on stderr.
+fn with_progress<T>(
+    quiet: bool,
+    groups: usize,
+    work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>,
+) -> Result<T, Failure> {
+    let pb = progress_bar(quiet, groups);
+    let out = work(&mut |done, _, label| {
         pb.set_position(done as u64);
         pb.set_message(label.to_string());
-    })
-    .map_err(runtime);
+    });
     pb.finish_and_clear();
-    rows
+    out.map_err(runtime)
+}
+
+/// How one row is drawn: its line's name, colour index and dash; `None`
+/// leaves the row out of the plot.
+type Style<'a> = &'a dyn Fn(&Row) -> Option<(String, usize, bool)>;
+
+/// Prints the table (to stderr when the JSON goes to stdout), writes the
+/// JSON, and plots GB/s against size, one line per distinct style name.
+fn publish(
+    table: &str,
+    rows: &[Row],
+    json: Option<&Path>,
+    plot: Option<(&Path, &str, &str, Style)>,
+) -> Result<(), Failure> {
+    if json == Some(Path::new("-")) {
+        eprint!("{table}");
+    } else {
+        print!("{table}");
+    }
+    if let Some(path) = json {
+        report::write_json(path, rows).map_err(runtime)?;
+    }
+    let Some((path, what, x_label, style)) = plot else {
+        return Ok(());
+    };
+    let mut series: Vec<chart::Series> = Vec::new();
+    for r in rows {
+        let Some((name, color, dashed)) = style(r) else {
+            continue;
+        };
+        let point = (r.size as f64, r.gbps.median);
+        match series.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push(point),
+            None => series.push(chart::Series {
+                name,
+                points: vec![point],
+                color,
+                dashed,
+            }),
+        }
+    }
+    let title = format!("bulkmem {what}: {}", bulkmem::cpu::info().brand);
+    chart::write(
+        path,
+        &chart::Chart {
+            title: &title,
+            x_label,
+            y_label: "GB/s (median)",
+            series: &series,
+            log_x: true,
+        },
+    )
+    .map_err(runtime)
 }
 
 fn bench(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
@@ -393,65 +450,31 @@ fn bench(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         cpus: measuring_cpus(a.cpu)?,
         thp: !a.no_thp,
     };
-    let mut rows = measure(&plan, quiet)?;
+    let mut rows = with_progress(quiet, bench_mem::groups(&plan), |p| {
+        bench_mem::run(&plan, p)
+    })?;
     report::add_speedups(&mut rows);
-    let table = report::tables(&rows, &skipped);
-    let to_stdout = a.json.as_deref() == Some(std::path::Path::new("-"));
-    if to_stdout {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-    }
-    if let Some(path) = &a.json {
-        report::write_json(path, &rows).map_err(runtime)?;
-    }
-    if let Some(path) = &a.plot {
-        write_plot(path, op, &rows).map_err(runtime)?;
-    }
-    Ok(())
-}
-
-fn write_plot(path: &std::path::Path, op: Op, rows: &[Row]) -> Result<(), String> {
-    let mut series: Vec<chart::Series> = Vec::new();
-    let regimes: Vec<&str> = {
-        let mut v: Vec<&str> = rows.iter().map(|r| r.regime).collect();
-        v.dedup();
-        v
-    };
-    let mut strategies: Vec<&str> = Vec::new();
-    for r in rows {
-        let name = if regimes.len() > 1 {
+    let multi = plan.regimes.len() > 1;
+    let style = |r: &Row| {
+        let name = if multi {
             format!("{} {}", r.strategy, r.regime)
         } else {
             r.strategy.clone()
         };
-        if !strategies.contains(&r.strategy.as_str()) {
-            strategies.push(&r.strategy);
-        }
-        let color = strategies
+        let color = plan
+            .strategies
             .iter()
-            .position(|s| *s == r.strategy)
+            .position(|s| s.name() == r.strategy)
             .unwrap_or(0);
-        match series.iter_mut().find(|s| s.name == name) {
-            Some(s) => s.points.push((r.size as f64, r.gbps.median)),
-            None => series.push(chart::Series {
-                name,
-                points: vec![(r.size as f64, r.gbps.median)],
-                color,
-                dashed: regimes.len() > 1 && r.regime == "cold",
-            }),
-        }
-    }
-    let title = format!("bulkmem {op}: {}", bulkmem::cpu::info().brand);
-    chart::write(
-        path,
-        &chart::Chart {
-            title: &title,
-            x_label: "extent size",
-            y_label: "GB/s (median)",
-            series: &series,
-            log_x: true,
-        },
+        Some((name, color, multi && r.regime == "cold"))
+    };
+    publish(
+        &report::tables(&rows, &skipped),
+        &rows,
+        a.json.as_deref(),
+        a.plot
+            .as_deref()
+            .map(|p| (p, op.name(), "extent size", &style as Style)),
     )
 }
 
@@ -498,67 +521,37 @@ fn bench_batch(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
         runs: a.runs as usize,
         thp: !a.no_thp,
     };
-    let pb = progress_bar(quiet, plan.groups());
-    let rows = bench_batch::run(&plan, first, &mut |done, _, label| {
-        pb.set_position(done as u64);
-        pb.set_message(label.to_string());
-    });
-    pb.finish_and_clear();
-    let mut rows = rows.map_err(runtime)?;
+    let mut rows = with_progress(quiet, plan.groups(), |p| bench_batch::run(&plan, first, p))?;
     report::add_speedups(&mut rows);
-    let table = bench_batch::tables(&rows);
-    if a.json.as_deref() == Some(std::path::Path::new("-")) {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-    }
-    if let Some(path) = &a.json {
-        report::write_json(path, &rows).map_err(runtime)?;
-    }
-    if let Some(path) = &a.plot {
-        let mut series: Vec<chart::Series> = Vec::new();
-        for r in &rows {
-            let b = r.batch.as_ref().expect("batch rows");
-            // Experiment 1 only: the count experiment has its own axis.
-            if b.count != (plan.total / r.size).max(1) || !plan.folios.contains(&r.size) {
-                continue;
-            }
-            let mut name = if r.strategy == "engine" {
-                format!("engine {}", r.threads)
-            } else {
-                "per-page 1".to_string()
-            };
-            if plan.placements.len() > 1 && r.strategy == "engine" {
-                name = format!("{name} {}", b.placement);
-            }
-            if plan.layouts.len() > 1 {
-                name = format!("{name} {}", b.layout);
-            }
-            let color = if r.strategy == "engine" { r.threads } else { 0 };
-            match series.iter_mut().find(|s| s.name == name) {
-                Some(s) => s.points.push((r.size as f64, r.gbps.median)),
-                None => series.push(chart::Series {
-                    name,
-                    points: vec![(r.size as f64, r.gbps.median)],
-                    color,
-                    dashed: b.layout == "adjacent" || b.placement == "fill",
-                }),
-            }
+    let style = |r: &Row| {
+        let b = r.batch.as_ref()?;
+        // Experiment 1 only: the count experiment has its own axis.
+        if b.count != (plan.total / r.size).max(1) || !plan.folios.contains(&r.size) {
+            return None;
         }
-        let title = format!("bulkmem batch {}: {}", plan.op, bulkmem::cpu::info().brand);
-        chart::write(
-            path,
-            &chart::Chart {
-                title: &title,
-                x_label: "folio size",
-                y_label: "GB/s (median)",
-                series: &series,
-                log_x: true,
-            },
-        )
-        .map_err(runtime)?;
-    }
-    Ok(())
+        let mut name = if r.strategy == "engine" {
+            format!("engine {}", r.threads)
+        } else {
+            "per-page 1".to_string()
+        };
+        if plan.placements.len() > 1 && r.strategy == "engine" {
+            name = format!("{name} {}", b.placement);
+        }
+        if plan.layouts.len() > 1 {
+            name = format!("{name} {}", b.layout);
+        }
+        let color = if r.strategy == "engine" { r.threads } else { 0 };
+        Some((name, color, b.layout == "adjacent" || b.placement == "fill"))
+    };
+    let what = format!("batch {}", plan.op);
+    publish(
+        &bench_batch::tables(&rows),
+        &rows,
+        a.json.as_deref(),
+        a.plot
+            .as_deref()
+            .map(|p| (p, what.as_str(), "folio size", &style as Style)),
+    )
 }
 
 fn bench_fill(a: FillArgs, quiet: bool) -> Result<(), Failure> {
@@ -578,56 +571,28 @@ fn bench_fill(a: FillArgs, quiet: bool) -> Result<(), Failure> {
         thp: !a.no_thp,
     };
     measuring_cpus(None)?;
-    let pb = progress_bar(quiet, plan.groups());
-    let rows = bench_fill::run(&plan, &mut |done, _, label| {
-        pb.set_position(done as u64);
-        pb.set_message(label.to_string());
-    });
-    pb.finish_and_clear();
-    let mut rows = rows.map_err(runtime)?;
+    let mut rows = with_progress(quiet, plan.groups(), |p| bench_fill::run(&plan, p))?;
     bench_fill::add_speedups(&mut rows);
-    let table = bench_fill::table(&rows);
-    if a.json.as_deref() == Some(std::path::Path::new("-")) {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-    }
-    if let Some(path) = &a.json {
-        report::write_json(path, &rows).map_err(runtime)?;
-    }
-    if let Some(path) = &a.plot {
-        let mut series: Vec<chart::Series> = Vec::new();
-        for r in &rows {
-            let el = r.fill.as_ref().map_or(0, |f| f.element);
-            let name = format!("{} {el}B", r.strategy);
-            let color = bench_fill::STRATEGIES
-                .iter()
-                .position(|s| *s == r.strategy)
-                .unwrap_or(0);
-            match series.iter_mut().find(|s| s.name == name) {
-                Some(s) => s.points.push((r.size as f64, r.gbps.median)),
-                None => series.push(chart::Series {
-                    name,
-                    points: vec![(r.size as f64, r.gbps.median)],
-                    color,
-                    dashed: plan.elements.first() != Some(&el),
-                }),
-            }
-        }
-        let title = format!("bulkmem fill: {}", bulkmem::cpu::info().brand);
-        chart::write(
-            path,
-            &chart::Chart {
-                title: &title,
-                x_label: "region size",
-                y_label: "GB/s (median)",
-                series: &series,
-                log_x: true,
-            },
-        )
-        .map_err(runtime)?;
-    }
-    Ok(())
+    let style = |r: &Row| {
+        let el = r.fill.as_ref()?.element;
+        let color = bench_fill::STRATEGIES
+            .iter()
+            .position(|s| *s == r.strategy)
+            .unwrap_or(0);
+        Some((
+            format!("{} {el}B", r.strategy),
+            color,
+            plan.elements.first() != Some(&el),
+        ))
+    };
+    publish(
+        &bench_fill::table(&rows),
+        &rows,
+        a.json.as_deref(),
+        a.plot
+            .as_deref()
+            .map(|p| (p, "fill", "region size", &style as Style)),
+    )
 }
 
 fn bench_move(a: MoveArgs, quiet: bool) -> Result<(), Failure> {
@@ -650,55 +615,23 @@ fn bench_move(a: MoveArgs, quiet: bool) -> Result<(), Failure> {
         runs: a.runs as usize,
     };
     measuring_cpus(None)?;
-    let pb = progress_bar(quiet, plan.groups());
-    let rows = bench_move::run(&plan, &mut |done, _, label| {
-        pb.set_position(done as u64);
-        pb.set_message(label.to_string());
-    });
-    pb.finish_and_clear();
-    let rows = rows.map_err(runtime)?;
-    let table = bench_move::table(&rows);
-    if a.json.as_deref() == Some(std::path::Path::new("-")) {
-        eprint!("{table}");
-    } else {
-        print!("{table}");
-    }
-    if let Some(path) = &a.json {
-        report::write_json(path, &rows).map_err(runtime)?;
-    }
-    if let Some(path) = &a.plot {
-        let mut series: Vec<chart::Series> = Vec::new();
-        for r in &rows {
-            let page = r.moved.as_ref().map_or("", |m| m.page);
-            let name = format!("{} {page}", r.strategy);
-            let color = bench_move::STRATEGIES
-                .iter()
-                .position(|s| *s == r.strategy)
-                .unwrap_or(0);
-            match series.iter_mut().find(|s| s.name == name) {
-                Some(s) => s.points.push((r.size as f64, r.gbps.median)),
-                None => series.push(chart::Series {
-                    name,
-                    points: vec![(r.size as f64, r.gbps.median)],
-                    color,
-                    dashed: page == "thp",
-                }),
-            }
-        }
-        let title = format!("bulkmem move: {}", bulkmem::cpu::info().brand);
-        chart::write(
-            path,
-            &chart::Chart {
-                title: &title,
-                x_label: "bytes moved",
-                y_label: "GB/s (median)",
-                series: &series,
-                log_x: true,
-            },
-        )
-        .map_err(runtime)?;
-    }
-    Ok(())
+    let rows = with_progress(quiet, plan.groups(), |p| bench_move::run(&plan, p))?;
+    let style = |r: &Row| {
+        let page = r.moved.as_ref()?.page;
+        let color = bench_move::STRATEGIES
+            .iter()
+            .position(|s| *s == r.strategy)
+            .unwrap_or(0);
+        Some((format!("{} {page}", r.strategy), color, page == "thp"))
+    };
+    publish(
+        &bench_move::table(&rows),
+        &rows,
+        a.json.as_deref(),
+        a.plot
+            .as_deref()
+            .map(|p| (p, "move", "bytes moved", &style as Style)),
+    )
 }
 
 /// `bulkmem` with no arguments: the seed 000 copy table and the seed 004
@@ -729,7 +662,9 @@ fn default_report(quiet: bool) -> Result<(), Failure> {
             cpus: cpus.clone(),
             thp: true,
         };
-        let mut rows = measure(&plan, quiet)?;
+        let mut rows = with_progress(quiet, bench_mem::groups(&plan), |p| {
+            bench_mem::run(&plan, p)
+        })?;
         report::add_speedups(&mut rows);
         print!("{}", report::tables(&rows, &skipped));
         all.extend(rows);

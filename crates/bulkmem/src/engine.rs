@@ -543,9 +543,7 @@ struct Raw<'s>(&'s [Extent], Op);
 
 // Pointers for writing are rebuilt from exposed addresses: a merged run
 // spans several borrows (see lib.rs).
-fn exposed_mut(p: *const u8) -> *mut u8 {
-    core::ptr::with_exposed_provenance_mut(p.expose_provenance())
-}
+use crate::{exposed, exposed_mut};
 
 impl Batch for CopySlices<'_, '_> {
     fn count(&self) -> usize {
@@ -555,7 +553,7 @@ impl Batch for CopySlices<'_, '_> {
         let (d, s) = &self.0[i];
         Run {
             dst: exposed_mut(d.as_ptr()),
-            src: exposed_mut(s.as_ptr()),
+            src: exposed(s.as_ptr()),
             len: d.len(),
         }
     }
@@ -631,17 +629,7 @@ impl Engine {
         ops: &mut [(&mut [u8], &[u8])],
         ctl: Control<'_>,
     ) -> Result<Report, Error> {
-        if let Some((index, (d, s))) = ops
-            .iter()
-            .enumerate()
-            .find(|(_, (d, s))| d.len() != s.len())
-        {
-            return Err(Error::LengthMismatch {
-                index: Some(index),
-                dst: d.len(),
-                src: s.len(),
-            });
-        }
+        crate::check_lengths(ops)?;
         self.run(Op::Copy, &CopySlices(ops), false, ctl)
     }
 

@@ -186,17 +186,7 @@ pub fn copy_batch(ops: &mut [(&mut [u8], &[u8])]) -> Result<Strategy, Error> {
 
 /// As [`copy_batch`] with a strategy or hint.
 pub fn copy_batch_with(opts: Options, ops: &mut [(&mut [u8], &[u8])]) -> Result<Strategy, Error> {
-    if let Some((index, (d, s))) = ops
-        .iter()
-        .enumerate()
-        .find(|(_, (d, s))| d.len() != s.len())
-    {
-        return Err(Error::LengthMismatch {
-            index: Some(index),
-            dst: d.len(),
-            src: s.len(),
-        });
-    }
+    check_lengths(ops)?;
     let (total, count) = plan::shape(ops.iter().map(|(d, s)| Run {
         dst: d.as_ptr() as *mut u8,
         src: s.as_ptr(),
@@ -229,6 +219,22 @@ pub fn copy_batch_with(opts: Options, ops: &mut [(&mut [u8], &[u8])]) -> Result<
     // One fence for the whole batch, before the caller can see it returned.
     kernels::drain();
     Ok(s)
+}
+
+/// The first `(dst, src)` pair whose lengths differ, as an error.
+pub(crate) fn check_lengths(ops: &[(&mut [u8], &[u8])]) -> Result<(), Error> {
+    match ops
+        .iter()
+        .enumerate()
+        .find(|(_, (d, s))| d.len() != s.len())
+    {
+        Some((index, (d, s))) => Err(Error::LengthMismatch {
+            index: Some(index),
+            dst: d.len(),
+            src: s.len(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Zeroes every extent, choosing one primitive for the whole batch.
@@ -268,11 +274,11 @@ pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy
 // A merged run spans several borrows, so the pointer that walks it must be
 // allowed to reach all of them: it is rebuilt from an address whose extents'
 // provenance has been exposed, rather than derived from one extent's borrow.
-fn exposed_mut(p: *mut u8) -> *mut u8 {
+pub(crate) fn exposed_mut(p: *const u8) -> *mut u8 {
     core::ptr::with_exposed_provenance_mut(p.expose_provenance())
 }
 
-fn exposed(p: *const u8) -> *const u8 {
+pub(crate) fn exposed(p: *const u8) -> *const u8 {
     core::ptr::with_exposed_provenance(p.expose_provenance())
 }
 

@@ -77,6 +77,7 @@ fn main() {
         .map(|(slot, &p)| Extent {
             // SAFETY: slot < live.len() and p < pages: inside both mappings.
             dst: unsafe { to.add(slot * PAGE) },
+            // SAFETY: p < pages: inside the heap.
             src: unsafe { heap.add(p * PAGE) },
             len: PAGE,
         })

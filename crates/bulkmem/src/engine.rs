@@ -441,10 +441,9 @@ impl Job<'_> {
             if to <= from {
                 continue;
             }
-            // SAFETY: [from, to) lies inside run i, which was validated (or
-            // borrowed) by the submitting call, which waits for this job to
-            // end; the kernel was resolved as available for this CPU. It is
-            // unfenced: `work` drains after the chunk.
+            // The kernel is unfenced: `work` drains after the chunk.
+            // SAFETY: [from, to) lies in run i, validated (or borrowed) by the
+            // submitter, who waits for the job; the kernel suits this CPU.
             unsafe {
                 match self.kernel {
                     Kernel::Copy(k) => {
@@ -485,10 +484,9 @@ fn worker_loop(shared: &Shared) {
             seen = slot.generation;
             slot.job
         };
-        // SAFETY: the submitter published this address with the generation
-        // and does not return (so the Job stays alive) until every worker has
-        // decremented `active` below; this worker does not touch the job
-        // after that.
+        // SAFETY: the submitter keeps the Job alive until every worker has
+        // decremented `active` below, published it with this generation, and
+        // this worker does not touch it after that.
         let job: &Job<'_> = unsafe { &*(job as *const Job<'_>) };
         job.work();
         let mut slot = lock(&shared.slot);

@@ -210,10 +210,9 @@ pub fn copy_batch_with(opts: Options, ops: &mut [(&mut [u8], &[u8])]) -> Result<
         if let Some(next) = runs.peek() {
             kernels::prefetch_ahead(next.src, next.len);
         }
-        // SAFETY: each run is one extent, or several that continue each other
-        // in both dst and src, so it lies inside slices the caller lent us
-        // mutably (dst) and shared (src); Rust's borrows make them disjoint.
-        // `resolve` checked the CPU.
+        // SAFETY: a run is one extent or several continuing ones, inside
+        // slices lent mutably (dst) and shared (src), disjoint by the borrow
+        // rules; `resolve` checked the CPU.
         unsafe { kernel(r.dst, r.src, r.len) };
     }
     // One fence for the whole batch, before the caller can see it returned.

@@ -153,6 +153,7 @@ fn raw_extents_are_validated_before_anything_is_written() {
     // SAFETY (all pointer arithmetic here): offsets stay inside `buf`/`src`.
     let ext = |d: usize, s: usize, len: usize| Extent {
         dst: unsafe { base.add(d) },
+        // SAFETY: s + len stays inside `src`.
         src: unsafe { src.as_ptr().add(s) },
         len,
     };
@@ -171,6 +172,7 @@ fn raw_extents_are_validated_before_anything_is_written() {
     assert!(buf.iter().all(|&x| x == 0), "nothing may be written");
     // A destination overlapping a source.
     let inside = Extent {
+        // SAFETY: offset 100 is inside `buf`.
         dst: unsafe { base.add(100) },
         src: base.cast_const(),
         len: 200,

@@ -6,7 +6,7 @@ use crate::engine::Report;
 use crate::strategy::{Op, Strategy};
 
 /// Why an operation was refused or stopped. Every error except
-/// `WorkerPanicked` is returned before anything was written.
+/// `WorkerPanicked` and `Fault` is returned before anything was written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -41,6 +41,13 @@ pub enum Error {
         message: String,
         report: Box<Report>,
     },
+    /// The strategy has no checked (fault-surviving) form; see
+    /// `fault::CHECKED_COPY` / `CHECKED_CLEAR`.
+    NotChecked { strategy: Strategy, op: Op },
+    /// A checked copy or clear stopped at a SIGBUS: the bytes before
+    /// `Fault::offset` are done, nothing after it was written.
+    #[cfg(target_arch = "x86_64")]
+    Fault(crate::fault::Fault),
 }
 
 impl fmt::Display for Error {
@@ -83,6 +90,25 @@ impl fmt::Display for Error {
                 "a progress callback panicked ({message}); extents 0..{} are complete",
                 report.extents_done
             ),
+            Error::NotChecked { strategy, op } => {
+                #[cfg(target_arch = "x86_64")]
+                let list: Vec<&str> = match op {
+                    Op::Copy => crate::fault::CHECKED_COPY,
+                    Op::Clear => crate::fault::CHECKED_CLEAR,
+                }
+                .iter()
+                .map(|s| s.name())
+                .collect();
+                #[cfg(not(target_arch = "x86_64"))]
+                let list: Vec<&str> = Vec::new();
+                write!(
+                    f,
+                    "strategy {strategy} has no checked {op}; checked {op} strategies are: auto, {}",
+                    list.join(", ")
+                )
+            }
+            #[cfg(target_arch = "x86_64")]
+            Error::Fault(fault) => write!(f, "{fault}"),
             Error::Unsupported { strategy, op } => {
                 let list: Vec<&str> = Strategy::for_op(*op).iter().map(|s| s.name()).collect();
                 write!(

@@ -43,6 +43,8 @@ pub mod auto;
 pub mod cpu;
 pub mod engine;
 mod error;
+#[cfg(target_arch = "x86_64")]
+pub mod fault;
 mod fill;
 pub mod kernels;
 pub mod placement;
@@ -54,6 +56,8 @@ pub mod uffd;
 pub use auto::{Choice, Machine, Request};
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report};
 pub use error::Error;
+#[cfg(target_arch = "x86_64")]
+pub use fault::{clear_checked, clear_checked_with, copy_checked, copy_checked_with, Fault, Side};
 pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as FillMode, NtWriter};
 pub use placement::Placement;
 pub use strategy::{Hint, Op, ParseNameError, Strategy};

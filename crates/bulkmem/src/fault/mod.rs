@@ -1,0 +1,440 @@
+//! Copies that survive a bad page (seed 000's `folio_mc_copy`): a SIGBUS
+//! while reading the source or writing the destination ends the copy and
+//! is reported as a [`Fault`] instead of killing the process.
+//!
+//! A SIGBUS comes from a hardware-poisoned page (`BUS_MCEERR_AR`), a file
+//! mapping truncated under the reader or a MAP_SHARED destination past the
+//! end of its file (`BUS_ADRERR`), a userfaultfd-poisoned page
+//! (`UFFDIO_POISON`, `BUS_MCEERR_AR`), or a failed DAX read.
+//!
+//! ```no_run
+//! # let (mut dst, src) = (vec![0u8; 4096], vec![0u8; 4096]);
+//! match bulkmem::copy_checked(&mut dst, &src) {
+//!     Ok(()) => {}
+//!     Err(f) => eprintln!("{f}; bytes 0..{} are copied", f.offset),
+//! }
+//! ```
+//!
+//! # How
+//! As the kernel does it, not with `longjmp` across Rust frames: the
+//! routines that touch the caller's memory are assembly
+//! ([`copy_mc`](self) and the clear routines), every instruction that may
+//! fault is listed in an exception table, and a SIGBUS handler that finds
+//! the faulting instruction pointer in a table rewrites the interrupted
+//! context to resume at the routine's fixup, which returns the number of
+//! bytes left. The fast routines (`rep movsb`, `rep movsq`, AVX2, AVX2
+//! non-temporal) report progress to the iteration; a byte-wise routine then
+//! finishes up to the fault, so the reported offset is exact and the side
+//! (source or destination) is known from which instruction faulted.
+//!
+//! # The handler
+//! Installed once, lazily, on the first checked call (or by [`install`]),
+//! with `SA_SIGINFO | SA_ONSTACK`. Every SIGBUS that is not a fault inside a
+//! checked routine goes to the disposition SIGBUS had before: the previous
+//! handler (called under its own mask), or the default action (the process
+//! dies, as it would have without bulkmem). Rust's runtime installs its own
+//! SIGBUS handler at start-up for stack-overflow reports; it is chained like
+//! any other.
+//!
+//! * An application that installs its own SIGBUS handler *after* bulkmem's
+//!   takes checked faults away from it: those faults then reach the
+//!   application's handler, which usually aborts. Call [`reinstall`] after
+//!   installing yours: bulkmem goes back in front and chains to yours.
+//!   [`is_installed`] tells whether SIGBUS is still bulkmem's.
+//! * `SA_ONSTACK`: the handler runs on the thread's alternate signal stack
+//!   when it has one (`sigaltstack`), else on the faulting thread's stack.
+//!   It needs under a hundred bytes of stack either way.
+//! * A thread that blocks SIGBUS cannot survive a fault: the kernel
+//!   unblocks it and applies the default action. Checked copies must run
+//!   with SIGBUS unblocked (the default).
+//! * Only SIGBUS is caught: an unmapped address (SIGSEGV) is a bug in the
+//!   caller and stays fatal.
+//!
+//! # What is guaranteed after a fault
+//! Bytes `0..offset` of the destination hold the copy (or zeros); the byte at
+//! `offset` is the first one not copied, and no byte after it has been
+//! written. Engine batches are weaker for extents longer than a chunk (see
+//! [`crate::engine::Outcome`]).
+
+mod clear_mc;
+mod copy_mc;
+mod extable;
+mod handler;
+
+use std::fmt;
+
+use crate::cpu;
+use crate::error::Error;
+use crate::strategy::{Hint, Op, Strategy};
+use crate::{auto, Machine, Request};
+
+pub use handler::is_installed;
+
+use clear_mc::McClear;
+use copy_mc::McCopy;
+use extable::RawFault;
+
+/// Which side of a copy faulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Reading the source.
+    Source,
+    /// Writing the destination.
+    Destination,
+}
+
+/// Where a checked copy or clear stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fault {
+    pub side: Side,
+    /// The first byte not copied (or zeroed): everything before it is done,
+    /// nothing after it was written.
+    pub offset: usize,
+    /// The faulting address the kernel reported (`si_addr`).
+    pub addr: usize,
+    /// The signal's `si_code`: `BUS_ADRERR` (2) for a mapping past the end
+    /// of its file, `BUS_MCEERR_AR` (4) for a poisoned page.
+    pub code: i32,
+    /// `si_addr_lsb`: log2 of the poisoned granule (12 for one 4 KiB page)
+    /// for the `BUS_MCEERR_*` codes, 0 otherwise.
+    pub addr_lsb: u8,
+}
+
+impl Fault {
+    /// The `si_code` as its C name.
+    pub fn code_name(&self) -> &'static str {
+        match self.code {
+            libc::BUS_ADRALN => "BUS_ADRALN",
+            libc::BUS_ADRERR => "BUS_ADRERR",
+            libc::BUS_OBJERR => "BUS_OBJERR",
+            libc::BUS_MCEERR_AR => "BUS_MCEERR_AR",
+            libc::BUS_MCEERR_AO => "BUS_MCEERR_AO",
+            _ => "unknown si_code",
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side = match self.side {
+            Side::Source => "reading the source",
+            Side::Destination => "writing the destination",
+        };
+        write!(
+            f,
+            "SIGBUS {side} at offset {} (address {:#x}, {})",
+            self.offset,
+            self.addr,
+            self.code_name()
+        )
+    }
+}
+
+impl std::error::Error for Fault {}
+
+/// Installs bulkmem's SIGBUS handler now instead of on the first checked
+/// call (useful before an application installs its own, so that its
+/// handler is the one chained to). Idempotent and thread-safe.
+pub fn install() {
+    handler::ensure();
+}
+
+/// Puts bulkmem's SIGBUS handler back in front of whatever handler the
+/// application installed since, chaining to that one from now on. Returns
+/// whether anything changed. Not meant to race with other threads changing
+/// SIGBUS (it serialises with bulkmem's own installs only).
+pub fn reinstall() -> bool {
+    handler::reinstall()
+}
+
+/// The strategies that have a checked form, per operation.
+pub const CHECKED_COPY: &[Strategy] = &[
+    Strategy::RepMovsb,
+    Strategy::RepMovsq,
+    Strategy::Avx2,
+    Strategy::Avx2Nt,
+];
+pub const CHECKED_CLEAR: &[Strategy] = &[Strategy::RepStosb, Strategy::Avx2Nt];
+
+/// Copies `src` into `dst`, stopping at the first byte that cannot be read
+/// or written. Uses the checked form of what `auto` would pick.
+///
+/// # Panics
+/// If the lengths differ, like `copy_from_slice`.
+pub fn copy_checked(dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {
+    match copy_checked_with(Strategy::Auto, dst, src) {
+        Ok(()) => Ok(()),
+        Err(Error::Fault(f)) => Err(f),
+        Err(e) => panic!("bulkmem::copy_checked: {e}"),
+    }
+}
+
+/// Zeroes `dst`, stopping at the first byte that cannot be written.
+pub fn clear_checked(dst: &mut [u8]) -> Result<(), Fault> {
+    match clear_checked_with(Strategy::Auto, dst) {
+        Ok(()) => Ok(()),
+        Err(Error::Fault(f)) => Err(f),
+        Err(e) => panic!("bulkmem::clear_checked: {e}"),
+    }
+}
+
+/// As [`copy_checked`] with a named strategy (`Auto` or one of
+/// [`CHECKED_COPY`]); a fault is returned as [`Error::Fault`].
+pub fn copy_checked_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Result<(), Error> {
+    if dst.len() != src.len() {
+        return Err(Error::LengthMismatch {
+            index: None,
+            dst: dst.len(),
+            src: src.len(),
+        });
+    }
+    let k = copy_routine(strategy, dst.len(), Hint::Auto, true)?;
+    // SAFETY: the slices are valid and disjoint (one is borrowed mutably);
+    // copy_routine checked the CPU.
+    unsafe { copy_exact(k, dst.as_mut_ptr(), src.as_ptr(), dst.len()) }.map_err(Error::Fault)
+}
+
+/// As [`clear_checked`] with a named strategy (`Auto` or one of
+/// [`CHECKED_CLEAR`]).
+pub fn clear_checked_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Error> {
+    let k = clear_routine(strategy, dst.len(), Hint::Auto, true)?;
+    // SAFETY: `dst` is a valid writable slice; clear_routine checked the CPU.
+    unsafe { clear_exact(k, dst.as_mut_ptr(), dst.len()) }.map_err(Error::Fault)
+}
+
+/// The checked routine standing in for `strategy` (`Auto`: for what auto
+/// would pick at this size), after checking the CPU. `fenced: false` gives
+/// the non-temporal routine without its closing fence, for batches that
+/// drain once.
+pub(crate) fn copy_routine(
+    strategy: Strategy,
+    len: usize,
+    hint: Hint,
+    fenced: bool,
+) -> Result<McCopy, Error> {
+    let s = checked_form(Op::Copy, strategy, len, hint)?;
+    Ok(match s {
+        Strategy::RepMovsb => copy_mc::bulkmem_mc_copy_movsb,
+        Strategy::RepMovsq => copy_mc::bulkmem_mc_copy_movsq,
+        Strategy::Avx2 => copy_mc::bulkmem_mc_copy_avx2,
+        Strategy::Avx2Nt if fenced => copy_mc::bulkmem_mc_copy_avx2nt,
+        Strategy::Avx2Nt => copy_mc::bulkmem_mc_copy_avx2nt_unfenced,
+        _ => unreachable!("checked_form returns checked strategies"),
+    })
+}
+
+pub(crate) fn clear_routine(
+    strategy: Strategy,
+    len: usize,
+    hint: Hint,
+    fenced: bool,
+) -> Result<McClear, Error> {
+    let s = checked_form(Op::Clear, strategy, len, hint)?;
+    Ok(match s {
+        Strategy::RepStosb => clear_mc::bulkmem_mc_clear_stosb,
+        Strategy::Avx2Nt if fenced => clear_mc::bulkmem_mc_clear_avx2nt,
+        Strategy::Avx2Nt => clear_mc::bulkmem_mc_clear_avx2nt_unfenced,
+        _ => unreachable!("checked_form returns checked strategies"),
+    })
+}
+
+/// The checked strategy that runs for `strategy`: itself if it has a
+/// checked form (and the CPU can run it), else for `Auto` the checked
+/// routine closest to auto's pick: the same instruction where there is one,
+/// AVX2 for the wider vector loops, non-temporal for streams.
+pub fn checked_form(op: Op, strategy: Strategy, len: usize, hint: Hint) -> Result<Strategy, Error> {
+    let list = match op {
+        Op::Copy => CHECKED_COPY,
+        Op::Clear => CHECKED_CLEAR,
+    };
+    let features = &cpu::info().features;
+    if strategy != Strategy::Auto {
+        if !list.contains(&strategy) {
+            return Err(Error::NotChecked { strategy, op });
+        }
+        if let Some(needs) = strategy.missing_feature(features) {
+            return Err(Error::Unavailable { strategy, needs });
+        }
+        return Ok(strategy);
+    }
+    let pick = auto::choose(Machine::this(), &Request::single(op, len, hint));
+    let avx2 = Strategy::Avx2.missing_feature(features).is_none();
+    let s = match (op, pick) {
+        (Op::Copy, Strategy::RepMovsb | Strategy::Libc) => Strategy::RepMovsb,
+        (Op::Copy, Strategy::Avx2Nt | Strategy::Avx512Nt) if avx2 => Strategy::Avx2Nt,
+        (Op::Copy, Strategy::Avx2 | Strategy::Avx512 | Strategy::Portable) if avx2 => {
+            Strategy::Avx2
+        }
+        (Op::Copy, _) => Strategy::RepMovsq,
+        (Op::Clear, Strategy::Avx2Nt | Strategy::Avx512Nt | Strategy::Clzero) if avx2 => {
+            Strategy::Avx2Nt
+        }
+        (Op::Clear, _) => Strategy::RepStosb,
+    };
+    Ok(s)
+}
+
+/// Runs `k` and, after a fault, the byte-wise routine from where `k`
+/// stopped up to the faulting granule, so the offset is exact. A fault that
+/// does not repeat (the file grew back, the page was replaced) is copied
+/// through and the fast routine resumes after it.
+///
+/// # Safety
+/// `src` readable and `dst` writable for `len` bytes unless they fault with
+/// SIGBUS, not overlapping; the CPU runs `k`.
+pub(crate) unsafe fn copy_exact(
+    k: McCopy,
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+) -> Result<(), Fault> {
+    handler::ensure();
+    let mut done = 0;
+    while done < len {
+        let mut raw = RawFault::default();
+        // SAFETY: [done, len) is within both ranges; the caller's contract.
+        let left = unsafe { k(dst.add(done), src.add(done), len - done, &mut raw) };
+        if left == 0 {
+            return Ok(());
+        }
+        let at = len - left;
+        let limit = settle_limit(&raw, at, len, &[(src as usize, len), (dst as usize, len)]);
+        let mut exact = RawFault::default();
+        // SAFETY: [at, limit) is within both ranges (at < limit <= len).
+        let rest = unsafe {
+            copy_mc::bulkmem_mc_copy_bytes(dst.add(at), src.add(at), limit - at, &mut exact)
+        };
+        if rest != 0 {
+            let side = if exact.side == 1 {
+                Side::Source
+            } else {
+                Side::Destination
+            };
+            return Err(fault(&exact, side, limit - rest));
+        }
+        done = limit;
+    }
+    Ok(())
+}
+
+/// As [`copy_exact`] for zeroing.
+///
+/// # Safety
+/// `dst` writable for `len` bytes unless it faults with SIGBUS; the CPU
+/// runs `k`.
+pub(crate) unsafe fn clear_exact(k: McClear, dst: *mut u8, len: usize) -> Result<(), Fault> {
+    handler::ensure();
+    let mut done = 0;
+    while done < len {
+        let mut raw = RawFault::default();
+        // SAFETY: [done, len) is within the range; the caller's contract.
+        let left = unsafe { k(dst.add(done), len - done, &mut raw) };
+        if left == 0 {
+            return Ok(());
+        }
+        let at = len - left;
+        let limit = settle_limit(&raw, at, len, &[(dst as usize, len)]);
+        let mut exact = RawFault::default();
+        // SAFETY: [at, limit) is within the range.
+        let rest = unsafe { clear_mc::bulkmem_mc_clear_bytes(dst.add(at), limit - at, &mut exact) };
+        if rest != 0 {
+            return Err(fault(&exact, Side::Destination, limit - rest));
+        }
+        done = limit;
+    }
+    Ok(())
+}
+
+/// How far the byte-wise pass must go from `at` to reach the fault the
+/// fast routine reported: to the end of the faulting granule in whichever
+/// range holds it (`si_addr` may be rounded down to the granule, before the
+/// range's start). At least one byte, at most `len`.
+fn settle_limit(raw: &RawFault, at: usize, len: usize, ranges: &[(usize, usize)]) -> usize {
+    let lsb = u32::from(raw.addr_lsb()).min(30);
+    let granule = 1usize << lsb;
+    let first = raw.addr & !(granule - 1);
+    let last = first.saturating_add(granule);
+    let mut limit = None;
+    for &(base, n) in ranges {
+        if first < base + n && base < last {
+            let end = (last - base).min(n);
+            limit = Some(limit.map_or(end, |l: usize| l.max(end)));
+        }
+    }
+    // An address in neither range (should not happen) or behind `at`:
+    // settle one page at a time.
+    let limit = match limit {
+        Some(l) if l > at => l,
+        _ => at + 4096,
+    };
+    limit.min(len)
+}
+
+fn fault(raw: &RawFault, side: Side, offset: usize) -> Fault {
+    Fault {
+        side,
+        offset,
+        addr: raw.addr,
+        code: raw.code(),
+        addr_lsb: raw.addr_lsb(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(addr: usize, lsb: u8) -> RawFault {
+        RawFault {
+            addr,
+            code_lsb: 4 | (u64::from(lsb) << 32),
+            side: 0,
+        }
+    }
+
+    #[test]
+    fn settle_limit_reaches_the_end_of_the_granule() {
+        // Source at 0x10100 (mid-page), page 0x11000 poisoned, granule 4K:
+        // settle up to 0x12000, i.e. offset 0x1f00.
+        let r = raw(0x11000, 12);
+        assert_eq!(
+            settle_limit(&r, 0x0e00, 0x4000, &[(0x10100, 0x4000)]),
+            0x1f00
+        );
+        // si_addr rounded down before the range start still lands in it.
+        let r = raw(0x10000, 12);
+        assert_eq!(settle_limit(&r, 0, 0x4000, &[(0x10100, 0x4000)]), 0xf00);
+        // Exact address (BUS_ADRERR, lsb 0): one byte past it.
+        let r = raw(0x10180, 0);
+        assert_eq!(settle_limit(&r, 0x40, 0x4000, &[(0x10100, 0x4000)]), 0x81);
+        // Clamped to len, and never behind `at`.
+        assert_eq!(
+            settle_limit(&raw(0x13000, 12), 0, 0x100, &[(0x12f80, 0x100)]),
+            0x100
+        );
+        assert_eq!(
+            settle_limit(&raw(0x99000, 12), 0x200, 0x4000, &[(0x10000, 0x4000)]),
+            0x1200
+        );
+    }
+
+    #[test]
+    fn auto_maps_to_a_checked_form_of_the_same_family() {
+        for len in [0usize, 64, 4096, 2 << 20, 256 << 20] {
+            for hint in [Hint::Auto, Hint::Reuse, Hint::Stream] {
+                let c = checked_form(Op::Copy, Strategy::Auto, len, hint).unwrap();
+                assert!(CHECKED_COPY.contains(&c), "{c}");
+                let z = checked_form(Op::Clear, Strategy::Auto, len, hint).unwrap();
+                assert!(CHECKED_CLEAR.contains(&z), "{z}");
+                let pick = auto::choose(Machine::this(), &Request::single(Op::Copy, len, hint));
+                if pick.is_non_temporal() {
+                    assert_eq!(c, Strategy::Avx2Nt, "{len} {hint:?}");
+                }
+            }
+        }
+        assert!(matches!(
+            checked_form(Op::Copy, Strategy::Clzero, 64, Hint::Auto),
+            Err(Error::NotChecked { .. })
+        ));
+    }
+}

@@ -32,18 +32,15 @@ fn strategies(list: &[Strategy]) -> Vec<Strategy> {
 /// userfaultfd-poisoned page. None (with a note) where the kernel cannot
 /// poison (before Linux 6.6, or userfaultfd unavailable).
 fn poisoned(n: usize, p: usize) -> Option<(Guarded, Mover)> {
+    poisoned_pages(n, &[p])
+}
+
+fn poisoned_pages(n: usize, pages: &[usize]) -> Option<(Guarded, Mover)> {
     let mut g = Guarded::new(n * PAGE);
     g.bytes()
         .iter_mut()
         .enumerate()
         .for_each(|(i, b)| *b = pattern(i));
-    let page = g.start().wrapping_add(p * PAGE);
-    // SAFETY: page p lies in g's usable region; dropping it only makes the
-    // next access a missing-page fault, which the poison then answers.
-    assert_eq!(
-        unsafe { libc::madvise(page.cast(), PAGE, libc::MADV_DONTNEED) },
-        0
-    );
     let mut m = match Mover::new() {
         Ok(m) if m.supports_poison() => m,
         Ok(_) => {
@@ -55,9 +52,18 @@ fn poisoned(n: usize, p: usize) -> Option<(Guarded, Mover)> {
             return None;
         }
     };
-    m.register(page, PAGE).unwrap();
-    // SAFETY: the test never reads page p except through checked copies.
-    unsafe { m.poison(page, PAGE) }.unwrap();
+    for &p in pages {
+        let page = g.start().wrapping_add(p * PAGE);
+        // SAFETY: page p lies in g's usable region; dropping it only makes
+        // the next access a missing-page fault, which the poison answers.
+        assert_eq!(
+            unsafe { libc::madvise(page.cast(), PAGE, libc::MADV_DONTNEED) },
+            0
+        );
+        m.register(page, PAGE).unwrap();
+        // SAFETY: the test never reads page p except through checked copies.
+        unsafe { m.poison(page, PAGE) }.unwrap();
+    }
     Some((g, m))
 }
 
@@ -521,4 +527,168 @@ proptest! {
             prop_assert!(dst[f.offset..].iter().all(|&b| b == 0));
         }
     }
+}
+
+/// A multi-threaded engine batch with faults in three extents (a source
+/// page, a destination page, and mid-way through an extent that spans
+/// several chunks): those three report their exact offsets, every other
+/// extent is complete, and nothing outside the faulted extents' tails
+/// changed.
+#[test]
+fn engine_batch_fault_ends_only_its_extent() {
+    const EXT: usize = 16 * PAGE;
+    const COUNT: usize = 12;
+    const BIG: usize = 64 * PAGE; // 4 chunks of 64 KiB
+    let src_pages = (COUNT * EXT + BIG) / PAGE;
+    // Extent 3: source page 2 of the extent; the big extent (the last one):
+    // source page 40 of it, which is in its third chunk.
+    let big_at = COUNT * EXT;
+    let Some((src, _ms)) = poisoned_pages(src_pages, &[(3 * EXT) / PAGE + 2, (big_at / PAGE) + 40])
+    else {
+        return;
+    };
+    // Extent 7: destination page 5 of the extent.
+    let Some((mut dst, _md)) = poisoned_pages(src_pages, &[(7 * EXT) / PAGE + 5]) else {
+        return;
+    };
+    let bad_dst = 7 * EXT + 5 * PAGE..7 * EXT + 6 * PAGE;
+    for threads in [1, 2] {
+        for s in [Strategy::Auto, Strategy::RepMovsb, Strategy::Avx2Nt] {
+            if !s.available() {
+                continue;
+            }
+            let engine = bulkmem::Engine::builder()
+                .threads(threads)
+                .chunk(64 << 10)
+                .inline_max(0)
+                .strategy(s)
+                .build()
+                .unwrap();
+            paint(&mut dst, bad_dst.clone());
+            // Extents in a shuffled order, 100 bytes in from each slot so
+            // nothing is page-aligned; the big one last.
+            let order = [5usize, 0, 3, 9, 7, 1, 11, 2, 8, 4, 10, 6];
+            let len = EXT - 200;
+            let mut extents: Vec<bulkmem::Extent> = order
+                .iter()
+                .map(|&k| bulkmem::Extent {
+                    dst: dst.start().wrapping_add(k * EXT + 100),
+                    src: src.start().wrapping_add(k * EXT + 100) as *const u8,
+                    len,
+                })
+                .collect();
+            extents.push(bulkmem::Extent {
+                dst: dst.start().wrapping_add(big_at),
+                src: src.start().wrapping_add(big_at) as *const u8,
+                len: BIG,
+            });
+            // SAFETY: every extent lies in the two guarded mappings, which
+            // outlive the call; poisoned pages only raise SIGBUS.
+            let r = unsafe { engine.copy_extents_checked(&extents, Default::default()) }.unwrap();
+            let what = format!("{threads} threads {s}");
+            assert!(r.report.is_complete(), "{what}: {:?}", r.report);
+            for (i, o) in r.extents.iter().enumerate() {
+                let slot = order.get(i).copied();
+                let want_fault = match slot {
+                    Some(3) => Some((2 * PAGE - 100, Side::Source)),
+                    Some(7) => Some((5 * PAGE - 100, Side::Destination)),
+                    None => Some((40 * PAGE, Side::Source)),
+                    _ => None,
+                };
+                match (o, want_fault) {
+                    (bulkmem::engine::Outcome::Done, None) => {}
+                    (bulkmem::engine::Outcome::Faulted(f), Some(w)) => {
+                        assert_eq!((f.offset, f.side), w, "{what}: extent {i}")
+                    }
+                    _ => panic!("{what}: extent {i}: {o:?}, expected fault {want_fault:?}"),
+                }
+            }
+            assert_eq!(r.faults().count(), 3);
+            // Content: every done extent copied; the faulted ones up to the
+            // fault (the rest of a faulted small extent untouched).
+            let base = dst.start() as usize;
+            let copied = |i: usize| {
+                extents.iter().zip(&r.extents).any(|(e, o)| {
+                    let (a, n) = (e.dst as usize - base, e.len);
+                    let upto = match o {
+                        bulkmem::engine::Outcome::Faulted(f) => f.offset,
+                        _ => n,
+                    };
+                    (a..a + upto).contains(&i)
+                })
+            };
+            let b = dst.start();
+            for i in (0..dst.usable()).filter(|i| !bad_dst.contains(i)) {
+                // SAFETY: in the usable region, outside the poisoned page.
+                let got = unsafe { b.add(i).read_volatile() };
+                if copied(i) {
+                    assert_eq!(got, pattern(i), "{what}: byte {i}");
+                } else if !(big_at + 40 * PAGE..big_at + BIG).contains(&i) {
+                    // The big extent's chunks after its fault may have run.
+                    assert_eq!(got, canary(i), "{what}: byte {i} written");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn engine_checked_clear_and_cancelled_batches() {
+    let Some((mut dst, _m)) = poisoned(8, 3) else {
+        return;
+    };
+    let engine = bulkmem::Engine::builder()
+        .threads(2)
+        .chunk(64 << 10)
+        .inline_max(0)
+        .build()
+        .unwrap();
+    paint(&mut dst, 3 * PAGE..4 * PAGE);
+    let (a, rest) = dst.bytes().split_at_mut(2 * PAGE);
+    let ext = |p: &mut [u8]| bulkmem::Extent {
+        dst: p.as_mut_ptr(),
+        src: std::ptr::null(),
+        len: p.len(),
+    };
+    let extents = [ext(a), ext(&mut rest[..4 * PAGE])];
+    // SAFETY: both extents are in the guarded mapping.
+    let r = unsafe { engine.clear_extents_checked(&extents, Default::default()) }.unwrap();
+    assert_eq!(r.extents[0], bulkmem::engine::Outcome::Done);
+    match r.extents[1] {
+        bulkmem::engine::Outcome::Faulted(f) => {
+            assert_eq!((f.offset, f.side), (PAGE, Side::Destination))
+        }
+        o => panic!("{o:?}"),
+    }
+    assert!(dst.bytes()[..3 * PAGE].iter().all(|&b| b == 0));
+    // A batch cancelled before it starts touches nothing, and says so.
+    let cancel = bulkmem::CancelToken::new();
+    cancel.cancel();
+    let ctl = bulkmem::Control {
+        cancel: Some(&cancel),
+        progress: None,
+    };
+    let mut v = [vec![1u8; 1 << 20], vec![2u8; 1 << 20]];
+    let [x, y] = &mut v;
+    let r = engine
+        .clear_batch_checked(&mut [&mut x[..], &mut y[..]], ctl)
+        .unwrap();
+    assert_eq!(r.extents, vec![bulkmem::engine::Outcome::NotStarted; 2]);
+    assert!(v[0].iter().all(|&b| b == 1) && v[1].iter().all(|&b| b == 2));
+    // Without faults everything is done, with checked strategies only.
+    let src = vec![9u8; 3 << 20];
+    let mut out = vec![0u8; 3 << 20];
+    let r = engine
+        .copy_batch_checked(&mut [(&mut out[..], &src[..])], Default::default())
+        .unwrap();
+    assert!(r.all_done() && out == src);
+    assert!(CHECKED_COPY.contains(&r.report.strategy));
+    let e = bulkmem::Engine::builder()
+        .strategy(Strategy::Clzero)
+        .build()
+        .unwrap();
+    assert!(matches!(
+        e.clear_batch_checked(&mut [&mut out[..]], Default::default()),
+        Err(Error::NotChecked { .. })
+    ));
 }

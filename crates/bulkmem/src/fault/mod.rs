@@ -70,8 +70,8 @@ use crate::{auto, Machine, Request};
 
 pub use handler::is_installed;
 
-use clear_mc::McClear;
-use copy_mc::McCopy;
+pub(crate) use clear_mc::McClear;
+pub(crate) use copy_mc::McCopy;
 use extable::RawFault;
 
 /// Which side of a copy faulted.
@@ -188,61 +188,52 @@ pub fn copy_checked_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Resu
             src: src.len(),
         });
     }
-    let k = copy_routine(strategy, dst.len(), Hint::Auto, true)?;
+    let s = checked_form(strategy, &Request::single(Op::Copy, dst.len(), Hint::Auto))?;
+    let k = copy_fn(s, true);
     // SAFETY: the slices are valid and disjoint (one is borrowed mutably);
-    // copy_routine checked the CPU.
+    // checked_form checked the CPU.
     unsafe { copy_exact(k, dst.as_mut_ptr(), src.as_ptr(), dst.len()) }.map_err(Error::Fault)
 }
 
 /// As [`clear_checked`] with a named strategy (`Auto` or one of
 /// [`CHECKED_CLEAR`]).
 pub fn clear_checked_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Error> {
-    let k = clear_routine(strategy, dst.len(), Hint::Auto, true)?;
-    // SAFETY: `dst` is a valid writable slice; clear_routine checked the CPU.
+    let s = checked_form(strategy, &Request::single(Op::Clear, dst.len(), Hint::Auto))?;
+    let k = clear_fn(s, true);
+    // SAFETY: `dst` is a valid writable slice; checked_form checked the CPU.
     unsafe { clear_exact(k, dst.as_mut_ptr(), dst.len()) }.map_err(Error::Fault)
 }
 
-/// The checked routine standing in for `strategy` (`Auto`: for what auto
-/// would pick at this size), after checking the CPU. `fenced: false` gives
-/// the non-temporal routine without its closing fence, for batches that
-/// drain once.
-pub(crate) fn copy_routine(
-    strategy: Strategy,
-    len: usize,
-    hint: Hint,
-    fenced: bool,
-) -> Result<McCopy, Error> {
-    let s = checked_form(Op::Copy, strategy, len, hint)?;
-    Ok(match s {
+/// The checked routine of a checked strategy (from [`checked_form`]).
+/// `fenced: false` gives the non-temporal routine without its closing
+/// fence, for batches that drain once per chunk.
+pub(crate) fn copy_fn(s: Strategy, fenced: bool) -> McCopy {
+    match s {
         Strategy::RepMovsb => copy_mc::bulkmem_mc_copy_movsb,
         Strategy::RepMovsq => copy_mc::bulkmem_mc_copy_movsq,
         Strategy::Avx2 => copy_mc::bulkmem_mc_copy_avx2,
         Strategy::Avx2Nt if fenced => copy_mc::bulkmem_mc_copy_avx2nt,
         Strategy::Avx2Nt => copy_mc::bulkmem_mc_copy_avx2nt_unfenced,
-        _ => unreachable!("checked_form returns checked strategies"),
-    })
+        _ => unreachable!("{s} has no checked copy"),
+    }
 }
 
-pub(crate) fn clear_routine(
-    strategy: Strategy,
-    len: usize,
-    hint: Hint,
-    fenced: bool,
-) -> Result<McClear, Error> {
-    let s = checked_form(Op::Clear, strategy, len, hint)?;
-    Ok(match s {
+pub(crate) fn clear_fn(s: Strategy, fenced: bool) -> McClear {
+    match s {
         Strategy::RepStosb => clear_mc::bulkmem_mc_clear_stosb,
         Strategy::Avx2Nt if fenced => clear_mc::bulkmem_mc_clear_avx2nt,
         Strategy::Avx2Nt => clear_mc::bulkmem_mc_clear_avx2nt_unfenced,
-        _ => unreachable!("checked_form returns checked strategies"),
-    })
+        _ => unreachable!("{s} has no checked clear"),
+    }
 }
 
-/// The checked strategy that runs for `strategy`: itself if it has a
-/// checked form (and the CPU can run it), else for `Auto` the checked
-/// routine closest to auto's pick: the same instruction where there is one,
-/// AVX2 for the wider vector loops, non-temporal for streams.
-pub fn checked_form(op: Op, strategy: Strategy, len: usize, hint: Hint) -> Result<Strategy, Error> {
+/// The checked strategy that runs for `strategy` on `req`: itself if it
+/// has a checked form (and the CPU can run it), else for `Auto` the
+/// checked routine closest to what auto would pick: the same instruction
+/// where there is one, AVX2 for the wider vector loops, non-temporal for
+/// streams.
+pub fn checked_form(strategy: Strategy, req: &Request) -> Result<Strategy, Error> {
+    let op = req.op;
     let list = match op {
         Op::Copy => CHECKED_COPY,
         Op::Clear => CHECKED_CLEAR,
@@ -257,7 +248,7 @@ pub fn checked_form(op: Op, strategy: Strategy, len: usize, hint: Hint) -> Resul
         }
         return Ok(strategy);
     }
-    let pick = auto::choose(Machine::this(), &Request::single(op, len, hint));
+    let pick = auto::choose(Machine::this(), req);
     let avx2 = Strategy::Avx2.missing_feature(features).is_none();
     let s = match (op, pick) {
         (Op::Copy, Strategy::RepMovsb | Strategy::Libc) => Strategy::RepMovsb,
@@ -422,9 +413,10 @@ mod tests {
     fn auto_maps_to_a_checked_form_of_the_same_family() {
         for len in [0usize, 64, 4096, 2 << 20, 256 << 20] {
             for hint in [Hint::Auto, Hint::Reuse, Hint::Stream] {
-                let c = checked_form(Op::Copy, Strategy::Auto, len, hint).unwrap();
+                let req = |op| Request::single(op, len, hint);
+                let c = checked_form(Strategy::Auto, &req(Op::Copy)).unwrap();
                 assert!(CHECKED_COPY.contains(&c), "{c}");
-                let z = checked_form(Op::Clear, Strategy::Auto, len, hint).unwrap();
+                let z = checked_form(Strategy::Auto, &req(Op::Clear)).unwrap();
                 assert!(CHECKED_CLEAR.contains(&z), "{z}");
                 let pick = auto::choose(Machine::this(), &Request::single(Op::Copy, len, hint));
                 if pick.is_non_temporal() {
@@ -433,7 +425,7 @@ mod tests {
             }
         }
         assert!(matches!(
-            checked_form(Op::Copy, Strategy::Clzero, 64, Hint::Auto),
+            checked_form(Strategy::Clzero, &Request::single(Op::Copy, 64, Hint::Auto)),
             Err(Error::NotChecked { .. })
         ));
     }

@@ -32,6 +32,13 @@ use crate::strategy::{Hint, Op, Strategy};
 use crate::topology::Topology;
 use crate::{cpu, resolve, Machine, Options, Request};
 
+#[cfg(target_arch = "x86_64")]
+mod checked;
+#[cfg(target_arch = "x86_64")]
+use checked::FaultLog;
+#[cfg(target_arch = "x86_64")]
+pub use checked::{CheckedReport, Outcome};
+
 /// Default largest chunk: seed 004's bound on uninterrupted work.
 pub const DEFAULT_CHUNK: usize = 32 << 20;
 /// Chunks never get smaller than this when balancing a small batch.
@@ -355,6 +362,11 @@ enum Kernel<'a> {
     /// (offset of the piece in its run, piece address, piece length); used
     /// by fills, whose pieces start on element boundaries.
     Each(&'a (dyn Fn(usize, *mut u8, usize) + Sync)),
+    /// Checked batches: one run per extent, faults recorded in the log.
+    #[cfg(target_arch = "x86_64")]
+    CopyChecked(crate::fault::McCopy, &'a FaultLog),
+    #[cfg(target_arch = "x86_64")]
+    ClearChecked(crate::fault::McClear, &'a FaultLog),
 }
 
 struct Job<'a> {
@@ -454,6 +466,12 @@ impl Job<'_> {
                     }
                     Kernel::Clear(k) => k(run.dst.add(from), to - from),
                     Kernel::Each(f) => f(from, run.dst.add(from), to - from),
+                    // No prefetch of the next run here: prefetching a
+                    // poisoned line can itself raise a machine check.
+                    #[cfg(target_arch = "x86_64")]
+                    Kernel::CopyChecked(k, log) => log.copy(k, i, run, from, to),
+                    #[cfg(target_arch = "x86_64")]
+                    Kernel::ClearChecked(k, log) => log.clear(k, i, run, from, to),
                 }
             }
         }
@@ -682,21 +700,8 @@ impl Engine {
         scratch
             .runs
             .extend(plan::coalesce((0..batch.count()).map(|i| batch.get(i))));
-        scratch.ends.clear();
-        let mut total = 0usize;
-        for r in &scratch.runs {
-            total += r.len;
-            scratch.ends.push(total);
-        }
-        let strategy = resolve(
-            self.opts,
-            &Request {
-                op,
-                total,
-                runs: scratch.runs.len(),
-                hint: self.opts.hint,
-            },
-        )?;
+        let req = stream(op, &scratch.runs, &mut scratch.ends, self.opts.hint);
+        let strategy = resolve(self.opts, &req)?;
         let kernel = match op {
             Op::Copy => Kernel::Copy(
                 kernels::copy_kernel_unfenced(strategy)
@@ -867,6 +872,23 @@ impl Drop for Engine {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+    }
+}
+
+/// Fills `ends` with the stream offset at which each run ends; returns the
+/// request `auto` decides on.
+fn stream(op: Op, runs: &[Run], ends: &mut Vec<usize>, hint: Hint) -> Request {
+    ends.clear();
+    let mut total = 0usize;
+    for r in runs {
+        total += r.len;
+        ends.push(total);
+    }
+    Request {
+        op,
+        total,
+        runs: runs.len(),
+        hint,
     }
 }
 

@@ -58,6 +58,9 @@ pub struct Plan {
     /// CPUs to pin worker i to (`cpus[i % len]`); worker 0 is the caller.
     pub cpus: Vec<usize>,
     pub thp: bool,
+    /// Also measure `checked` (`bulkmem::copy_checked`, the SIGBUS-surviving
+    /// routine standing in for what auto picks; `bench fault`).
+    pub checked: bool,
 }
 
 /// Called as work proceeds with (done, of, label); the unit is one
@@ -145,11 +148,29 @@ impl HotBufs {
     }
 }
 
-/// How one call executes: a resolved kernel, or `auto` with a hint.
+/// How one call executes: a resolved kernel, `auto` with a hint, or the
+/// checked routine of a checked strategy.
 #[derive(Clone, Copy)]
 enum Exec {
     Named(Strategy),
     Auto(Hint),
+    Checked(Strategy),
+}
+
+/// The cells of a group: row name and how each runs. `req` is what one
+/// call (hot) or one thread's batch (cold) looks like to `auto`, so the
+/// checked cell stands in for the routine auto picks for the same shape.
+fn cells(plan: &Plan, req: &bulkmem::Request) -> Result<Vec<(String, Exec)>, String> {
+    let mut v: Vec<(String, Exec)> = plan
+        .strategies
+        .iter()
+        .map(|&s| (s.name().to_string(), Exec::of(plan, s)))
+        .collect();
+    if plan.checked {
+        let s = bulkmem::fault::checked_form(Strategy::Auto, req).map_err(|e| e.to_string())?;
+        v.push(("checked".to_string(), Exec::Checked(s)));
+    }
+    Ok(v)
 }
 
 impl Exec {
@@ -172,6 +193,10 @@ impl Exec {
                 s
             }
             Exec::Auto(h) => bulkmem::copy_opts(Options::hint(h), dst, src).expect("equal lengths"),
+            Exec::Checked(s) => {
+                bulkmem::fault::copy_checked_with(s, dst, src).expect("no fault in a benchmark");
+                s
+            }
         }
     }
 
@@ -184,6 +209,10 @@ impl Exec {
                 s
             }
             Exec::Auto(h) => bulkmem::clear_opts(Options::hint(h), dst).expect("clear cannot fail"),
+            Exec::Checked(s) => {
+                bulkmem::fault::clear_checked_with(s, dst).expect("no fault in a benchmark");
+                s
+            }
         }
     }
 
@@ -192,7 +221,7 @@ impl Exec {
             Exec::Auto(h) => {
                 bulkmem::copy_batch_with(Options::hint(h), ops).expect("equal lengths")
             }
-            Exec::Named(s) => {
+            Exec::Named(s) | Exec::Checked(s) => {
                 for (d, sr) in ops.iter_mut() {
                     self.copy(d, sr);
                 }
@@ -206,7 +235,7 @@ impl Exec {
             Exec::Auto(h) => {
                 bulkmem::clear_batch_with(Options::hint(h), ops).expect("clear cannot fail")
             }
-            Exec::Named(s) => {
+            Exec::Named(s) | Exec::Checked(s) => {
                 for d in ops.iter_mut() {
                     self.clear(d);
                 }
@@ -218,9 +247,10 @@ impl Exec {
 
 fn hot_group(plan: &Plan, size: usize, bufs: &mut HotBufs) -> Result<Vec<Row>, String> {
     let reps = (HOT_BYTES / size).max(1);
-    let execs: Vec<Exec> = plan.strategies.iter().map(|&s| Exec::of(plan, s)).collect();
-    // Check each strategy once, from a poisoned destination.
-    let mut chose = plan.strategies.clone();
+    let cells = cells(plan, &bulkmem::Request::single(plan.op, size, plan.hint))?;
+    let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
+    // Check each cell once, from a poisoned destination.
+    let mut chose = vec![Strategy::Auto; execs.len()];
     for (i, exec) in execs.iter().enumerate() {
         for (src, dst) in bufs.pairs.iter_mut() {
             dst.bytes_mut().fill(POISON);
@@ -228,14 +258,7 @@ fn hot_group(plan: &Plan, size: usize, bufs: &mut HotBufs) -> Result<Vec<Row>, S
                 Op::Copy => exec.copy(dst.bytes_mut(), src.bytes()),
                 Op::Clear => exec.clear(dst.bytes_mut()),
             };
-            verify(
-                plan.op,
-                plan.strategies[i],
-                size,
-                "hot",
-                dst.bytes(),
-                src.bytes(),
-            )?;
+            verify(plan.op, &cells[i].0, size, "hot", dst.bytes(), src.bytes())?;
         }
     }
     let mut samples = vec![Vec::with_capacity(plan.runs); execs.len()];
@@ -256,7 +279,7 @@ fn hot_group(plan: &Plan, size: usize, bufs: &mut HotBufs) -> Result<Vec<Row>, S
         .map(|i| {
             row(
                 plan,
-                plan.strategies[i],
+                &cells[i].0,
                 chose[i],
                 size,
                 size,
@@ -274,9 +297,17 @@ fn cold_group(
     src: &Arena,
     evict: &Arena,
 ) -> Result<Vec<Row>, String> {
-    let execs: Vec<Exec> = plan.strategies.iter().map(|&s| Exec::of(plan, s)).collect();
     let count = (plan.total.max(size) / size).max(1);
     let total = count * size;
+    let per_thread = count.div_ceil(plan.threads);
+    let batch = bulkmem::Request {
+        op: plan.op,
+        total: per_thread * size,
+        runs: per_thread,
+        hint: plan.hint,
+    };
+    let cells = cells(plan, &batch)?;
+    let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
     let dst_order = shuffled(count, 0x5eed_0001);
     let src_order = shuffled(count, 0x5eed_0002);
     let mut dst_slots: Vec<Option<&mut [u8]>> = dst
@@ -286,9 +317,8 @@ fn cold_group(
         .map(Some)
         .collect();
     let src_slots: Vec<&[u8]> = src.bytes().chunks_exact(size).take(count).collect();
-    let per_thread = count.div_ceil(plan.threads);
     let mut samples = vec![Vec::with_capacity(plan.runs); execs.len()];
-    let mut chose = plan.strategies.clone();
+    let mut chose = vec![Strategy::Auto; execs.len()];
     match plan.op {
         Op::Copy => {
             let mut ops: Vec<(&mut [u8], &[u8])> = dst_order
@@ -304,7 +334,7 @@ fn cold_group(
                     chose[i] = exec.copy_batch(part);
                 }
                 for (d, sr) in &ops {
-                    verify(plan.op, plan.strategies[i], size, "cold", d, sr)?;
+                    verify(plan.op, &cells[i].0, size, "cold", d, sr)?;
                 }
             }
             let mut parts: Vec<&mut [(&mut [u8], &[u8])]> = ops.chunks_mut(per_thread).collect();
@@ -331,7 +361,7 @@ fn cold_group(
                     chose[i] = exec.clear_batch(part);
                 }
                 for d in &ops {
-                    verify(plan.op, plan.strategies[i], size, "cold", d, &[])?;
+                    verify(plan.op, &cells[i].0, size, "cold", d, &[])?;
                 }
             }
             let mut parts: Vec<&mut [&mut [u8]]> = ops.chunks_mut(per_thread).collect();
@@ -353,7 +383,7 @@ fn cold_group(
         .map(|i| {
             let mut r = row(
                 plan,
-                plan.strategies[i],
+                &cells[i].0,
                 chose[i],
                 size,
                 total,
@@ -368,7 +398,7 @@ fn cold_group(
 
 fn row(
     plan: &Plan,
-    s: Strategy,
+    name: &str,
     chose: Strategy,
     size: usize,
     total: usize,
@@ -377,9 +407,9 @@ fn row(
 ) -> Row {
     Row {
         op: plan.op.name(),
-        strategy: s.name().to_string(),
+        strategy: name.to_string(),
         chose: chose.name().to_string(),
-        hint: (s == Strategy::Auto).then(|| plan.hint.name().to_string()),
+        hint: (name == "auto").then(|| plan.hint.name().to_string()),
         size,
         total,
         regime: regime.name(),
@@ -400,7 +430,7 @@ fn row(
 /// Fails unless `dst` holds `src` (copy) or zeros (clear).
 fn verify(
     op: Op,
-    s: Strategy,
+    s: &str,
     size: usize,
     regime: &str,
     dst: &[u8],
@@ -507,6 +537,7 @@ mod tests {
             total: 1 << 20,
             cpus: vec![arena::current_cpu()],
             thp: false,
+            checked: false,
         }
     }
 
@@ -536,18 +567,29 @@ mod tests {
     }
 
     #[test]
+    fn checked_cells_run_verified_beside_auto() {
+        for op in [Op::Copy, Op::Clear] {
+            let mut plan = tiny_plan(op, vec![Strategy::Auto], 1);
+            plan.checked = true;
+            let rows = run(&plan, &mut |_, _, _| {}).unwrap();
+            assert_eq!(rows.len(), 2 * 2 * 2);
+            for r in rows.iter().filter(|r| r.strategy == "checked") {
+                let s: Strategy = r.chose.parse().unwrap();
+                let list = match op {
+                    Op::Copy => bulkmem::fault::CHECKED_COPY,
+                    Op::Clear => bulkmem::fault::CHECKED_CLEAR,
+                };
+                assert!(list.contains(&s), "{r:?}");
+                assert!(r.hint.is_none() && r.gbps.median > 0.0);
+            }
+        }
+    }
+
+    #[test]
     fn verification_catches_a_wrong_copy() {
-        let e = verify(
-            Op::Copy,
-            Strategy::Avx2,
-            4096,
-            "hot",
-            &[1, 2, 3],
-            &[1, 9, 3],
-        )
-        .unwrap_err();
+        let e = verify(Op::Copy, "avx2", 4096, "hot", &[1, 2, 3], &[1, 9, 3]).unwrap_err();
         assert!(e.contains("byte 1") && e.contains("avx2"), "{e}");
-        assert!(verify(Op::Clear, Strategy::Clzero, 4096, "cold", &[0, 0, 7], &[]).is_err());
-        assert!(verify(Op::Clear, Strategy::Clzero, 4096, "cold", &[0, 0, 0], &[]).is_ok());
+        assert!(verify(Op::Clear, "clzero", 4096, "cold", &[0, 0, 7], &[]).is_err());
+        assert!(verify(Op::Clear, "clzero", 4096, "cold", &[0, 0, 0], &[]).is_ok());
     }
 }

@@ -3,6 +3,7 @@
 
 mod arena;
 mod bench_batch;
+mod bench_fault;
 mod bench_fill;
 mod bench_mem;
 mod bench_move;
@@ -70,6 +71,34 @@ enum BenchCmd {
     /// Batched page moves with userfaultfd UFFDIO_MOVE against per-page
     /// ioctls and plain copying (seed 003).
     Move(MoveArgs),
+    /// What surviving a bad page costs: copy_checked against auto, then a
+    /// copy over a poisoned page (seed 000's folio_mc_copy).
+    Fault(FaultArgs),
+}
+
+#[derive(Args)]
+struct FaultArgs {
+    /// Extent sizes (K, M, G are powers of two).
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,2M,256M")]
+    sizes: Vec<usize>,
+    #[arg(long, value_enum, default_value = "both")]
+    regime: RegimeArg,
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    runs: u32,
+    /// Bytes per cold run (at least the largest size).
+    #[arg(long, value_parser = size::parse_size, default_value = "256M")]
+    total: usize,
+    /// Source size of the poisoned-page demonstration.
+    #[arg(long, value_parser = size::parse_size, default_value = "64M")]
+    demo: usize,
+    /// CPU to pin the measuring thread to (default: where it starts).
+    #[arg(long)]
+    cpu: Option<usize>,
+    #[arg(long)]
+    no_thp: bool,
+    /// Write results as JSON to FILE (`-` for stdout; the table then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -262,6 +291,7 @@ fn main() -> ExitCode {
             BenchCmd::Batch(a) => bench_batch(a, cli.quiet),
             BenchCmd::Fill(a) => bench_fill(a, cli.quiet),
             BenchCmd::Move(a) => bench_move(a, cli.quiet),
+            BenchCmd::Fault(a) => bench_fault(a, cli.quiet),
         },
     };
     match result {
@@ -437,11 +467,7 @@ fn bench(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     let plan = Plan {
         op,
         sizes: a.sizes,
-        regimes: match a.regime {
-            RegimeArg::Hot => vec![Regime::Hot],
-            RegimeArg::Cold => vec![Regime::Cold],
-            RegimeArg::Both => vec![Regime::Hot, Regime::Cold],
-        },
+        regimes: regimes(a.regime),
         strategies,
         hint: a.hint,
         threads,
@@ -449,6 +475,7 @@ fn bench(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         total: a.total,
         cpus: measuring_cpus(a.cpu)?,
         thp: !a.no_thp,
+        checked: false,
     };
     let mut rows = with_progress(quiet, bench_mem::groups(&plan), |p| {
         bench_mem::run(&plan, p)
@@ -476,6 +503,54 @@ fn bench(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
             .as_deref()
             .map(|p| (p, op.name(), "extent size", &style as Style)),
     )
+}
+
+fn regimes(r: RegimeArg) -> Vec<Regime> {
+    match r {
+        RegimeArg::Hot => vec![Regime::Hot],
+        RegimeArg::Cold => vec![Regime::Cold],
+        RegimeArg::Both => vec![Regime::Hot, Regime::Cold],
+    }
+}
+
+fn bench_fault(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
+    if a.demo < 64 << 10 {
+        return Err(usage(
+            "--demo must be at least 64K (16 extents of whole pages)",
+        ));
+    }
+    let plan = Plan {
+        op: Op::Copy,
+        sizes: a.sizes,
+        regimes: regimes(a.regime),
+        strategies: vec![Strategy::Auto],
+        hint: Hint::Auto,
+        threads: 1,
+        runs: a.runs as usize,
+        total: a.total,
+        cpus: measuring_cpus(a.cpu)?,
+        thp: !a.no_thp,
+        checked: true,
+    };
+    let mut rows = with_progress(quiet, bench_mem::groups(&plan), |p| {
+        bench_mem::run(&plan, p)
+    })?;
+    report::add_speedups_over(&mut rows, "auto");
+    publish(
+        &report::tables_over(&rows, &[], "auto"),
+        &rows,
+        a.json.as_deref(),
+        None,
+    )?;
+    // The demonstration needs UFFDIO_POISON; its absence is not a failure
+    // of the benchmark, only of the demonstration.
+    match bench_fault::demonstration(a.demo / 65536 * 65536) {
+        // Beside the table: stderr when stdout carries the JSON.
+        Ok(text) if a.json.as_deref() == Some(Path::new("-")) => eprint!("{text}"),
+        Ok(text) => print!("{text}"),
+        Err(e) => eprintln!("bulkmem: demonstration skipped: {e}"),
+    }
+    Ok(())
 }
 
 fn bench_batch(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
@@ -661,6 +736,7 @@ fn default_report(quiet: bool) -> Result<(), Failure> {
             total: 256 << 20,
             cpus: cpus.clone(),
             thp: true,
+            checked: false,
         };
         let mut rows = with_progress(quiet, bench_mem::groups(&plan), |p| {
             bench_mem::run(&plan, p)

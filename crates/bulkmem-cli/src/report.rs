@@ -83,9 +83,14 @@ impl Row {
 
 /// Fills `speedup` from the `per-page` row of the same cell.
 pub fn add_speedups(rows: &mut [Row]) {
+    add_speedups_over(rows, "per-page")
+}
+
+/// Fills `speedup` from the `baseline` row of the same cell.
+pub fn add_speedups_over(rows: &mut [Row], baseline: &str) {
     let base: Vec<_> = rows
         .iter()
-        .filter(|r| r.strategy == "per-page")
+        .filter(|r| r.strategy == baseline)
         .map(|r| (r.cell(), r.gbps.median))
         .collect();
     for r in rows.iter_mut() {
@@ -160,6 +165,12 @@ const CELL_W: usize = 17;
 /// One table per (op, regime): a row per strategy, a column per size, the
 /// median GB/s and, beside it, the speed-up over `per-page`.
 pub fn tables(rows: &[Row], unavailable: &[String]) -> String {
+    tables_over(rows, unavailable, "per-page")
+}
+
+/// As [`tables`], the `x` column being the speed-up over `baseline` (rows
+/// whose `speedup` came from [`add_speedups_over`] with the same name).
+pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> String {
     let mut out = String::new();
     let mut keys: Vec<(&str, &str)> = Vec::new();
     for r in rows {
@@ -200,7 +211,7 @@ pub fn tables(rows: &[Row], unavailable: &[String]) -> String {
         };
         let _ = writeln!(
             out,
-            "\n{op}, {regime} ({how}{threads}): GB/s, median of {}; x = speed-up over per-page",
+            "\n{op}, {regime} ({how}{threads}): GB/s, median of {}; x = speed-up over {baseline}",
             first.runs
         );
         let _ = write!(out, "{:<NAME_W$}", "strategy");
@@ -221,7 +232,7 @@ pub fn tables(rows: &[Row], unavailable: &[String]) -> String {
             for &s in &sizes {
                 let cell = match cell_rows.iter().find(|r| r.strategy == name && r.size == s) {
                     Some(r) => match r.speedup {
-                        Some(x) if name != "per-page" => {
+                        Some(x) if name != baseline => {
                             format!("{:.2} {:>5.2}x", r.gbps.median, x)
                         }
                         _ => format!("{:.2}", r.gbps.median),
@@ -231,8 +242,13 @@ pub fn tables(rows: &[Row], unavailable: &[String]) -> String {
                 let _ = write!(out, "{cell:>CELL_W$}");
             }
             out.push('\n');
-            if name == "auto" {
-                let _ = write!(out, "{:<NAME_W$}", "  auto chose");
+            if name == "auto" || name == "checked" {
+                let what = if name == "auto" {
+                    "  auto chose"
+                } else {
+                    "  checked ran"
+                };
+                let _ = write!(out, "{what:<NAME_W$}");
                 for &s in &sizes {
                     let c = cell_rows
                         .iter()

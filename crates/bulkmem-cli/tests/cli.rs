@@ -308,3 +308,33 @@ fn bench_move_rows_carry_page_and_ms() {
     let o = bulkmem(&["bench", "move", "--pages", "64K"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn bench_fault_rows_pair_checked_with_auto_and_the_demo_survives() {
+    let o = bulkmem(&[
+        "bench", "fault", "--sizes", "4K,64K", "--total", "1M", "--runs", "1", "--demo", "1M",
+        "--json", "-", "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON only");
+    let rows = doc["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 * 2 * 2, "hot and cold, two sizes, two cells");
+    for r in rows {
+        assert_eq!(r["op"], "copy");
+        let s = r["strategy"].as_str().unwrap();
+        assert!(s == "auto" || s == "checked", "{r}");
+        assert!(r["gbps"]["median"].as_f64().unwrap() > 0.0);
+        if s == "checked" {
+            assert!(r["speedup"].as_f64().unwrap() > 0.0, "ratio over auto: {r}");
+        }
+    }
+    // The demonstration goes to the table's stream (stderr with --json -).
+    let err = stderr(&o);
+    if bulkmem::uffd::Mover::new().is_ok_and(|m| m.supports_poison()) {
+        assert!(err.contains("copy_checked stopped"), "{err}");
+        assert!(err.contains("15 extents done"), "{err}");
+    }
+    let o = bulkmem(&["bench", "fault", "--demo", "4K"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--demo"), "{}", stderr(&o));
+}

@@ -58,10 +58,12 @@ bulkmem_mc_clear_avx2nt_unfenced:
     neg rcx
     and ecx, 63
     sub rdx, rcx
+    jrcxz .Lmz_nt_h1
 .Lmz_nt_h0:
     rep stosb
 .Lmz_nt_h1:
     vpxor xmm0, xmm0, xmm0
+    .p2align 4
 .Lmz_nt_loop:
     vmovntdq ymmword ptr [rdi], ymm0
     vmovntdq ymmword ptr [rdi + 32], ymm0
@@ -79,6 +81,7 @@ bulkmem_mc_clear_avx2nt_unfenced:
     vzeroupper
 .Lmz_nt_tail:
     mov rcx, rdx
+    jrcxz .Lmz_nt_t1
 .Lmz_nt_t0:
     rep stosb
 .Lmz_nt_t1:

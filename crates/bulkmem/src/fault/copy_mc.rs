@@ -76,25 +76,36 @@ bulkmem_mc_copy_movsq:
     jmp .Lmc_copy_fail
     .size bulkmem_mc_copy_movsq, . - bulkmem_mc_copy_movsq
 
-    // AVX2, temporal: rep movsb up to a 32-byte aligned destination, then
-    // 128 bytes per iteration (four loads, then four aligned stores, so a
-    // load fault leaves the iteration unwritten), rep movsb for the tail.
-    // rdx counts the bytes not yet copied at the top of each iteration.
+    // AVX2, temporal, shaped for small and medium copies (a 4 KiB page is
+    // the common case): below 64 bytes rep movsb; else one unaligned
+    // 32-byte head, an aligned body of 128 then 32 bytes per iteration
+    // (loads before stores), and a last unaligned 32 bytes ending at len
+    // that may overlap bytes already copied. rdx always counts the bytes
+    // not yet copied from rsi/rdi on, so every fixup returns rdx.
     .p2align 4
     .globl bulkmem_mc_copy_avx2
     .hidden bulkmem_mc_copy_avx2
     .type bulkmem_mc_copy_avx2,@function
 bulkmem_mc_copy_avx2:
     mov r8, rcx
-    cmp rdx, 256
-    jb .Lmc_avx2_tail
+    cmp rdx, 64
+    jb .Lmc_avx2_small
+.Lmc_avx2_h0:
+    vmovdqu ymm0, ymmword ptr [rsi]
+    vmovdqu ymmword ptr [rdi], ymm0
+.Lmc_avx2_h1:
     mov rcx, rdi
     neg rcx
     and ecx, 31
+    jnz .Lmc_avx2_skip
+    mov ecx, 32
+.Lmc_avx2_skip:
+    add rsi, rcx
+    add rdi, rcx
     sub rdx, rcx
-.Lmc_avx2_h0:
-    rep movsb
-.Lmc_avx2_h1:
+    cmp rdx, 128
+    jb .Lmc_avx2_by32
+    .p2align 4
 .Lmc_avx2_loop:
     vmovdqu ymm0, ymmword ptr [rsi]
     vmovdqu ymm1, ymmword ptr [rsi + 32]
@@ -110,22 +121,40 @@ bulkmem_mc_copy_avx2:
     sub rdx, 128
     cmp rdx, 128
     jae .Lmc_avx2_loop
-    vzeroupper
-.Lmc_avx2_tail:
-    mov rcx, rdx
+.Lmc_avx2_by32:
+    cmp rdx, 32
+    jb .Lmc_avx2_last
+.Lmc_avx2_b0:
+    vmovdqu ymm0, ymmword ptr [rsi]
+    vmovdqa ymmword ptr [rdi], ymm0
+.Lmc_avx2_b1:
+    add rsi, 32
+    add rdi, 32
+    sub rdx, 32
+    jmp .Lmc_avx2_by32
+.Lmc_avx2_last:
+    test rdx, rdx
+    jz .Lmc_avx2_done
 .Lmc_avx2_t0:
-    rep movsb
+    vmovdqu ymm0, ymmword ptr [rsi + rdx - 32]
+    vmovdqu ymmword ptr [rdi + rdx - 32], ymm0
 .Lmc_avx2_t1:
+.Lmc_avx2_done:
+    vzeroupper
     xor eax, eax
     ret
-.Lmc_avx2_fixh:
-    lea rax, [rcx + rdx]
-    jmp .Lmc_copy_fail
-.Lmc_avx2_fixl:
+.Lmc_avx2_small:
+    mov rcx, rdx
+.Lmc_avx2_s0:
+    rep movsb
+.Lmc_avx2_s1:
+    xor eax, eax
+    ret
+.Lmc_avx2_fix:
     vzeroupper
     mov rax, rdx
     jmp .Lmc_copy_fail
-.Lmc_avx2_fixt:
+.Lmc_avx2_fixs:
     mov rax, rcx
     jmp .Lmc_copy_fail
     .size bulkmem_mc_copy_avx2, . - bulkmem_mc_copy_avx2
@@ -159,9 +188,11 @@ bulkmem_mc_copy_avx2nt_unfenced:
     neg rcx
     and ecx, 63
     sub rdx, rcx
+    jrcxz .Lmc_nt_h1
 .Lmc_nt_h0:
     rep movsb
 .Lmc_nt_h1:
+    .p2align 4
 .Lmc_nt_loop:
     vmovdqu ymm0, ymmword ptr [rsi]
     vmovdqu ymm1, ymmword ptr [rsi + 32]
@@ -188,6 +219,8 @@ bulkmem_mc_copy_avx2nt_unfenced:
     vzeroupper
 .Lmc_nt_tail:
     mov rcx, rdx
+    // An empty rep movsb is not free after streaming stores: skip it.
+    jrcxz .Lmc_nt_t1
 .Lmc_nt_t0:
     rep movsb
 .Lmc_nt_t1:
@@ -266,9 +299,11 @@ bulkmem_mc_copy_extable:
     .long .Lmc_movsb_0 - ., .Lmc_movsb_1 - ., .Lmc_movsb_fix - .
     .long .Lmc_movsq_0 - ., .Lmc_movsq_1 - ., .Lmc_movsq_fixq - .
     .long .Lmc_movsq_2 - ., .Lmc_movsq_3 - ., .Lmc_movsq_fixb - .
-    .long .Lmc_avx2_h0 - ., .Lmc_avx2_h1 - ., .Lmc_avx2_fixh - .
-    .long .Lmc_avx2_loop - ., .Lmc_avx2_l1 - ., .Lmc_avx2_fixl - .
-    .long .Lmc_avx2_t0 - ., .Lmc_avx2_t1 - ., .Lmc_avx2_fixt - .
+    .long .Lmc_avx2_h0 - ., .Lmc_avx2_h1 - ., .Lmc_avx2_fix - .
+    .long .Lmc_avx2_loop - ., .Lmc_avx2_l1 - ., .Lmc_avx2_fix - .
+    .long .Lmc_avx2_b0 - ., .Lmc_avx2_b1 - ., .Lmc_avx2_fix - .
+    .long .Lmc_avx2_t0 - ., .Lmc_avx2_t1 - ., .Lmc_avx2_fix - .
+    .long .Lmc_avx2_s0 - ., .Lmc_avx2_s1 - ., .Lmc_avx2_fixs - .
     .long .Lmc_nt_h0 - ., .Lmc_nt_h1 - ., .Lmc_nt_fixh - .
     .long .Lmc_nt_loop - ., .Lmc_nt_l1 - ., .Lmc_nt_fixl - .
     .long .Lmc_nt_t0 - ., .Lmc_nt_t1 - ., .Lmc_nt_fixt - .

@@ -13,98 +13,15 @@ mod common;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use bulkmem::fault::{self, CHECKED_CLEAR, CHECKED_COPY};
-use bulkmem::uffd::Mover;
-use bulkmem::{Error, Fault, Side, Strategy};
+use bulkmem::{Error, Side, Strategy};
+use common::poison::*;
 use common::*;
 use proptest::prelude::*;
-
-fn pattern(i: usize) -> u8 {
-    (i.wrapping_mul(7) ^ (i >> 9)) as u8 | 0x80
-}
 
 fn strategies(list: &[Strategy]) -> Vec<Strategy> {
     let mut v = vec![Strategy::Auto];
     v.extend(list.iter().copied().filter(|s| s.available()));
     v
-}
-
-/// `n` pattern-filled pages between guard pages, page `p` replaced by a
-/// userfaultfd-poisoned page. None (with a note) where the kernel cannot
-/// poison (before Linux 6.6, or userfaultfd unavailable).
-fn poisoned(n: usize, p: usize) -> Option<(Guarded, Mover)> {
-    poisoned_pages(n, &[p])
-}
-
-fn poisoned_pages(n: usize, pages: &[usize]) -> Option<(Guarded, Mover)> {
-    let mut g = Guarded::new(n * PAGE);
-    g.bytes()
-        .iter_mut()
-        .enumerate()
-        .for_each(|(i, b)| *b = pattern(i));
-    let mut m = match Mover::new() {
-        Ok(m) if m.supports_poison() => m,
-        Ok(_) => {
-            eprintln!("skipping: this kernel has no UFFDIO_POISON");
-            return None;
-        }
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            return None;
-        }
-    };
-    for &p in pages {
-        let page = g.start().wrapping_add(p * PAGE);
-        // SAFETY: page p lies in g's usable region; dropping it only makes
-        // the next access a missing-page fault, which the poison answers.
-        assert_eq!(
-            unsafe { libc::madvise(page.cast(), PAGE, libc::MADV_DONTNEED) },
-            0
-        );
-        m.register(page, PAGE).unwrap();
-        // SAFETY: the test never reads page p except through checked copies.
-        unsafe { m.poison(page, PAGE) }.unwrap();
-    }
-    Some((g, m))
-}
-
-fn expect_fault(r: Result<(), Error>, what: &str) -> Fault {
-    match r {
-        Err(Error::Fault(f)) => f,
-        other => panic!("{what}: expected a fault, got {other:?}"),
-    }
-}
-
-/// `dst` must hold `want(i)` at `i in copied` and the canary everywhere
-/// else, except inside `skip` (a poisoned page that cannot be read).
-fn check_region(
-    dst: &mut Guarded,
-    copied: std::ops::Range<usize>,
-    skip: std::ops::Range<usize>,
-    want: impl Fn(usize) -> u8,
-    what: &str,
-) {
-    let b = dst.bytes().as_ptr();
-    for i in 0..dst.usable() {
-        if skip.contains(&i) {
-            continue;
-        }
-        // SAFETY: i is in the usable region and not in the poisoned page.
-        let got = unsafe { b.add(i).read_volatile() };
-        let expect = if copied.contains(&i) {
-            want(i)
-        } else {
-            canary(i)
-        };
-        assert_eq!(got, expect, "{what}: byte {i} (copied {copied:?})");
-    }
-}
-
-fn paint(dst: &mut Guarded, skip: std::ops::Range<usize>) {
-    let b = dst.start();
-    for i in (0..dst.usable()).filter(|i| !skip.contains(i)) {
-        // SAFETY: in the usable region, outside the poisoned page.
-        unsafe { b.add(i).write_volatile(canary(i)) };
-    }
 }
 
 /// What a UFFDIO_POISON page raises on x86 since Linux 6.10 (the kernel
@@ -151,7 +68,7 @@ fn poisoned_source_page_first_middle_last() {
                             &mut dst,
                             d_off..d_off + want,
                             0..0,
-                            |i| pattern(i - d_off + s_off),
+                            |i| src_byte(i - d_off + s_off),
                             &what,
                         );
                     }
@@ -167,7 +84,7 @@ fn poisoned_destination_page_first_middle_last() {
     src.bytes()
         .iter_mut()
         .enumerate()
-        .for_each(|(i, b)| *b = pattern(i));
+        .for_each(|(i, b)| *b = src_byte(i));
     for p in [0, 2, N - 1] {
         let Some((mut dst, _m)) = poisoned(N, p) else {
             return;
@@ -199,7 +116,7 @@ fn poisoned_destination_page_first_middle_last() {
                             &mut dst,
                             d_off..d_off + want,
                             bad.clone(),
-                            |i| pattern(i - d_off + s_off),
+                            |i| src_byte(i - d_off + s_off),
                             &what,
                         );
                     }
@@ -264,7 +181,7 @@ fn pattern_file(pages: usize, real_file: bool) -> OwnedFd {
         // SAFETY: a fresh fd we own.
         unsafe { OwnedFd::from_raw_fd(fd) }
     };
-    let data: Vec<u8> = (0..pages * PAGE).map(pattern).collect();
+    let data: Vec<u8> = (0..pages * PAGE).map(src_byte).collect();
     let mut file = std::fs::File::from(fd);
     std::io::Write::write_all(&mut file, &data).unwrap();
     OwnedFd::from(file)
@@ -324,7 +241,7 @@ fn truncated_file_source_faults_at_the_first_page_past_eof() {
                     0..0,
                     |i| {
                         if i + s_off < eof {
-                            pattern(i + s_off)
+                            src_byte(i + s_off)
                         } else {
                             0
                         }
@@ -341,7 +258,7 @@ fn truncated_file_source_faults_at_the_first_page_past_eof() {
 #[test]
 fn shared_destination_past_eof_faults_and_the_file_holds_the_prefix() {
     let n = 8;
-    let src: Vec<u8> = (0..n * PAGE).map(|i| pattern(i).wrapping_add(1)).collect();
+    let src: Vec<u8> = (0..n * PAGE).map(|i| src_byte(i).wrapping_add(1)).collect();
     for s in strategies(CHECKED_COPY) {
         for &d_off in &[0usize, 3, 64, 2000] {
             let what = format!("{s} d_off {d_off}");
@@ -369,7 +286,7 @@ fn shared_destination_past_eof_faults_and_the_file_holds_the_prefix() {
             assert_eq!(got, eof);
             for (i, &b) in back.iter().enumerate() {
                 let want = if i < d_off {
-                    pattern(i)
+                    src_byte(i)
                 } else {
                     src[i - d_off]
                 };
@@ -411,7 +328,7 @@ fn file_truncated_while_the_copy_runs() {
     assert!(dst[..done]
         .iter()
         .enumerate()
-        .all(|(i, &b)| b == pattern(i)));
+        .all(|(i, &b)| b == src_byte(i)));
     assert!(dst[done..].iter().all(|&b| b == 0));
     // SAFETY: unmapping our own mapping.
     unsafe { libc::munmap(map.cast(), n * PAGE) };
@@ -438,7 +355,7 @@ fn many_threads_fault_at_once() {
                     assert!(dst[..f.offset]
                         .iter()
                         .enumerate()
-                        .all(|(i, &b)| b == pattern(i + off)));
+                        .all(|(i, &b)| b == src_byte(i + off)));
                 }
             });
         }
@@ -451,7 +368,7 @@ fn checked_routines_match_the_reference_without_faults() {
     src.bytes()
         .iter_mut()
         .enumerate()
-        .for_each(|(i, b)| *b = pattern(i));
+        .for_each(|(i, b)| *b = src_byte(i));
     let mut dst = Guarded::new(3 * PAGE);
     let lens: Vec<usize> = (0..=1100).chain(4000..=4200).chain(8000..=8192).collect();
     for s in strategies(CHECKED_COPY) {
@@ -466,7 +383,7 @@ fn checked_routines_match_the_reference_without_faults() {
                     &mut dst,
                     d_off..d_off + len,
                     0..0,
-                    |i| pattern(i - d_off + s_off),
+                    |i| src_byte(i - d_off + s_off),
                     &what,
                 );
             }
@@ -519,11 +436,11 @@ proptest! {
         let start = page * PAGE;
         if s_off + len <= start {
             prop_assert!(r.is_ok());
-            prop_assert!(dst.iter().enumerate().all(|(i, &b)| b == pattern(i + s_off)));
+            prop_assert!(dst.iter().enumerate().all(|(i, &b)| b == src_byte(i + s_off)));
         } else {
             let f = expect_fault(r, "prop");
             prop_assert_eq!(f.offset, start.saturating_sub(s_off));
-            prop_assert!(dst[..f.offset].iter().enumerate().all(|(i, &b)| b == pattern(i + s_off)));
+            prop_assert!(dst[..f.offset].iter().enumerate().all(|(i, &b)| b == src_byte(i + s_off)));
             prop_assert!(dst[f.offset..].iter().all(|&b| b == 0));
         }
     }
@@ -622,7 +539,7 @@ fn engine_batch_fault_ends_only_its_extent() {
                 // SAFETY: in the usable region, outside the poisoned page.
                 let got = unsafe { b.add(i).read_volatile() };
                 if copied(i) {
-                    assert_eq!(got, pattern(i), "{what}: byte {i}");
+                    assert_eq!(got, src_byte(i), "{what}: byte {i}");
                 } else if !(big_at + 40 * PAGE..big_at + BIG).contains(&i) {
                     // The big extent's chunks after its fault may have run.
                     assert_eq!(got, canary(i), "{what}: byte {i} written");

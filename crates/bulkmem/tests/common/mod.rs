@@ -6,6 +6,8 @@
 
 use std::ptr;
 
+pub mod poison;
+
 pub const PAGE: usize = 4096;
 
 /// `pages` usable pages between two inaccessible guard pages.

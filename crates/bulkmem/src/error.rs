@@ -48,6 +48,25 @@ pub enum Error {
     /// `Fault::offset` are done, nothing after it was written.
     #[cfg(target_arch = "x86_64")]
     Fault(crate::fault::Fault),
+    /// No NUMA node `node` with memory; `nodes` are the ones there are.
+    NoSuchNode { node: usize, nodes: Vec<usize> },
+    /// A memory range cannot be used as asked.
+    BadRange {
+        addr: usize,
+        len: usize,
+        why: String,
+    },
+    /// A system call failed before anything changed.
+    Syscall { call: &'static str, errno: i32 },
+    /// The target node has too little free memory for the migration.
+    NotEnoughMemory { node: usize, need: u64, free: u64 },
+    /// `numa::migrate_by_copy` stopped at `stage`; `intact` says whether
+    /// the original memory (contents, addresses, protection) is unchanged.
+    MigrationFailed {
+        stage: String,
+        errno: i32,
+        intact: bool,
+    },
 }
 
 impl fmt::Display for Error {
@@ -109,6 +128,44 @@ impl fmt::Display for Error {
             }
             #[cfg(target_arch = "x86_64")]
             Error::Fault(fault) => write!(f, "{fault}"),
+            Error::NoSuchNode { node, nodes } if nodes.len() == 1 => write!(
+                f,
+                "there is no NUMA node {node}: this machine has one node ({}), so there is nowhere to migrate to",
+                nodes[0]
+            ),
+            Error::NoSuchNode { node, nodes } => write!(
+                f,
+                "there is no NUMA node {node} with memory; the nodes are {}",
+                nodes.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")
+            ),
+            Error::BadRange { addr, len, why } => {
+                write!(f, "range {addr:#x}+{len:#x}: {why}")
+            }
+            Error::Syscall { call, errno } => write!(
+                f,
+                "{call} failed: {}",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+            Error::NotEnoughMemory { node, need, free } => write!(
+                f,
+                "node {node} has {} MiB free, the migration needs {} MiB",
+                free >> 20,
+                need >> 20
+            ),
+            Error::MigrationFailed {
+                stage,
+                errno,
+                intact,
+            } => write!(
+                f,
+                "migration by copy failed {stage}: {}; {}",
+                std::io::Error::from_raw_os_error(*errno),
+                if *intact {
+                    "the original memory is intact"
+                } else {
+                    "the original memory may have changed"
+                }
+            ),
             Error::Unsupported { strategy, op } => {
                 let list: Vec<&str> = Strategy::for_op(*op).iter().map(|s| s.name()).collect();
                 write!(

@@ -1,0 +1,304 @@
+//! NUMA migration between real nodes, in the qemu guest (two nodes, one
+//! CPU each: scripts/guest/test). Both paths move 100% of a 256 MiB range
+//! to node 1 and back with identical contents; pages are checked with
+//! move_pages status; THP is kept; partial failures are reported per page.
+
+use std::time::Instant;
+
+use bulkmem::numa::{self, CopyOptions, MigrateOptions, PageStatus};
+
+const PAGE: usize = 4096;
+const BIG: usize = 256 << 20;
+
+fn byte(i: usize) -> u8 {
+    (i.wrapping_mul(31) ^ (i >> 12)) as u8
+}
+
+/// Runs the test thread on `cpu` so first-touch lands on that CPU's node.
+fn pin(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is empty; we set one CPU.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
+}
+
+struct Region {
+    ptr: *mut u8,
+    len: usize,
+    map: (*mut libc::c_void, usize),
+}
+
+impl Region {
+    /// Filled on node 0 (first touch from CPU 0), 2 MiB-aligned, THP if
+    /// asked.
+    fn on_node0(len: usize, huge: bool) -> Region {
+        pin(0);
+        let map_len = len + (2 << 20);
+        // SAFETY: a fresh anonymous mapping.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let ptr = (base as usize).next_multiple_of(2 << 20) as *mut u8;
+        let advice = if huge {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
+        // SAFETY: advice on our own mapping.
+        unsafe { libc::madvise(ptr.cast(), len, advice) };
+        let r = Region {
+            ptr,
+            len,
+            map: (base, map_len),
+        };
+        r.bytes()
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = byte(i));
+        r
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    fn bytes(&self) -> &mut [u8] {
+        // SAFETY: our mapping, used by one thread.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    fn intact(&self) -> bool {
+        self.bytes().iter().enumerate().all(|(i, &b)| b == byte(i))
+    }
+
+    /// How many pages are on `node` (move_pages status).
+    fn pages_on(&self, node: i32) -> usize {
+        numa::node_of_pages(0, self.ptr as usize, self.len)
+            .unwrap()
+            .iter()
+            .filter(|&&n| n == node)
+            .count()
+    }
+
+    fn anon_huge_kb(&self) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let (lo, hi) = (self.ptr as usize, self.ptr as usize + self.len);
+        let mut inside = false;
+        let mut kb = 0;
+        for l in smaps.lines() {
+            let head = l.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = head.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = a < hi && b > lo;
+                    continue;
+                }
+            }
+            if let (true, Some(v)) = (inside, l.strip_prefix("AnonHugePages:")) {
+                kb += v.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+            }
+        }
+        kb
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(self.map.0, self.map.1) };
+    }
+}
+
+fn two_nodes() {
+    let n = numa::Nodes::detect();
+    assert_eq!(
+        n.with_memory,
+        vec![0, 1],
+        "the guest should have two nodes: {n:?}"
+    );
+    assert_eq!(n.distance(0, 1), Some(20));
+}
+
+#[test]
+#[ignore = "runs in the qemu guest: scripts/guest/test"]
+fn move_pages_moves_256m_to_node1_and_back() {
+    two_nodes();
+    let r = Region::on_node0(BIG, false);
+    let pages = BIG / PAGE;
+    assert_eq!(
+        r.pages_on(0),
+        pages,
+        "first touch from CPU 0 lands on node 0"
+    );
+    let t = Instant::now();
+    let rep = numa::migrate(r.ptr as usize, r.len, 1, MigrateOptions::default()).unwrap();
+    let there = t.elapsed();
+    assert_eq!(
+        (rep.moved, rep.already, rep.failed.len()),
+        (pages, 0, 0),
+        "{:?}",
+        rep.failed.first()
+    );
+    assert!(rep.move_all, "root in the guest may use MPOL_MF_MOVE_ALL");
+    assert_eq!(r.pages_on(1), pages);
+    assert!(r.intact());
+    let rep = numa::migrate(r.ptr as usize, r.len, 0, MigrateOptions::default()).unwrap();
+    assert_eq!(rep.moved, pages);
+    assert_eq!(r.pages_on(0), pages);
+    assert!(r.intact());
+    eprintln!(
+        "move_pages 256 MiB 4K pages 0->1: {:.2} s in TCG",
+        there.as_secs_f64()
+    );
+}
+
+#[test]
+#[ignore = "runs in the qemu guest: scripts/guest/test"]
+fn copy_and_remap_moves_256m_to_node1_and_back() {
+    two_nodes();
+    let r = Region::on_node0(BIG, false);
+    let pages = BIG / PAGE;
+    let ptr = r.ptr;
+    for (to, from) in [(1usize, 0i32), (0, 1)] {
+        assert_eq!(r.pages_on(from), pages);
+        // SAFETY: our own region, no other users.
+        let rep = unsafe {
+            numa::migrate_by_copy(
+                r.ptr,
+                r.len,
+                to,
+                CopyOptions {
+                    threads: Some(2),
+                    ..Default::default()
+                },
+            )
+        }
+        .unwrap();
+        assert_eq!(rep.to, to);
+        assert_eq!(r.ptr, ptr);
+        assert_eq!(r.pages_on(to as i32), pages, "every page on node {to}");
+        assert!(r.intact());
+    }
+    r.bytes()[77] = 1; // writable again
+}
+
+#[test]
+#[ignore = "runs in the qemu guest: scripts/guest/test"]
+fn thp_is_kept_by_both_paths() {
+    two_nodes();
+    let r = Region::on_node0(64 << 20, true);
+    let before = r.anon_huge_kb();
+    assert!(
+        before > 0,
+        "no THP to begin with (khugepaged off and fault-time THP failed?)"
+    );
+    let rep = numa::migrate(r.ptr as usize, r.len, 1, MigrateOptions::default()).unwrap();
+    assert!(rep.is_complete());
+    assert_eq!(r.anon_huge_kb(), before, "move_pages migrates a THP whole");
+    // SAFETY: our own region.
+    let rep = unsafe { numa::migrate_by_copy(r.ptr, r.len, 0, CopyOptions::default()) }.unwrap();
+    assert!(rep.hugepage);
+    assert!(r.intact());
+    assert_eq!(r.pages_on(0), r.len / PAGE);
+    assert!(
+        r.anon_huge_kb() > 0,
+        "copy-remap with MADV_HUGEPAGE on an aligned range keeps THP"
+    );
+}
+
+#[test]
+#[ignore = "runs in the qemu guest: scripts/guest/test"]
+fn partial_failures_are_reported_per_page() {
+    two_nodes();
+    let r = Region::on_node0(64 * PAGE, false);
+    // Pages 10..14 were never there; pages 20..24 are not mapped at all.
+    // SAFETY: our own region.
+    unsafe {
+        libc::madvise(r.ptr.add(10 * PAGE).cast(), 4 * PAGE, libc::MADV_DONTNEED);
+        libc::munmap(r.ptr.add(20 * PAGE).cast(), 4 * PAGE);
+    }
+    let rep = numa::migrate(
+        r.ptr as usize,
+        r.len,
+        1,
+        MigrateOptions {
+            batch_pages: 16,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(rep.moved, 56, "{rep:?}");
+    assert_eq!(rep.not_present, 4);
+    assert_eq!(rep.status[11], PageStatus::NotPresent);
+    assert_eq!(rep.status[21], PageStatus::Failed(libc::EFAULT));
+    let bad: Vec<usize> = rep
+        .failed
+        .iter()
+        .map(|&(a, _)| (a - r.ptr as usize) / PAGE)
+        .collect();
+    assert_eq!(bad, vec![20, 21, 22, 23]);
+    assert!(!rep.is_complete());
+    // migrate_by_copy refuses the holey range before touching it.
+    // SAFETY: refused up front.
+    let e = unsafe { numa::migrate_by_copy(r.ptr, r.len, 1, CopyOptions::default()) }.unwrap_err();
+    assert!(e.to_string().contains("nothing is mapped"), "{e}");
+}
+
+#[test]
+#[ignore = "runs in the qemu guest: scripts/guest/test"]
+fn timings_of_both_paths_for_4k_pages() {
+    two_nodes();
+    // Printed, not asserted: TCG timing says little about hardware, but the
+    // ratio is what the issue asks to see. bench migrate has the table.
+    let r = Region::on_node0(64 << 20, false);
+    for batch in [16usize, 64, 512, 4096, 16384] {
+        let t = Instant::now();
+        let rep = numa::migrate(
+            r.ptr as usize,
+            r.len,
+            1,
+            MigrateOptions {
+                batch_pages: batch,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let a = t.elapsed().as_secs_f64();
+        numa::migrate(r.ptr as usize, r.len, 0, MigrateOptions::default()).unwrap();
+        eprintln!(
+            "move_pages batch {batch:>5}: 64 MiB 0->1 in {a:.3} s ({} syscalls)",
+            rep.syscalls
+        );
+    }
+    for threads in [1usize, 2] {
+        let t = Instant::now();
+        // SAFETY: our own region.
+        unsafe {
+            numa::migrate_by_copy(
+                r.ptr,
+                r.len,
+                1,
+                CopyOptions {
+                    threads: Some(threads),
+                    ..Default::default()
+                },
+            )
+        }
+        .unwrap();
+        let a = t.elapsed().as_secs_f64();
+        // SAFETY: as above.
+        unsafe { numa::migrate_by_copy(r.ptr, r.len, 0, CopyOptions::default()) }.unwrap();
+        eprintln!("migrate_by_copy {threads} threads: 64 MiB 0->1 in {a:.3} s");
+    }
+    assert!(r.intact());
+}

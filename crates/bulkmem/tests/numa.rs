@@ -1,0 +1,358 @@
+//! NUMA on any machine (this host has one node): sysfs parsing from
+//! fixture trees, errors for bad nodes and ranges, move_pages to the node
+//! the pages are already on, and migrate_by_copy end to end (to node 0):
+//! contents and addresses kept, protection restored, THP kept, an injected
+//! failure leaves the original intact, and a write during the copy faults.
+//! Moves between real nodes are in guest_numa.rs.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use bulkmem::numa::{self, CopyOptions, MigrateOptions, Nodes, PageStatus};
+use bulkmem::Error;
+use common::poison::src_byte;
+
+const PAGE: usize = 4096;
+
+struct Tree(PathBuf);
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tree(name: &str, files: &[(&str, &str)]) -> Tree {
+    let root =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("numa-{name}-{}", std::process::id()));
+    for (path, content) in files {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    Tree(root)
+}
+
+#[test]
+fn nodes_distances_cpus_and_memory_from_sysfs() {
+    let n = "sys/devices/system/node";
+    let t = tree(
+        "three",
+        &[
+            (&format!("{n}/has_memory"), "0-2\n"),
+            (&format!("{n}/node0/cpulist"), "0-3\n"),
+            (&format!("{n}/node0/distance"), "10 21 14\n"),
+            (
+                &format!("{n}/node0/meminfo"),
+                "Node 0 MemTotal: 1048576 kB\nNode 0 MemFree: 524288 kB\n",
+            ),
+            (&format!("{n}/node1/cpulist"), "4-7\n"),
+            (&format!("{n}/node1/distance"), "21 10 24\n"),
+            (
+                &format!("{n}/node1/meminfo"),
+                "Node 1 MemTotal: 2097152 kB\nNode 1 MemFree: 2000000 kB\n",
+            ),
+            // A CXL-style memory-only node: no CPUs.
+            (&format!("{n}/node2/cpulist"), "\n"),
+            (&format!("{n}/node2/distance"), "14 24 10\n"),
+            (
+                &format!("{n}/node2/meminfo"),
+                "Node 2 MemTotal: 4194304 kB\nNode 2 MemFree: 4194304 kB\n",
+            ),
+        ],
+    );
+    let nodes = Nodes::read(&t.0);
+    assert_eq!(nodes.ids(), vec![0, 1, 2]);
+    assert_eq!(nodes.get(1).unwrap().cpus, vec![4, 5, 6, 7]);
+    assert!(nodes.get(2).unwrap().cpus.is_empty());
+    assert_eq!(nodes.distance(0, 1), Some(21));
+    assert_eq!(nodes.distance(2, 0), Some(14));
+    assert_eq!(nodes.get(1).unwrap().mem_free, 2_000_000 << 10);
+    assert_eq!(numa::parse_nodes("all", &nodes).unwrap(), vec![0, 1, 2]);
+    assert_eq!(numa::parse_nodes("0,2", &nodes).unwrap(), vec![0, 2]);
+    assert_eq!(numa::parse_nodes("1-2", &nodes).unwrap(), vec![1, 2]);
+    let e = numa::parse_nodes("3", &nodes).unwrap_err();
+    assert!(
+        e.to_string().contains("no NUMA node 3") && e.to_string().contains("0, 1, 2"),
+        "{e}"
+    );
+    assert!(numa::parse_nodes("x", &nodes)
+        .unwrap_err()
+        .to_string()
+        .contains("not a node list"));
+    // No NUMA directory at all: one node with every online CPU.
+    let flat = tree("flat", &[("sys/devices/system/cpu/online", "0-1\n")]);
+    let one = Nodes::read(&flat.0);
+    assert_eq!(
+        (one.ids(), one.nodes[0].cpus.clone()),
+        (vec![0], vec![0, 1])
+    );
+}
+
+/// Anonymous private memory, filled, page-aligned (2 MiB-aligned when
+/// `huge`, with MADV_HUGEPAGE).
+struct Region {
+    ptr: *mut u8,
+    len: usize,
+    map_len: usize,
+    base: *mut u8,
+}
+
+impl Region {
+    fn new(len: usize, huge: bool) -> Region {
+        let map_len = len + if huge { 2 << 20 } else { 0 };
+        // SAFETY: a fresh anonymous mapping.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let ptr = if huge {
+            (base as usize).next_multiple_of(2 << 20)
+        } else {
+            base as usize
+        } as *mut u8;
+        if huge {
+            // SAFETY: advice on our own mapping.
+            unsafe { libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) };
+        }
+        let r = Region {
+            ptr,
+            len,
+            map_len,
+            base: base.cast(),
+        };
+        r.bytes_mut()
+            .iter_mut()
+            .enumerate()
+            .for_each(|(i, b)| *b = src_byte(i));
+        r
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    fn bytes_mut(&self) -> &mut [u8] {
+        // SAFETY: our mapping; tests use it from one thread at a time.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    fn intact(&self) -> bool {
+        self.bytes_mut()
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == src_byte(i))
+    }
+
+    fn anon_huge_kb(&self) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        let mut kb = 0;
+        for l in smaps.lines() {
+            if let Some((range, _)) = l.split_once(' ') {
+                if let Some((a, b)) = range.split_once('-') {
+                    if let (Ok(a), Ok(b)) =
+                        (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                    {
+                        inside = a < self.ptr as usize + self.len && b > self.ptr as usize;
+                        continue;
+                    }
+                }
+            }
+            if inside {
+                if let Some(v) = l.strip_prefix("AnonHugePages:") {
+                    kb += v.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+                }
+            }
+        }
+        kb
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping.
+        unsafe { libc::munmap(self.base.cast(), self.map_len) };
+    }
+}
+
+fn this_node() -> usize {
+    Nodes::detect().with_memory[0]
+}
+
+#[test]
+fn move_pages_to_the_node_they_are_on_reports_already_there() {
+    let r = Region::new(64 * PAGE, false);
+    // Drop four pages: they are not present.
+    // SAFETY: pages of our own region.
+    unsafe { libc::madvise(r.ptr.add(8 * PAGE).cast(), 4 * PAGE, libc::MADV_DONTNEED) };
+    let node = this_node();
+    let rep = numa::migrate(
+        r.ptr as usize,
+        r.len,
+        node,
+        MigrateOptions {
+            batch_pages: 7,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(rep.status.len(), 64);
+    assert_eq!(
+        (rep.already, rep.not_present, rep.moved),
+        (60, 4, 0),
+        "{rep:?}"
+    );
+    assert_eq!(rep.status[9], PageStatus::NotPresent);
+    assert!(rep.is_complete());
+    let where_ = numa::node_of_pages(0, r.ptr as usize, r.len).unwrap();
+    assert_eq!(where_[0], node as i32);
+    assert_eq!(where_[8], -libc::ENOENT);
+}
+
+#[test]
+fn bad_nodes_and_ranges_are_refused_clearly() {
+    let r = Region::new(4 * PAGE, false);
+    let nodes = Nodes::detect();
+    let missing = nodes.ids().iter().max().unwrap() + 1;
+    let e = numa::migrate(r.ptr as usize, r.len, missing, MigrateOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::NoSuchNode { .. }), "{e}");
+    assert!(
+        e.to_string().contains(&format!("no NUMA node {missing}")),
+        "{e}"
+    );
+    let e = numa::migrate(r.ptr as usize + 1, r.len, 0, MigrateOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("multiples of 4 KiB"), "{e}");
+    // SAFETY: refused before anything is touched.
+    let e = unsafe { numa::migrate_by_copy(r.ptr, 0, 0, CopyOptions::default()) }.unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+    // A range running past the mapping into nothing.
+    let hole = Region::new(8 * PAGE, false);
+    // SAFETY: unmapping the second half of our own region.
+    unsafe { libc::munmap(hole.ptr.add(4 * PAGE).cast(), 4 * PAGE) };
+    // SAFETY: refused before anything is touched.
+    let e = unsafe { numa::migrate_by_copy(hole.ptr, 8 * PAGE, 0, CopyOptions::default()) }
+        .unwrap_err();
+    assert!(
+        e.to_string().contains(&format!(
+            "nothing is mapped at {:#x}",
+            hole.ptr as usize + 4 * PAGE
+        )),
+        "{e}"
+    );
+    // Shared memory is not ours to replace.
+    // SAFETY: a fresh shared mapping.
+    let shared = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4 * PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    // SAFETY: refused before anything is touched.
+    let e = unsafe { numa::migrate_by_copy(shared.cast(), 4 * PAGE, 0, CopyOptions::default()) }
+        .unwrap_err();
+    assert!(e.to_string().contains("shared"), "{e}");
+    // SAFETY: our own mapping.
+    unsafe { libc::munmap(shared, 4 * PAGE) };
+}
+
+#[test]
+fn copy_and_remap_keeps_contents_addresses_protection_and_thp() {
+    for huge in [false, true] {
+        let r = Region::new(16 << 20, huge);
+        let before = r.ptr;
+        let thp_before = r.anon_huge_kb();
+        // SAFETY: our own region, no other users.
+        let rep = unsafe {
+            numa::migrate_by_copy(
+                r.ptr,
+                r.len,
+                this_node(),
+                CopyOptions {
+                    threads: Some(2),
+                    ..Default::default()
+                },
+            )
+        }
+        .unwrap();
+        assert_eq!(rep.hugepage, huge);
+        assert!(r.intact(), "contents changed (huge {huge})");
+        assert_eq!(r.ptr, before);
+        // Writable again.
+        r.bytes_mut()[0] = src_byte(0);
+        if huge && thp_before > 0 {
+            assert!(r.anon_huge_kb() > 0, "THP lost: {} kB before", thp_before);
+        }
+        let where_ = numa::node_of_pages(0, r.ptr as usize, r.len).unwrap();
+        assert!(where_.iter().all(|&n| n == this_node() as i32));
+    }
+}
+
+#[test]
+fn an_injected_failure_leaves_the_original_intact_and_writable() {
+    let r = Region::new(8 << 20, false);
+    let opts = CopyOptions {
+        threads: Some(2),
+        fail_after: Some(1),
+        ..Default::default()
+    };
+    // SAFETY: our own region, no other users.
+    let e = unsafe { numa::migrate_by_copy(r.ptr, r.len, this_node(), opts) }.unwrap_err();
+    match &e {
+        Error::MigrationFailed { intact, stage, .. } => {
+            assert!(*intact && stage.contains("injected"), "{e}")
+        }
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("intact"), "{e}");
+    assert!(r.intact());
+    r.bytes_mut()[123] = 7; // protection restored: this would fault
+    assert_eq!(r.bytes_mut()[123], 7);
+}
+
+#[test]
+fn a_write_during_the_copy_faults_instead_of_being_lost() {
+    let r = Region::new(8 << 20, false);
+    let target = r.ptr as usize;
+    // SAFETY: fork in a test; the child only runs the migration (whose
+    // engine threads it starts itself) and exits or dies.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: no core file from the expected crash.
+        unsafe { libc::setrlimit(libc::RLIMIT_CORE, &no_core) };
+        let write = |_p: bulkmem::Progress| {
+            // SAFETY: deliberately writing the range being migrated.
+            unsafe { (target as *mut u8).write_volatile(1) };
+        };
+        let opts = CopyOptions {
+            threads: Some(1),
+            progress: Some(&write),
+            ..Default::default()
+        };
+        // SAFETY: our own region.
+        let _ = unsafe { numa::migrate_by_copy(r.ptr, r.len, 0, opts) };
+        // SAFETY: _exit is always safe.
+        unsafe { libc::_exit(0) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSEGV,
+        "the write should fault, status {status:#x}"
+    );
+}

@@ -278,6 +278,7 @@ fn measure_shape(
         }),
         fill: None,
         moved: None,
+        migrated: None,
     };
     let mut rows = vec![row("per-page", Strategy::PerPage, 1, "-", &base_samples)];
     for (i, (p, t, _)) in engines.iter().enumerate() {

@@ -201,6 +201,7 @@ fn measure(
                 patch: name != "memcpy-per-element",
             }),
             moved: None,
+            migrated: None,
         })
         .collect())
 }

@@ -424,6 +424,7 @@ fn row(
         batch: None,
         fill: None,
         moved: None,
+        migrated: None,
     }
 }
 

@@ -54,14 +54,14 @@ impl Plan {
 }
 
 /// A 2 MiB-aligned anonymous mapping, unmapped on drop.
-struct Map {
-    base: *mut u8,
-    len: usize,
+pub struct Map {
+    pub base: *mut u8,
+    pub len: usize,
     raw: (*mut u8, usize),
 }
 
 impl Map {
-    fn new(len: usize, kind: PageKind) -> Result<Map, String> {
+    pub fn new(len: usize, kind: PageKind) -> Result<Map, String> {
         let raw_len = len + HUGE;
         // SAFETY: a fresh anonymous mapping.
         let raw = unsafe {
@@ -95,7 +95,7 @@ impl Map {
     }
 
     /// Writes each page's number into its first word (populating it).
-    fn populate(&self) {
+    pub fn populate(&self) {
         for p in 0..self.len / PAGE {
             // SAFETY: page p lies in the mapping.
             unsafe {
@@ -107,7 +107,7 @@ impl Map {
         }
     }
 
-    fn check(&self) -> Result<(), usize> {
+    pub fn check(&self) -> Result<(), usize> {
         for p in 0..self.len / PAGE {
             // SAFETY: page p lies in the (unregistered, so readable) mapping.
             if unsafe { self.base.add(p * PAGE).cast::<u64>().read() } != p as u64 ^ 0x5eed {
@@ -180,6 +180,7 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
                         page: kind.name(),
                         ms: Stats::of(&ms).unwrap_or(zero),
                     }),
+                    migrated: None,
                 });
             }
         }

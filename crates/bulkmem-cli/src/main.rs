@@ -6,9 +6,11 @@ mod bench_batch;
 mod bench_fault;
 mod bench_fill;
 mod bench_mem;
+mod bench_migrate;
 mod bench_move;
 mod chart;
 mod info;
+mod migrate_cmd;
 mod report;
 mod size;
 mod stats;
@@ -54,6 +56,29 @@ enum Cmd {
         #[command(subcommand)]
         what: BenchCmd,
     },
+    /// Move pages to a NUMA node: a range of a process with move_pages(2),
+    /// or --self-test (both of bulkmem's paths, there and back, checked).
+    Migrate(MigrateArgs),
+}
+
+#[derive(Args)]
+struct MigrateArgs {
+    /// Target node (numactl syntax, one node: 1).
+    #[arg(long)]
+    to: Option<String>,
+    /// Process whose pages to move (with --range).
+    #[arg(long, requires = "range", conflicts_with = "self_test")]
+    pid: Option<i32>,
+    /// START-END in hex, page-aligned (from /proc/PID/maps).
+    #[arg(long, requires = "pid")]
+    range: Option<String>,
+    /// Allocate a region, move it to --to (default: the second node) and
+    /// back with move_pages and with copy-and-remap, verifying each move.
+    #[arg(long)]
+    self_test: bool,
+    /// Region size of --self-test.
+    #[arg(long, value_parser = size::parse_size, default_value = "64M")]
+    size: usize,
 }
 
 #[derive(Subcommand)]
@@ -74,6 +99,30 @@ enum BenchCmd {
     /// What surviving a bad page costs: copy_checked against auto, then a
     /// copy over a poisoned page (seed 000's folio_mc_copy).
     Fault(FaultArgs),
+    /// NUMA migration: move_pages(2) against copy-and-remap with 1..N
+    /// threads, both directions (seeds 000, 002).
+    Migrate(BenchMigrateArgs),
+}
+
+#[derive(Args)]
+struct BenchMigrateArgs {
+    /// Bytes per migration, multiples of 2M (default: 1G, scaled down to a
+    /// quarter of the smaller node's free memory).
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size)]
+    sizes: Vec<usize>,
+    /// Pages of the region: 4K (no THP) or thp.
+    #[arg(long, value_delimiter = ',', value_enum, default_value = "4K,thp")]
+    pages: Vec<PageArg>,
+    /// Copy threads for copy-and-remap.
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    threads: Vec<u32>,
+    /// The two nodes to migrate between, A,B (default: the first two).
+    #[arg(long)]
+    nodes: Option<String>,
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    runs: u32,
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -292,7 +341,9 @@ fn main() -> ExitCode {
             BenchCmd::Fill(a) => bench_fill(a, cli.quiet),
             BenchCmd::Move(a) => bench_move(a, cli.quiet),
             BenchCmd::Fault(a) => bench_fault(a, cli.quiet),
+            BenchCmd::Migrate(a) => bench_migrate(a, cli.quiet),
         },
+        Some(Cmd::Migrate(a)) => migrate(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -551,6 +602,78 @@ fn bench_fault(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
         Err(e) => eprintln!("bulkmem: demonstration skipped: {e}"),
     }
     Ok(())
+}
+
+fn migrate(a: MigrateArgs) -> Result<(), Failure> {
+    let nodes = bulkmem::numa::Nodes::detect();
+    let to =
+        a.to.as_deref()
+            .map(|t| migrate_cmd::parse_target(t, &nodes))
+            .transpose()
+            .map_err(usage)?;
+    if a.self_test {
+        if a.size == 0 || !a.size.is_multiple_of(2 << 20) {
+            return Err(usage("--size must be a positive multiple of 2M"));
+        }
+        print!("{}", migrate_cmd::self_test(a.size, to).map_err(runtime)?);
+        return Ok(());
+    }
+    let (Some(pid), Some(range)) = (a.pid, a.range.as_deref()) else {
+        return Err(usage(
+            "give --pid PID --range START-END --to NODE, or --self-test",
+        ));
+    };
+    let to = to.ok_or_else(|| usage("--to NODE is required with --pid"))?;
+    let (addr, len) = migrate_cmd::parse_range(range).map_err(usage)?;
+    let (text, complete) = migrate_cmd::migrate_pid(pid, addr, len, to).map_err(runtime)?;
+    print!("{text}");
+    if complete {
+        Ok(())
+    } else {
+        Err(runtime("some pages were not moved (listed above)"))
+    }
+}
+
+fn bench_migrate(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
+    let nodes = bulkmem::numa::Nodes::detect();
+    let pair = match a.nodes.as_deref() {
+        Some(s) => bulkmem::numa::parse_nodes(s, &nodes).map_err(|e| usage(e.to_string()))?,
+        None => nodes.with_memory.iter().copied().take(2).collect(),
+    };
+    if pair.len() < 2 {
+        println!(
+            "bulkmem bench migrate: this machine has one NUMA node ({}): there is nothing to migrate between.",
+            pair.first().copied().unwrap_or(0)
+        );
+        println!("Run it on a multi-node machine, or in the project's two-node qemu guest:");
+        println!("  scripts/guest/bulkmem bench migrate      (see the README)");
+        return Ok(());
+    }
+    if pair.len() > 2 {
+        return Err(usage("--nodes takes two nodes: A,B"));
+    }
+    let sizes = if a.sizes.is_empty() {
+        vec![bench_migrate::default_size(&nodes, pair[0], pair[1])]
+    } else {
+        a.sizes
+    };
+    let plan = bench_migrate::Plan {
+        sizes,
+        pages: a
+            .pages
+            .iter()
+            .map(|p| match p {
+                PageArg::Small => bench_move::PageKind::Small,
+                PageArg::Thp => bench_move::PageKind::Thp,
+            })
+            .collect(),
+        threads: a.threads.iter().map(|&t| t as usize).collect(),
+        runs: a.runs as usize,
+        a: pair[0],
+        b: pair[1],
+    };
+    let rows = with_progress(quiet, plan.groups(), |p| bench_migrate::run(&plan, p))?;
+    publish(&bench_migrate::table(&rows), &rows, a.json.as_deref(), None)
 }
 
 fn bench_batch(a: BatchArgs, quiet: bool) -> Result<(), Failure> {

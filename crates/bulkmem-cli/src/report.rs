@@ -37,6 +37,18 @@ pub struct Row {
     /// Page-move rows only (`bench move`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub moved: Option<MoveCell>,
+    /// NUMA migration rows only (`bench migrate`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub migrated: Option<MigrateCell>,
+}
+
+/// The extra columns of a `bench migrate` row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MigrateCell {
+    pub from: usize,
+    pub to: usize,
+    /// `4K` or `thp`.
+    pub page: &'static str,
 }
 
 /// The extra columns of a `bench move` row.
@@ -358,6 +370,7 @@ mod tests {
             batch: None,
             fill: None,
             moved: None,
+            migrated: None,
         }
     }
 

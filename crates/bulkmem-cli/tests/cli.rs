@@ -338,3 +338,51 @@ fn bench_fault_rows_pair_checked_with_auto_and_the_demo_survives() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--demo"), "{}", stderr(&o));
 }
+
+#[test]
+fn migrate_commands_explain_a_single_node_and_bad_input() {
+    let nodes = bulkmem::numa::Nodes::detect();
+    if nodes.with_memory.len() == 1 {
+        let o = bulkmem(&["bench", "migrate"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("one NUMA node"));
+        let o = bulkmem(&["migrate", "--pid", "1", "--range", "1000-2000", "--to", "1"]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains("this machine has one node"),
+            "{}",
+            stderr(&o)
+        );
+        let o = bulkmem(&["migrate", "--self-test", "--size", "4M"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            out.contains("one NUMA node") && out.contains("self-test passed"),
+            "{out}"
+        );
+    }
+    for (args, want) in [
+        (&["migrate"][..], "--self-test"),
+        (
+            &["migrate", "--pid", "1", "--range", "zz-2000", "--to", "0"],
+            "not a hex address",
+        ),
+        (
+            &["migrate", "--pid", "1", "--range", "2000-1000", "--to", "0"],
+            "above the start",
+        ),
+        (
+            &["migrate", "--pid", "1", "--range", "1000-2000"],
+            "--to NODE",
+        ),
+        (&["migrate", "--to", "x", "--self-test"], "not a node list"),
+        (
+            &["migrate", "--self-test", "--size", "3M"],
+            "multiple of 2M",
+        ),
+    ] {
+        let o = bulkmem(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+}

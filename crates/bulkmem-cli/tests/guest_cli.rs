@@ -72,7 +72,17 @@ fn migrate_self_test_and_another_process() {
     );
     assert!(out.contains("self-test passed"), "{out}");
 
-    // This test process's own pages, moved by the command from outside.
+    // This test process's own pages, moved by the command from outside;
+    // first touched from CPU 0, so they start on node 0.
+    // SAFETY: a zeroed cpu_set_t is empty; we set CPU 0 for this thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(0, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
     let len = 64 * 4096;
     let mut v = vec![0u8; len + 4096];
     let start = (v.as_mut_ptr() as usize).next_multiple_of(4096);
@@ -85,7 +95,10 @@ fn migrate_self_test_and_another_process() {
     let o = bulkmem(&["migrate", "--pid", &pid, "--range", &range, "--to", "1"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
-    assert!(out.contains("64 pages: 64 moved to node 1"), "{out}");
+    assert!(
+        out.contains("64 pages: 64 moved to node 1, 0 already there"),
+        "{out}"
+    );
     let on = bulkmem::numa::node_of_pages(0, start, len).unwrap();
     assert!(on.iter().all(|&n| n == 1), "{on:?}");
 

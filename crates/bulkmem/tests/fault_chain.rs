@@ -135,10 +135,9 @@ fn sigbus_that_is_not_ours_reaches_the_previous_handler() {
     // kills the process (default action), sent or a real fault, while
     // checked copies still survive.
     for real_fault in [false, true] {
-        // SAFETY: fork in a test: the child only makes async-signal-safe
-        // calls and bulkmem's checked copy (no locks held across fork by
-        // this single-test binary's other threads that it needs), then
-        // exits or dies.
+        // SAFETY: the child only makes async-signal-safe calls and a
+        // checked copy (no lock it needs is held by another thread of this
+        // one-test binary), then exits or dies.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
         if pid == 0 {

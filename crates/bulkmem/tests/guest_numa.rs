@@ -5,14 +5,12 @@
 
 use std::time::Instant;
 
+mod common;
+
 use bulkmem::numa::{self, CopyOptions, MigrateOptions, PageStatus};
+use common::region::{Region, PAGE};
 
-const PAGE: usize = 4096;
 const BIG: usize = 256 << 20;
-
-fn byte(i: usize) -> u8 {
-    (i.wrapping_mul(31) ^ (i >> 12)) as u8
-}
 
 /// Runs the test thread on `cpu` so first-touch lands on that CPU's node.
 fn pin(cpu: usize) {
@@ -27,96 +25,10 @@ fn pin(cpu: usize) {
     }
 }
 
-struct Region {
-    ptr: *mut u8,
-    len: usize,
-    map: (*mut libc::c_void, usize),
-}
-
-impl Region {
-    /// Filled on node 0 (first touch from CPU 0), 2 MiB-aligned, THP if
-    /// asked.
-    fn on_node0(len: usize, huge: bool) -> Region {
-        pin(0);
-        let map_len = len + (2 << 20);
-        // SAFETY: a fresh anonymous mapping.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
-        let ptr = (base as usize).next_multiple_of(2 << 20) as *mut u8;
-        let advice = if huge {
-            libc::MADV_HUGEPAGE
-        } else {
-            libc::MADV_NOHUGEPAGE
-        };
-        // SAFETY: advice on our own mapping.
-        unsafe { libc::madvise(ptr.cast(), len, advice) };
-        let r = Region {
-            ptr,
-            len,
-            map: (base, map_len),
-        };
-        r.bytes()
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, b)| *b = byte(i));
-        r
-    }
-
-    #[allow(clippy::mut_from_ref)]
-    fn bytes(&self) -> &mut [u8] {
-        // SAFETY: our mapping, used by one thread.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-
-    fn intact(&self) -> bool {
-        self.bytes().iter().enumerate().all(|(i, &b)| b == byte(i))
-    }
-
-    /// How many pages are on `node` (move_pages status).
-    fn pages_on(&self, node: i32) -> usize {
-        numa::node_of_pages(0, self.ptr as usize, self.len)
-            .unwrap()
-            .iter()
-            .filter(|&&n| n == node)
-            .count()
-    }
-
-    fn anon_huge_kb(&self) -> u64 {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let (lo, hi) = (self.ptr as usize, self.ptr as usize + self.len);
-        let mut inside = false;
-        let mut kb = 0;
-        for l in smaps.lines() {
-            let head = l.split_whitespace().next().unwrap_or("");
-            if let Some((a, b)) = head.split_once('-') {
-                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-                {
-                    inside = a < hi && b > lo;
-                    continue;
-                }
-            }
-            if let (true, Some(v)) = (inside, l.strip_prefix("AnonHugePages:")) {
-                kb += v.split_whitespace().next().unwrap().parse::<u64>().unwrap();
-            }
-        }
-        kb
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping.
-        unsafe { libc::munmap(self.map.0, self.map.1) };
-    }
+/// A region filled on node 0 (first touch from CPU 0).
+fn on_node0(len: usize, huge: bool) -> Region {
+    pin(0);
+    Region::new(len, huge)
 }
 
 fn two_nodes() {
@@ -133,7 +45,7 @@ fn two_nodes() {
 #[ignore = "runs in the qemu guest: scripts/guest/test"]
 fn move_pages_moves_256m_to_node1_and_back() {
     two_nodes();
-    let r = Region::on_node0(BIG, false);
+    let r = on_node0(BIG, false);
     let pages = BIG / PAGE;
     assert_eq!(
         r.pages_on(0),
@@ -166,7 +78,7 @@ fn move_pages_moves_256m_to_node1_and_back() {
 #[ignore = "runs in the qemu guest: scripts/guest/test"]
 fn copy_and_remap_moves_256m_to_node1_and_back() {
     two_nodes();
-    let r = Region::on_node0(BIG, false);
+    let r = on_node0(BIG, false);
     let pages = BIG / PAGE;
     let ptr = r.ptr;
     for (to, from) in [(1usize, 0i32), (0, 1)] {
@@ -196,7 +108,7 @@ fn copy_and_remap_moves_256m_to_node1_and_back() {
 #[ignore = "runs in the qemu guest: scripts/guest/test"]
 fn thp_is_kept_by_both_paths() {
     two_nodes();
-    let r = Region::on_node0(64 << 20, true);
+    let r = on_node0(64 << 20, true);
     let before = r.anon_huge_kb();
     assert!(
         before > 0,
@@ -220,7 +132,7 @@ fn thp_is_kept_by_both_paths() {
 #[ignore = "runs in the qemu guest: scripts/guest/test"]
 fn partial_failures_are_reported_per_page() {
     two_nodes();
-    let r = Region::on_node0(64 * PAGE, false);
+    let r = on_node0(64 * PAGE, false);
     // Pages 10..14 were never there; pages 20..24 are not mapped at all.
     // SAFETY: our own region.
     unsafe {
@@ -260,7 +172,7 @@ fn timings_of_both_paths_for_4k_pages() {
     two_nodes();
     // Printed, not asserted: TCG timing says little about hardware, but the
     // ratio is what the issue asks to see. bench migrate has the table.
-    let r = Region::on_node0(64 << 20, false);
+    let r = on_node0(64 << 20, false);
     for batch in [16usize, 64, 512, 4096, 16384] {
         let t = Instant::now();
         let rep = numa::migrate(

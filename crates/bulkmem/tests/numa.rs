@@ -12,8 +12,9 @@ use std::path::{Path, PathBuf};
 use bulkmem::numa::{self, CopyOptions, MigrateOptions, Nodes, PageStatus};
 use bulkmem::Error;
 use common::poison::src_byte;
+use common::region::Region;
 
-const PAGE: usize = 4096;
+use common::region::PAGE;
 
 struct Tree(PathBuf);
 
@@ -88,97 +89,6 @@ fn nodes_distances_cpus_and_memory_from_sysfs() {
         (one.ids(), one.nodes[0].cpus.clone()),
         (vec![0], vec![0, 1])
     );
-}
-
-/// Anonymous private memory, filled, page-aligned (2 MiB-aligned when
-/// `huge`, with MADV_HUGEPAGE).
-struct Region {
-    ptr: *mut u8,
-    len: usize,
-    map_len: usize,
-    base: *mut u8,
-}
-
-impl Region {
-    fn new(len: usize, huge: bool) -> Region {
-        let map_len = len + if huge { 2 << 20 } else { 0 };
-        // SAFETY: a fresh anonymous mapping.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
-        let ptr = if huge {
-            (base as usize).next_multiple_of(2 << 20)
-        } else {
-            base as usize
-        } as *mut u8;
-        if huge {
-            // SAFETY: advice on our own mapping.
-            unsafe { libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) };
-        }
-        let r = Region {
-            ptr,
-            len,
-            map_len,
-            base: base.cast(),
-        };
-        r.bytes_mut()
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, b)| *b = src_byte(i));
-        r
-    }
-
-    #[allow(clippy::mut_from_ref)]
-    fn bytes_mut(&self) -> &mut [u8] {
-        // SAFETY: our mapping; tests use it from one thread at a time.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-
-    fn intact(&self) -> bool {
-        self.bytes_mut()
-            .iter()
-            .enumerate()
-            .all(|(i, &b)| b == src_byte(i))
-    }
-
-    fn anon_huge_kb(&self) -> u64 {
-        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut inside = false;
-        let mut kb = 0;
-        for l in smaps.lines() {
-            if let Some((range, _)) = l.split_once(' ') {
-                if let Some((a, b)) = range.split_once('-') {
-                    if let (Ok(a), Ok(b)) =
-                        (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-                    {
-                        inside = a < self.ptr as usize + self.len && b > self.ptr as usize;
-                        continue;
-                    }
-                }
-            }
-            if inside {
-                if let Some(v) = l.strip_prefix("AnonHugePages:") {
-                    kb += v.split_whitespace().next().unwrap().parse::<u64>().unwrap();
-                }
-            }
-        }
-        kb
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping.
-        unsafe { libc::munmap(self.base.cast(), self.map_len) };
-    }
 }
 
 fn this_node() -> usize {
@@ -288,7 +198,7 @@ fn copy_and_remap_keeps_contents_addresses_protection_and_thp() {
         assert!(r.intact(), "contents changed (huge {huge})");
         assert_eq!(r.ptr, before);
         // Writable again.
-        r.bytes_mut()[0] = src_byte(0);
+        r.bytes()[0] = src_byte(0);
         if huge && thp_before > 0 {
             assert!(r.anon_huge_kb() > 0, "THP lost: {} kB before", thp_before);
         }
@@ -315,8 +225,8 @@ fn an_injected_failure_leaves_the_original_intact_and_writable() {
     }
     assert!(e.to_string().contains("intact"), "{e}");
     assert!(r.intact());
-    r.bytes_mut()[123] = 7; // protection restored: this would fault
-    assert_eq!(r.bytes_mut()[123], 7);
+    r.bytes()[123] = 7; // protection restored: this would fault
+    assert_eq!(r.bytes()[123], 7);
 }
 
 #[test]

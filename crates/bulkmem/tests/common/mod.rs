@@ -7,6 +7,7 @@
 use std::ptr;
 
 pub mod poison;
+pub mod region;
 
 pub const PAGE: usize = 4096;
 

@@ -214,3 +214,47 @@ fn timings_of_both_paths_for_4k_pages() {
     }
     assert!(r.intact());
 }
+
+#[test]
+#[ignore = "runs in the qemu guest: scripts/guest/test"]
+fn a_page_held_by_a_pipe_is_reported_busy_and_the_rest_move() {
+    two_nodes();
+    let r = on_node0(16 * PAGE, false);
+    // vmsplice gives the pipe a reference to page 5: the kernel cannot
+    // migrate a page with references it does not expect.
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe and vmsplice on our own fds and page.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        let iov = libc::iovec {
+            iov_base: r.ptr.add(5 * PAGE).cast(),
+            iov_len: PAGE,
+        };
+        assert_eq!(libc::vmsplice(fds[1], &iov, 1, 0), PAGE as isize);
+    }
+    let opts = MigrateOptions {
+        retries: 3,
+        ..Default::default()
+    };
+    let rep = numa::migrate(r.ptr as usize, r.len, 1, opts).unwrap();
+    let failed: Vec<usize> = rep
+        .failed
+        .iter()
+        .map(|&(a, _)| (a - r.ptr as usize) / PAGE)
+        .collect();
+    assert_eq!(failed, vec![5], "{rep:?}");
+    assert!(
+        matches!(rep.status[5], PageStatus::Failed(e) if e == libc::EAGAIN || e == libc::EBUSY),
+        "{:?}",
+        rep.status[5]
+    );
+    assert_eq!((rep.moved, rep.retries), (15, 3), "{rep:?}");
+    let on = numa::node_of_pages(0, r.ptr as usize, r.len).unwrap();
+    let expect: Vec<i32> = (0..16).map(|i| if i == 5 { 0 } else { 1 }).collect();
+    assert_eq!(on, expect);
+    // SAFETY: closing our own pipe.
+    unsafe {
+        libc::close(fds[0]);
+        libc::close(fds[1]);
+    }
+}

@@ -199,21 +199,33 @@ pub fn migrate(
                 Err(e) => return Err(syscall_err("move_pages", e)),
                 Ok(_) => {}
             }
+            // The move's status is not to be trusted for every page: after
+            // a page that failed, Debian's 6.1 reports later pages of the
+            // batch as not moved although they were. Ask again.
+            let mut now = vec![0i32; todo.len()];
+            // SAFETY: equal-length arrays; a query moves nothing.
+            unsafe { sys::move_pages(opts.pid, &batch, None, &mut now, 0) }
+                .map_err(|e| syscall_err("move_pages (query)", e))?;
+            r.syscalls += 1;
             let mut again = Vec::new();
             for (k, &i) in todo.iter().enumerate() {
-                let s = st[k];
-                let busy = s == -libc::EBUSY || s == -libc::EAGAIN || (s >= 0 && s != to as i32);
-                r.status[start + i] = if s == to as i32 {
+                let (q, s) = (now[k], st[k]);
+                let transient = s >= 0 || s == -libc::EBUSY || s == -libc::EAGAIN;
+                r.status[start + i] = if q == to as i32 {
                     PageStatus::Moved
-                } else if busy && attempt < opts.retries {
+                } else if q == -libc::ENOENT {
+                    PageStatus::NotPresent
+                } else if q < 0 {
+                    PageStatus::Failed(-q)
+                } else if !transient {
+                    PageStatus::Failed(-s)
+                } else if attempt < opts.retries {
                     again.push(i);
                     continue;
-                } else if s == -libc::ENOENT {
-                    PageStatus::NotPresent
-                } else if s >= 0 {
-                    PageStatus::Failed(libc::EAGAIN)
-                } else {
+                } else if s < 0 {
                     PageStatus::Failed(-s)
+                } else {
+                    PageStatus::Failed(libc::EBUSY)
                 };
             }
             if !again.is_empty() {

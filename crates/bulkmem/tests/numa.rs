@@ -231,19 +231,21 @@ fn an_injected_failure_leaves_the_original_intact_and_writable() {
 
 #[test]
 fn a_write_during_the_copy_faults_instead_of_being_lost() {
-    let r = Region::new(8 << 20, false);
-    let target = r.ptr as usize;
-    // SAFETY: fork in a test; the child only runs the migration (whose
-    // engine threads it starts itself) and exits or dies.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0);
-    if pid == 0 {
+    // The write must kill the process that makes it, so it happens in a
+    // fresh copy of this test binary running only this test (not a fork:
+    // forking a multi-threaded test binary can deadlock the child on a lock
+    // another test thread held).
+    const CHILD: &str = "BULKMEM_TEST_WRITE_DURING_COPY";
+    const NAME: &str = "a_write_during_the_copy_faults_instead_of_being_lost";
+    if std::env::var_os(CHILD).is_some() {
         let no_core = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,
         };
         // SAFETY: no core file from the expected crash.
         unsafe { libc::setrlimit(libc::RLIMIT_CORE, &no_core) };
+        let r = Region::new(8 << 20, false);
+        let target = r.ptr as usize;
         let write = |_p: bulkmem::Progress| {
             // SAFETY: deliberately writing the range being migrated.
             unsafe { (target as *mut u8).write_volatile(1) };
@@ -254,15 +256,18 @@ fn a_write_during_the_copy_faults_instead_of_being_lost() {
             ..Default::default()
         };
         // SAFETY: our own region.
-        let _ = unsafe { numa::migrate_by_copy(r.ptr, r.len, 0, opts) };
-        // SAFETY: _exit is always safe.
-        unsafe { libc::_exit(0) };
+        let r = unsafe { numa::migrate_by_copy(r.ptr, r.len, this_node(), opts) };
+        panic!("the write during the copy did not fault: {r:?}");
     }
-    let mut status = 0;
-    // SAFETY: waiting for our child.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSEGV,
-        "the write should fault, status {status:#x}"
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "the write should fault: {out:?}"
     );
 }

@@ -17,9 +17,9 @@
 //!
 //! # How
 //! As the kernel does it, not with `longjmp` across Rust frames: the
-//! routines that touch the caller's memory are assembly
-//! ([`copy_mc`](self) and the clear routines), every instruction that may
-//! fault is listed in an exception table, and a SIGBUS handler that finds
+//! routines that touch the caller's memory are assembly (`copy_mc.rs`,
+//! `clear_mc.rs`), every instruction that may fault is listed in an
+//! exception table, and a SIGBUS handler that finds
 //! the faulting instruction pointer in a table rewrites the interrupted
 //! context to resume at the routine's fixup, which returns the number of
 //! bytes left. The fast routines (`rep movsb`, `rep movsq`, AVX2, AVX2

@@ -28,7 +28,9 @@ use crate::error::Error;
 use crate::topology::parse_cpu_list;
 
 pub use copy_remap::{migrate_by_copy, CopyOptions, CopyReport};
-pub use move_pages::{migrate, node_of_pages, MigrateOptions, MigrateReport, PageStatus};
+pub use move_pages::{
+    migrate, node_of_pages, MigrateOptions, MigrateReport, PageStatus, DEFAULT_BATCH,
+};
 
 /// One NUMA node as sysfs describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]

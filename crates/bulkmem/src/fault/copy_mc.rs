@@ -159,6 +159,78 @@ bulkmem_mc_copy_avx2:
     jmp .Lmc_copy_fail
     .size bulkmem_mc_copy_avx2, . - bulkmem_mc_copy_avx2
 
+    // AVX-512, temporal: the AVX2 routine's shape with 64-byte vectors (on
+    // Zen 4/5 and recent Intel the load/store ports move 64 bytes a cycle,
+    // so a hot 4 KiB copy takes half the time of 32-byte vectors). Below
+    // 128 bytes the AVX2 routine does it (entered with the arguments as
+    // they came).
+    .p2align 4
+    .globl bulkmem_mc_copy_avx512
+    .hidden bulkmem_mc_copy_avx512
+    .type bulkmem_mc_copy_avx512,@function
+bulkmem_mc_copy_avx512:
+    cmp rdx, 128
+    jb bulkmem_mc_copy_avx2
+    mov r8, rcx
+.Lmc_z_h0:
+    vmovdqu64 zmm0, zmmword ptr [rsi]
+    vmovdqu64 zmmword ptr [rdi], zmm0
+.Lmc_z_h1:
+    mov rcx, rdi
+    neg rcx
+    and ecx, 63
+    jnz .Lmc_z_skip
+    mov ecx, 64
+.Lmc_z_skip:
+    add rsi, rcx
+    add rdi, rcx
+    sub rdx, rcx
+    cmp rdx, 256
+    jb .Lmc_z_by64
+    .p2align 4
+.Lmc_z_loop:
+    vmovdqu64 zmm0, zmmword ptr [rsi]
+    vmovdqu64 zmm1, zmmword ptr [rsi + 64]
+    vmovdqu64 zmm2, zmmword ptr [rsi + 128]
+    vmovdqu64 zmm3, zmmword ptr [rsi + 192]
+    vmovdqa64 zmmword ptr [rdi], zmm0
+    vmovdqa64 zmmword ptr [rdi + 64], zmm1
+    vmovdqa64 zmmword ptr [rdi + 128], zmm2
+    vmovdqa64 zmmword ptr [rdi + 192], zmm3
+.Lmc_z_l1:
+    add rsi, 256
+    add rdi, 256
+    sub rdx, 256
+    cmp rdx, 256
+    jae .Lmc_z_loop
+.Lmc_z_by64:
+    cmp rdx, 64
+    jb .Lmc_z_last
+.Lmc_z_b0:
+    vmovdqu64 zmm0, zmmword ptr [rsi]
+    vmovdqa64 zmmword ptr [rdi], zmm0
+.Lmc_z_b1:
+    add rsi, 64
+    add rdi, 64
+    sub rdx, 64
+    jmp .Lmc_z_by64
+.Lmc_z_last:
+    test rdx, rdx
+    jz .Lmc_z_done
+.Lmc_z_t0:
+    vmovdqu64 zmm0, zmmword ptr [rsi + rdx - 64]
+    vmovdqu64 zmmword ptr [rdi + rdx - 64], zmm0
+.Lmc_z_t1:
+.Lmc_z_done:
+    vzeroupper
+    xor eax, eax
+    ret
+.Lmc_z_fix:
+    vzeroupper
+    mov rax, rdx
+    jmp .Lmc_copy_fail
+    .size bulkmem_mc_copy_avx512, . - bulkmem_mc_copy_avx512
+
     // AVX2, non-temporal: rep movsb up to a 64-byte aligned destination,
     // then 256 bytes per iteration (eight loads, then eight streaming stores
     // filling four whole write-combining lines), rep movsb for the tail.
@@ -304,6 +376,10 @@ bulkmem_mc_copy_extable:
     .long .Lmc_avx2_b0 - ., .Lmc_avx2_b1 - ., .Lmc_avx2_fix - .
     .long .Lmc_avx2_t0 - ., .Lmc_avx2_t1 - ., .Lmc_avx2_fix - .
     .long .Lmc_avx2_s0 - ., .Lmc_avx2_s1 - ., .Lmc_avx2_fixs - .
+    .long .Lmc_z_h0 - ., .Lmc_z_h1 - ., .Lmc_z_fix - .
+    .long .Lmc_z_loop - ., .Lmc_z_l1 - ., .Lmc_z_fix - .
+    .long .Lmc_z_b0 - ., .Lmc_z_b1 - ., .Lmc_z_fix - .
+    .long .Lmc_z_t0 - ., .Lmc_z_t1 - ., .Lmc_z_fix - .
     .long .Lmc_nt_h0 - ., .Lmc_nt_h1 - ., .Lmc_nt_fixh - .
     .long .Lmc_nt_loop - ., .Lmc_nt_l1 - ., .Lmc_nt_fixl - .
     .long .Lmc_nt_t0 - ., .Lmc_nt_t1 - ., .Lmc_nt_fixt - .
@@ -333,6 +409,12 @@ extern "C" {
         i: *mut RawFault,
     ) -> usize;
     pub(crate) fn bulkmem_mc_copy_avx2(
+        d: *mut u8,
+        s: *const u8,
+        n: usize,
+        i: *mut RawFault,
+    ) -> usize;
+    pub(crate) fn bulkmem_mc_copy_avx512(
         d: *mut u8,
         s: *const u8,
         n: usize,

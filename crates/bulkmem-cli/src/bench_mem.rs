@@ -221,7 +221,12 @@ impl Exec {
             Exec::Auto(h) => {
                 bulkmem::copy_batch_with(Options::hint(h), ops).expect("equal lengths")
             }
-            Exec::Named(s) | Exec::Checked(s) => {
+            Exec::Checked(s) => {
+                let out = bulkmem::fault::copy_batch_checked(s, ops).expect("equal lengths");
+                assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
+                s
+            }
+            Exec::Named(s) => {
                 for (d, sr) in ops.iter_mut() {
                     self.copy(d, sr);
                 }
@@ -235,7 +240,12 @@ impl Exec {
             Exec::Auto(h) => {
                 bulkmem::clear_batch_with(Options::hint(h), ops).expect("clear cannot fail")
             }
-            Exec::Named(s) | Exec::Checked(s) => {
+            Exec::Checked(s) => {
+                let out = bulkmem::fault::clear_batch_checked(s, ops).expect("valid strategy");
+                assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
+                s
+            }
+            Exec::Named(s) => {
                 for d in ops.iter_mut() {
                     self.clear(d);
                 }

@@ -609,3 +609,53 @@ fn engine_checked_clear_and_cancelled_batches() {
         Err(Error::NotChecked { .. })
     ));
 }
+
+#[test]
+fn inline_checked_batches_end_only_the_faulted_extent() {
+    let Some((src, _m)) = poisoned(8, 5) else {
+        return;
+    };
+    let all = src.start();
+    for s in strategies(CHECKED_COPY) {
+        let mut dst = vec![0u8; 8 * PAGE];
+        let (d0, rest) = dst.split_at_mut(2 * PAGE);
+        let (d1, d2) = rest.split_at_mut(4 * PAGE);
+        // SAFETY: three disjoint pieces of src's usable region: pages 0-1,
+        // 2-5 (page 5 poisoned) and 6-7.
+        let (s0, s1, s2) = unsafe {
+            (
+                std::slice::from_raw_parts(all, 2 * PAGE),
+                std::slice::from_raw_parts(all.add(2 * PAGE), 4 * PAGE),
+                std::slice::from_raw_parts(all.add(6 * PAGE), 2 * PAGE),
+            )
+        };
+        let mut ops = [(d1, s1), (d0, s0), (d2, s2)];
+        let out = fault::copy_batch_checked(s, &mut ops).unwrap();
+        assert_eq!(out[1], bulkmem::engine::Outcome::Done, "{s}");
+        assert_eq!(out[2], bulkmem::engine::Outcome::Done, "{s}");
+        match out[0] {
+            bulkmem::engine::Outcome::Faulted(f) => {
+                assert_eq!((f.offset, f.side), (3 * PAGE, Side::Source), "{s}")
+            }
+            o => panic!("{s}: {o:?}"),
+        }
+        let ok = |r: std::ops::Range<usize>| {
+            dst[r.clone()].iter().zip(r).all(|(&b, i)| b == src_byte(i))
+        };
+        assert!(ok(0..5 * PAGE) && ok(6 * PAGE..8 * PAGE), "{s}");
+        assert!(
+            dst[5 * PAGE..6 * PAGE].iter().all(|&b| b == 0),
+            "{s}: past the fault"
+        );
+    }
+    let mut z = [vec![1u8; 3000], vec![2u8; 5000]];
+    let [a, b] = &mut z;
+    let out = fault::clear_batch_checked(Strategy::Auto, &mut [&mut a[..], &mut b[..]]).unwrap();
+    assert_eq!(out, vec![bulkmem::engine::Outcome::Done; 2]);
+    assert!(z.iter().all(|v| v.iter().all(|&x| x == 0)));
+    let (mut d, s) = (vec![0u8; 4], vec![0u8; 5]);
+    assert!(matches!(
+        fault::copy_batch_checked(Strategy::Auto, &mut [(&mut d[..], &s[..])]),
+        Err(Error::LengthMismatch { index: Some(0), .. })
+    ));
+}

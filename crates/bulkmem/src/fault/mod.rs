@@ -205,6 +205,66 @@ pub fn clear_checked_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Erro
     unsafe { clear_exact(k, dst.as_mut_ptr(), dst.len()) }.map_err(Error::Fault)
 }
 
+/// Copies every `(dst, src)` pair on the calling thread, surviving SIGBUS:
+/// a fault ends its extent only. One checked routine is chosen for the
+/// batch as a whole (as `copy_batch` chooses) and streaming stores are
+/// fenced once at the end rather than per extent. Returns each extent's
+/// [`Outcome`](crate::engine::Outcome) (`Done` or `Faulted`), in order;
+/// lengths are checked first and nothing is written on a mismatch.
+pub fn copy_batch_checked(
+    strategy: Strategy,
+    ops: &mut [(&mut [u8], &[u8])],
+) -> Result<Vec<crate::engine::Outcome>, Error> {
+    crate::check_lengths(ops)?;
+    let req = Request {
+        op: Op::Copy,
+        total: ops.iter().map(|(d, _)| d.len()).sum(),
+        runs: ops.len(),
+        hint: Hint::Auto,
+    };
+    let k = copy_fn(checked_form(strategy, &req)?, false);
+    let out = ops
+        .iter_mut()
+        .map(|(d, s)| {
+            // SAFETY: each pair is a valid, disjoint (one borrowed mutably)
+            // pair of equal lengths; checked_form checked the CPU.
+            match unsafe { copy_exact(k, d.as_mut_ptr(), s.as_ptr(), d.len()) } {
+                Ok(()) => crate::engine::Outcome::Done,
+                Err(f) => crate::engine::Outcome::Faulted(f),
+            }
+        })
+        .collect();
+    // The unfenced routines fence only when they fault: once for the rest.
+    crate::kernels::drain();
+    Ok(out)
+}
+
+/// As [`copy_batch_checked`], zeroing.
+pub fn clear_batch_checked(
+    strategy: Strategy,
+    ops: &mut [&mut [u8]],
+) -> Result<Vec<crate::engine::Outcome>, Error> {
+    let req = Request {
+        op: Op::Clear,
+        total: ops.iter().map(|d| d.len()).sum(),
+        runs: ops.len(),
+        hint: Hint::Auto,
+    };
+    let k = clear_fn(checked_form(strategy, &req)?, false);
+    let out = ops
+        .iter_mut()
+        .map(|d| {
+            // SAFETY: a valid writable slice; checked_form checked the CPU.
+            match unsafe { clear_exact(k, d.as_mut_ptr(), d.len()) } {
+                Ok(()) => crate::engine::Outcome::Done,
+                Err(f) => crate::engine::Outcome::Faulted(f),
+            }
+        })
+        .collect();
+    crate::kernels::drain();
+    Ok(out)
+}
+
 /// The checked routine of a checked strategy (from [`checked_form`]).
 /// `fenced: false` gives the non-temporal routine without its closing
 /// fence, for batches that drain once per chunk.

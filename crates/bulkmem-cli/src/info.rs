@@ -52,9 +52,21 @@ struct Info {
     caches: Vec<Cache>,
     llc_domains: Vec<Vec<usize>>,
     numa_nodes: Vec<(usize, Vec<usize>)>,
+    /// Per node: memory, free memory and SLIT distances (bulkmem::numa).
+    numa: Vec<NodeMemory>,
     huge_page_sizes: Vec<usize>,
     strategies: Vec<Availability>,
+    /// Strategies with a checked (SIGBUS-surviving) form runnable here.
+    checked: Vec<(&'static str, Vec<&'static str>)>,
     auto: Vec<AutoChoice>,
+}
+
+#[derive(Serialize)]
+struct NodeMemory {
+    id: usize,
+    mem_total: u64,
+    mem_free: u64,
+    distances: Vec<u32>,
 }
 
 fn kind(k: CacheKind) -> &'static str {
@@ -129,10 +141,39 @@ fn gather() -> Info {
             .iter()
             .map(|n| (n.id, n.cpus.clone()))
             .collect(),
+        numa: bulkmem::numa::Nodes::detect()
+            .nodes
+            .into_iter()
+            .map(|n| NodeMemory {
+                id: n.id,
+                mem_total: n.mem_total,
+                mem_free: n.mem_free,
+                distances: n.distances,
+            })
+            .collect(),
         huge_page_sizes: t.huge_page_sizes.clone(),
         strategies,
+        checked: [
+            ("copy", bulkmem::fault::CHECKED_COPY),
+            ("clear", bulkmem::fault::CHECKED_CLEAR),
+        ]
+        .into_iter()
+        .map(|(op, list)| {
+            let names = list
+                .iter()
+                .filter(|s| s.available())
+                .map(|s| s.name())
+                .collect();
+            (op, names)
+        })
+        .collect(),
         auto: choices,
     }
+}
+
+/// Memory in GiB with one decimal (node sizes are not powers of two).
+fn gib(bytes: u64) -> String {
+    format!("{:.1}G", bytes as f64 / (1u64 << 30) as f64)
 }
 
 /// Compact CPU list: `0-3,8`.
@@ -222,7 +263,15 @@ pub fn text() -> String {
     let nodes: Vec<String> = info
         .numa_nodes
         .iter()
-        .map(|(id, cpus)| format!("node{id} [{}]", cpu_list(cpus)))
+        .map(|(id, cpus)| {
+            let mem = info
+                .numa
+                .iter()
+                .find(|n| n.id == *id && n.mem_total > 0)
+                .map(|n| format!(" {} ({} free)", gib(n.mem_total), gib(n.mem_free)))
+                .unwrap_or_default();
+            format!("node{id} [{}]{mem}", cpu_list(cpus))
+        })
         .collect();
     let _ = writeln!(
         o,
@@ -230,6 +279,17 @@ pub fn text() -> String {
         nodes.len(),
         nodes.join(" ")
     );
+    if info.numa.len() > 1 {
+        let rows: Vec<String> = info
+            .numa
+            .iter()
+            .map(|n| {
+                let d: Vec<String> = n.distances.iter().map(|d| d.to_string()).collect();
+                format!("node{}: {}", n.id, d.join(" "))
+            })
+            .collect();
+        let _ = writeln!(o, "distances:   {}", rows.join("; "));
+    }
     let huge: Vec<String> = info.huge_page_sizes.iter().map(|&s| fmt_size(s)).collect();
     let _ = writeln!(
         o,
@@ -253,6 +313,13 @@ pub fn text() -> String {
             })
             .collect();
         let _ = writeln!(o, "{op:<6} strategies: {}", list.join(" "));
+    }
+    for (op, list) in &info.checked {
+        let _ = writeln!(
+            o,
+            "checked {op:<5} (survive SIGBUS): auto {}",
+            list.join(" ")
+        );
     }
     let _ = writeln!(
         o,

@@ -147,8 +147,21 @@ fn info_json_describes_the_machine() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["machine"]["llc_bytes"].as_u64().unwrap() > 0);
     assert!(!v["llc_domains"].as_array().unwrap().is_empty());
+    let numa = v["numa"].as_array().unwrap();
+    assert_eq!(numa.len(), v["numa_nodes"].as_array().unwrap().len());
+    assert!(numa[0]["mem_total"].as_u64().unwrap() > 0, "{}", numa[0]);
+    assert_eq!(numa[0]["distances"].as_array().unwrap().len(), numa.len());
+    let checked = v["checked"].as_array().unwrap();
+    assert_eq!(checked[0][0], "copy");
+    assert!(checked[0][1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s == "rep-movsq"));
     let text = bulkmem(&["info"]);
-    assert!(String::from_utf8_lossy(&text.stdout).contains("auto would choose"));
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    assert!(text.contains("auto would choose"));
+    assert!(text.contains("checked copy"), "{text}");
 }
 
 #[test]

@@ -61,10 +61,12 @@ fn check_on(map: &Map, node: usize) -> Result<(), String> {
     }
 }
 
-/// One timed move of the whole region to `to`; seconds.
-fn one(map: &Map, cell: Cell, to: usize) -> Result<f64, String> {
+/// One timed move of the whole region to `to`: seconds, and for
+/// copy-remap the threads that copied and the primitive they used (fewer
+/// threads than asked when the target node has fewer CPUs).
+fn one(map: &Map, cell: Cell, to: usize) -> Result<(f64, Option<(usize, String)>), String> {
     let t = Instant::now();
-    match cell {
+    let ran = match cell {
         Cell::MovePages => {
             let r = numa::migrate(map.base as usize, map.len, to, MigrateOptions::default())
                 .map_err(|e| e.to_string())?;
@@ -75,6 +77,7 @@ fn one(map: &Map, cell: Cell, to: usize) -> Result<f64, String> {
                     r.failed.first()
                 ));
             }
+            None
         }
         Cell::CopyRemap(threads) => {
             let opts = CopyOptions {
@@ -83,15 +86,16 @@ fn one(map: &Map, cell: Cell, to: usize) -> Result<f64, String> {
             };
             // SAFETY: the benchmark owns the region and nothing else
             // touches it during the call.
-            unsafe { numa::migrate_by_copy(map.base, map.len, to, opts) }
+            let r = unsafe { numa::migrate_by_copy(map.base, map.len, to, opts) }
                 .map_err(|e| e.to_string())?;
+            Some((r.cpus.len(), r.strategy.to_string()))
         }
-    }
+    };
     let secs = t.elapsed().as_secs_f64();
     check_on(map, to)?;
     map.check()
         .map_err(|p| format!("page {p} changed while migrating to node {to}"))?;
-    Ok(secs)
+    Ok((secs, ran))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -110,6 +114,15 @@ impl Cell {
 }
 
 pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<Vec<Row>, String> {
+    let nodes = Nodes::detect();
+    for n in [plan.a, plan.b] {
+        let cpus = nodes.get(n).map_or(0, |n| n.cpus.len());
+        if let Some(&t) = plan.threads.iter().filter(|&&t| cpus > 0 && t > cpus).max() {
+            eprintln!(
+                "bench migrate: node {n} has {cpus} CPU(s): copy-remap into it runs at most {cpus} thread(s), not {t} (the rows give the threads that ran)"
+            );
+        }
+    }
     let mut cells = vec![Cell::MovePages];
     cells.extend(plan.threads.iter().map(|&t| Cell::CopyRemap(t)));
     let mut rows = Vec::new();
@@ -132,33 +145,35 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
             map.populate();
             numa::migrate(map.base as usize, size, plan.a, MigrateOptions::default())
                 .map_err(|e| e.to_string())?;
-            // (cell, direction) -> seconds per run
+            // (cell, direction) -> seconds per run, and what copied
             let mut secs = vec![[Vec::new(), Vec::new()]; cells.len()];
+            let mut ran = vec![[None, None]; cells.len()];
             for _ in 0..plan.runs {
                 for (k, &cell) in cells.iter().enumerate() {
-                    secs[k][0].push(one(&map, cell, plan.b)?);
-                    secs[k][1].push(one(&map, cell, plan.a)?);
+                    for (d, to) in [plan.b, plan.a].into_iter().enumerate() {
+                        let (s, r) = one(&map, cell, to)?;
+                        secs[k][d].push(s);
+                        ran[k][d] = r;
+                    }
                 }
             }
             for (k, &cell) in cells.iter().enumerate() {
                 for (d, (from, to)) in [(plan.a, plan.b), (plan.b, plan.a)].into_iter().enumerate()
                 {
                     let gbps: Vec<f64> = secs[k][d].iter().map(|s| size as f64 / s / 1e9).collect();
+                    // The rows say what ran, not what was asked for.
+                    let (threads, chose) = ran[k][d]
+                        .clone()
+                        .unwrap_or_else(|| (1, "kernel".to_string()));
                     rows.push(Row {
                         op: "migrate",
                         strategy: cell.name().to_string(),
-                        chose: match cell {
-                            Cell::MovePages => "kernel".into(),
-                            Cell::CopyRemap(_) => "avx2-nt".into(),
-                        },
+                        chose,
                         hint: None,
                         size,
                         total: size,
                         regime: "cold",
-                        threads: match cell {
-                            Cell::MovePages => 1,
-                            Cell::CopyRemap(t) => t,
-                        },
+                        threads,
                         runs: plan.runs,
                         gbps: Stats::of(&gbps).unwrap_or(Stats {
                             median: 0.0,

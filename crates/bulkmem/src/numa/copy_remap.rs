@@ -35,8 +35,9 @@ const HEADROOM: u64 = 32 << 20;
 /// Options of [`migrate_by_copy`].
 #[derive(Clone, Copy, Default)]
 pub struct CopyOptions<'a> {
-    /// Copy threads (default: up to 2 on the target node's CPUs; all online
-    /// CPUs for a memory-only node). Ignored when `engine` is given.
+    /// Copy threads (default 2), at most one per CPU of the target node
+    /// (of all online CPUs for a memory-only node): [`CopyReport::cpus`]
+    /// lists the ones that ran. Ignored when `engine` is given.
     pub threads: Option<usize>,
     /// Copy with this engine as it is (its CPUs and threads).
     pub engine: Option<&'a Engine>,

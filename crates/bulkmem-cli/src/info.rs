@@ -58,7 +58,40 @@ struct Info {
     strategies: Vec<Availability>,
     /// Strategies with a checked (SIGBUS-surviving) form runnable here.
     checked: Vec<(&'static str, Vec<&'static str>)>,
+    /// What `auto` follows: a tuned profile or the built-in rules, and why.
+    profile: ProfileInfo,
+    /// `BULKMEM_STRATEGY` / `BULKMEM_NT_THRESHOLD` in force, and the
+    /// settings that were ignored (one line each).
+    overrides: OverrideInfo,
     auto: Vec<AutoChoice>,
+}
+
+#[derive(Serialize)]
+struct ProfileInfo {
+    /// `tuned` or `built-in`.
+    auto: &'static str,
+    status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    path: Option<String>,
+    /// Seconds since the profile was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    age_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quick: Option<bool>,
+    /// One thread's share of the LLC, from which untuned `auto` streams
+    /// at twice.
+    llc_share: usize,
+}
+
+#[derive(Serialize)]
+struct OverrideInfo {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    copy: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clear: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nt_threshold: Option<usize>,
+    warnings: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -81,6 +114,25 @@ fn gather() -> Info {
     let i = bulkmem::cpu::info();
     let t = &i.topology;
     let m = Machine::this();
+    let status = auto::profile_status();
+    let profile = ProfileInfo {
+        auto: report::auto_kind(),
+        status: status.to_string(),
+        path: status.path().map(|p| p.display().to_string()),
+        age_s: match status {
+            auto::ProfileStatus::Tuned { age, .. } => Some(age.as_secs()),
+            _ => None,
+        },
+        quick: auto::profile().map(|p| p.quick),
+        llc_share: m.llc_share(),
+    };
+    let o = auto::Overrides::from_env();
+    let overrides = OverrideInfo {
+        copy: o.copy.map(Strategy::name),
+        clear: o.clear.map(Strategy::name),
+        nt_threshold: o.nt_threshold,
+        warnings: o.warnings.clone(),
+    };
     let mut strategies = Vec::new();
     for op in [Op::Copy, Op::Clear] {
         for &s in Strategy::for_op(op) {
@@ -108,7 +160,7 @@ fn gather() -> Info {
                 hint,
             });
             for r in reqs {
-                let c = auto::decide(m, &r);
+                let c = auto::here(&r);
                 choices.push(AutoChoice {
                     op: op.name(),
                     hint: hint.name(),
@@ -167,6 +219,8 @@ fn gather() -> Info {
             (op, names)
         })
         .collect(),
+        profile,
+        overrides,
         auto: choices,
     }
 }
@@ -320,6 +374,47 @@ pub fn text() -> String {
             "checked {op:<5} (survive SIGBUS): auto {}",
             list.join(" ")
         );
+    }
+    let p = &info.profile;
+    let _ = writeln!(o, "\nauto:        {}", p.status);
+    if let Some(profile) = auto::profile() {
+        if profile.quick {
+            let _ = writeln!(
+                o,
+                "             (measured with --quick: fewer sizes and runs)"
+            );
+        }
+        for line in crate::tune::summary(profile) {
+            let _ = writeln!(o, "             {line}");
+        }
+    } else {
+        let _ = writeln!(
+            o,
+            "             built-in rules; one thread's LLC share {}, streams from {} (hint auto)",
+            fmt_size(p.llc_share),
+            fmt_size(auto::STREAM_FACTOR * p.llc_share)
+        );
+    }
+    let ov = &info.overrides;
+    let mut forced = Vec::new();
+    if let Some(s) = ov.copy {
+        forced.push(format!("copy {s}"));
+    }
+    if let Some(s) = ov.clear {
+        forced.push(format!("clear {s}"));
+    }
+    if !forced.is_empty() {
+        let _ = writeln!(o, "BULKMEM_STRATEGY: {}", forced.join(", "));
+    }
+    if let Some(t) = ov.nt_threshold {
+        let _ = writeln!(
+            o,
+            "BULKMEM_NT_THRESHOLD: stream from {} (hint auto)",
+            fmt_size(t)
+        );
+    }
+    for w in &ov.warnings {
+        let _ = writeln!(o, "warning: {w}");
     }
     let _ = writeln!(
         o,

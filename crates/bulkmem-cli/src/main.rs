@@ -14,6 +14,7 @@ mod migrate_cmd;
 mod report;
 mod size;
 mod stats;
+mod tune;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -59,6 +60,25 @@ enum Cmd {
     /// Move pages to a NUMA node: a range of a process with move_pages(2),
     /// or --self-test (both of bulkmem's paths, there and back, checked).
     Migrate(MigrateArgs),
+    /// Measure every strategy here (single calls hot, batches of 4K and 2M
+    /// extents cold, 64 B to past 4x the per-thread LLC share) and write the
+    /// profile `auto` follows on this CPU from the next process on.
+    Tune(TuneArgs),
+}
+
+#[derive(Args)]
+struct TuneArgs {
+    /// Where to write the profile [default: $BULKMEM_PROFILE, else
+    /// $XDG_CACHE_HOME/bulkmem/profile-<cpu-id>.toml, else
+    /// ~/.cache/bulkmem/profile-<cpu-id>.toml].
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Fewer sizes and runs (under 30 s on 2 cores); the profile says so.
+    #[arg(long)]
+    quick: bool,
+    /// Runs per cell (median) [default: 7, or 3 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: Option<u32>,
 }
 
 #[derive(Args)]
@@ -344,6 +364,7 @@ fn main() -> ExitCode {
             BenchCmd::Migrate(a) => bench_migrate(a, cli.quiet),
         },
         Some(Cmd::Migrate(a)) => migrate(a),
+        Some(Cmd::Tune(a)) => tune_cmd(a, cli.quiet),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -527,6 +548,7 @@ fn bench(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         cpus: measuring_cpus(a.cpu)?,
         thp: !a.no_thp,
         checked: false,
+        named_batches: false,
     };
     let mut rows = with_progress(quiet, bench_mem::groups(&plan), |p| {
         bench_mem::run(&plan, p)
@@ -582,6 +604,7 @@ fn bench_fault(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
         cpus: measuring_cpus(a.cpu)?,
         thp: !a.no_thp,
         checked: true,
+        named_batches: false,
     };
     let mut rows = with_progress(quiet, bench_mem::groups(&plan), |p| {
         bench_mem::run(&plan, p)
@@ -860,6 +883,7 @@ fn default_report(quiet: bool) -> Result<(), Failure> {
             cpus: cpus.clone(),
             thp: true,
             checked: false,
+            named_batches: false,
         };
         let mut rows = with_progress(quiet, bench_mem::groups(&plan), |p| {
             bench_mem::run(&plan, p)
@@ -873,5 +897,69 @@ fn default_report(quiet: bool) -> Result<(), Failure> {
         println!("{line}");
     }
     println!("\n(more: `bulkmem info`, `bulkmem bench copy --help`; JSON with --json FILE)");
+    Ok(())
+}
+
+/// `bulkmem tune`: checks the output path first (exit 2 at once if it
+/// cannot be written), measures, then writes the profile atomically.
+fn tune_cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
+    use bulkmem::auto::{self, Identity};
+    let id = Identity::this();
+    let from_env = std::env::var_os("BULKMEM_PROFILE")
+        .filter(|v| !v.is_empty() && v != "off" && v != "OFF")
+        .map(PathBuf::from);
+    let path = a
+        .out
+        .or(from_env)
+        .or_else(|| auto::default_profile_path(&id))
+        .ok_or_else(|| usage("no place for the profile: give --out FILE (HOME is not set)"))?;
+    let tmp = path.with_extension("toml.tmp");
+    let writable = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&tmp, b"")?;
+        std::fs::remove_file(&tmp)
+    };
+    writable().map_err(|e| usage(format!("cannot write the profile {}: {e}", path.display())))?;
+    let share = bulkmem::Machine::this().llc_share();
+    let mut ladder = tune::ladder(share, a.quick);
+    if let Some(r) = a.runs {
+        ladder.runs = r as usize;
+    }
+    let cpus = measuring_cpus(None)?;
+    let started = std::time::Instant::now();
+    let profile = with_progress(quiet, ladder.units(), |p| tune::measure(&ladder, &cpus, p))?;
+    std::fs::write(&tmp, profile.to_toml())
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| runtime(format!("cannot write the profile {}: {e}", path.display())))?;
+    println!(
+        "bulkmem tune: {} cells in {:.0} s ({} runs each{}) on {}",
+        profile.cells.len(),
+        started.elapsed().as_secs_f64(),
+        ladder.runs,
+        if a.quick { ", --quick" } else { "" },
+        bulkmem::cpu::info().brand
+    );
+    println!("auto's choices, from each size up (margin over the runner-up):");
+    for line in tune::summary(&profile) {
+        println!("  {line}");
+    }
+    println!("wrote {}", path.display());
+    let default = auto::default_profile_path(&id);
+    match std::env::var_os("BULKMEM_PROFILE") {
+        Some(v) if v == "off" || v == "OFF" => {
+            println!("note: BULKMEM_PROFILE=off: auto ignores profiles until it is unset")
+        }
+        Some(v) if !v.is_empty() && Path::new(&v) != path => println!(
+            "note: BULKMEM_PROFILE={} points elsewhere: auto reads that file",
+            PathBuf::from(v).display()
+        ),
+        None if default.as_deref() != Some(path.as_path()) => println!(
+            "note: auto reads this file only with BULKMEM_PROFILE={}",
+            path.display()
+        ),
+        _ => println!("auto follows it from the next process on (`bulkmem info` shows it)"),
+    }
     Ok(())
 }

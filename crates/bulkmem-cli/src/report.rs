@@ -126,6 +126,10 @@ pub struct Machine {
     pub numa_nodes: usize,
     pub page_size: usize,
     pub thp: Option<String>,
+    /// What `auto` followed: `tuned` (a profile) or `built-in` (the rules).
+    pub auto: &'static str,
+    /// Why (`bulkmem::auto::profile_status`).
+    pub profile: String,
 }
 
 impl Machine {
@@ -143,6 +147,8 @@ impl Machine {
             numa_nodes: t.numa_nodes.len(),
             page_size: t.page_size,
             thp: t.thp_mode.clone(),
+            auto: auto_kind(),
+            profile: bulkmem::auto::profile_status().to_string(),
         }
     }
 }
@@ -171,7 +177,16 @@ pub fn write_json(path: &Path, rows: &[Row]) -> Result<(), String> {
     }
 }
 
-const NAME_W: usize = 16;
+/// `tuned` when `auto` follows a profile in this process, else `built-in`.
+pub fn auto_kind() -> &'static str {
+    if bulkmem::auto::is_tuned() {
+        "tuned"
+    } else {
+        "built-in"
+    }
+}
+
+const NAME_W: usize = 24;
 const CELL_W: usize = 17;
 
 /// One table per (op, regime): a row per strategy, a column per size, the
@@ -237,7 +252,8 @@ pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Stri
                 .find(|r| r.strategy == name)
                 .and_then(|r| r.hint.as_deref())
             {
-                Some(h) if h != "auto" => format!("{name} ({h})"),
+                Some(h) if h != "auto" => format!("{name} ({}, {h})", auto_kind()),
+                Some(_) => format!("{name} ({})", auto_kind()),
                 _ => name.to_string(),
             };
             let _ = write!(out, "{label:<NAME_W$}");

@@ -399,3 +399,120 @@ fn migrate_commands_explain_a_single_node_and_bad_input() {
         assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
     }
 }
+
+fn bulkmem_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_bulkmem"));
+    c.args(args);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run bulkmem")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn info_says_why_the_built_in_rules_are_used() {
+    let dir = std::env::temp_dir().join(format!("bulkmem-cli-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let garbage = dir.join("garbage.toml");
+    std::fs::write(&garbage, "\u{0}\u{1}not a profile\n").unwrap();
+    let truncated = dir.join("truncated.toml");
+    std::fs::write(&truncated, "format = 1\nbulkmem = \"0.1.0\"\ncells = 3\n").unwrap();
+    let cases: &[(&str, &str)] = &[
+        (
+            "/nonexistent/profile.toml",
+            "no profile at /nonexistent/profile.toml",
+        ),
+        (garbage.to_str().unwrap(), "unreadable profile"),
+        (truncated.to_str().unwrap(), "unreadable profile"),
+        ("off", "BULKMEM_PROFILE=off"),
+    ];
+    for (value, needle) in cases {
+        let o = bulkmem_env(&["info"], &[("BULKMEM_PROFILE", value)]);
+        assert_eq!(o.status.code(), Some(0), "{value}: {}", stderr(&o));
+        let out = stdout(&o);
+        assert!(
+            out.contains(needle) && out.contains("built-in rules"),
+            "{value}: {out}"
+        );
+        let o = bulkmem_env(&["info", "--json"], &[("BULKMEM_PROFILE", value)]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["profile"]["auto"], "built-in", "{value}");
+        assert!(v["profile"]["status"].as_str().unwrap().contains(needle));
+    }
+}
+
+#[test]
+fn bad_overrides_warn_once_and_are_ignored() {
+    let o = bulkmem_env(
+        &["info"],
+        &[
+            ("BULKMEM_STRATEGY", "avx3,copy:libc"),
+            ("BULKMEM_NT_THRESHOLD", "lots"),
+            ("BULKMEM_PROFILE", "off"),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let err = stderr(&o);
+    assert_eq!(
+        err.matches("bulkmem: warning: BULKMEM_STRATEGY").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("'avx3'") && err.contains("BULKMEM_NT_THRESHOLD=\"lots\""),
+        "{err}"
+    );
+    let out = stdout(&o);
+    assert!(out.contains("BULKMEM_STRATEGY: copy libc"), "{out}");
+    // The valid part is in force: every copy choice is libc.
+    let v: serde_json::Value = serde_json::from_slice(
+        &bulkmem_env(&["info", "--json"], &[("BULKMEM_STRATEGY", "copy:libc")]).stdout,
+    )
+    .unwrap();
+    for c in v["auto"].as_array().unwrap() {
+        if c["op"] == "copy" {
+            assert_eq!(c["chose"], "libc", "{c}");
+        }
+    }
+}
+
+#[test]
+fn tune_refuses_an_unwritable_profile_before_measuring() {
+    let t = std::time::Instant::now();
+    let o = bulkmem(&["tune", "--out", "/dev/null/profile.toml"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot write the profile /dev/null/profile.toml"));
+    assert!(t.elapsed().as_secs() < 5, "it measured first");
+    let o = bulkmem(&["tune", "--runs", "0"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn tables_and_json_say_which_auto_ran() {
+    let o = bulkmem_env(
+        &[
+            "bench",
+            "clear",
+            "--sizes",
+            "4K",
+            "--regime",
+            "hot",
+            "--strategies",
+            "per-page,auto",
+            "--runs",
+            "1",
+            "--json",
+            "-",
+        ],
+        &[("BULKMEM_PROFILE", "off")],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("auto (built-in)"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["machine"]["auto"], "built-in");
+    assert!(v["machine"]["profile"].as_str().unwrap().contains("off"));
+}

@@ -95,6 +95,7 @@ pub struct CpuInfo {
     pub brand: String,
     pub family: u32,
     pub model: u32,
+    pub stepping: u32,
     pub features: Features,
     /// Feature names hidden by `BULKMEM_DISABLE` (only ones that were present).
     pub disabled: Vec<String>,
@@ -107,6 +108,17 @@ impl CpuInfo {
     /// Bytes in the last-level cache one CPU can use (one LLC domain).
     pub fn llc_bytes(&self) -> usize {
         self.topology.llc_bytes()
+    }
+
+    /// Online CPUs sharing one LLC (the largest domain), at least 1.
+    pub fn llc_cpus(&self) -> usize {
+        self.topology
+            .llc_domains
+            .iter()
+            .map(Vec::len)
+            .max()
+            .unwrap_or(1)
+            .max(1)
     }
 }
 
@@ -148,6 +160,7 @@ pub fn info() -> &'static CpuInfo {
             brand: raw.brand,
             family: raw.family,
             model: raw.model,
+            stepping: raw.stepping,
             features,
             disabled,
             unknown_disabled,
@@ -161,6 +174,7 @@ struct Raw {
     brand: String,
     family: u32,
     model: u32,
+    stepping: u32,
     features: Features,
 }
 
@@ -244,6 +258,7 @@ fn detect() -> Raw {
         brand,
         family,
         model,
+        stepping: leaf1.eax & 0xf,
         features: f,
     }
 }
@@ -255,6 +270,7 @@ fn detect() -> Raw {
         brand: std::env::consts::ARCH.to_string(),
         family: 0,
         model: 0,
+        stepping: 0,
         features: Features::default(),
     }
 }

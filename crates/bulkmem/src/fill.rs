@@ -68,13 +68,14 @@ impl Mode {
 }
 
 /// The mode `auto` picks for filling `len` bytes with `hint`: stream when
-/// told to or when the region is at least [`STREAM_FACTOR`] x the LLC, and
+/// told to or when the region is at least [`STREAM_FACTOR`] x one thread's
+/// share of the LLC (as `auto` does for copies), and
 /// only where a non-temporal kernel exists.
 pub fn choose(m: &Machine, len: usize, hint: Hint) -> Mode {
     let stream = match hint {
         Hint::Reuse => false,
         Hint::Stream => len >= NT_MIN_RUN,
-        Hint::Auto => len >= STREAM_FACTOR.saturating_mul(m.llc_bytes),
+        Hint::Auto => len >= STREAM_FACTOR.saturating_mul(m.llc_share()),
     };
     let f = &m.features;
     match () {

@@ -95,7 +95,7 @@ impl Options {
 pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, Error> {
     let s = opts.strategy;
     if s == Strategy::Auto {
-        return Ok(auto::choose(Machine::this(), req));
+        return Ok(auto::here(req).strategy);
     }
     if !s.supports(req.op) {
         return Err(Error::Unsupported {
@@ -113,6 +113,7 @@ pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, Error> {
 ///
 /// # Panics
 /// If the lengths differ, like `copy_from_slice`.
+#[inline]
 pub fn copy(dst: &mut [u8], src: &[u8]) {
     copy_hint(dst, src, Hint::Auto)
 }
@@ -121,6 +122,7 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
 ///
 /// # Panics
 /// If the lengths differ.
+#[inline]
 pub fn copy_hint(dst: &mut [u8], src: &[u8], hint: Hint) {
     if let Err(e) = copy_opts(Options::hint(hint), dst, src) {
         panic!("bulkmem::copy: {e}");
@@ -133,6 +135,7 @@ pub fn copy_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Result<(), E
 }
 
 /// Copies with full options; returns the strategy that ran.
+#[inline]
 pub fn copy_opts(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, Error> {
     if dst.len() != src.len() {
         return Err(Error::LengthMismatch {
@@ -153,11 +156,13 @@ pub fn copy_opts(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, 
 }
 
 /// Zeroes `dst` with the primitive `auto` picks for this size.
+#[inline]
 pub fn clear(dst: &mut [u8]) {
     clear_hint(dst, Hint::Auto)
 }
 
 /// As [`clear`], telling `auto` what happens to `dst` next.
+#[inline]
 pub fn clear_hint(dst: &mut [u8], hint: Hint) {
     if let Err(e) = clear_opts(Options::hint(hint), dst) {
         panic!("bulkmem::clear: {e}");
@@ -170,6 +175,7 @@ pub fn clear_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Error> {
 }
 
 /// Zeroes with full options; returns the strategy that ran.
+#[inline]
 pub fn clear_opts(opts: Options, dst: &mut [u8]) -> Result<Strategy, Error> {
     let s = if opts.strategy == Strategy::Auto {
         auto::bands(Op::Clear, opts.hint).lookup(dst.len())
@@ -291,6 +297,7 @@ pub(crate) fn exposed(p: *const u8) -> *const u8 {
 /// # Safety
 /// `src` readable and `dst` writable for `len` bytes, not overlapping; `s`
 /// came from [`resolve`] for `Op::Copy` (supported and available).
+#[inline]
 pub unsafe fn run_copy(s: Strategy, dst: *mut u8, src: *const u8, len: usize) {
     let k = kernels::copy_kernel(s).expect("resolved copy strategy has a kernel");
     // SAFETY: forwarded contract.
@@ -301,6 +308,7 @@ pub unsafe fn run_copy(s: Strategy, dst: *mut u8, src: *const u8, len: usize) {
 ///
 /// # Safety
 /// `dst` writable for `len` bytes; `s` came from [`resolve`] for `Op::Clear`.
+#[inline]
 pub unsafe fn run_clear(s: Strategy, dst: *mut u8, len: usize) {
     let k = kernels::clear_kernel(s).expect("resolved clear strategy has a kernel");
     // SAFETY: forwarded contract.

@@ -66,7 +66,7 @@ use std::fmt;
 use crate::cpu;
 use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
-use crate::{auto, Machine, Request};
+use crate::{auto, Request};
 
 pub use handler::is_installed;
 
@@ -310,7 +310,7 @@ pub fn checked_form(strategy: Strategy, req: &Request) -> Result<Strategy, Error
         }
         return Ok(strategy);
     }
-    Ok(stand_in(op, auto::choose(Machine::this(), req)))
+    Ok(stand_in(op, auto::here(req).strategy))
 }
 
 /// The checked routine closest to auto's `pick`.
@@ -496,7 +496,7 @@ mod tests {
                 assert!(CHECKED_COPY.contains(&c), "{c}");
                 let z = checked_form(Strategy::Auto, &req(Op::Clear)).unwrap();
                 assert!(CHECKED_CLEAR.contains(&z), "{z}");
-                let pick = auto::choose(Machine::this(), &Request::single(Op::Copy, len, hint));
+                let pick = auto::here(&Request::single(Op::Copy, len, hint)).strategy;
                 if pick.is_non_temporal() {
                     assert_eq!(c, Strategy::Avx2Nt, "{len} {hint:?}");
                 }

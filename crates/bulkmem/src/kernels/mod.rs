@@ -71,6 +71,7 @@ pub fn prefetch_ahead(src: *const u8, len: usize) {
 }
 
 /// The copy kernel of a concrete strategy compiled for this architecture.
+#[inline]
 pub fn copy_kernel(s: Strategy) -> Option<CopyFn> {
     Some(match s {
         Strategy::PerPage => per_page::copy,
@@ -119,6 +120,7 @@ pub fn clear_kernel_unfenced(s: Strategy) -> Option<ClearFn> {
 }
 
 /// The clear kernel of a concrete strategy compiled for this architecture.
+#[inline]
 pub fn clear_kernel(s: Strategy) -> Option<ClearFn> {
     Some(match s {
         Strategy::PerPage => per_page::clear,

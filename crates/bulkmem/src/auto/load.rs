@@ -1,0 +1,324 @@
+//! Finding and loading this machine's profile, once per process.
+//!
+//! The default path is `$XDG_CACHE_HOME/bulkmem/profile-<key>.toml`, else
+//! `$HOME/.cache/bulkmem/profile-<key>.toml`, where `<key>` is
+//! [`Identity::key`] (vendor, family, model, stepping, and a hash of
+//! features, caches and CPUs). `BULKMEM_PROFILE=FILE` reads `FILE` instead;
+//! `BULKMEM_PROFILE=off` uses the built-in rules. Nothing here is ever
+//! fatal: whatever goes wrong, `auto` uses the built-in rules and
+//! [`profile_status`] says why.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::profile::{Identity, Profile, FORMAT};
+
+/// Why `auto` follows a profile or the built-in rules.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProfileStatus {
+    /// A profile measured on this CPU by this bulkmem is in use.
+    Tuned { path: PathBuf, age: Duration },
+    /// `BULKMEM_PROFILE=off`.
+    Off,
+    /// No profile at the path: `bulkmem tune` writes one.
+    Missing { path: PathBuf },
+    /// Neither `BULKMEM_PROFILE`, `XDG_CACHE_HOME` nor `HOME` gives a path.
+    NoPath,
+    /// The file could not be read or parsed (corrupt, truncated, garbage).
+    Invalid { path: PathBuf, why: String },
+    /// Measured on another CPU (or with other features disabled).
+    Foreign { path: PathBuf, why: String },
+    /// Written by another bulkmem version or profile format.
+    Outdated { path: PathBuf, why: String },
+}
+
+impl ProfileStatus {
+    pub fn is_tuned(&self) -> bool {
+        matches!(self, ProfileStatus::Tuned { .. })
+    }
+
+    /// The profile file concerned, if any.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            ProfileStatus::Tuned { path, .. }
+            | ProfileStatus::Missing { path }
+            | ProfileStatus::Invalid { path, .. }
+            | ProfileStatus::Foreign { path, .. }
+            | ProfileStatus::Outdated { path, .. } => Some(path),
+            ProfileStatus::Off | ProfileStatus::NoPath => None,
+        }
+    }
+}
+
+impl fmt::Display for ProfileStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rules = "using the built-in rules";
+        match self {
+            ProfileStatus::Tuned { path, age } => {
+                write!(
+                    f,
+                    "tuned: {} (measured {} ago)",
+                    path.display(),
+                    fmt_age(*age)
+                )
+            }
+            ProfileStatus::Off => write!(f, "BULKMEM_PROFILE=off: {rules}"),
+            ProfileStatus::Missing { path } => write!(
+                f,
+                "no profile at {}: {rules} (`bulkmem tune` measures one)",
+                path.display()
+            ),
+            ProfileStatus::NoPath => write!(
+                f,
+                "no profile path (set BULKMEM_PROFILE, XDG_CACHE_HOME or HOME): {rules}"
+            ),
+            ProfileStatus::Invalid { path, why } => {
+                write!(f, "unreadable profile {}: {why}; {rules}", path.display())
+            }
+            ProfileStatus::Foreign { path, why } => write!(
+                f,
+                "profile {} is for another CPU ({why}); {rules}",
+                path.display()
+            ),
+            ProfileStatus::Outdated { path, why } => write!(
+                f,
+                "profile {} is outdated ({why}; re-run `bulkmem tune`); {rules}",
+                path.display()
+            ),
+        }
+    }
+}
+
+fn fmt_age(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        7200..=172_799 => format!("{} h", s / 3600),
+        _ => format!("{} days", s / 86400),
+    }
+}
+
+/// Where `bulkmem tune` writes, and `auto` looks for, the profile of the CPU
+/// `id` under the environment's `XDG_CACHE_HOME`/`HOME` (ignoring
+/// `BULKMEM_PROFILE`).
+pub fn default_profile_path(id: &Identity) -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache"))
+        })?;
+    Some(
+        base.join("bulkmem")
+            .join(format!("profile-{}.toml", id.key())),
+    )
+}
+
+/// Reads the profile at `path` and checks it against the CPU `id` and this
+/// bulkmem: the profile, or why not.
+pub fn load_profile(path: &Path, id: &Identity) -> Result<Profile, ProfileStatus> {
+    let path_buf = || path.to_path_buf();
+    let text = match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| ProfileStatus::Invalid {
+            path: path_buf(),
+            why: "not UTF-8 text".into(),
+        })?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ProfileStatus::Missing { path: path_buf() })
+        }
+        Err(e) => {
+            return Err(ProfileStatus::Invalid {
+                path: path_buf(),
+                why: e.to_string(),
+            })
+        }
+    };
+    let p = Profile::parse(&text).map_err(|why| {
+        if why.starts_with("format ") {
+            ProfileStatus::Outdated {
+                path: path_buf(),
+                why,
+            }
+        } else {
+            ProfileStatus::Invalid {
+                path: path_buf(),
+                why,
+            }
+        }
+    })?;
+    let version = env!("CARGO_PKG_VERSION");
+    if p.bulkmem != version {
+        return Err(ProfileStatus::Outdated {
+            path: path_buf(),
+            why: format!("measured by bulkmem {}, this is {version}", p.bulkmem),
+        });
+    }
+    debug_assert_eq!(p.format, FORMAT);
+    if let Some(d) = p.cpu.difference(id) {
+        return Err(ProfileStatus::Foreign {
+            path: path_buf(),
+            why: format!("profile vs this CPU, {d}"),
+        });
+    }
+    if let Some(s) = p
+        .cells
+        .iter()
+        .flat_map(|c| [c.choice, c.winner])
+        .find(|s| !s.available())
+    {
+        return Err(ProfileStatus::Foreign {
+            path: path_buf(),
+            why: format!("it names {s}, which this CPU cannot run"),
+        });
+    }
+    Ok(p)
+}
+
+static LOADS: AtomicUsize = AtomicUsize::new(0);
+
+fn loaded() -> &'static (Option<Profile>, ProfileStatus) {
+    static PROFILE: OnceLock<(Option<Profile>, ProfileStatus)> = OnceLock::new();
+    PROFILE.get_or_init(|| {
+        LOADS.fetch_add(1, Ordering::Relaxed);
+        let id = Identity::this();
+        let path = match std::env::var_os("BULKMEM_PROFILE") {
+            Some(v) if v == "off" || v == "OFF" => return (None, ProfileStatus::Off),
+            Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
+            _ => default_profile_path(&id),
+        };
+        let Some(path) = path else {
+            return (None, ProfileStatus::NoPath);
+        };
+        match load_profile(&path, &id) {
+            Ok(p) => {
+                let now = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                let age = Duration::from_secs(now.saturating_sub(p.created));
+                (Some(p), ProfileStatus::Tuned { path, age })
+            }
+            Err(status) => (None, status),
+        }
+    })
+}
+
+/// This process's profile, loaded on first use; `None` means the built-in
+/// rules (see [`profile_status`]).
+pub fn profile() -> Option<&'static Profile> {
+    loaded().0.as_ref()
+}
+
+/// Whether this process follows a profile, and if not, why.
+pub fn profile_status() -> &'static ProfileStatus {
+    &loaded().1
+}
+
+/// How many times this process has loaded its profile: once at most,
+/// however many threads race the first call (for tests).
+#[doc(hidden)]
+pub fn profile_loads() -> usize {
+    LOADS.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::profile::tests::{hand, identity};
+    use super::*;
+
+    fn temp(name: &str, text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("bulkmem-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn with_version(mut p: Profile) -> Profile {
+        p.bulkmem = env!("CARGO_PKG_VERSION").into();
+        p
+    }
+
+    #[test]
+    fn statuses_for_every_way_a_profile_can_be_wrong() {
+        let id = identity();
+        let good = with_version(hand());
+        let p = temp("good.toml", &good.to_toml());
+        assert_eq!(
+            load_profile(&p, &id).unwrap(),
+            Profile::parse(&good.to_toml()).unwrap()
+        );
+
+        let missing = std::env::temp_dir().join("bulkmem-no-such-dir/profile.toml");
+        assert_eq!(
+            load_profile(&missing, &id),
+            Err(ProfileStatus::Missing {
+                path: missing.clone()
+            })
+        );
+
+        let text = good.to_toml();
+        type Check = fn(&ProfileStatus) -> bool;
+        let cases: Vec<(&str, String, Check)> = vec![
+            ("truncated", text[..text.len() - 40].to_string(), |s| {
+                matches!(s, ProfileStatus::Invalid { .. })
+            }),
+            ("garbage", "\u{7f}ELF\u{2}\u{1}".into(), |s| {
+                matches!(s, ProfileStatus::Invalid { .. })
+            }),
+            (
+                "old-format",
+                text.replacen("format = 1", "format = 0", 1),
+                |s| matches!(s, ProfileStatus::Outdated { .. }),
+            ),
+            (
+                "old-version",
+                text.replacen(
+                    &format!("bulkmem = \"{}\"", env!("CARGO_PKG_VERSION")),
+                    "bulkmem = \"0.0.1\"",
+                    1,
+                ),
+                |s| matches!(s, ProfileStatus::Outdated { why, .. } if why.contains("0.0.1")),
+            ),
+            (
+                "foreign",
+                text.replacen("model = 1", "model = 17", 1),
+                |s| matches!(s, ProfileStatus::Foreign { why, .. } if why.contains("model")),
+            ),
+        ];
+        for (name, body, ok) in cases {
+            let p = temp(&format!("{name}.toml"), &body);
+            let st = load_profile(&p, &id).unwrap_err();
+            assert!(ok(&st), "{name}: {st}");
+            assert_eq!(st.path(), Some(p.as_path()));
+            assert!(st.to_string().contains("built-in rules"), "{st}");
+        }
+        let p = temp("binary.toml", "");
+        std::fs::write(&p, [0xff, 0xfe, 0x00]).unwrap();
+        assert!(matches!(
+            load_profile(&p, &id),
+            Err(ProfileStatus::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn default_path_is_keyed_by_the_cpu() {
+        let id = identity();
+        if let Some(p) = default_profile_path(&id) {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            assert_eq!(name, format!("profile-{}.toml", id.key()));
+            assert!(p.parent().unwrap().ends_with("bulkmem"));
+        }
+        assert!(ProfileStatus::Tuned {
+            path: "x".into(),
+            age: Duration::from_secs(7300)
+        }
+        .to_string()
+        .contains("2 h ago"));
+    }
+}

@@ -1,0 +1,666 @@
+//! The built-in rules: what `auto` does on a machine that was never tuned
+//! (no profile, or `BULKMEM_PROFILE=off`). They are deliberately few and
+//! each one names the measurement behind it; a profile measured by
+//! `bulkmem tune` replaces them on the machine it was measured on.
+//!
+//! 1. **Stream or not.** Non-temporal stores (no read-for-ownership, no cache
+//!    pollution) win when the destination will not be read soon. That is the
+//!    case when the caller says [`Hint::Stream`], or, with [`Hint::Auto`],
+//!    when the batch total is at least [`STREAM_FACTOR`] x *one thread's share*
+//!    of the LLC (LLC bytes / CPUs sharing it, as glibc sizes its
+//!    non-temporal threshold). The whole LLC was the wrong yardstick: on a
+//!    16-CPU Intel Xeon with a 300 MiB L3 it kept 256 MiB copies temporal
+//!    at 0.61x of the streaming kernels. [`Hint::Reuse`] never streams. Runs
+//!    shorter than [`NT_MIN_RUN`] on average never stream either: partial
+//!    lines and the closing fence would cost more than the saved reads.
+//! 2. **Intel server copies leave L2 early.** On Intel CPUs with AVX-512
+//!    (the server parts, whose L3 is a slow mesh), a copy whose source and
+//!    destination together exceed the L2 streams: measured on Emerald Rapids,
+//!    a hot 2 MiB copy ran at 14.4 GB/s non-temporal against 10.3 with
+//!    `rep movsb`. On AMD the same copy measured 0.6x non-temporal, so the
+//!    rule is Intel's only.
+//! 3. **Streaming primitive.** Clear: `clzero` where present (AMD). Intel with
+//!    AVX-512: `avx512-nt` (one 64-byte store fills a write-combining line;
+//!    it won 5 of the 8 streaming cells measured on Emerald Rapids). Else
+//!    `avx2-nt`: on AMD the 512-bit forms measured no faster.
+//! 4. **Small temporal runs: vector loops.** `rep movsb`/`stosb` pay a
+//!    start-up cost even with FSRM (Zen 5: 80 GB/s at 1 KiB where AVX-512
+//!    does 187). Copies whose source and destination fit in L1d together,
+//!    and clears that fit in half the L2, use `avx512` where 512-bit stores
+//!    cost no frequency (AMD; Intel from Ice Lake on, told by FSRM: 141 vs
+//!    98 GB/s for `avx2` at 4 KiB on Emerald Rapids), else `avx2`.
+//! 5. **Larger temporal runs.** Copy: `rep movsb` with FSRM (seed 000's
+//!    Zen 5), or with ERMS for runs of at least [`ERMS_MIN_RUN`]; otherwise
+//!    `avx2`; otherwise the per-page loop itself. Never `rep movsb`/`rep movsq`
+//!    over long runs without ERMS: that is the 0.6-0.9x regression seed 000
+//!    measured on Zen 3. Clear: `rep stosb` with ERMS/FZRM/FSRS, otherwise
+//!    `rep stosq` (the per-page primitive minus the per-page calls, which
+//!    seed 004 found faster on Milan).
+//!
+//! See docs/design.md ("Choosing a primitive") for the measurements.
+
+use crate::cpu::{Features, Vendor};
+use crate::strategy::{Hint, Op, Strategy};
+
+use super::{Choice, Machine, Request};
+
+/// Stream when the batch total is at least this many per-thread LLC shares
+/// (hint `Auto`).
+pub const STREAM_FACTOR: usize = 2;
+/// Mean contiguous run below which streaming is never chosen.
+pub const NT_MIN_RUN: usize = 1024;
+/// Shortest run for which `rep movsb` is chosen on ERMS CPUs without FSRM.
+pub const ERMS_MIN_RUN: usize = 2048;
+
+/// Whether the built-in rules stream `req` (before the primitive exists
+/// check): rules 1 and 2.
+pub(crate) fn streams(m: &Machine, req: &Request) -> bool {
+    let by_size = || {
+        req.total >= STREAM_FACTOR.saturating_mul(m.llc_share())
+            || (intel_server(m) && req.op == Op::Copy && req.total.saturating_mul(2) > m.l2_bytes)
+    };
+    let wanted = match req.hint {
+        Hint::Reuse => false,
+        Hint::Stream => true,
+        Hint::Auto => by_size(),
+    };
+    wanted && req.mean_run() >= NT_MIN_RUN
+}
+
+fn intel_server(m: &Machine) -> bool {
+    m.vendor == Vendor::Intel && wide_vectors(m)
+}
+
+/// AVX-512 (with byte ops) is present and costs no frequency: AMD, or
+/// Intel from Ice Lake on (which FSRM marks; Skylake-SP lacks it).
+fn wide_vectors(m: &Machine) -> bool {
+    let f = &m.features;
+    f.avx512f && f.avx512bw && (m.vendor == Vendor::Amd || f.fsrm)
+}
+
+/// The built-in streaming primitive for `op`, if the CPU has one.
+pub(crate) fn nt_strategy(m: &Machine, op: Op) -> Option<Strategy> {
+    let f = &m.features;
+    let avx512 = f.avx512f && f.avx512bw;
+    match op {
+        Op::Clear if f.clzero => Some(Strategy::Clzero),
+        _ if avx512 && m.vendor == Vendor::Intel => Some(Strategy::Avx512Nt),
+        _ if f.avx2 => Some(Strategy::Avx2Nt),
+        _ if avx512 => Some(Strategy::Avx512Nt),
+        _ => None,
+    }
+}
+
+/// The built-in rules' decision for `req` on `m`.
+#[inline]
+pub fn decide(m: &Machine, req: &Request) -> Choice {
+    if streams(m, req) {
+        if let Some(strategy) = nt_strategy(m, req.op) {
+            let reason = if req.hint == Hint::Stream {
+                "hint stream: non-temporal stores"
+            } else if req.total >= STREAM_FACTOR.saturating_mul(m.llc_share()) {
+                "batch total >= 2x the per-thread LLC share: non-temporal stores"
+            } else {
+                "Intel server, source and destination exceed L2: non-temporal stores"
+            };
+            return Choice { strategy, reason };
+        }
+    }
+    temporal(m, req)
+}
+
+/// The built-in temporal (cache-allocating) choice for `req`.
+#[inline]
+pub(crate) fn temporal(m: &Machine, req: &Request) -> Choice {
+    let f: &Features = &m.features;
+    let c = |strategy, reason| Choice { strategy, reason };
+    let run = req.mean_run();
+    let vector = if wide_vectors(m) {
+        Some(Strategy::Avx512)
+    } else if f.avx2 {
+        Some(Strategy::Avx2)
+    } else {
+        None
+    };
+    match (req.op, vector) {
+        (Op::Copy, Some(v)) if run.saturating_mul(2) <= m.l1d_bytes => {
+            return c(v, "source and destination fit in L1d: vector loop")
+        }
+        (Op::Clear, Some(v)) if run.saturating_mul(2) <= m.l2_bytes => {
+            return c(v, "fits in half the L2: vector loop")
+        }
+        _ => {}
+    }
+    match req.op {
+        Op::Copy if m.x86 && f.fsrm => c(Strategy::RepMovsb, "FSRM: rep movsb"),
+        Op::Copy if m.x86 && f.erms && run >= ERMS_MIN_RUN => {
+            c(Strategy::RepMovsb, "ERMS and long runs: rep movsb")
+        }
+        Op::Copy if f.avx2 => c(Strategy::Avx2, "no fast rep movsb: AVX2 loop"),
+        Op::Copy => c(Strategy::PerPage, "no ERMS or AVX2: the per-page loop"),
+        Op::Clear if m.x86 && (f.erms || f.fzrm || f.fsrs) => {
+            c(Strategy::RepStosb, "ERMS: rep stosb")
+        }
+        Op::Clear if m.x86 => c(Strategy::RepStosq, "no ERMS: rep stosq over the extent"),
+        Op::Clear => c(Strategy::PerPage, "portable: the per-page loop"),
+    }
+}
+
+/// The lengths at which a single call's built-in decision may change, for
+/// [`super::Bands`].
+/// (The Intel L2 rule flips at `l2 / 2 + 1`, the clear rule's edge.)
+pub(crate) fn edges(m: &Machine) -> [usize; 6] {
+    [
+        0,
+        NT_MIN_RUN,
+        ERMS_MIN_RUN,
+        m.l1d_bytes / 2 + 1,
+        m.l2_bytes / 2 + 1,
+        STREAM_FACTOR.saturating_mul(m.llc_share()),
+    ]
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::auto::Bands;
+
+    const MIB: usize = 1 << 20;
+
+    /// AMD EPYC 7713 as seed 000 describes it: AVX2, CLZERO, no ERMS/FSRM;
+    /// 32 MiB L3 per 8-core (16-thread) CCX.
+    pub(crate) fn zen3() -> Machine {
+        Machine {
+            vendor: Vendor::Amd,
+            features: Features {
+                avx2: true,
+                clzero: true,
+                rep_good: true,
+                ..Features::default()
+            },
+            l1d_bytes: 32 << 10,
+            l2_bytes: 512 << 10,
+            llc_bytes: 32 * MIB,
+            llc_cpus: 16,
+            x86: true,
+        }
+    }
+
+    /// AMD EPYC 9655: FSRM, ERMS, AVX-512, CLZERO.
+    pub(crate) fn zen5() -> Machine {
+        Machine {
+            vendor: Vendor::Amd,
+            features: Features {
+                erms: true,
+                fsrm: true,
+                avx2: true,
+                avx512f: true,
+                avx512bw: true,
+                clzero: true,
+                rep_good: true,
+                ..Features::default()
+            },
+            l1d_bytes: 48 << 10,
+            l2_bytes: MIB,
+            llc_bytes: 32 * MIB,
+            llc_cpus: 16,
+            x86: true,
+        }
+    }
+
+    /// A Skylake-SP-like Intel: ERMS without FSRM, AVX-512, no CLZERO.
+    pub(crate) fn intel_erms() -> Machine {
+        Machine {
+            vendor: Vendor::Intel,
+            features: Features {
+                erms: true,
+                avx2: true,
+                avx512f: true,
+                avx512bw: true,
+                ..Features::default()
+            },
+            l1d_bytes: 32 << 10,
+            l2_bytes: MIB,
+            llc_bytes: 38 * MIB,
+            llc_cpus: 56,
+            x86: true,
+        }
+    }
+
+    /// The 16-vCPU Emerald Rapids VM of issue 11: family 6 model 0xcf,
+    /// ERMS FSRM FZRM FSRS FSRC AVX-512, no CLZERO, 48 KiB L1d, 2 MiB L2,
+    /// one 300 MiB L3 shared by all 16 CPUs.
+    pub(crate) fn intel_emr() -> Machine {
+        Machine {
+            vendor: Vendor::Intel,
+            features: Features {
+                erms: true,
+                fsrm: true,
+                fzrm: true,
+                fsrs: true,
+                fsrc: true,
+                avx2: true,
+                avx512f: true,
+                avx512bw: true,
+                movdir64b: true,
+                ..Features::default()
+            },
+            l1d_bytes: 48 << 10,
+            l2_bytes: 2 * MIB,
+            llc_bytes: 300 * MIB,
+            llc_cpus: 16,
+            x86: true,
+        }
+    }
+
+    fn old_x86() -> Machine {
+        Machine {
+            vendor: Vendor::Intel,
+            features: Features::default(),
+            l1d_bytes: 32 << 10,
+            l2_bytes: 256 << 10,
+            llc_bytes: 8 * MIB,
+            llc_cpus: 4,
+            x86: true,
+        }
+    }
+
+    fn choose(m: &Machine, req: &Request) -> Strategy {
+        decide(m, req).strategy
+    }
+
+    fn single(op: Op, len: usize, hint: Hint) -> Request {
+        Request::single(op, len, hint)
+    }
+
+    fn batch(op: Op, extent: usize, count: usize, hint: Hint) -> Request {
+        Request {
+            op,
+            total: extent * count,
+            runs: count,
+            hint,
+        }
+    }
+
+    /// One cell of the default report measured on [`intel_emr`] (issue 11,
+    /// GB/s, median of 7): every strategy whose figure the report gave.
+    struct Cell {
+        op: Op,
+        hot: bool,
+        size: usize,
+        gbps: &'static [(Strategy, f64)],
+        /// Strategies the report gave no figure for in this cell that are
+        /// accepted anyway, with the reason (kept explicit and short).
+        unmeasured_ok: &'static [(Strategy, &'static str)],
+    }
+
+    use Strategy::*;
+    const SAME_LINES: &str =
+        "the other width of the same non-temporal store stream; not in the report";
+
+    const EMR: &[Cell] = &[
+        Cell {
+            op: Op::Copy,
+            hot: true,
+            size: 4 << 10,
+            gbps: &[(PerPage, 46.9), (Avx2, 98.3), (Avx512, 141.1)],
+            unmeasured_ok: &[],
+        },
+        Cell {
+            op: Op::Copy,
+            hot: true,
+            size: 2 << 20,
+            gbps: &[(PerPage, 10.6), (RepMovsb, 10.3), (Avx2Nt, 14.4)],
+            unmeasured_ok: &[(Avx512Nt, SAME_LINES)],
+        },
+        Cell {
+            op: Op::Copy,
+            hot: true,
+            size: 256 << 20,
+            gbps: &[(PerPage, 4.35), (RepMovsb, 5.18), (Avx512Nt, 8.48)],
+            unmeasured_ok: &[],
+        },
+        Cell {
+            op: Op::Copy,
+            hot: false,
+            size: 4 << 10,
+            gbps: &[(PerPage, 4.37), (Avx2, 4.29), (Avx512Nt, 6.26)],
+            unmeasured_ok: &[],
+        },
+        Cell {
+            op: Op::Copy,
+            hot: false,
+            size: 2 << 20,
+            gbps: &[(PerPage, 4.33), (RepMovsb, 5.09), (Avx512Nt, 7.42)],
+            unmeasured_ok: &[],
+        },
+        // One 256 MiB extent either way: the hot cell's avx512-nt figure
+        // (8.48) is the same copy.
+        Cell {
+            op: Op::Copy,
+            hot: false,
+            size: 256 << 20,
+            gbps: &[
+                (PerPage, 3.83),
+                (RepMovsb, 5.02),
+                (Libc, 8.13),
+                (Avx512Nt, 8.48),
+            ],
+            unmeasured_ok: &[],
+        },
+        Cell {
+            op: Op::Clear,
+            hot: true,
+            size: 4 << 10,
+            gbps: &[(PerPage, 117.2), (Avx2, 96.7), (Avx512, 154.4)],
+            unmeasured_ok: &[],
+        },
+        // One 256 MiB extent either way: the cold cell's avx512-nt (17.58).
+        Cell {
+            op: Op::Clear,
+            hot: true,
+            size: 256 << 20,
+            gbps: &[
+                (PerPage, 4.33),
+                (RepStosb, 6.39),
+                (Avx2Nt, 18.15),
+                (Avx512Nt, 17.58),
+            ],
+            unmeasured_ok: &[],
+        },
+        Cell {
+            op: Op::Clear,
+            hot: false,
+            size: 4 << 10,
+            gbps: &[(PerPage, 4.45), (Avx2, 5.60), (Avx512Nt, 8.84)],
+            unmeasured_ok: &[],
+        },
+        Cell {
+            op: Op::Clear,
+            hot: false,
+            size: 2 << 20,
+            gbps: &[(PerPage, 4.05), (RepStosb, 7.65), (Avx2Nt, 15.69)],
+            unmeasured_ok: &[(Avx512Nt, SAME_LINES)],
+        },
+        Cell {
+            op: Op::Clear,
+            hot: false,
+            size: 256 << 20,
+            gbps: &[
+                (PerPage, 4.96),
+                (RepStosb, 8.16),
+                (Avx512Nt, 17.58),
+                (Avx2Nt, 18.15),
+            ],
+            unmeasured_ok: &[],
+        },
+    ];
+
+    #[test]
+    fn emerald_rapids_cells_choose_the_winner_or_within_10_percent() {
+        let m = intel_emr();
+        for cell in EMR {
+            // The default report's hot cells are single calls; its cold cells
+            // are 256 MiB batches of `size` extents.
+            let req = if cell.hot {
+                single(cell.op, cell.size, Hint::Auto)
+            } else {
+                batch(cell.op, cell.size, (256 << 20) / cell.size, Hint::Auto)
+            };
+            let got = choose(&m, &req);
+            let best = cell.gbps.iter().map(|c| c.1).fold(0.0, f64::max);
+            let ok = cell.gbps.iter().any(|&(s, g)| s == got && g >= 0.9 * best)
+                || cell.unmeasured_ok.iter().any(|&(s, _)| s == got);
+            let per_page = cell.gbps.iter().find(|c| c.0 == PerPage).unwrap().1;
+            let got_gbps = cell.gbps.iter().find(|c| c.0 == got).map(|c| c.1);
+            assert!(
+                ok,
+                "{} {} {}: chose {got} ({got_gbps:?} GB/s), best {best}",
+                cell.op,
+                if cell.hot { "hot" } else { "cold" },
+                cell.size
+            );
+            if let Some(g) = got_gbps {
+                assert!(g >= per_page, "{got} below per-page in {}", cell.size);
+            }
+        }
+    }
+
+    #[test]
+    fn the_per_thread_share_sets_the_stream_threshold() {
+        let m = intel_emr();
+        assert_eq!(m.llc_share(), 300 * MIB / 16);
+        // 256 MiB is < 2x the whole 300 MiB L3 but many times one share.
+        assert!(streams(&m, &single(Op::Clear, 256 * MIB, Hint::Auto)));
+        let share = m.llc_share();
+        let z = batch(Op::Clear, 4096, (2 * share) / 4096 - 1, Hint::Auto);
+        assert!(!streams(&m, &z), "just under 2 shares stays temporal");
+        let z = batch(Op::Clear, 4096, (2 * share).div_ceil(4096), Hint::Auto);
+        assert!(streams(&m, &z));
+    }
+
+    #[test]
+    fn intel_streams_copies_past_l2_but_amd_does_not() {
+        let c = single(Op::Copy, 2 * MIB, Hint::Auto);
+        assert!(choose(&intel_emr(), &c).is_non_temporal());
+        assert!(!choose(&zen5(), &c).is_non_temporal());
+        // Skylake-SP has AVX-512 without FSRM: the L2 rule still applies
+        // (mesh L3), the 512-bit temporal loops do not.
+        assert!(choose(&intel_erms(), &single(Op::Copy, 2 * MIB, Hint::Auto)).is_non_temporal());
+        assert!(!choose(&intel_emr(), &single(Op::Copy, MIB / 2, Hint::Auto)).is_non_temporal());
+        // Reuse keeps it in the cache.
+        let r = single(Op::Copy, 2 * MIB, Hint::Reuse);
+        assert_eq!(choose(&intel_emr(), &r), RepMovsb);
+    }
+
+    #[test]
+    fn zen3_never_picks_rep_movs_for_copies() {
+        for len in [64, 4096, 2 * MIB, 256 * MIB] {
+            for hint in [Hint::Auto, Hint::Reuse, Hint::Stream] {
+                let s = choose(&zen3(), &single(Op::Copy, len, hint));
+                assert!(!matches!(s, RepMovsb | RepMovsq), "{len} {hint}: {s}");
+            }
+        }
+        assert_eq!(
+            choose(&zen3(), &single(Op::Copy, 2 * MIB, Hint::Auto)),
+            Avx2
+        );
+    }
+
+    #[test]
+    fn big_batches_stream_on_every_machine() {
+        for m in [zen3(), zen5()] {
+            for (extent, count) in [(2 * MIB, 128), (4096, 65536)] {
+                let r = batch(Op::Copy, extent, count, Hint::Auto);
+                assert_eq!(choose(&m, &r), Avx2Nt, "{m:?}");
+            }
+        }
+        for m in [intel_erms(), intel_emr()] {
+            let r = batch(Op::Copy, 4096, 65536, Hint::Auto);
+            assert_eq!(choose(&m, &r), Avx512Nt, "{m:?}");
+            let r = batch(Op::Clear, 2 * MIB, 128, Hint::Auto);
+            assert_eq!(choose(&m, &r), Avx512Nt, "{m:?}");
+        }
+        assert_eq!(
+            choose(&zen3(), &batch(Op::Clear, 2 * MIB, 128, Hint::Auto)),
+            Clzero
+        );
+        assert_eq!(
+            choose(&zen5(), &batch(Op::Clear, 4096, 65536, Hint::Auto)),
+            Clzero
+        );
+    }
+
+    #[test]
+    fn the_batch_total_decides_not_the_extent() {
+        let m = zen3();
+        let share = m.llc_share();
+        // One extent of a share is cache-sized: temporal.
+        assert!(!choose(&m, &single(Op::Copy, share, Hint::Auto)).is_non_temporal());
+        // 128 of them are a stream.
+        assert!(choose(&m, &batch(Op::Copy, share, 128, Hint::Auto)).is_non_temporal());
+        // Just under the threshold stays temporal.
+        let under = batch(Op::Copy, 4096, 2 * share / 4096 - 1, Hint::Auto);
+        assert!(!choose(&m, &under).is_non_temporal());
+    }
+
+    #[test]
+    fn hints_override_size() {
+        assert_eq!(
+            choose(&zen3(), &single(Op::Copy, 64 << 10, Hint::Stream)),
+            Avx2Nt
+        );
+        let huge = single(Op::Copy, 1 << 30, Hint::Reuse);
+        assert!(!choose(&zen3(), &huge).is_non_temporal());
+        assert!(!choose(&intel_emr(), &huge).is_non_temporal());
+        assert_eq!(
+            choose(&zen3(), &single(Op::Clear, 2 * MIB, Hint::Stream)),
+            Clzero
+        );
+    }
+
+    #[test]
+    fn tiny_runs_never_stream() {
+        let r = batch(Op::Copy, 64, 1 << 20, Hint::Stream);
+        assert!(!choose(&zen5(), &r).is_non_temporal());
+        let r = batch(Op::Clear, 512, 1 << 20, Hint::Auto);
+        assert!(!choose(&zen3(), &r).is_non_temporal());
+        let r = batch(Op::Copy, 512, 1 << 20, Hint::Auto);
+        assert!(!choose(&intel_emr(), &r).is_non_temporal());
+    }
+
+    #[test]
+    fn small_temporal_runs_use_vector_loops() {
+        // rep movsb start-up dominates below L1d size even with FSRM.
+        assert_eq!(choose(&zen5(), &single(Op::Copy, 64, Hint::Auto)), Avx512);
+        assert_eq!(
+            choose(&zen5(), &single(Op::Copy, 16 << 10, Hint::Auto)),
+            Avx512
+        );
+        assert_eq!(choose(&zen3(), &single(Op::Copy, 4096, Hint::Auto)), Avx2);
+        // AVX-512 on Intel from Ice Lake on (FSRM), not on Skylake-SP.
+        assert_eq!(
+            choose(&intel_erms(), &single(Op::Copy, 4096, Hint::Auto)),
+            Avx2
+        );
+        assert_eq!(
+            choose(&intel_emr(), &single(Op::Copy, 4096, Hint::Auto)),
+            Avx512
+        );
+        assert_eq!(
+            choose(&intel_emr(), &single(Op::Clear, 4096, Hint::Auto)),
+            Avx512
+        );
+        assert_eq!(
+            choose(&zen5(), &single(Op::Clear, 256 << 10, Hint::Auto)),
+            Avx512
+        );
+        assert_eq!(choose(&zen3(), &single(Op::Clear, 4096, Hint::Auto)), Avx2);
+        assert_eq!(
+            choose(&old_x86(), &single(Op::Copy, 64, Hint::Auto)),
+            PerPage
+        );
+    }
+
+    #[test]
+    fn large_temporal_runs_follow_string_features() {
+        let c = |m: &Machine, op, len| choose(m, &single(op, len, Hint::Auto));
+        assert_eq!(c(&zen5(), Op::Copy, 64 << 10), RepMovsb);
+        assert_eq!(c(&zen5(), Op::Copy, 2 * MIB), RepMovsb);
+        assert_eq!(c(&intel_erms(), Op::Copy, 64 << 10), RepMovsb);
+        assert_eq!(c(&zen3(), Op::Copy, 64 << 10), Avx2);
+        assert_eq!(c(&old_x86(), Op::Copy, 2 * MIB), PerPage);
+        assert_eq!(c(&zen5(), Op::Clear, 2 * MIB), RepStosb);
+        assert_eq!(c(&intel_emr(), Op::Clear, 2 * MIB), RepStosb);
+        assert_eq!(c(&zen3(), Op::Clear, 2 * MIB), RepStosq);
+        assert_eq!(c(&old_x86(), Op::Clear, 1 << 30), RepStosq);
+    }
+
+    #[test]
+    fn no_x86_means_portable_loops() {
+        let m = Machine {
+            vendor: Vendor::Other,
+            features: Features::default(),
+            l1d_bytes: 32 << 10,
+            l2_bytes: 256 << 10,
+            llc_bytes: 4 * MIB,
+            llc_cpus: 4,
+            x86: false,
+        };
+        for op in [Op::Copy, Op::Clear] {
+            for len in [0, 100, 1 << 30] {
+                assert_eq!(choose(&m, &single(op, len, Hint::Stream)), PerPage);
+            }
+        }
+    }
+
+    #[test]
+    fn avx512_only_streams_on_amd_when_avx2_is_missing() {
+        let mut m = zen5();
+        m.features.avx2 = false;
+        m.features.clzero = false;
+        assert_eq!(choose(&m, &single(Op::Copy, 1 << 30, Hint::Auto)), Avx512Nt);
+        assert_eq!(
+            choose(&m, &single(Op::Clear, 1 << 30, Hint::Auto)),
+            Avx512Nt
+        );
+    }
+
+    pub(crate) fn machines() -> [Machine; 5] {
+        [zen3(), zen5(), intel_erms(), intel_emr(), old_x86()]
+    }
+
+    #[test]
+    fn every_choice_is_a_strategy_of_the_op_the_machine_has() {
+        for m in machines() {
+            for op in [Op::Copy, Op::Clear] {
+                for total in [0, 1, 4096, 2 * MIB, 1 << 30] {
+                    for runs in [1, 16, 4096] {
+                        for &hint in Hint::ALL {
+                            let r = Request {
+                                op,
+                                total,
+                                runs,
+                                hint,
+                            };
+                            let s = choose(&m, &r);
+                            assert!(s.supports(op) && s != Auto, "{s} for {r:?}");
+                            assert_eq!(s.missing_feature(&m.features), None, "{s} on {m:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bands_agree_with_the_rules_at_every_edge() {
+        for m in machines() {
+            let mut lens: Vec<usize> = vec![0, 1, 63, 64, 65, 4096, usize::MAX];
+            for e in edges(&m) {
+                lens.extend([e.saturating_sub(1), e, e + 1, e + 2]);
+            }
+            let mut x = 1usize;
+            for _ in 0..2000 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                lens.push(x >> (x % 40 + 20));
+            }
+            for op in [Op::Copy, Op::Clear] {
+                for &hint in Hint::ALL {
+                    let b = Bands::build(&edges(&m), |len| {
+                        choose(&m, &Request::single(op, len, hint))
+                    });
+                    for &len in &lens {
+                        assert_eq!(
+                            b.lookup(len),
+                            choose(&m, &Request::single(op, len, hint)),
+                            "{op} {hint} len {len} on {m:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! The profile is loaded once per process, however many threads race the
+//! first call, and `auto` then follows it. Its own test binary: the profile
+//! and `BULKMEM_PROFILE` are process-wide.
+
+use bulkmem::auto::{self, Cell, Identity, Profile, ProfileStatus, Shape, FORMAT};
+use bulkmem::{Hint, Op, Options, Strategy};
+
+/// A profile for this machine that picks `portable` for every copy and
+/// `per-page` for every clear: choices the built-in rules never make on
+/// x86, so following them is visible.
+fn profile() -> Profile {
+    let cell = |op, shape, size, s: Strategy| Cell {
+        op,
+        shape,
+        size,
+        winner: s,
+        runner_up: None,
+        margin: 1.0,
+        choice: s,
+        gbps: vec![(s, 10.0)],
+    };
+    let mut cells = Vec::new();
+    for shape in Shape::ALL {
+        for size in [64, 1 << 20, 1 << 30] {
+            cells.push(cell(Op::Copy, shape, size, Strategy::Portable));
+            cells.push(cell(Op::Clear, shape, size, Strategy::PerPage));
+        }
+    }
+    cells.sort_by_key(|c| ((c.op == Op::Clear) as u8, c.shape, c.size));
+    Profile {
+        format: FORMAT,
+        bulkmem: env!("CARGO_PKG_VERSION").into(),
+        created: 0,
+        quick: true,
+        cpu: Identity::this(),
+        cells,
+    }
+}
+
+#[test]
+fn racing_threads_load_the_profile_once_and_follow_it() {
+    let dir = std::env::temp_dir().join(format!("bulkmem-profile-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("profile.toml");
+    std::fs::write(&path, profile().to_toml()).unwrap();
+    // Before any auto decision in this process (this binary's only test).
+    std::env::set_var("BULKMEM_PROFILE", &path);
+    assert_eq!(auto::profile_loads(), 0);
+
+    let barrier = std::sync::Barrier::new(16);
+    let picks: Vec<(Strategy, Strategy)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..16)
+            .map(|i| {
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let src = vec![i as u8; 4096 + i];
+                    let mut dst = vec![0u8; 4096 + i];
+                    barrier.wait();
+                    let c = bulkmem::copy_opts(Options::default(), &mut dst, &src).unwrap();
+                    assert_eq!(dst, src);
+                    let z = bulkmem::clear_opts(Options::hint(Hint::Auto), &mut dst).unwrap();
+                    assert!(dst.iter().all(|&b| b == 0));
+                    (c, z)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(auto::profile_loads(), 1);
+    assert!(
+        picks
+            .iter()
+            .all(|&p| p == (Strategy::Portable, Strategy::PerPage)),
+        "{picks:?}"
+    );
+    match auto::profile_status() {
+        ProfileStatus::Tuned { path: p, .. } => assert_eq!(p, &path),
+        other => panic!("not tuned: {other}"),
+    }
+    assert!(auto::is_tuned());
+    // Batches follow it too (through resolve), and later calls load nothing.
+    let src = vec![1u8; 8192];
+    let mut a = vec![0u8; 4096];
+    let mut b = vec![0u8; 4096];
+    let chose = bulkmem::copy_batch(&mut [(&mut a, &src[..4096]), (&mut b, &src[4096..])]).unwrap();
+    assert_eq!(chose, Strategy::Portable);
+    assert_eq!(auto::profile_loads(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -868,6 +868,7 @@ fn default_report(quiet: bool) -> Result<(), Failure> {
         size::fmt_size(i.llc_bytes()),
         i.features.names().join(" ")
     );
+    println!("auto: {}", bulkmem::auto::profile_status());
     let mut all = Vec::new();
     for op in [Op::Copy, Op::Clear] {
         let (strategies, skipped) = pick_strategies(op, "all")?;

@@ -1,4 +1,4 @@
-//! Result rows, the JSON document of DESIGN.md, and the human tables.
+//! Result rows, the JSON document of docs/design.md, and the human tables.
 
 use std::fmt::Write as _;
 use std::io::Write as _;

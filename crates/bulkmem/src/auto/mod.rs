@@ -215,11 +215,17 @@ pub fn here(req: &Request) -> Choice {
 /// Single-call decisions compiled into length bands: a decision only
 /// changes at a few lengths, so a call costs a short scan instead of the
 /// whole evaluation (which, for a 64-byte copy, costs more than the copy).
+/// When every band starts at a power of two (a tuned profile's do), a call
+/// costs one table load indexed by the length's bit count instead: with
+/// the scan, tuned `auto` measured 0.91-0.95x of its own kernel at 4 KiB.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bands {
     /// (first length of the band, strategy), ascending; `len` used.
     bands: [(usize, Strategy); Bands::CAP],
     len: usize,
+    /// The strategy for lengths of each bit count (0 for length 0, 1 for 1,
+    /// 2 for 2..=3, ...), when every band starts at a power of two.
+    by_bits: Option<[Strategy; 65]>,
 }
 
 impl Bands {
@@ -234,6 +240,7 @@ impl Bands {
         let mut b = Bands {
             bands: [(0, Strategy::Auto); Bands::CAP],
             len: 0,
+            by_bits: None,
         };
         for &e in edges {
             let s = decide(e);
@@ -242,12 +249,33 @@ impl Bands {
                 b.len += 1;
             }
         }
+        if b.as_slice()[1..]
+            .iter()
+            .all(|&(start, _)| start.is_power_of_two())
+        {
+            let mut t = [Strategy::Auto; 65];
+            for (bits, slot) in t.iter_mut().enumerate() {
+                // The shortest length with this bit count; the band is the
+                // same up to the next power of two.
+                let shortest = if bits == 0 { 0 } else { 1usize << (bits - 1) };
+                *slot = b.scan(shortest);
+            }
+            b.by_bits = Some(t);
+        }
         b
     }
 
     /// The strategy for a single call of `len` bytes.
     #[inline]
     pub fn lookup(&self, len: usize) -> Strategy {
+        match &self.by_bits {
+            Some(t) => t[(usize::BITS - len.leading_zeros()) as usize],
+            None => self.scan(len),
+        }
+    }
+
+    #[inline]
+    fn scan(&self, len: usize) -> Strategy {
         let mut s = self.bands[0].1;
         for &(start, st) in &self.bands[1..self.len] {
             if len < start {
@@ -261,6 +289,12 @@ impl Bands {
     /// The bands as (first length, strategy).
     pub fn as_slice(&self) -> &[(usize, Strategy)] {
         &self.bands[..self.len]
+    }
+
+    /// Whether a lookup is one table load (every band starts at a power of
+    /// two) rather than a scan.
+    pub fn is_table(&self) -> bool {
+        self.by_bits.is_some()
     }
 }
 

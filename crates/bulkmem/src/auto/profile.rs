@@ -267,7 +267,8 @@ impl Profile {
     }
 
     /// The cell that covers `size`: cells cover the sizes nearest them on a
-    /// log scale (boundaries at geometric means of neighbours).
+    /// log scale (boundaries at the power of two at or above the geometric
+    /// mean of neighbours).
     pub fn cell_for(&self, op: Op, shape: Shape, size: usize) -> Option<&Cell> {
         let cells = self.cells_of(op, shape);
         let i = cells
@@ -450,10 +451,16 @@ fn key(c: &Cell) -> (u8, Shape, usize) {
     (op_ix(c.op), c.shape, c.size)
 }
 
-/// Where the cell of size `a` hands over to the next one, `b`: their
-/// geometric mean, rounded up.
+/// Where the cell of size `a` hands over to the next one, `b`: the power of
+/// two at or above their geometric mean (for a power-of-two ladder, `b`
+/// itself with x2 steps, the midpoint with x4), so single-call bands start
+/// at powers of two and compile to a table (see `Bands`).
 fn boundary(a: usize, b: usize) -> usize {
-    ((a as f64) * (b as f64)).sqrt().ceil() as usize
+    let mean = ((a as f64) * (b as f64)).sqrt().ceil() as usize;
+    mean.checked_next_power_of_two()
+        .unwrap_or(mean)
+        .min(b)
+        .max(a + 1)
 }
 
 fn cell(t: &Table) -> Result<Cell, String> {
@@ -839,7 +846,14 @@ pub(crate) mod tests {
                 for op in [Op::Copy, Op::Clear] {
                     for &hint in Hint::ALL {
                         let b = pol.bands(op, hint);
-                        let mut lens: Vec<usize> = vec![0, 1, 64, usize::MAX];
+                        if profile.is_some() && o.nt_threshold.is_none() && op == Op::Copy {
+                            assert!(b.is_table(), "{:?}", b.as_slice());
+                        }
+                        let mut lens: Vec<usize> =
+                            vec![0, 1, 2, 3, 64, usize::MAX, usize::MAX / 2 + 1];
+                        lens.extend(
+                            (0..64).flat_map(|b| [(1usize << b) - 1, 1 << b, (1 << b) + 1]),
+                        );
                         for e in pol.edges(op) {
                             lens.extend([e.saturating_sub(1), e, e + 1]);
                         }

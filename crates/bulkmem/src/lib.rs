@@ -281,6 +281,80 @@ pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy
     Ok(s)
 }
 
+/// Copies extents given by address on the calling thread, choosing one
+/// primitive for the batch as [`copy_batch`] does. The batch is checked
+/// first, as [`Engine::copy_extents`] checks it (no null pointer, no
+/// destination overlapping another extent or its own source), and nothing is
+/// written when it fails. This is what C callers' batches go through.
+///
+/// # Safety
+/// Every `src` readable and every `dst` writable for its `len` for the
+/// duration of the call, and nothing else accessing the destinations.
+pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Error> {
+    engine::validate_extents(Op::Copy, ops)?;
+    let runs = ops.iter().map(|e| Run {
+        dst: e.dst,
+        src: e.src,
+        len: e.len,
+    });
+    let (total, count) = plan::shape(runs.clone());
+    let s = resolve(
+        opts,
+        &Request {
+            op: Op::Copy,
+            total,
+            runs: count,
+            hint: opts.hint,
+        },
+    )?;
+    let kernel = kernels::copy_kernel_unfenced(s).expect("resolved copy strategy has a kernel");
+    let mut runs = plan::coalesce(runs).peekable();
+    while let Some(r) = runs.next() {
+        if let Some(next) = runs.peek() {
+            kernels::prefetch_ahead(next.src, next.len);
+        }
+        // SAFETY: the caller vouches for each extent; validation found no
+        // null pointer and no destination overlapping anything else; a run
+        // only merges extents that continue each other; `resolve` checked
+        // the CPU.
+        unsafe { kernel(r.dst, r.src, r.len) };
+    }
+    kernels::drain();
+    Ok(s)
+}
+
+/// Zeroes extents given by address (`src` ignored); checked and chosen as
+/// [`copy_extents`].
+///
+/// # Safety
+/// Every `dst` writable for its `len` for the duration of the call, and
+/// nothing else accessing them.
+pub unsafe fn clear_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Error> {
+    engine::validate_extents(Op::Clear, ops)?;
+    let runs = ops.iter().map(|e| Run {
+        dst: e.dst,
+        src: core::ptr::null(),
+        len: e.len,
+    });
+    let (total, count) = plan::shape(runs.clone());
+    let s = resolve(
+        opts,
+        &Request {
+            op: Op::Clear,
+            total,
+            runs: count,
+            hint: opts.hint,
+        },
+    )?;
+    let kernel = kernels::clear_kernel_unfenced(s).expect("resolved clear strategy has a kernel");
+    for r in plan::coalesce(runs) {
+        // SAFETY: as in copy_extents.
+        unsafe { kernel(r.dst, r.len) };
+    }
+    kernels::drain();
+    Ok(s)
+}
+
 // A merged run spans several borrows, so the pointer that walks it must be
 // allowed to reach all of them: it is rebuilt from an address whose extents'
 // provenance has been exposed, rather than derived from one extent's borrow.

@@ -1,0 +1,279 @@
+/*
+ * bulkmem.h - the C interface of bulkmem: copy, clear, fill and move large
+ * runs of memory at the speed of the hardware, with the CPU primitive chosen
+ * per machine and size.
+ *
+ * Link with `pkg-config --cflags --libs bulkmem` (or --static).
+ *
+ * Conventions
+ * - Functions returning int return 0 on success or a negative errno:
+ *     -EINVAL     a NULL pointer where memory is needed, an unknown strategy
+ *                 or hint, overlapping or malformed extents, bad options;
+ *     -ENOTSUP    a strategy (or userfaultfd feature) this CPU/kernel lacks;
+ *     -ENOMEM     not enough memory;
+ *     -EIO        a checked copy stopped at a bad page (-EHWPOISON when the
+ *                 signal says hardware poison);
+ *     -ECANCELED  an engine batch stopped by its cancel flag;
+ *     -ENOTRECOVERABLE  an internal error (a bug): nothing unwinds into C;
+ *   others are the errno of a failed system call.
+ *   bm_strerror() names a code; bm_last_error() gives the calling thread's
+ *   last failure in words ("extent 3 overlaps extent 1 ...").
+ * - A length of 0 is always valid and does nothing (pointers may be NULL).
+ * - Copies never overlap: dst and src must be disjoint (this is memcpy, not
+ *   memmove), and in a batch no destination may overlap another extent.
+ * - Strategy names are bulkmem's ("auto", "per-page", "rep-movsb",
+ *   "avx2-nt", "clzero", ...); bm_strategy_name() lists them.
+ * - Non-temporal stores are fenced before any function returns.
+ * - Everything is thread-safe unless a function says otherwise.
+ */
+#ifndef BULKMEM_H
+#define BULKMEM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version and errors ------------------------------------------------ */
+
+/* bulkmem's version, e.g. "0.1.0" (static storage). */
+const char *bm_version(void);
+
+/* A description of a return code (0 or a negative errno; static storage). */
+const char *bm_strerror(int err);
+
+/* The calling thread's last failure, in words ("" if none yet); successful
+ * calls leave it alone. The pointer stays valid for the thread's lifetime;
+ * the text changes with the thread's next failure. */
+const char *bm_last_error(void);
+
+/* ---- single copies and clears ------------------------------------------ */
+
+/* Hints: what happens to the destination next. */
+#define BM_HINT_AUTO 0   /* let bulkmem decide from the size */
+#define BM_HINT_REUSE 1  /* read soon: keep it in the cache */
+#define BM_HINT_STREAM 2 /* write-once: non-temporal stores */
+
+/* Copy len bytes from src to dst (disjoint) with the primitive `auto`
+ * picks for this CPU and size. */
+int bm_copy(void *dst, const void *src, size_t len);
+
+/* Zero len bytes at dst. */
+int bm_clear(void *dst, size_t len);
+
+/* As bm_copy / bm_clear with a hint (BM_HINT_*). */
+int bm_copy_hint(void *dst, const void *src, size_t len, int hint);
+int bm_clear_hint(void *dst, size_t len, int hint);
+
+/* As bm_copy / bm_clear with a named strategy ("auto" allowed; NULL means
+ * "auto"). -EINVAL for an unknown name or one that cannot do the operation,
+ * -ENOTSUP for one this CPU lacks. */
+int bm_copy_with(const char *strategy, void *dst, const void *src, size_t len);
+int bm_clear_with(const char *strategy, void *dst, size_t len);
+
+/* ---- strategies and calibration ---------------------------------------- */
+
+#define BM_OP_COPY 0
+#define BM_OP_CLEAR 1
+
+/* 1 if this CPU can run the strategy, 0 if it lacks a feature it needs,
+ * -EINVAL if the name is unknown or NULL. */
+int bm_strategy_available(const char *strategy);
+
+/* 1 if the strategy implements the operation (BM_OP_*: "clzero" clears but
+ * cannot copy), 0 if not, -EINVAL for an unknown name, NULL or a bad op.
+ * A strategy that cannot do the operation is refused with -EINVAL before
+ * availability is considered. */
+int bm_strategy_supports(const char *strategy, int op);
+
+/* The i-th strategy name ("auto" first); NULL past the last. */
+const char *bm_strategy_name(size_t i);
+
+/* The strategy `auto` uses for an operation (BM_OP_*) over `total` bytes in
+ * `runs` contiguous runs (1: a single call) with a hint; NULL for a bad op
+ * or hint. Static storage. */
+const char *bm_auto_choice(int op, size_t total, size_t runs, int hint);
+
+/* 1 if `auto` follows a profile measured by `bulkmem tune` on this CPU, 0 if
+ * it uses the built-in rules. */
+int bm_is_tuned(void);
+
+/* Why: "tuned: PATH (measured 2 h ago)", "no profile at PATH: ...", ...
+ * Static storage. */
+const char *bm_profile_status(void);
+
+/* ---- batches on the calling thread ------------------------------------- */
+
+typedef struct bm_extent {
+    void *dst;
+    const void *src; /* ignored by clears */
+    size_t len;
+} bm_extent;
+
+/* Copy (clear) every extent; one primitive is chosen for the batch as a
+ * whole from its total (128 separate 2 MiB copies are one 256 MiB stream).
+ * Extents are validated first (-EINVAL: NULL pointers, a destination
+ * overlapping any other extent or its own source); nothing is written then. */
+int bm_copy_batch(const bm_extent *ext, size_t n);
+int bm_clear_batch(const bm_extent *ext, size_t n);
+
+/* ---- copies that survive a bad page ------------------------------------ */
+
+#define BM_FAULT_SRC 1 /* reading the source faulted */
+#define BM_FAULT_DST 2 /* writing the destination faulted */
+
+typedef struct bm_fault {
+    size_t offset; /* first byte not copied: bytes before it are done, none
+                      after it were written */
+    void *addr;    /* the faulting address the kernel reported */
+    int side;      /* BM_FAULT_SRC or BM_FAULT_DST */
+    int code;      /* the SIGBUS si_code: BUS_ADRERR (2), BUS_MCEERR_AR (4) */
+} bm_fault;
+
+/* Copy (clear) like bm_copy (bm_clear), but a SIGBUS while touching the
+ * memory (a poisoned page, a file mapping truncated under the caller) stops
+ * the operation and returns -EIO (-EHWPOISON for hardware poison) with *f
+ * filled in (f may be NULL). bulkmem installs a SIGBUS handler that chains
+ * to the previous one for faults outside its routines. x86_64 only:
+ * elsewhere both return -ENOTSUP. */
+int bm_copy_checked(void *dst, const void *src, size_t len, bm_fault *f);
+int bm_clear_checked(void *dst, size_t len, bm_fault *f);
+
+/* ---- the multi-threaded batch engine ----------------------------------- */
+
+#define BM_PLACE_SPREAD 0 /* round-robin LLC domains (and NUMA nodes) */
+#define BM_PLACE_FILL 1   /* fill one LLC domain first */
+
+/* Zero (or a NULL pointer) means the default for every field. */
+typedef struct bm_engine_opts {
+    size_t threads;       /* workers; 0: one per core, <= 2 per LLC domain */
+    int placement;        /* BM_PLACE_* */
+    size_t chunk;         /* bytes per chunk (latency bound); 0: 32 MiB */
+    const char *strategy; /* NULL or "auto": auto */
+    int hint;             /* BM_HINT_* */
+} bm_engine_opts;
+
+typedef struct bm_engine bm_engine;
+
+/* A new engine with pinned, reused worker threads; NULL with errno set on
+ * failure (EINVAL: bad options, ENOTSUP: unavailable strategy). */
+bm_engine *bm_engine_new(const bm_engine_opts *opts);
+
+/* Worker threads of the engine. */
+size_t bm_engine_threads(const bm_engine *e);
+
+/* Copy (clear) a batch on the engine's workers; validated as bm_copy_batch.
+ * One batch at a time per engine (calls from several threads serialise). */
+int bm_engine_copy_batch(bm_engine *e, const bm_extent *ext, size_t n);
+int bm_engine_clear_batch(bm_engine *e, const bm_extent *ext, size_t n);
+
+/* Called between chunks, from worker threads (so it must be thread-safe),
+ * with the bytes completed so far and the batch total. */
+typedef void (*bm_progress_fn)(size_t done, size_t total, void *ctx);
+
+typedef struct bm_ctl {
+    bm_progress_fn progress; /* may be NULL */
+    void *ctx;               /* passed to progress */
+    const volatile int *cancel; /* may be NULL; non-zero stops the batch
+                                   between chunks */
+} bm_ctl;
+
+typedef struct bm_report {
+    size_t total;        /* bytes in the batch */
+    size_t bytes_done;   /* bytes completed */
+    size_t extents_done; /* extents 0..extents_done are complete */
+    size_t workers;      /* threads that ran chunks */
+    int cancelled;       /* 1 if the cancel flag stopped it */
+    const char *strategy; /* the primitive that ran (static storage) */
+} bm_report;
+
+/* As bm_engine_copy_batch (clear) with progress and cancellation; ctl and
+ * report may be NULL. A cancelled batch returns -ECANCELED, and *report
+ * names the completed prefix exactly. */
+int bm_engine_copy_batch_ctl(bm_engine *e, const bm_extent *ext, size_t n,
+                             const bm_ctl *ctl, bm_report *report);
+int bm_engine_clear_batch_ctl(bm_engine *e, const bm_extent *ext, size_t n,
+                              const bm_ctl *ctl, bm_report *report);
+
+/* Stop the workers and free the engine (NULL is allowed). */
+void bm_engine_free(bm_engine *e);
+
+/* ---- template fill ----------------------------------------------------- */
+
+/* Called once per element, in index order, on the element's copy before it
+ * is stored: patch per-element fields there. */
+typedef void (*bm_patch_fn)(size_t index, void *elem, size_t elem_len, void *ctx);
+
+/* Repeat the template (tmpl_len bytes) across dst; len must be a whole
+ * number of templates and tmpl_len at least 1 (-EINVAL otherwise, nothing
+ * written); dst and tmpl must not overlap. Large regions use non-temporal
+ * stores, drained before return. */
+int bm_fill(void *dst, size_t len, const void *tmpl, size_t tmpl_len);
+
+/* As bm_fill, calling patch(index, elem, tmpl_len, ctx) for each element
+ * (a NULL patch makes it bm_fill). */
+int bm_fill_with(void *dst, size_t len, const void *tmpl, size_t tmpl_len,
+                 bm_patch_fn patch, void *ctx);
+
+/* Order every non-temporal store this thread issued before later stores
+ * (sfence), like the kernel's memcpy_nt_drain(). */
+void bm_nt_drain(void);
+
+/* ---- page moves with userfaultfd (Linux >= 6.8) ------------------------- */
+
+typedef struct bm_mover bm_mover;
+
+#define BM_MOVE_ALLOW_SRC_HOLES 1u /* skip source holes instead of failing */
+#define BM_MOVE_FALLBACK_COPY 2u   /* copy pages MOVE refuses (EBUSY) */
+#define BM_MOVE_DONTWAKE 4u        /* don't wake destination faulters */
+
+typedef struct bm_move_report {
+    size_t moved;    /* bytes moved */
+    size_t copied;   /* bytes copied by the fallback */
+    size_t holes;    /* bytes of source holes skipped */
+    size_t failures; /* pages left behind (see bm_last_error) */
+    size_t ioctls;   /* ioctls issued */
+} bm_move_report;
+
+/* A mover owning a userfaultfd; NULL with errno set (ENOTSUP: no
+ * userfaultfd or no UFFDIO_MOVE in this kernel; EPERM: userfaultfd
+ * refused, see vm.unprivileged_userfaultfd). */
+bm_mover *bm_mover_new(void);
+
+/* Register (unregister) a page-aligned destination range with the mover. */
+int bm_mover_register(bm_mover *m, void *addr, size_t len);
+int bm_mover_unregister(bm_mover *m, void *addr, size_t len);
+
+/* Move the pages of [src, src+len) to the registered, unpopulated
+ * [dst, dst+len) without copying (private anonymous memory, page-aligned,
+ * not overlapping). Pages left behind make it return -EAGAIN with *r
+ * (may be NULL) saying how many. */
+int bm_mover_move(bm_mover *m, void *dst, void *src, size_t len,
+                  unsigned flags, bm_move_report *r);
+
+/* Close the userfaultfd and free the mover (NULL is allowed). */
+void bm_mover_free(bm_mover *m);
+
+/* ---- NUMA -------------------------------------------------------------- */
+
+typedef struct bm_migrate_report {
+    size_t moved;       /* pages moved */
+    size_t already;     /* pages already on the node */
+    size_t not_present; /* pages not populated */
+    size_t failed;      /* pages that could not move */
+} bm_migrate_report;
+
+/* NUMA nodes with memory (at least 1). */
+int bm_numa_nodes(void);
+
+/* Move this process's pages of [addr, addr+len) (page-aligned) to node
+ * `node` with move_pages(2); *r may be NULL. -ENODEV for no such node;
+ * -EAGAIN if some pages could not move (*r says how many). */
+int bm_migrate(void *addr, size_t len, int node, bm_migrate_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BULKMEM_H */

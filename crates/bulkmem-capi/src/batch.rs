@@ -1,0 +1,348 @@
+//! Batches of extents: on the calling thread, and on the engine's workers
+//! with progress and a cancel flag.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use bulkmem_core::{
+    CancelToken, Control, Engine, Extent, Options, Placement, Progress, Report, Strategy,
+};
+
+use crate::status::{self, call, call_ptr, fail, hint, invalid, strategy, Res};
+
+/// The C `bm_extent`.
+#[repr(C)]
+pub struct BmExtent {
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+}
+
+/// The C extents as the library's, or why not (the library then checks
+/// NULL pointers and overlaps before writing anything).
+///
+/// # Safety
+/// `ext` points to `n` extents (the contract), or `n` is 0.
+unsafe fn extents(ext: *const BmExtent, n: usize) -> Res<Vec<Extent>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if ext.is_null() {
+        return Err(invalid(format!("the extent array is NULL with n = {n}")));
+    }
+    // SAFETY: `ext` points to `n` initialised extents (the contract).
+    let c = unsafe { std::slice::from_raw_parts(ext, n) };
+    Ok(c.iter()
+        .map(|e| Extent {
+            dst: e.dst.cast(),
+            src: e.src.cast(),
+            len: e.len,
+        })
+        .collect())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_copy_batch(ext: *const BmExtent, n: usize) -> c_int {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let v = unsafe { extents(ext, n)? };
+        // SAFETY: the extents' memory is the caller's to lend (contract);
+        // copy_extents validates pointers and overlaps before writing.
+        unsafe { bulkmem_core::copy_extents(Options::default(), &v)? };
+        Ok(0)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_clear_batch(ext: *const BmExtent, n: usize) -> c_int {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let v = unsafe { extents(ext, n)? };
+        // SAFETY: as in bm_copy_batch.
+        unsafe { bulkmem_core::clear_extents(Options::default(), &v)? };
+        Ok(0)
+    })
+}
+
+/// The C `bm_engine_opts`.
+#[repr(C)]
+pub struct BmEngineOpts {
+    threads: usize,
+    placement: c_int,
+    chunk: usize,
+    strategy: *const c_char,
+    hint: c_int,
+}
+
+/// The C `bm_engine`: an opaque box around the engine (which serialises
+/// batches itself, so it may be shared between threads).
+pub struct BmEngine(Engine);
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_engine_new(opts: *const BmEngineOpts) -> *mut BmEngine {
+    call_ptr(|| {
+        let mut b = Engine::builder();
+        if !opts.is_null() {
+            // SAFETY: a non-NULL `opts` points to a bm_engine_opts.
+            let o = unsafe { &*opts };
+            if o.threads > 0 {
+                b = b.threads(o.threads);
+            }
+            b = b.placement(match o.placement {
+                0 => Placement::Spread,
+                1 => Placement::Fill,
+                p => {
+                    return Err(invalid(format!(
+                        "placement {p} is not BM_PLACE_SPREAD (0) or BM_PLACE_FILL (1)"
+                    )))
+                }
+            });
+            if o.chunk > 0 {
+                b = b.chunk(o.chunk);
+            }
+            let s = strategy(o.strategy)?;
+            if s != Strategy::Auto {
+                b = b.strategy(s);
+            }
+            b = b.hint(hint(o.hint)?);
+        }
+        Ok(Box::into_raw(Box::new(BmEngine(b.build()?))))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_engine_threads(e: *const BmEngine) -> usize {
+    if e.is_null() {
+        return 0;
+    }
+    // SAFETY: a non-NULL engine came from bm_engine_new (the contract).
+    unsafe { &*e }.0.threads()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_engine_free(e: *mut BmEngine) {
+    if !e.is_null() {
+        // The workers' shutdown cannot unwind into C.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: `e` came from bm_engine_new and is freed once (the
+            // contract).
+            drop(unsafe { Box::from_raw(e) })
+        }));
+    }
+}
+
+/// The C `bm_ctl`.
+#[repr(C)]
+pub struct BmCtl {
+    progress: Option<extern "C" fn(usize, usize, *mut c_void)>,
+    ctx: *mut c_void,
+    cancel: *const c_int,
+}
+
+/// The C `bm_report`.
+#[repr(C)]
+pub struct BmReport {
+    total: usize,
+    bytes_done: usize,
+    extents_done: usize,
+    workers: usize,
+    cancelled: c_int,
+    strategy: *const c_char,
+}
+
+/// The caller's progress callback, context and cancel flag, shared with
+/// the workers.
+struct Hooks {
+    progress: Option<extern "C" fn(usize, usize, *mut c_void)>,
+    ctx: *mut c_void,
+    cancel: *const c_int,
+}
+
+// SAFETY: the header requires the progress callback (and its context) to
+// be callable from worker threads; the cancel flag is only read, with a
+// volatile load.
+unsafe impl Sync for Hooks {}
+
+impl Hooks {
+    fn cancelled(&self) -> bool {
+        // SAFETY: a non-NULL flag is a readable int for the batch (the
+        // contract); volatile because another thread sets it.
+        !self.cancel.is_null() && unsafe { self.cancel.read_volatile() } != 0
+    }
+}
+
+enum Which {
+    Copy,
+    Clear,
+}
+
+/// # Safety
+/// The header's contract for engine batches.
+unsafe fn run(
+    which: Which,
+    e: *mut BmEngine,
+    ext: *const BmExtent,
+    n: usize,
+    ctl: *const BmCtl,
+    out: *mut BmReport,
+) -> Res<c_int> {
+    if e.is_null() {
+        return Err(invalid("the engine is NULL"));
+    }
+    // SAFETY: a non-NULL engine came from bm_engine_new.
+    let engine = unsafe { &(*e).0 };
+    // SAFETY: forwarded contract.
+    let v = unsafe { extents(ext, n)? };
+    let hooks = if ctl.is_null() {
+        Hooks {
+            progress: None,
+            ctx: std::ptr::null_mut(),
+            cancel: std::ptr::null(),
+        }
+    } else {
+        // SAFETY: a non-NULL `ctl` points to a bm_ctl.
+        let c = unsafe { &*ctl };
+        Hooks {
+            progress: c.progress,
+            ctx: c.ctx,
+            cancel: c.cancel,
+        }
+    };
+    if hooks.cancelled() {
+        let total = v.iter().map(|x| x.len).sum();
+        write_report(
+            out,
+            &Report {
+                strategy: Strategy::Auto,
+                total,
+                bytes_done: 0,
+                extents_done: 0,
+                partial: None,
+                cancelled: true,
+                chunks: 0,
+                workers: 0,
+            },
+        );
+        return Err(fail(libc::ECANCELED, "cancelled before it started"));
+    }
+    let token = CancelToken::new();
+    let on_progress = |p: Progress| {
+        if let Some(f) = hooks.progress {
+            f(p.done, p.total, hooks.ctx);
+        }
+        if hooks.cancelled() {
+            token.cancel();
+        }
+    };
+    let control = Control {
+        cancel: Some(&token),
+        progress: Some(&on_progress),
+    };
+    // SAFETY: the extents' memory is the caller's to lend for the call; the
+    // engine validates pointers and overlaps before writing.
+    let result = unsafe {
+        match which {
+            Which::Copy => engine.copy_extents(&v, control),
+            Which::Clear => engine.clear_extents(&v, control),
+        }
+    };
+    let report: Report = match result {
+        Ok(r) => r,
+        Err(bulkmem_core::Error::WorkerPanicked { report, message }) => {
+            write_report(out, &report);
+            return Err(fail(
+                libc::ENOTRECOVERABLE,
+                format!("a worker panicked ({message})"),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    write_report(out, &report);
+    if report.cancelled {
+        return Err(fail(
+            libc::ECANCELED,
+            format!(
+                "cancelled after {} of {} bytes (extents 0..{} complete)",
+                report.bytes_done, report.total, report.extents_done
+            ),
+        ));
+    }
+    Ok(0)
+}
+
+fn write_report(out: *mut BmReport, r: &Report) {
+    if out.is_null() {
+        return;
+    }
+    let c = BmReport {
+        total: r.total,
+        bytes_done: r.bytes_done,
+        extents_done: r.extents_done,
+        workers: r.workers,
+        cancelled: c_int::from(r.cancelled),
+        strategy: status::name_of(r.strategy),
+    };
+    // SAFETY: a non-NULL report points to a bm_report (the contract).
+    unsafe { out.write(c) };
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_engine_copy_batch(
+    e: *mut BmEngine,
+    ext: *const BmExtent,
+    n: usize,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    call(|| unsafe {
+        run(
+            Which::Copy,
+            e,
+            ext,
+            n,
+            std::ptr::null(),
+            std::ptr::null_mut(),
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_engine_clear_batch(
+    e: *mut BmEngine,
+    ext: *const BmExtent,
+    n: usize,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    call(|| unsafe {
+        run(
+            Which::Clear,
+            e,
+            ext,
+            n,
+            std::ptr::null(),
+            std::ptr::null_mut(),
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_engine_copy_batch_ctl(
+    e: *mut BmEngine,
+    ext: *const BmExtent,
+    n: usize,
+    ctl: *const BmCtl,
+    report: *mut BmReport,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    call(|| unsafe { run(Which::Copy, e, ext, n, ctl, report) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_engine_clear_batch_ctl(
+    e: *mut BmEngine,
+    ext: *const BmExtent,
+    n: usize,
+    ctl: *const BmCtl,
+    report: *mut BmReport,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    call(|| unsafe { run(Which::Clear, e, ext, n, ctl, report) })
+}

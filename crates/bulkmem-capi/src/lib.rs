@@ -1,0 +1,52 @@
+//! The C interface of bulkmem (`include/bulkmem.h`): libbulkmem.so.0 and
+//! libbulkmem.a. Every function is documented in the header; this crate
+//! only checks C arguments, calls the Rust library, and maps its errors to
+//! negative errnos ([`status`]). No panic unwinds into C.
+
+#![allow(clippy::missing_safety_doc)] // the contracts are in bulkmem.h
+
+mod batch;
+mod fill;
+mod mover;
+mod numa;
+mod single;
+mod status;
+
+use std::ffi::{c_char, c_int};
+
+/// `bm_version`.
+#[no_mangle]
+pub extern "C" fn bm_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// `bm_strerror`.
+#[no_mangle]
+pub extern "C" fn bm_strerror(err: c_int) -> *const c_char {
+    let s: &'static [u8] = match -err {
+        0 => b"success\0",
+        libc::EINVAL => b"invalid argument (NULL pointer, unknown name, overlapping or malformed extents, bad options)\0",
+        libc::ENOTSUP => b"not supported by this CPU or kernel\0",
+        libc::ENOMEM => b"not enough memory\0",
+        libc::EIO => b"a bad page stopped the operation (SIGBUS)\0",
+        libc::EHWPOISON => b"a hardware-poisoned page stopped the operation\0",
+        libc::ECANCELED => b"cancelled\0",
+        libc::ENOTRECOVERABLE => b"internal error in bulkmem\0",
+        libc::ENODEV => b"no such NUMA node\0",
+        libc::EAGAIN => b"some pages were left behind\0",
+        libc::EPERM => b"operation not permitted\0",
+        libc::EFAULT => b"bad address\0",
+        libc::EBUSY => b"busy\0",
+        libc::EEXIST => b"destination already populated\0",
+        libc::ENOENT => b"no such page or entry\0",
+        libc::ESRCH => b"no such process\0",
+        _ => b"unknown error code\0",
+    };
+    s.as_ptr().cast()
+}
+
+/// `bm_last_error`.
+#[no_mangle]
+pub extern "C" fn bm_last_error() -> *const c_char {
+    status::last()
+}

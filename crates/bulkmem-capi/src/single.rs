@@ -1,0 +1,260 @@
+//! Single copies and clears, checked ones, and what `auto` would do.
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::sync::OnceLock;
+
+use bulkmem_core::{auto, Op, Options, Request, Strategy};
+
+use crate::status::{self, call, disjoint, hint, invalid, region, strategy, Res};
+
+/// Copies with `opts` after checking the C arguments.
+///
+/// # Safety
+/// The header's contract: `src` readable and `dst` writable for `len`.
+unsafe fn copy(opts: Options, dst: *mut c_void, src: *const c_void, len: usize) -> Res<c_int> {
+    region(dst, len, "dst")?;
+    region(src, len, "src")?;
+    disjoint(dst, src, len, "dst and src")?;
+    if len == 0 {
+        return resolve_only(opts, Op::Copy);
+    }
+    // SAFETY: checked non-NULL, not wrapping, disjoint; the caller vouches
+    // for the memory.
+    let (d, s) = unsafe {
+        (
+            std::slice::from_raw_parts_mut(dst.cast::<u8>(), len),
+            std::slice::from_raw_parts(src.cast::<u8>(), len),
+        )
+    };
+    bulkmem_core::copy_opts(opts, d, s)?;
+    Ok(0)
+}
+
+/// # Safety
+/// `dst` writable for `len`.
+unsafe fn clear(opts: Options, dst: *mut c_void, len: usize) -> Res<c_int> {
+    region(dst, len, "dst")?;
+    if len == 0 {
+        return resolve_only(opts, Op::Clear);
+    }
+    // SAFETY: checked non-NULL and not wrapping; the caller vouches.
+    let d = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
+    bulkmem_core::clear_opts(opts, d)?;
+    Ok(0)
+}
+
+/// An empty call still refuses a strategy that could not run.
+fn resolve_only(opts: Options, op: Op) -> Res<c_int> {
+    bulkmem_core::resolve(opts, &Request::single(op, 0, opts.hint))?;
+    Ok(0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_copy(dst: *mut c_void, src: *const c_void, len: usize) -> c_int {
+    // SAFETY: forwarded contract.
+    call(|| unsafe { copy(Options::default(), dst, src, len) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_clear(dst: *mut c_void, len: usize) -> c_int {
+    // SAFETY: forwarded contract.
+    call(|| unsafe { clear(Options::default(), dst, len) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_copy_hint(
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+    h: c_int,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    call(|| unsafe { copy(Options::hint(hint(h)?), dst, src, len) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_clear_hint(dst: *mut c_void, len: usize, h: c_int) -> c_int {
+    // SAFETY: forwarded contract.
+    call(|| unsafe { clear(Options::hint(hint(h)?), dst, len) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_copy_with(
+    name: *const c_char,
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    call(|| unsafe { copy(Options::strategy(strategy(name)?), dst, src, len) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_clear_with(name: *const c_char, dst: *mut c_void, len: usize) -> c_int {
+    // SAFETY: forwarded contract.
+    call(|| unsafe { clear(Options::strategy(strategy(name)?), dst, len) })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_strategy_available(name: *const c_char) -> c_int {
+    call(|| {
+        if name.is_null() {
+            return Err(invalid("the strategy name is NULL"));
+        }
+        Ok(c_int::from(strategy(name)?.available()))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_strategy_supports(name: *const c_char, op: c_int) -> c_int {
+    call(|| {
+        if name.is_null() {
+            return Err(invalid("the strategy name is NULL"));
+        }
+        let op = match op {
+            0 => Op::Copy,
+            1 => Op::Clear,
+            _ => {
+                return Err(invalid(format!(
+                    "op {op} is not BM_OP_COPY (0) or BM_OP_CLEAR (1)"
+                )))
+            }
+        };
+        Ok(c_int::from(strategy(name)?.supports(op)))
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn bm_strategy_name(i: usize) -> *const c_char {
+    match Strategy::ALL.get(i) {
+        Some(&s) => status::name_of(s),
+        None => std::ptr::null(),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn bm_auto_choice(op: c_int, total: usize, runs: usize, h: c_int) -> *const c_char {
+    let op = match op {
+        0 => Op::Copy,
+        1 => Op::Clear,
+        _ => return std::ptr::null(),
+    };
+    let Ok(hint) = hint(h) else {
+        return std::ptr::null();
+    };
+    let mut out = std::ptr::null();
+    call(|| {
+        let req = Request {
+            op,
+            total,
+            runs: runs.max(1),
+            hint,
+        };
+        out = status::name_of(auto::here(&req).strategy);
+        Ok(0)
+    });
+    out
+}
+
+#[no_mangle]
+pub extern "C" fn bm_is_tuned() -> c_int {
+    c_int::from(auto::is_tuned())
+}
+
+#[no_mangle]
+pub extern "C" fn bm_profile_status() -> *const c_char {
+    static S: OnceLock<CString> = OnceLock::new();
+    S.get_or_init(|| {
+        CString::new(auto::profile_status().to_string().replace('\0', " ")).unwrap_or_default()
+    })
+    .as_ptr()
+}
+
+/// The C `bm_fault`.
+#[repr(C)]
+pub struct BmFault {
+    offset: usize,
+    addr: *mut c_void,
+    side: c_int,
+    code: c_int,
+}
+
+#[cfg(target_arch = "x86_64")]
+fn report_fault(e: bulkmem_core::Error, out: *mut BmFault) -> status::Fail {
+    if let bulkmem_core::Error::Fault(f) = &e {
+        if !out.is_null() {
+            let side = match f.side {
+                bulkmem_core::Side::Source => 1,
+                bulkmem_core::Side::Destination => 2,
+            };
+            // SAFETY: a non-NULL `f` points to a bm_fault (the contract).
+            unsafe {
+                out.write(BmFault {
+                    offset: f.offset,
+                    addr: f.addr as *mut c_void,
+                    side,
+                    code: f.code,
+                })
+            };
+        }
+    }
+    e.into()
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_copy_checked(
+    dst: *mut c_void,
+    src: *const c_void,
+    len: usize,
+    f: *mut BmFault,
+) -> c_int {
+    call(|| {
+        region(dst, len, "dst")?;
+        region(src, len, "src")?;
+        disjoint(dst, src, len, "dst and src")?;
+        if len == 0 {
+            return Ok(0);
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: checked as in bm_copy; faults are caught, not UB: the
+            // checked routines touch the memory only from assembly.
+            let (d, s) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(dst.cast::<u8>(), len),
+                    std::slice::from_raw_parts(src.cast::<u8>(), len),
+                )
+            };
+            bulkmem_core::copy_checked_with(Strategy::Auto, d, s)
+                .map_err(|e| report_fault(e, f))?;
+            Ok(0)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = f;
+            Err(status::fail(libc::ENOTSUP, "checked copies need x86_64"))
+        }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_clear_checked(dst: *mut c_void, len: usize, f: *mut BmFault) -> c_int {
+    call(|| {
+        region(dst, len, "dst")?;
+        if len == 0 {
+            return Ok(0);
+        }
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: as in bm_copy_checked.
+            let d = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
+            bulkmem_core::clear_checked_with(Strategy::Auto, d).map_err(|e| report_fault(e, f))?;
+            Ok(0)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = f;
+            Err(status::fail(libc::ENOTSUP, "checked clears need x86_64"))
+        }
+    })
+}

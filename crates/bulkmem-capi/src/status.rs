@@ -1,0 +1,222 @@
+//! Return codes: every entry point runs inside [`call`], which turns a
+//! library error into a negative errno, records its message for
+//! `bm_last_error`, and catches panics so nothing unwinds into C.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use bulkmem_core::uffd::UffdError;
+use bulkmem_core::{Error, Hint, Strategy};
+
+/// A failure on its way to C: the negative errno and the words.
+pub struct Fail {
+    pub code: c_int,
+    pub msg: String,
+}
+
+pub type Res<T> = Result<T, Fail>;
+
+pub fn fail(errno: c_int, msg: impl Into<String>) -> Fail {
+    Fail {
+        code: -errno,
+        msg: msg.into(),
+    }
+}
+
+pub fn invalid(msg: impl Into<String>) -> Fail {
+    fail(libc::EINVAL, msg)
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Fail {
+        let errno = match &e {
+            Error::Unavailable { .. } => libc::ENOTSUP,
+            Error::NoSuchNode { .. } => libc::ENODEV,
+            Error::NotEnoughMemory { .. } => libc::ENOMEM,
+            Error::Syscall { errno, .. } | Error::MigrationFailed { errno, .. } => *errno,
+            Error::WorkerPanicked { .. } => libc::ENOTRECOVERABLE,
+            #[cfg(target_arch = "x86_64")]
+            Error::Fault(f) => fault_errno(f.code),
+            _ => libc::EINVAL,
+        };
+        fail(errno, e.to_string())
+    }
+}
+
+impl From<UffdError> for Fail {
+    fn from(e: UffdError) -> Fail {
+        let errno = match &e {
+            UffdError::Unsupported(_) => libc::ENOTSUP,
+            UffdError::Permission(io) => match io.raw_os_error() {
+                Some(libc::ENOSYS) => libc::ENOTSUP,
+                e => e.unwrap_or(libc::EPERM),
+            },
+            UffdError::Invalid(_) => libc::EINVAL,
+            UffdError::Ioctl { error, .. } => error.raw_os_error().unwrap_or(libc::EIO),
+            _ => libc::EINVAL,
+        };
+        fail(errno, e.to_string())
+    }
+}
+
+/// `-EHWPOISON` for the machine-check codes, `-EIO` for the rest.
+pub fn fault_errno(si_code: i32) -> c_int {
+    if si_code == libc::BUS_MCEERR_AR || si_code == libc::BUS_MCEERR_AO {
+        libc::EHWPOISON
+    } else {
+        libc::EIO
+    }
+}
+
+/// Longest `bm_last_error` message kept (longer ones are cut at a char
+/// boundary).
+const LAST_MAX: usize = 511;
+
+thread_local! {
+    // A fixed buffer overwritten in place: the pointer bm_last_error hands
+    // out stays valid for the thread's lifetime, whatever C evaluates first.
+    static LAST: RefCell<[u8; LAST_MAX + 1]> = const { RefCell::new([0; LAST_MAX + 1]) };
+}
+
+pub fn set_last(msg: &str) {
+    let mut n = msg.len().min(LAST_MAX);
+    while !msg.is_char_boundary(n) {
+        n -= 1;
+    }
+    LAST.with(|l| {
+        let mut buf = l.borrow_mut();
+        for (d, s) in buf.iter_mut().zip(msg[..n].bytes()) {
+            *d = if s == 0 { b' ' } else { s };
+        }
+        buf[n] = 0;
+    });
+}
+
+/// The calling thread's last failure message (a pointer valid for the
+/// thread's lifetime).
+pub fn last() -> *const c_char {
+    LAST.with(|l| l.borrow().as_ptr().cast())
+}
+
+/// Runs an entry point: `Ok(code)` is returned as is, a failure as its
+/// negative errno (its message kept for `bm_last_error`), and a panic as
+/// `-ENOTRECOVERABLE`.
+pub fn call(f: impl FnOnce() -> Res<c_int>) -> c_int {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
+            set_last(&e.msg);
+            e.code
+        }
+        Err(panic) => {
+            set_last(&format!(
+                "internal error (a bug in bulkmem): {}",
+                panic_message(&panic)
+            ));
+            -libc::ENOTRECOVERABLE
+        }
+    }
+}
+
+/// As [`call`] for entry points that return a pointer: NULL and `errno` on
+/// failure.
+pub fn call_ptr<T>(f: impl FnOnce() -> Res<*mut T>) -> *mut T {
+    let mut out = std::ptr::null_mut();
+    let code = call(|| {
+        out = f()?;
+        Ok(0)
+    });
+    if code != 0 {
+        // SAFETY: __errno_location returns the calling thread's errno.
+        unsafe { *libc::__errno_location() = -code };
+    }
+    out
+}
+
+fn panic_message(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// A C string argument naming a strategy; NULL means `auto`.
+pub fn strategy(name: *const c_char) -> Res<Strategy> {
+    if name.is_null() {
+        return Ok(Strategy::Auto);
+    }
+    // SAFETY: a non-NULL strategy argument is a NUL-terminated string (the
+    // header's contract).
+    let s = unsafe { CStr::from_ptr(name) }
+        .to_str()
+        .map_err(|_| invalid("the strategy name is not UTF-8"))?;
+    s.parse()
+        .map_err(|e: bulkmem_core::ParseNameError| invalid(e.to_string()))
+}
+
+pub fn hint(h: c_int) -> Res<Hint> {
+    match h {
+        0 => Ok(Hint::Auto),
+        1 => Ok(Hint::Reuse),
+        2 => Ok(Hint::Stream),
+        _ => Err(invalid(format!(
+            "hint {h} is not BM_HINT_AUTO (0), BM_HINT_REUSE (1) or BM_HINT_STREAM (2)"
+        ))),
+    }
+}
+
+/// `len` bytes at `p` can be turned into a slice: not NULL (unless empty)
+/// and not wrapping around the address space.
+pub fn region(p: *const c_void, len: usize, what: &str) -> Res<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    if p.is_null() {
+        return Err(invalid(format!("{what} is NULL with a length of {len}")));
+    }
+    if (p as usize).checked_add(len).is_none() || len > isize::MAX as usize {
+        return Err(invalid(format!("{what} {p:p} + {len} wraps around")));
+    }
+    Ok(())
+}
+
+/// Two checked regions do not overlap.
+pub fn disjoint(a: *const c_void, b: *const c_void, len: usize, what: &str) -> Res<()> {
+    let (a, b) = (a as usize, b as usize);
+    if len > 0 && a < b + len && b < a + len {
+        return Err(invalid(format!(
+            "{what} overlap ({a:#x} and {b:#x}, {len} bytes): copies are memcpy, not memmove"
+        )));
+    }
+    Ok(())
+}
+
+/// Two checked regions of different lengths do not overlap.
+pub fn disjoint_ranges(
+    a: *const c_void,
+    alen: usize,
+    b: *const c_void,
+    blen: usize,
+    what: &str,
+) -> Res<()> {
+    let (a, b) = (a as usize, b as usize);
+    if alen > 0 && blen > 0 && a < b + blen && b < a + alen {
+        return Err(invalid(format!("{what} overlap")));
+    }
+    Ok(())
+}
+
+/// NUL-terminated static names of every strategy, in `Strategy::ALL`
+/// order.
+pub fn name_of(s: Strategy) -> *const c_char {
+    static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        Strategy::ALL
+            .iter()
+            .map(|s| CString::new(s.name()).expect("names have no NUL"))
+            .collect()
+    });
+    let i = Strategy::ALL.iter().position(|&x| x == s).unwrap_or(0);
+    names[i].as_ptr()
+}

@@ -1,0 +1,273 @@
+//! The C suite: installs the C library with `scripts/install-c` into a
+//! private prefix, then compiles every `tests/c/*.c` as C99 and
+//! `tests/c/header.cpp` as C++17 (`-Wall -Wextra -Werror`) against it with
+//! pkg-config, runs them, links one statically, and builds and runs
+//! `examples/c/engine_copy.c`. Needs `cc`, `c++` and `pkg-config`
+//! (`scripts/c-deps` installs them).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn here() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tool(name: &str) {
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {name}"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{name} is not installed: run scripts/c-deps (apt-get install gcc g++ pkg-config)"
+    );
+}
+
+/// The prefix the library is installed into, once per test binary.
+fn prefix() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        for t in ["cc", "c++", "pkg-config"] {
+            tool(t);
+        }
+        let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-prefix");
+        let o = Command::new(root().join("scripts/install-c"))
+            .arg("--prefix")
+            .arg(&p)
+            .output()
+            .expect("run scripts/install-c");
+        assert!(o.status.success(), "install-c failed: {}", text(&o));
+        p
+    })
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn pkg(args: &[&str]) -> Vec<String> {
+    let o = Command::new("pkg-config")
+        .args(args)
+        .arg("bulkmem")
+        .env("PKG_CONFIG_PATH", prefix().join("lib/pkgconfig"))
+        .output()
+        .expect("run pkg-config");
+    assert!(o.status.success(), "pkg-config {args:?}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(String::from)
+        .collect()
+}
+
+/// Compiles `src` into `out` with `compiler` and the flags; panics with the
+/// compiler's words on failure.
+fn compile(compiler: &str, flags: &[&str], src: &Path, link: &[String], out: &Path) {
+    let o = Command::new(compiler)
+        .args(flags)
+        .args(pkg(&["--cflags"]))
+        .arg(src)
+        .args(link)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .expect("run the compiler");
+    assert!(
+        o.status.success(),
+        "{compiler} {}: {}",
+        src.display(),
+        text(&o)
+    );
+}
+
+const C_FLAGS: &[&str] = &[
+    "-std=c99",
+    "-D_GNU_SOURCE",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-pthread",
+    "-O1",
+];
+
+/// Runs a compiled test; it must exit 0 and close with "N passed, 0 failed".
+fn run(bin: &Path, args: &[&str]) -> String {
+    let o = Command::new(bin)
+        .args(args)
+        .env("LD_LIBRARY_PATH", prefix().join("lib"))
+        .output()
+        .expect("run the C program");
+    let out = text(&o);
+    println!("{}:\n{out}", bin.display());
+    assert!(
+        o.status.success(),
+        "{} failed ({}):\n{out}",
+        bin.display(),
+        o.status
+    );
+    out
+}
+
+fn assert_all_passed(out: &str, bin: &Path) {
+    let last = out
+        .lines()
+        .rev()
+        .find(|l| l.contains(" passed, "))
+        .unwrap_or_else(|| panic!("{}: no 'N passed, M failed' line:\n{out}", bin.display()));
+    assert!(
+        last.trim_end().ends_with(" 0 failed"),
+        "{}: {last}",
+        bin.display()
+    );
+}
+
+fn c_tests() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(here().join("tests/c"))
+        .expect("tests/c")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "c"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 3, "the C suite has too few files: {v:?}");
+    v
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-bin");
+    std::fs::create_dir_all(&d).expect("create the binary directory");
+    d.join(name)
+}
+
+#[test]
+fn every_c_test_compiles_cleanly_and_passes() {
+    let link = pkg(&["--libs"]);
+    for src in c_tests() {
+        let bin = out_dir(src.file_stem().unwrap().to_str().unwrap());
+        compile("cc", C_FLAGS, &src, &link, &bin);
+        let out = run(&bin, &[]);
+        assert_all_passed(&out, &bin);
+    }
+}
+
+#[test]
+fn the_header_is_clean_cxx17_and_pedantic_c99() {
+    let bin = out_dir("header_cxx");
+    compile(
+        "c++",
+        &["-std=c++17", "-Wall", "-Wextra", "-Werror"],
+        &here().join("tests/c/header.cpp"),
+        &pkg(&["--libs"]),
+        &bin,
+    );
+    assert_all_passed(&run(&bin, &[]), &bin);
+    let o = Command::new("cc")
+        .args([
+            "-std=c99",
+            "-pedantic",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-fsyntax-only",
+            "-x",
+            "c",
+        ])
+        .arg(prefix().join("include/bulkmem.h"))
+        .output()
+        .expect("run cc");
+    assert!(o.status.success(), "the header alone as C99: {}", text(&o));
+}
+
+#[test]
+fn the_static_library_links_through_pkg_config_static() {
+    let src = here().join("tests/c/test_api.c");
+    let bin = out_dir("test_api_static");
+    let mut link: Vec<String> = vec![
+        "-Wl,-Bstatic".into(),
+        "-lbulkmem".into(),
+        "-Wl,-Bdynamic".into(),
+    ];
+    link.extend(pkg(&["--static", "--libs"]));
+    compile("cc", C_FLAGS, &src, &link, &bin);
+    let o = Command::new("readelf")
+        .arg("-d")
+        .arg(&bin)
+        .output()
+        .expect("run readelf");
+    let needed = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        !needed.contains("libbulkmem"),
+        "linked dynamically:\n{needed}"
+    );
+    // Without LD_LIBRARY_PATH pointing anywhere useful.
+    let o = Command::new(&bin)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", text(&o));
+    assert_all_passed(&text(&o), &bin);
+}
+
+#[test]
+fn the_shared_library_has_its_soname_and_only_bm_symbols() {
+    let so = prefix().join("lib/libbulkmem.so");
+    let o = Command::new("readelf")
+        .arg("-d")
+        .arg(&so)
+        .output()
+        .expect("readelf");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("Library soname: [libbulkmem.so.0]"),
+        "{}",
+        text(&o)
+    );
+    let o = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(&so)
+        .output()
+        .expect("nm");
+    let syms: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[1] == "T").then(|| f[2].to_string())
+        })
+        .collect();
+    assert!(
+        syms.iter().all(|s| s.starts_with("bm_")),
+        "exports beyond bm_*: {syms:?}"
+    );
+    // Every function the header declares is exported.
+    let header = std::fs::read_to_string(here().join("include/bulkmem.h")).unwrap();
+    for word in header.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        if word.starts_with("bm_") && header.contains(&format!("{word}(")) && !word.ends_with("_fn")
+        {
+            assert!(
+                syms.iter().any(|s| s == word),
+                "{word} is declared but not exported"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_example_builds_with_pkg_config_and_runs() {
+    let bin = out_dir("engine_copy");
+    compile(
+        "cc",
+        &["-O2", "-std=c99", "-Wall", "-Wextra", "-Werror"],
+        &root().join("examples/c/engine_copy.c"),
+        &pkg(&["--libs"]),
+        &bin,
+    );
+    let out = run(&bin, &["64"]);
+    assert!(out.contains("GB/s"), "{out}");
+}

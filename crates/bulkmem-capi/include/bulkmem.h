@@ -169,7 +169,9 @@ int bm_engine_copy_batch(bm_engine *e, const bm_extent *ext, size_t n);
 int bm_engine_clear_batch(bm_engine *e, const bm_extent *ext, size_t n);
 
 /* Called between chunks, from worker threads (so it must be thread-safe),
- * with the bytes completed so far and the batch total. */
+ * with the bytes completed so far and the batch total. Calls from
+ * different workers may arrive out of order: the largest `done` seen is
+ * the progress, and it reaches `total` when the batch completes. */
 typedef void (*bm_progress_fn)(size_t done, size_t total, void *ctx);
 
 typedef struct bm_ctl {

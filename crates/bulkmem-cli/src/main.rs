@@ -11,6 +11,7 @@ mod bench_move;
 mod chart;
 mod info;
 mod migrate_cmd;
+mod preload_cmd;
 mod report;
 mod size;
 mod stats;
@@ -64,6 +65,42 @@ enum Cmd {
     /// extents cold, 64 B to past 4x the per-thread LLC share) and write the
     /// profile `auto` follows on this CPU from the next process on.
     Tune(TuneArgs),
+    /// Run an unmodified program with its large memcpy/memmove/memset going
+    /// through bulkmem (LD_PRELOAD of libbulkmem_preload.so; variables:
+    /// BULKMEM_PRELOAD_MIN, _MT_MIN, _THREADS, _STATS, BULKMEM_PRELOAD=off).
+    Run {
+        /// Print calls and bytes per path when the program exits.
+        #[arg(long)]
+        stats: bool,
+        /// The command and its arguments (after --).
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            required = true,
+            value_name = "CMD"
+        )]
+        cmd: Vec<std::ffi::OsString>,
+    },
+    /// The child side of `bench preload` (not for direct use).
+    #[command(hide = true)]
+    PreloadWorkload {
+        kind: String,
+        #[arg(value_parser = size::parse_size)]
+        size: Option<usize>,
+    },
+}
+
+#[derive(Args)]
+struct PreloadArgs {
+    /// Bytes of the large-copy workloads.
+    #[arg(long, value_parser = size::parse_size, default_value = "1G")]
+    size: usize,
+    /// Child processes per workload and setting (median).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Write the rows as JSON (`-` for stdout).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -103,6 +140,9 @@ struct MigrateArgs {
 
 #[derive(Subcommand)]
 enum BenchCmd {
+    /// Unmodified workloads (a 1 GiB copy, a fresh 1 GiB copy, small
+    /// copies, python3's bytes(bytearray)) without and with the preload.
+    Preload(PreloadArgs),
     /// Copy throughput per strategy and size (seed 000).
     Copy(MemArgs),
     /// Clear throughput per strategy and size (seed 004).
@@ -362,9 +402,17 @@ fn main() -> ExitCode {
             BenchCmd::Move(a) => bench_move(a, cli.quiet),
             BenchCmd::Fault(a) => bench_fault(a, cli.quiet),
             BenchCmd::Migrate(a) => bench_migrate(a, cli.quiet),
+            BenchCmd::Preload(a) => bench_preload(a, cli.quiet),
         },
         Some(Cmd::Migrate(a)) => migrate(a),
         Some(Cmd::Tune(a)) => tune_cmd(a, cli.quiet),
+        Some(Cmd::Run { stats, cmd }) => match preload_cmd::run(&cmd, stats) {
+            Ok(never) => match never {},
+            Err((code, msg)) => Err(Failure { code, msg }),
+        },
+        Some(Cmd::PreloadWorkload { kind, size }) => {
+            preload_cmd::workload(&kind, size.unwrap_or(0)).map_err(runtime)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -963,4 +1011,12 @@ fn tune_cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
         _ => println!("auto follows it from the next process on (`bulkmem info` shows it)"),
     }
     Ok(())
+}
+
+fn bench_preload(a: PreloadArgs, quiet: bool) -> Result<(), Failure> {
+    preload_cmd::library().map_err(usage)?;
+    let runs = a.runs as usize;
+    let units = preload_cmd::units(runs);
+    let rows = with_progress(quiet, units, |p| preload_cmd::bench(a.size, runs, p))?;
+    publish(&preload_cmd::table(&rows), &rows, a.json.as_deref(), None)
 }

@@ -516,3 +516,52 @@ fn tables_and_json_say_which_auto_ran() {
     assert_eq!(v["machine"]["auto"], "built-in");
     assert!(v["machine"]["profile"].as_str().unwrap().contains("off"));
 }
+
+#[test]
+fn run_passes_exit_codes_and_reports_stats() {
+    let o = bulkmem(&["run", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let o = bulkmem(&["run", "--", "/nonexistent/program"]);
+    assert_eq!(o.status.code(), Some(127), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot run /nonexistent/program"));
+    let o = bulkmem(&["run"]);
+    assert_eq!(o.status.code(), Some(2));
+    // (A program that leaves with _exit, as dash does, runs no exit
+    // handlers and prints no stats.)
+    let o = bulkmem(&["run", "--stats", "--", "/bin/echo", "ran"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
+    assert!(
+        stderr(&o).contains("bulkmem preload [") && stderr(&o).contains(" echo]"),
+        "{}",
+        stderr(&o)
+    );
+    let o = bulkmem_env(
+        &["run", "--", "true"],
+        &[("BULKMEM_PRELOAD_LIB", "/nonexistent.so")],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("BULKMEM_PRELOAD_LIB=/nonexistent.so is not a file"));
+}
+
+#[test]
+fn bench_preload_rows_pair_off_and_on() {
+    let o = bulkmem(&[
+        "bench", "preload", "--size", "8M", "--runs", "1", "--json", "-", "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    for w in ["copy", "fresh", "small"] {
+        for s in ["off", "on"] {
+            let r = rows
+                .iter()
+                .find(|r| r["regime"] == w && r["strategy"] == s)
+                .unwrap_or_else(|| panic!("no {w} {s} row"));
+            assert_eq!(r["op"], "preload");
+            assert!(r["gbps"]["median"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r["speedup"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    assert!(stderr(&o).contains("on/off"), "{}", stderr(&o));
+}

@@ -158,7 +158,7 @@ impl Overrides {
 }
 
 /// `4096`, `512K`, `64M`, `1G` (also `KiB`/`k` forms), or `None`.
-pub(crate) fn parse_bytes(s: &str) -> Option<usize> {
+pub fn parse_bytes(s: &str) -> Option<usize> {
     let s = s.trim();
     let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     if digits == 0 {

@@ -33,7 +33,7 @@ use std::sync::OnceLock;
 use crate::cpu::{self, Features, Vendor};
 use crate::strategy::{Hint, Op, Strategy};
 
-pub use env::Overrides;
+pub use env::{parse_bytes, Overrides};
 pub use load::{
     default_profile_path, load_profile, profile, profile_loads, profile_status, ProfileStatus,
 };

@@ -1,0 +1,289 @@
+//! `bulkmem run -- CMD` (an unmodified program under the preload library)
+//! and `bulkmem bench preload` (the same workloads with and without it,
+//! each in a child process).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use crate::report::Row;
+use crate::stats::Stats;
+
+/// Where `libbulkmem_preload.so` is: `$BULKMEM_PRELOAD_LIB`, else beside the
+/// `bulkmem` binary (cargo puts both in target/release).
+pub fn library() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("BULKMEM_PRELOAD_LIB") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("BULKMEM_PRELOAD_LIB={} is not a file", p.display()))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let p = exe.with_file_name("libbulkmem_preload.so");
+    if p.is_file() {
+        Ok(p)
+    } else {
+        Err(format!(
+            "no {} (build it with `cargo build --release`, which builds crates/bulkmem-preload, \
+             or set BULKMEM_PRELOAD_LIB)",
+            p.display()
+        ))
+    }
+}
+
+/// `LD_PRELOAD` with the library in front of what is already there.
+pub fn ld_preload(lib: &std::path::Path) -> OsString {
+    let mut v = OsString::from(lib);
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|o| !o.is_empty()) {
+        v.push(":");
+        v.push(old);
+    }
+    v
+}
+
+/// Replaces this process with `cmd` under the preload; returns only on
+/// failure, with the exit code a shell would use (127: not found, 126:
+/// cannot run).
+pub fn run(cmd: &[OsString], stats: bool) -> Result<std::convert::Infallible, (u8, String)> {
+    use std::os::unix::process::CommandExt;
+    let lib = library().map_err(|e| (2, e))?;
+    let (prog, args) = cmd.split_first().ok_or((
+        2,
+        "run: no command given (bulkmem run -- CMD ARGS...)".to_string(),
+    ))?;
+    let mut c = Command::new(prog);
+    c.args(args).env("LD_PRELOAD", ld_preload(&lib));
+    if stats {
+        c.env("BULKMEM_PRELOAD_STATS", "1");
+    }
+    let e = c.exec();
+    let code = if e.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    Err((code, format!("cannot run {}: {e}", prog.to_string_lossy())))
+}
+
+/// The child side of `bench preload`: runs one workload through the C
+/// library's `memcpy` (interposed when preloaded) and prints `seconds bytes`.
+pub fn workload(kind: &str, size: usize) -> Result<(), String> {
+    // A call through a pointer the compiler cannot see through: a real
+    // call of the (possibly interposed) C function, never inlined.
+    let memcpy: unsafe extern "C" fn(
+        *mut libc::c_void,
+        *const libc::c_void,
+        usize,
+    ) -> *mut libc::c_void = std::hint::black_box(libc::memcpy);
+    match kind {
+        "copy" | "fresh" => {
+            let src = vec![0x5au8; size];
+            let mut dst = if kind == "copy" {
+                vec![0xa5u8; size]
+            } else {
+                Vec::with_capacity(size)
+            };
+            let t = Instant::now();
+            // SAFETY: both buffers hold `size` bytes (dst's capacity for
+            // "fresh": the copy initialises it), and they are distinct.
+            unsafe {
+                memcpy(dst.as_mut_ptr().cast(), src.as_ptr().cast(), size);
+                dst.set_len(size);
+            }
+            let dt = t.elapsed().as_secs_f64();
+            if dst[size / 2] != 0x5a || dst[size - 1] != 0x5a {
+                return Err("the copy is wrong".into());
+            }
+            println!("{dt} {size}");
+        }
+        "small" => {
+            let (src, mut dst) = (vec![1u8; 64 << 10], vec![0u8; 64 << 10]);
+            let mut x: u32 = 0x9e37_79b9;
+            let (mut bytes, calls) = (0usize, 20_000_000usize);
+            let t = Instant::now();
+            for i in 0..calls {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                let n = 8 + (x as usize % 505);
+                let off = (i * 64) % (60 << 10);
+                // SAFETY: off + n <= 60K + 512 < 64K in both buffers.
+                unsafe {
+                    memcpy(
+                        dst.as_mut_ptr().add(off).cast(),
+                        src.as_ptr().add(off).cast(),
+                        n,
+                    )
+                };
+                bytes += n;
+            }
+            let dt = t.elapsed().as_secs_f64();
+            std::hint::black_box(&dst);
+            println!("{dt} {bytes}");
+        }
+        _ => return Err(format!("unknown workload {kind}")),
+    }
+    Ok(())
+}
+
+/// One workload of `bench preload`: how to start it, and its name.
+struct Work {
+    name: &'static str,
+    cmd: Vec<OsString>,
+    size: usize,
+}
+
+/// A python3 to measure `bytes(bytearray(N))` with, if there is one.
+fn python() -> Option<PathBuf> {
+    let o = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    (o.status.success() && p.is_file()).then_some(p)
+}
+
+/// Progress units of [`bench`]: one child process each.
+pub fn units(runs: usize) -> usize {
+    (3 + usize::from(python().is_some())) * runs * 2
+}
+
+/// Runs each workload `runs` times without and with the preload,
+/// interleaved, in child processes; rows `op: preload`, `strategy: off|on`,
+/// `regime`: the workload, GB/s from the child's own timing.
+pub fn bench(
+    size: usize,
+    runs: usize,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<Row>, String> {
+    let lib = library()?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let me = |kind: &str, n: usize| -> Vec<OsString> {
+        vec![
+            exe.clone().into(),
+            "preload-workload".into(),
+            kind.into(),
+            n.to_string().into(),
+        ]
+    };
+    let mut works = vec![
+        Work {
+            name: "copy",
+            cmd: me("copy", size),
+            size,
+        },
+        Work {
+            name: "fresh",
+            cmd: me("fresh", size),
+            size,
+        },
+        Work {
+            name: "small",
+            cmd: me("small", 64 << 10),
+            size: 64 << 10,
+        },
+    ];
+    if let Some(py) = python() {
+        let script = format!(
+            "import time\nb = bytearray({size})\nb[::4096] = b'\\x01' * len(b[::4096])\n\
+             t = time.perf_counter(); x = bytes(b); dt = time.perf_counter() - t\nprint(dt, {size})"
+        );
+        works.push(Work {
+            name: "python-bytes",
+            cmd: vec![py.into(), "-c".into(), script.into()],
+            size,
+        });
+    }
+    let of = works.len() * runs * 2;
+    let mut done = 0;
+    let mut rows = Vec::new();
+    for w in &works {
+        let mut samples = [Vec::new(), Vec::new()];
+        for _ in 0..runs {
+            for (i, on) in [false, true].into_iter().enumerate() {
+                progress(
+                    done,
+                    of,
+                    &format!("preload {} {}", w.name, if on { "on" } else { "off" }),
+                );
+                let mut c = Command::new(&w.cmd[0]);
+                c.args(&w.cmd[1..]).env_remove("BULKMEM_PRELOAD_STATS");
+                if on {
+                    c.env("LD_PRELOAD", ld_preload(&lib));
+                } else {
+                    c.env_remove("LD_PRELOAD");
+                }
+                let o = c
+                    .output()
+                    .map_err(|e| format!("cannot run the {} workload: {e}", w.name))?;
+                let out = String::from_utf8_lossy(&o.stdout);
+                if !o.status.success() {
+                    return Err(format!(
+                        "the {} workload failed ({}): {}{}",
+                        w.name,
+                        o.status,
+                        out,
+                        String::from_utf8_lossy(&o.stderr)
+                    ));
+                }
+                let mut f = out.split_whitespace().map(|x| x.parse::<f64>());
+                let (Some(Ok(secs)), Some(Ok(bytes))) = (f.next(), f.next()) else {
+                    return Err(format!("the {} workload printed {out:?}", w.name));
+                };
+                samples[i].push(bytes / secs.max(1e-9) / 1e9);
+                done += 1;
+            }
+        }
+        for (i, name) in ["off", "on"].into_iter().enumerate() {
+            rows.push(Row {
+                op: "preload",
+                strategy: name.to_string(),
+                chose: name.to_string(),
+                hint: None,
+                size: w.size,
+                total: w.size,
+                regime: w.name,
+                threads: 1,
+                runs,
+                gbps: Stats::of(&samples[i]).ok_or("no samples")?,
+                speedup: None,
+                batch: None,
+                fill: None,
+                moved: None,
+                migrated: None,
+            });
+        }
+    }
+    progress(done, of, "done");
+    crate::report::add_speedups_over(&mut rows, "off");
+    Ok(rows)
+}
+
+/// The table: one line per workload, off and on side by side.
+pub fn table(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "preload: unmodified workloads in child processes, without and with libbulkmem_preload.so\n\
+         workload              off GB/s      on GB/s   on/off  (median of runs; min-max)\n",
+    );
+    let mut names: Vec<&str> = rows.iter().map(|r| r.regime).collect();
+    names.dedup();
+    for n in names {
+        let get = |st: &str| rows.iter().find(|r| r.regime == n && r.strategy == st);
+        if let (Some(off), Some(on)) = (get("off"), get("on")) {
+            s.push_str(&format!(
+                "{n:<16} {:>13.2} {:>12.2} {:>7.2}x  ({:.2}-{:.2} / {:.2}-{:.2})\n",
+                off.gbps.median,
+                on.gbps.median,
+                on.speedup.unwrap_or(0.0),
+                off.gbps.min,
+                off.gbps.max,
+                on.gbps.min,
+                on.gbps.max
+            ));
+        }
+    }
+    s
+}

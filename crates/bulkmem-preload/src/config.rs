@@ -1,0 +1,113 @@
+//! Configuration from the environment, read once by the constructor:
+//!
+//! * `BULKMEM_PRELOAD=off`: every call goes to the C library.
+//! * `BULKMEM_PRELOAD_MIN=BYTES` (default 1 MiB): calls at or above go
+//!   through bulkmem's `auto`; smaller ones to the C library.
+//! * `BULKMEM_PRELOAD_MT_MIN=BYTES` (default 16 MiB): copies and clears at
+//!   or above go to bulkmem's multi-threaded engine.
+//! * `BULKMEM_PRELOAD_THREADS=N` (default: the engine's, one per core, at
+//!   most two per LLC domain); 1 disables the engine.
+//! * `BULKMEM_PRELOAD_STATS=1`: calls and bytes per path, one line on
+//!   stderr when the process exits (not when it leaves with `_exit`, as
+//!   dash does: no exit handler runs then).
+//!
+//! Sizes take K/M/G suffixes. A value that cannot be used is one warning
+//! on stderr (when the program starts) and is ignored.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+pub const DEFAULT_MIN: usize = 1 << 20;
+pub const DEFAULT_MT_MIN: usize = 16 << 20;
+
+/// Calls below this take the C library; `usize::MAX` until the constructor
+/// has made the accelerated paths safe to use (or when switched off).
+/// With `BULKMEM_PRELOAD_STATS=1` it is 0, so every call takes the cold
+/// path, which counts it and tells small from large by [`MIN_REAL`].
+pub static MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
+pub static MIN_REAL: AtomicUsize = AtomicUsize::new(usize::MAX);
+pub static MT_MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// Engine workers (0: the engine's default; 1: no engine).
+pub static THREADS: AtomicUsize = AtomicUsize::new(0);
+pub static STATS: AtomicBool = AtomicBool::new(false);
+pub static ACTIVE: AtomicBool = AtomicBool::new(false);
+
+/// What the environment asks for; `warnings` name what was ignored.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub off: bool,
+    pub min: usize,
+    pub mt_min: usize,
+    pub threads: usize,
+    pub stats: bool,
+    pub warnings: Vec<String>,
+}
+
+pub fn parse(get: impl Fn(&str) -> Option<String>) -> Settings {
+    let mut s = Settings {
+        off: false,
+        min: DEFAULT_MIN,
+        mt_min: DEFAULT_MT_MIN,
+        threads: 0,
+        stats: false,
+        warnings: Vec::new(),
+    };
+    if let Some(v) = get("BULKMEM_PRELOAD") {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "off" | "0" | "no" => s.off = true,
+            "on" | "1" | "yes" | "" => {}
+            _ => s
+                .warnings
+                .push(format!("BULKMEM_PRELOAD={v:?} is not on or off; ignored")),
+        }
+    }
+    s.min = bytes(&get, "BULKMEM_PRELOAD_MIN", s.min, &mut s.warnings);
+    s.mt_min = bytes(&get, "BULKMEM_PRELOAD_MT_MIN", s.mt_min, &mut s.warnings);
+    if let Some(v) = get("BULKMEM_PRELOAD_THREADS") {
+        match v.trim().parse::<usize>() {
+            Ok(n) if (1..=4096).contains(&n) => s.threads = n,
+            _ => s.warnings.push(format!(
+                "BULKMEM_PRELOAD_THREADS={v:?} is not a thread count (1..4096); ignored"
+            )),
+        }
+    }
+    if let Some(v) = get("BULKMEM_PRELOAD_STATS") {
+        match v.trim() {
+            "1" | "yes" | "on" => s.stats = true,
+            "0" | "no" | "off" | "" => {}
+            _ => s.warnings.push(format!(
+                "BULKMEM_PRELOAD_STATS={v:?} is not 1 or 0; ignored"
+            )),
+        }
+    }
+    s
+}
+
+fn bytes(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    default: usize,
+    warnings: &mut Vec<String>,
+) -> usize {
+    match get(name) {
+        None => default,
+        Some(v) => bulkmem::auto::parse_bytes(&v).unwrap_or_else(|| {
+            warnings.push(format!(
+                "{name}={v:?} is not a byte count (e.g. 1M); ignored"
+            ));
+            default
+        }),
+    }
+}
+
+/// Publishes `s`: from here on the accelerated paths are used.
+pub fn apply(s: &Settings) {
+    STATS.store(s.stats, Ordering::Relaxed);
+    if s.off {
+        return;
+    }
+    THREADS.store(s.threads, Ordering::Relaxed);
+    MT_MIN.store(s.mt_min, Ordering::Relaxed);
+    MIN_REAL.store(s.min, Ordering::Relaxed);
+    ACTIVE.store(true, Ordering::Release);
+    MIN.store(if s.stats { 0 } else { s.min }, Ordering::Release);
+}

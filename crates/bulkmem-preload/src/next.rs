@@ -1,0 +1,215 @@
+//! The next definitions of the interposed functions (the C library's),
+//! found with `dlsym(RTLD_NEXT)` lazily and without recursion, and
+//! string-instruction stand-ins for the moments before they are known.
+//!
+//! `dlsym` may itself copy memory; while one thread resolves, every call
+//! (that thread's nested ones included) uses the stand-ins, which are
+//! inline assembly: nothing here can be compiled back into a call to
+//! `memcpy`, which would be ours.
+
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+
+pub type CopyFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize) -> *mut c_void;
+pub type SetFn = unsafe extern "C" fn(*mut c_void, c_int, usize) -> *mut c_void;
+pub type CopyChkFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize, usize) -> *mut c_void;
+pub type SetChkFn = unsafe extern "C" fn(*mut c_void, c_int, usize, usize) -> *mut c_void;
+
+/// One resolved function pointer (null until known).
+pub struct Next {
+    name: &'static CStr,
+    ptr: AtomicPtr<c_void>,
+}
+
+static RESOLVING: AtomicBool = AtomicBool::new(false);
+
+impl Next {
+    pub const fn new(name: &'static CStr) -> Next {
+        Next {
+            name,
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The next definition if already known, else null (no resolving).
+    #[inline(always)]
+    pub fn known(&self) -> *mut c_void {
+        self.ptr.load(Ordering::Relaxed)
+    }
+
+    /// The next definition, or null while it cannot be known yet (another
+    /// resolution is in progress, possibly this thread's own).
+    #[inline(always)]
+    pub fn get(&self) -> *mut c_void {
+        let p = self.ptr.load(Ordering::Relaxed);
+        if !p.is_null() {
+            return p;
+        }
+        self.resolve()
+    }
+
+    #[cold]
+    #[inline(never)]
+    pub fn resolve(&self) -> *mut c_void {
+        if RESOLVING
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return std::ptr::null_mut();
+        }
+        // SAFETY: RTLD_NEXT and a NUL-terminated name; dlsym has no other
+        // precondition.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
+        if !p.is_null() {
+            self.ptr.store(p, Ordering::Relaxed);
+        }
+        RESOLVING.store(false, Ordering::Release);
+        p
+    }
+}
+
+pub static MEMCPY: Next = Next::new(c"memcpy");
+pub static MEMMOVE: Next = Next::new(c"memmove");
+pub static MEMSET: Next = Next::new(c"memset");
+pub static MEMPCPY: Next = Next::new(c"mempcpy");
+pub static MEMCPY_CHK: Next = Next::new(c"__memcpy_chk");
+pub static MEMMOVE_CHK: Next = Next::new(c"__memmove_chk");
+pub static MEMSET_CHK: Next = Next::new(c"__memset_chk");
+
+/// Resolves every function now (the constructor does, outside any copy).
+pub fn resolve_all() {
+    for n in [
+        &MEMCPY,
+        &MEMMOVE,
+        &MEMSET,
+        &MEMPCPY,
+        &MEMCPY_CHK,
+        &MEMMOVE_CHK,
+        &MEMSET_CHK,
+    ] {
+        n.get();
+    }
+}
+
+/// The C library's `memcpy`, or the stand-in.
+///
+/// # Safety
+/// `memcpy`'s contract.
+#[inline(always)]
+pub unsafe fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+    let p = MEMCPY.get();
+    if p.is_null() {
+        // SAFETY: forwarded contract.
+        return unsafe { copy_forward(d, s, n) };
+    }
+    // SAFETY: p is the C library's memcpy; forwarded contract.
+    unsafe { std::mem::transmute::<*mut c_void, CopyFn>(p)(d, s, n) }
+}
+
+/// The C library's `memmove`, or the stand-in.
+///
+/// # Safety
+/// `memmove`'s contract.
+#[inline(always)]
+pub unsafe fn memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+    let p = MEMMOVE.get();
+    if p.is_null() {
+        // SAFETY: forwarded contract.
+        return unsafe { move_bytes(d, s, n) };
+    }
+    // SAFETY: p is the C library's memmove; forwarded contract.
+    unsafe { std::mem::transmute::<*mut c_void, CopyFn>(p)(d, s, n) }
+}
+
+/// The C library's `memset`, or the stand-in.
+///
+/// # Safety
+/// `memset`'s contract.
+#[inline(always)]
+pub unsafe fn memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
+    let p = MEMSET.get();
+    if p.is_null() {
+        // SAFETY: forwarded contract.
+        return unsafe { set_bytes(d, c, n) };
+    }
+    // SAFETY: p is the C library's memset; forwarded contract.
+    unsafe { std::mem::transmute::<*mut c_void, SetFn>(p)(d, c, n) }
+}
+
+/// `rep movsb` forward: any length, memcpy semantics.
+///
+/// # Safety
+/// `s` readable and `d` writable for `n` bytes; `d` not after `s` if they
+/// overlap.
+#[inline(never)]
+pub unsafe fn copy_forward(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's ranges; the direction flag is clear per the ABI.
+    unsafe {
+        std::arch::asm!("rep movsb", inout("rdi") d => _, inout("rsi") s => _,
+            inout("rcx") n => _, options(nostack, preserves_flags));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for i in 0..n {
+        // SAFETY: in range; volatile keeps this a byte loop, not a memcpy call.
+        unsafe {
+            (d as *mut u8)
+                .add(i)
+                .write_volatile((s as *const u8).add(i).read_volatile())
+        };
+    }
+    d
+}
+
+/// memmove semantics with string instructions (backwards when `d` is
+/// above an overlapping `s`).
+///
+/// # Safety
+/// `memmove`'s contract.
+#[inline(never)]
+pub unsafe fn move_bytes(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+    let (du, su) = (d as usize, s as usize);
+    if du <= su || du >= su.wrapping_add(n) || n == 0 {
+        // SAFETY: forward is correct when d is at or below s, or disjoint.
+        return unsafe { copy_forward(d, s, n) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: copies backwards from the last byte, then restores the
+    // direction flag the ABI requires clear.
+    unsafe {
+        std::arch::asm!("std", "rep movsb", "cld",
+            inout("rdi") (d as *mut u8).add(n - 1) => _,
+            inout("rsi") (s as *const u8).add(n - 1) => _,
+            inout("rcx") n => _, options(nostack));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for i in (0..n).rev() {
+        // SAFETY: in range; volatile keeps this a byte loop.
+        unsafe {
+            (d as *mut u8)
+                .add(i)
+                .write_volatile((s as *const u8).add(i).read_volatile())
+        };
+    }
+    d
+}
+
+/// `rep stosb`.
+///
+/// # Safety
+/// `d` writable for `n` bytes.
+#[inline(never)]
+pub unsafe fn set_bytes(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the caller's range; the direction flag is clear per the ABI.
+    unsafe {
+        std::arch::asm!("rep stosb", inout("rdi") d => _, inout("rcx") n => _,
+            in("al") c as u8, options(nostack, preserves_flags));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for i in 0..n {
+        // SAFETY: in range; volatile keeps this a byte loop.
+        unsafe { (d as *mut u8).add(i).write_volatile(c as u8) };
+    }
+    d
+}

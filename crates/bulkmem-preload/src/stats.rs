@@ -1,0 +1,54 @@
+//! Calls and bytes per path (`BULKMEM_PRELOAD_STATS=1`), printed on stderr
+//! when the program exits. Counted only when asked: the small path then
+//! costs one more relaxed load.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+#[derive(Clone, Copy)]
+pub enum Path {
+    /// Below the threshold: the C library.
+    Small,
+    /// bulkmem's `auto` on the calling thread.
+    Cpu,
+    /// bulkmem's engine.
+    Engine,
+    /// Above the threshold but sent to the C library: overlapping memmove,
+    /// non-zero memset, re-entered, or the engine busy / not ready.
+    Passed,
+}
+
+const PATHS: [(&str, Path); 4] = [
+    ("small (C library)", Path::Small),
+    ("bulkmem auto", Path::Cpu),
+    ("bulkmem engine", Path::Engine),
+    ("large, C library", Path::Passed),
+];
+
+static CALLS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+static BYTES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+#[inline(always)]
+pub fn count(p: Path, n: usize) {
+    if crate::config::STATS.load(Ordering::Relaxed) {
+        CALLS[p as usize].fetch_add(1, Ordering::Relaxed);
+        BYTES[p as usize].fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// The report `bulkmem run --stats` shows: one line per process (a
+/// preloaded program's children inherit the preload, and report too).
+pub fn report() -> String {
+    let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
+    let mut s = format!("bulkmem preload [{} {}]:", std::process::id(), comm.trim());
+    for (i, (name, p)) in PATHS.iter().enumerate() {
+        let c = CALLS[*p as usize].load(Ordering::Relaxed);
+        let b = BYTES[*p as usize].load(Ordering::Relaxed);
+        let sep = if i == 0 { " " } else { "; " };
+        s.push_str(&format!(
+            "{sep}{name} {c} calls {:.1} MiB",
+            b as f64 / (1u64 << 20) as f64
+        ));
+    }
+    s.push('\n');
+    s
+}

@@ -6,8 +6,16 @@
 //! (`scripts/c-deps` installs them).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
+
+mod common;
+use common::text;
+
+/// The program's closing line says "N passed, 0 failed".
+fn assert_all_passed(out: &str, bin: &Path) {
+    common::assert_all_passed(out, &bin.display().to_string())
+}
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -45,14 +53,6 @@ fn prefix() -> &'static Path {
         assert!(o.status.success(), "install-c failed: {}", text(&o));
         p
     })
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 fn pkg(args: &[&str]) -> Vec<String> {
@@ -115,19 +115,6 @@ fn run(bin: &Path, args: &[&str]) -> String {
         o.status
     );
     out
-}
-
-fn assert_all_passed(out: &str, bin: &Path) {
-    let last = out
-        .lines()
-        .rev()
-        .find(|l| l.contains(" passed, "))
-        .unwrap_or_else(|| panic!("{}: no 'N passed, M failed' line:\n{out}", bin.display()));
-    assert!(
-        last.trim_end().ends_with(" 0 failed"),
-        "{}: {last}",
-        bin.display()
-    );
 }
 
 fn c_tests() -> Vec<PathBuf> {

@@ -6,19 +6,15 @@
 //! (`scripts/c-deps` installs what is missing).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
+
+#[path = "../../bulkmem-capi/tests/common/mod.rs"]
+mod common;
+use common::{assert_all_passed, text};
 
 fn here() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The release library, built once per test binary.
@@ -52,6 +48,11 @@ fn compile(name: &str) -> PathBuf {
             "-pthread",
             "-O2",
         ])
+        // check.h is the C ABI suite's.
+        .arg(format!(
+            "-I{}",
+            here().join("../bulkmem-capi/tests/c").display()
+        ))
         .arg(here().join(format!("tests/c/{name}.c")))
         .args(["-ldl", "-lrt", "-o"])
         .arg(&out)
@@ -75,15 +76,6 @@ fn under_preload(cmd: &mut Command, env: &[(&str, &str)]) -> String {
         o.status
     );
     out
-}
-
-fn assert_all_passed(out: &str, what: &str) {
-    let last = out
-        .lines()
-        .rev()
-        .find(|l| l.contains(" passed, "))
-        .unwrap_or_else(|| panic!("{what}: no 'N passed, M failed' line:\n{out}"));
-    assert!(last.trim_end().ends_with(" 0 failed"), "{what}: {last}");
 }
 
 /// Default thresholds; everything through bulkmem; everything from 4 KiB

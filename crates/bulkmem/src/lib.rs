@@ -215,20 +215,44 @@ pub fn copy_batch_with(opts: Options, ops: &mut [(&mut [u8], &[u8])]) -> Result<
         src: exposed(s.as_ptr()),
         len: d.len(),
     });
+    // SAFETY: the runs lie inside slices lent mutably (dst) and shared
+    // (src), disjoint by the borrow rules; `resolve` checked the CPU.
+    unsafe { copy_runs(s, runs) };
+    Ok(s)
+}
+
+/// Runs the unfenced kernel of `s` over the coalesced `runs`, asking for
+/// each next run's source while copying the current one, then fences once
+/// for the whole batch, before the caller can see it returned.
+///
+/// # Safety
+/// Every run's `src` readable and `dst` writable for its `len`, no
+/// destination overlapping anything else; `s` resolved for `Op::Copy`.
+unsafe fn copy_runs(s: Strategy, runs: impl Iterator<Item = Run>) {
     let kernel = kernels::copy_kernel_unfenced(s).expect("resolved copy strategy has a kernel");
     let mut runs = plan::coalesce(runs).peekable();
     while let Some(r) = runs.next() {
         if let Some(next) = runs.peek() {
             kernels::prefetch_ahead(next.src, next.len);
         }
-        // SAFETY: a run is one extent or several continuing ones, inside
-        // slices lent mutably (dst) and shared (src), disjoint by the borrow
-        // rules; `resolve` checked the CPU.
+        // SAFETY: a run is one extent or several continuing ones; the
+        // caller's contract.
         unsafe { kernel(r.dst, r.src, r.len) };
     }
-    // One fence for the whole batch, before the caller can see it returned.
     kernels::drain();
-    Ok(s)
+}
+
+/// As [`copy_runs`], zeroing.
+///
+/// # Safety
+/// Every run's `dst` writable for its `len`; `s` resolved for `Op::Clear`.
+unsafe fn clear_runs(s: Strategy, runs: impl Iterator<Item = Run>) {
+    let kernel = kernels::clear_kernel_unfenced(s).expect("resolved clear strategy has a kernel");
+    for r in plan::coalesce(runs) {
+        // SAFETY: the caller's contract.
+        unsafe { kernel(r.dst, r.len) };
+    }
+    kernels::drain();
 }
 
 /// The first `(dst, src)` pair whose lengths differ, as an error.
@@ -271,13 +295,9 @@ pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy
         src: core::ptr::null(),
         len: d.len(),
     });
-    let kernel = kernels::clear_kernel_unfenced(s).expect("resolved clear strategy has a kernel");
-    for r in plan::coalesce(runs) {
-        // SAFETY: each run lies inside mutably borrowed extents (merged only
-        // where they continue each other); `resolve` checked the CPU.
-        unsafe { kernel(r.dst, r.len) };
-    }
-    kernels::drain();
+    // SAFETY: each run lies inside mutably borrowed extents (merged only
+    // where they continue each other); `resolve` checked the CPU.
+    unsafe { clear_runs(s, runs) };
     Ok(s)
 }
 
@@ -307,19 +327,10 @@ pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Er
             hint: opts.hint,
         },
     )?;
-    let kernel = kernels::copy_kernel_unfenced(s).expect("resolved copy strategy has a kernel");
-    let mut runs = plan::coalesce(runs).peekable();
-    while let Some(r) = runs.next() {
-        if let Some(next) = runs.peek() {
-            kernels::prefetch_ahead(next.src, next.len);
-        }
-        // SAFETY: the caller vouches for each extent; validation found no
-        // null pointer and no destination overlapping anything else; a run
-        // only merges extents that continue each other; `resolve` checked
-        // the CPU.
-        unsafe { kernel(r.dst, r.src, r.len) };
-    }
-    kernels::drain();
+    // SAFETY: the caller vouches for each extent; validation found no null
+    // pointer and no destination overlapping anything else; `resolve`
+    // checked the CPU.
+    unsafe { copy_runs(s, runs) };
     Ok(s)
 }
 
@@ -346,12 +357,8 @@ pub unsafe fn clear_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, E
             hint: opts.hint,
         },
     )?;
-    let kernel = kernels::clear_kernel_unfenced(s).expect("resolved clear strategy has a kernel");
-    for r in plan::coalesce(runs) {
-        // SAFETY: as in copy_extents.
-        unsafe { kernel(r.dst, r.len) };
-    }
-    kernels::drain();
+    // SAFETY: as in copy_extents.
+    unsafe { clear_runs(s, runs) };
     Ok(s)
 }
 

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "preload_check.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
@@ -297,26 +298,6 @@ static const size_t few_mis[][2] = {{0, 0}, {1, 0}, {0, 1}, {63, 63}, {13, 50}, 
 
 /* --- sections ------------------------------------------------------------------ */
 
-static void check_preload_presence(void)
-{
-    void *sym = dlsym(RTLD_DEFAULT, "bulkmem_preload_active");
-    if (getenv("BULKMEM_TEST_EXPECT_NO_PRELOAD") != NULL) {
-        CHECKF(sym == NULL, "BULKMEM_TEST_EXPECT_NO_PRELOAD is set, yet bulkmem_preload_active "
-                            "is defined");
-        check_note("note: BULKMEM_TEST_EXPECT_NO_PRELOAD set: testing plain libc (preload %s)",
-                   sym == NULL ? "absent, as expected" : "PRESENT");
-    } else {
-        CHECKF(sym != NULL, "bulkmem_preload_active not found: is libbulkmem_preload.so in "
-                            "LD_PRELOAD? (set BULKMEM_TEST_EXPECT_NO_PRELOAD to test plain libc)");
-        if (sym != NULL) {
-            int (*active)(void) = (int (*)(void))sym;
-            CHECK_EQ_INT(active(), 1);
-        }
-        const char *mn = getenv("BULKMEM_PRELOAD_MIN"), *mt = getenv("BULKMEM_PRELOAD_MT_MIN");
-        check_note("note: preload %s; BULKMEM_PRELOAD_MIN=%s BULKMEM_PRELOAD_MT_MIN=%s",
-                   sym != NULL ? "active" : "MISSING", mn ? mn : "(unset)", mt ? mt : "(unset)");
-    }
-}
 
 /* Plain copies (memcpy, mempcpy, the _chk copies, non-overlapping memmove)
  * over lengths 0..SMALL_MAX and the big sizes. `grid`: the full 64x64

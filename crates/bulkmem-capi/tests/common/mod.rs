@@ -1,0 +1,23 @@
+//! Helpers shared by the tests that drive C programs (this crate's C suite
+//! and the preload's, which includes this file by path).
+
+use std::process::Output;
+
+/// A program's stdout and stderr together.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The program's closing line says "N passed, 0 failed".
+pub fn assert_all_passed(out: &str, what: &str) {
+    let last = out
+        .lines()
+        .rev()
+        .find(|l| l.contains(" passed, "))
+        .unwrap_or_else(|| panic!("{what}: no 'N passed, M failed' line:\n{out}"));
+    assert!(last.trim_end().ends_with(" 0 failed"), "{what}: {last}");
+}

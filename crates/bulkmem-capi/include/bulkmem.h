@@ -168,10 +168,10 @@ size_t bm_engine_threads(const bm_engine *e);
 int bm_engine_copy_batch(bm_engine *e, const bm_extent *ext, size_t n);
 int bm_engine_clear_batch(bm_engine *e, const bm_extent *ext, size_t n);
 
-/* Called between chunks, from worker threads (so it must be thread-safe),
- * with the bytes completed so far and the batch total. Calls from
- * different workers may arrive out of order: the largest `done` seen is
- * the progress, and it reaches `total` when the batch completes. */
+/* Called between chunks, from worker threads, with the bytes completed so
+ * far and the batch total. Calls are never concurrent, `done` only grows,
+ * and the last call of a complete batch has done == total. It must not
+ * submit to the same engine (that call returns -EINVAL). */
 typedef void (*bm_progress_fn)(size_t done, size_t total, void *ctx);
 
 typedef struct bm_ctl {

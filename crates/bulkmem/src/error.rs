@@ -35,12 +35,15 @@ pub enum Error {
     BadFill { dst: usize, template: usize },
     /// An engine could not be built as asked.
     Config(String),
-    /// A progress callback panicked in a worker; the batch stopped and the
-    /// report says what was completed.
+    /// A callback (a progress callback, or a fill's patch) panicked; the
+    /// batch stopped and the report names the completed prefix.
     WorkerPanicked {
         message: String,
         report: Box<Report>,
     },
+    /// A progress callback or patch closure submitted work to the engine
+    /// running it (which waits for it): refused, nothing written.
+    Reentrant,
     /// The strategy has no checked (fault-surviving) form; see
     /// `fault::CHECKED_COPY` / `CHECKED_CLEAR`.
     NotChecked { strategy: Strategy, op: Op },
@@ -106,8 +109,12 @@ impl fmt::Display for Error {
             Error::Config(what) => write!(f, "engine: {what}"),
             Error::WorkerPanicked { message, report } => write!(
                 f,
-                "a progress callback panicked ({message}); extents 0..{} are complete",
+                "a callback panicked in the engine ({message}); extents 0..{} are complete",
                 report.extents_done
+            ),
+            Error::Reentrant => write!(
+                f,
+                "a callback submitted a batch to the engine that is running it (it would wait for itself)"
             ),
             Error::NotChecked { strategy, op } => {
                 #[cfg(target_arch = "x86_64")]

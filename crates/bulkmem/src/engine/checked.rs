@@ -202,7 +202,7 @@ impl Engine {
         check_overlap: bool,
         ctl: Control<'_>,
     ) -> Result<CheckedReport, Error> {
-        let mut guard = lock(&self.scratch);
+        let mut guard = self.serial()?;
         let scratch = &mut *guard;
         if check_overlap {
             validate(op, batch, &mut scratch.spans)?;

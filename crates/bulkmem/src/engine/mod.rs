@@ -215,12 +215,37 @@ impl EngineBuilder {
     }
 
     /// The CPUs the workers would get, without starting them.
+    /// On the running machine (no [`EngineBuilder::topology`]) only CPUs
+    /// this thread may run on count (`sched_getaffinity`: taskset, numactl,
+    /// cpusets).
     pub fn planned_cpus(&self) -> Vec<usize> {
-        let t = self.topology.as_ref().unwrap_or(&cpu::info().topology);
+        let (t, cpus) = match &self.topology {
+            Some(t) => (t, self.cpus.clone()),
+            None => {
+                let t = &cpu::info().topology;
+                let from = if self.cpus.is_empty() {
+                    &t.online_cpus
+                } else {
+                    &self.cpus
+                };
+                let cpus: Vec<usize> = match allowed_cpus() {
+                    Some(allowed) => from
+                        .iter()
+                        .copied()
+                        .filter(|c| allowed.contains(c))
+                        .collect(),
+                    None => from.clone(),
+                };
+                if cpus.is_empty() {
+                    return Vec::new();
+                }
+                (t, cpus)
+            }
+        };
         let n = self
             .threads
-            .unwrap_or_else(|| placement::default_threads(t, &self.cpus));
-        placement::place(t, &self.cpus, n, self.placement)
+            .unwrap_or_else(|| placement::default_threads(t, &cpus));
+        placement::place(t, &cpus, n, self.placement)
     }
 
     pub fn build(self) -> Result<Engine, Error> {
@@ -231,6 +256,13 @@ impl EngineBuilder {
         if self.chunk == 0 {
             return bad("the chunk size must be greater than zero".into());
         }
+        let Some(chunk) = self
+            .chunk
+            .checked_next_multiple_of(SPLIT_ALIGN)
+            .filter(|&c| c <= isize::MAX as usize)
+        else {
+            return bad(format!("the chunk size {} is too large", self.chunk));
+        };
         if self.opts.strategy != Strategy::Auto {
             if let Some(needs) = self.opts.strategy.missing_feature(&cpu::info().features) {
                 return Err(Error::Unavailable {
@@ -241,8 +273,59 @@ impl EngineBuilder {
         }
         let cpus = self.planned_cpus();
         if cpus.is_empty() {
-            return bad(format!("none of the CPUs {:?} is online", self.cpus));
+            let allowed = format!("{:?}", allowed_cpus().unwrap_or_default());
+            return bad(if self.cpus.is_empty() {
+                format!("this process may run on no online CPU (affinity: {allowed})")
+            } else {
+                format!(
+                    "none of the CPUs {:?} is online and allowed to this process (affinity: {allowed})",
+                    self.cpus
+                )
+            });
         }
+        let pool = Pool::start(&cpus, self.pin)?;
+        Ok(Engine {
+            pool: Mutex::new(pool),
+            cpus,
+            pin: self.pin,
+            chunk,
+            inline_max: self.inline_max,
+            opts: self.opts,
+            placement: self.placement,
+            scratch: Mutex::new(Scratch::default()),
+        })
+    }
+}
+
+/// The CPUs this thread may run on (`sched_getaffinity`: taskset, numactl,
+/// container cpusets), ascending; `None` if the kernel will not say.
+pub fn allowed_cpus() -> Option<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data (zeroed = empty); sched_getaffinity
+    // writes at most its size into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        Some(
+            (0..8 * std::mem::size_of::<libc::cpu_set_t>())
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect(),
+        )
+    }
+}
+
+/// The worker threads of one process. A child made by `fork()` has the
+/// engine but none of its threads: [`Engine::dispatch`] starts a new pool
+/// there (and never waits for or joins the parent's).
+struct Pool {
+    pid: u32,
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Pool {
+    fn start(cpus: &[usize], pin: bool) -> Result<Pool, Error> {
         let shared = Arc::new(Shared {
             slot: Mutex::new(Slot {
                 generation: 0,
@@ -253,21 +336,15 @@ impl EngineBuilder {
             wake: Condvar::new(),
             idle: Condvar::new(),
         });
-        let mut engine = Engine {
+        let mut pool = Pool {
+            pid: std::process::id(),
             shared: Arc::clone(&shared),
             workers: Vec::new(),
-            cpus: cpus.clone(),
-            chunk: self.chunk.div_ceil(SPLIT_ALIGN) * SPLIT_ALIGN,
-            inline_max: self.inline_max,
-            opts: self.opts,
-            placement: self.placement,
-            scratch: Mutex::new(Scratch::default()),
         };
         let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
         for (i, &cpu) in cpus.iter().enumerate() {
             let shared = Arc::clone(&shared);
             let tx = tx.clone();
-            let pin = self.pin;
             let handle = std::thread::Builder::new()
                 .name(format!("bulkmem-{i}@cpu{cpu}"))
                 .spawn(move || {
@@ -280,7 +357,7 @@ impl EngineBuilder {
                     }
                 })
                 .map_err(|e| Error::Config(format!("cannot start a worker thread: {e}")))?;
-            engine.workers.push(handle);
+            pool.workers.push(handle);
         }
         drop(tx);
         for _ in 0..cpus.len() {
@@ -290,15 +367,29 @@ impl EngineBuilder {
                 Err(_) => return Err(Error::Config("a worker thread died while starting".into())),
             }
         }
-        Ok(engine)
+        Ok(pool)
+    }
+
+    fn stop(&mut self) {
+        if self.pid != std::process::id() {
+            // A fork's copy: these threads exist only in the parent.
+            std::mem::forget(std::mem::take(&mut self.workers));
+            return;
+        }
+        lock(&self.shared.slot).shutdown = true;
+        self.shared.wake.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
     }
 }
 
 /// A pool of pinned workers that executes batches. See the module docs.
 pub struct Engine {
-    shared: Arc<Shared>,
-    workers: Vec<JoinHandle<()>>,
+    /// Locked by `dispatch` (inside a batch's `scratch` lock) and by drop.
+    pool: Mutex<Pool>,
     cpus: Vec<usize>,
+    pin: bool,
     chunk: usize,
     inline_max: usize,
     opts: Options,
@@ -380,9 +471,19 @@ struct Job<'a> {
     nchunks: usize,
     next: AtomicUsize,
     done: AtomicUsize,
-    /// Set when a progress callback panicked: everyone stops.
+    /// Set when a callback (progress, or a fill's patch) panicked: everyone
+    /// stops.
     stop: AtomicBool,
     panic: Mutex<Option<String>>,
+    /// The first chunk a panic cut short (`usize::MAX`: none): chunks before
+    /// it are complete, so the report's prefix ends there.
+    failed: AtomicUsize,
+    /// The largest `done` delivered to the progress callback; callbacks run
+    /// one at a time under this lock, so `done` only grows.
+    reported: Mutex<usize>,
+    /// Which engine runs the job, so that a callback submitting to that
+    /// same engine is refused instead of deadlocking.
+    engine: usize,
     /// Distinct threads that executed at least one chunk.
     workers: AtomicUsize,
     ctl: Control<'a>,
@@ -428,19 +529,36 @@ impl Job<'_> {
             }
             let ((r0, o0), p0) = self.boundary(k);
             let ((r1, o1), p1) = self.boundary(k + 1);
-            self.execute(r0, o0, r1, o1);
+            let _inside = Inside::enter(self.engine);
+            // A fill's patch closure may panic: the worker must survive to
+            // report the job finished, or the submitter waits forever.
+            let ran = catch_unwind(AssertUnwindSafe(|| self.execute(r0, o0, r1, o1)));
             // The chunk's non-temporal stores are ordered before its progress
             // is reported and before this worker reports the job finished.
             kernels::drain();
+            if let Err(e) = ran {
+                self.fail(&*e);
+                self.failed.fetch_min(k, Ordering::Relaxed);
+                break;
+            }
             let done = self.done.fetch_add(p1 - p0, Ordering::Relaxed) + (p1 - p0);
             if let Some(cb) = self.ctl.progress {
                 let total = self.total;
-                if let Err(e) = catch_unwind(AssertUnwindSafe(|| cb(Progress { done, total }))) {
-                    *lock(&self.panic) = Some(panic_message(&*e));
-                    self.stop.store(true, Ordering::Relaxed);
+                let mut last = lock(&self.reported);
+                if done > *last {
+                    *last = done;
+                    if let Err(e) = catch_unwind(AssertUnwindSafe(|| cb(Progress { done, total })))
+                    {
+                        self.fail(&*e);
+                    }
                 }
             }
         }
+    }
+
+    fn fail(&self, e: &(dyn Any + Send)) {
+        lock(&self.panic).get_or_insert_with(|| panic_message(e));
+        self.stop.store(true, Ordering::Relaxed);
     }
 
     /// Runs the kernel over the stream from (r0, o0) up to (r1, o1).
@@ -484,7 +602,28 @@ fn panic_message(e: &(dyn Any + Send)) -> String {
     } else if let Some(s) = e.downcast_ref::<String>() {
         s.clone()
     } else {
-        "a progress callback panicked".to_string()
+        "a callback panicked".to_string()
+    }
+}
+
+thread_local! {
+    /// The engine whose job this thread is running callbacks or kernels of
+    /// (0: none).
+    static INSIDE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks this thread as running `engine`'s job until dropped.
+struct Inside(usize);
+
+impl Inside {
+    fn enter(engine: usize) -> Inside {
+        Inside(INSIDE.with(|c| c.replace(engine)))
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        INSIDE.with(|c| c.set(self.0));
     }
 }
 
@@ -691,7 +830,7 @@ impl Engine {
         check_overlap: bool,
         ctl: Control<'_>,
     ) -> Result<Report, Error> {
-        let mut guard = lock(&self.scratch);
+        let mut guard = self.serial()?;
         let scratch = &mut *guard;
         if check_overlap {
             validate(op, batch, &mut scratch.spans)?;
@@ -752,6 +891,9 @@ impl Engine {
             done: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             panic: Mutex::new(None),
+            failed: AtomicUsize::new(usize::MAX),
+            reported: Mutex::new(0),
+            engine: self.id(),
             workers: AtomicUsize::new(0),
             ctl,
         };
@@ -760,7 +902,11 @@ impl Engine {
         } else {
             self.dispatch(&job);
         }
-        let taken = job.next.load(Ordering::Relaxed).min(job.nchunks);
+        let taken = job
+            .next
+            .load(Ordering::Relaxed)
+            .min(job.nchunks)
+            .min(job.failed.load(Ordering::Relaxed));
         let (_, bytes_done) = job.boundary(taken);
         let report = completion(batch, bytes_done, total, strategy, &job);
         match job.panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
@@ -826,7 +972,7 @@ impl Engine {
         each: &(dyn Fn(usize, *mut u8, usize) + Sync),
         ctl: Control<'_>,
     ) -> Result<Report, Error> {
-        let _serial = lock(&self.scratch);
+        let _serial = self.serial()?;
         let run = [Run {
             dst: dst.as_mut_ptr(),
             src: core::ptr::null(),
@@ -848,30 +994,58 @@ impl Engine {
         )
     }
 
+    /// This engine's identity for [`Inside`]: its address is stable while
+    /// a batch runs (it is borrowed).
+    fn id(&self) -> usize {
+        self as *const Engine as usize
+    }
+
+    /// Takes the batch lock, unless this thread is running one of this
+    /// engine's callbacks or kernels: that batch holds the lock and waits
+    /// for this thread, so waiting here would never end.
+    fn serial(&self) -> Result<MutexGuard<'_, Scratch>, Error> {
+        if INSIDE.with(|c| c.get()) == self.id() {
+            return Err(Error::Reentrant);
+        }
+        Ok(lock(&self.scratch))
+    }
+
     /// Hands `job` to every worker and waits until all have finished it.
+    /// In a child made by `fork()` the workers are started anew first; if
+    /// they cannot be, the caller runs the job alone.
     fn dispatch(&self, job: &Job<'_>) {
-        let mut slot = lock(&self.shared.slot);
+        let mut pool = lock(&self.pool);
+        if pool.pid != std::process::id() {
+            match Pool::start(&self.cpus, self.pin) {
+                Ok(fresh) => {
+                    let mut parents = std::mem::replace(&mut *pool, fresh);
+                    parents.stop();
+                }
+                Err(_) => {
+                    drop(pool);
+                    job.work();
+                    return;
+                }
+            }
+        }
+        let shared = &pool.shared;
+        let mut slot = lock(&shared.slot);
         slot.job = job as *const Job<'_> as usize;
         slot.generation += 1;
-        slot.active = self.workers.len();
-        self.shared.wake.notify_all();
+        slot.active = pool.workers.len();
+        shared.wake.notify_all();
         while slot.active > 0 {
-            slot = self
-                .shared
-                .idle
-                .wait(slot)
-                .unwrap_or_else(|e| e.into_inner());
+            slot = shared.idle.wait(slot).unwrap_or_else(|e| e.into_inner());
         }
     }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        lock(&self.shared.slot).shutdown = true;
-        self.shared.wake.notify_all();
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
+        self.pool
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .stop();
     }
 }
 

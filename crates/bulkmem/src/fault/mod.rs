@@ -5,7 +5,8 @@
 //! A SIGBUS comes from a hardware-poisoned page (`BUS_MCEERR_AR`), a file
 //! mapping truncated under the reader or a MAP_SHARED destination past the
 //! end of its file (`BUS_ADRERR`), a userfaultfd-poisoned page
-//! (`UFFDIO_POISON`, `BUS_MCEERR_AR`), or a failed DAX read.
+//! (`UFFDIO_POISON`: `BUS_ADRERR` on Linux 6.18, whatever the poisoned
+//! page's origin), or a failed DAX read.
 //!
 //! ```no_run
 //! # let (mut dst, src) = (vec![0u8; 4096], vec![0u8; 4096]);

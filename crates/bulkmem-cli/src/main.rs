@@ -11,6 +11,7 @@ mod bench_move;
 mod chart;
 mod info;
 mod migrate_cmd;
+mod preflight;
 mod preload_cmd;
 mod report;
 mod size;
@@ -25,7 +26,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use bench_mem::{Plan, Regime};
 use bulkmem::{Hint, Op, Strategy};
+use preflight::{eviction_bytes, times, Need};
 use report::Row;
+use size::fmt_size;
 
 #[derive(Parser)]
 #[command(
@@ -126,7 +129,8 @@ struct MigrateArgs {
     /// Process whose pages to move (with --range).
     #[arg(long, requires = "range", conflicts_with = "self_test")]
     pid: Option<i32>,
-    /// START-END in hex, page-aligned (from /proc/PID/maps).
+    /// START-END in hex, page-aligned (from /proc/PID/maps), at most 1 TiB
+    /// (walked 1 GiB at a time).
     #[arg(long, requires = "pid")]
     range: Option<String>,
     /// Allocate a region, move it to --to (default: the second node) and
@@ -379,6 +383,66 @@ fn runtime(msg: impl Into<String>) -> Failure {
     }
 }
 
+/// `--json` and `--plot` of any subcommand, checked before it measures.
+fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<(), Failure> {
+    preflight::check_outputs(json, plot).map_err(usage)
+}
+
+/// The memory a run needs against what is available (see
+/// [`preflight::check_memory`] for the rule of each subcommand).
+fn check_memory(needs: &[Need]) -> Result<(), Failure> {
+    preflight::check_memory(needs).map_err(usage)
+}
+
+/// What `bench copy|clear|fault` hold at once: hot, a source and a
+/// destination of the largest size per thread; cold, two arenas of
+/// `--total` (at least the largest size) and the eviction buffer.
+fn bench_mem_needs(sizes: &[usize], regimes: &[Regime], threads: usize, total: usize) -> Vec<Need> {
+    let max = sizes.iter().copied().max().unwrap_or(0);
+    let mut needs = Vec::new();
+    if regimes.contains(&Regime::Hot) {
+        needs.push(Need {
+            bytes: times(times(2, max), threads),
+            flags: if threads > 1 {
+                format!("--sizes {} --threads {threads}", fmt_size(max))
+            } else {
+                format!("--sizes {}", fmt_size(max))
+            },
+            what: format!(
+                "hot: a source and a destination of {} per thread",
+                fmt_size(max)
+            ),
+        });
+    }
+    if regimes.contains(&Regime::Cold) {
+        let arena = max.max(total);
+        needs.push(Need {
+            bytes: times(2, arena).saturating_add(eviction_bytes()),
+            flags: if total >= max {
+                format!("--total {}", fmt_size(total))
+            } else {
+                format!("--sizes {}", fmt_size(max))
+            },
+            what: format!(
+                "cold: two arenas of {} and the {} eviction buffer",
+                fmt_size(arena),
+                preflight::approx(eviction_bytes())
+            ),
+        });
+    }
+    needs
+}
+
+/// A region and its copy (or destination) of the largest of `sizes`.
+fn twice_the_largest(flag: &str, sizes: &[usize], what: &str) -> Need {
+    let max = sizes.iter().copied().max().unwrap_or(0);
+    Need {
+        bytes: times(2, max),
+        flags: format!("{flag} {}", fmt_size(max)),
+        what: what.to_string(),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.cmd {
@@ -570,8 +634,15 @@ fn publish(
 }
 
 fn bench(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.json.as_deref(), a.plot.as_deref())?;
     let (strategies, skipped) = pick_strategies(op, &a.strategies)?;
     let threads = a.threads as usize;
+    check_memory(&bench_mem_needs(
+        &a.sizes,
+        &regimes(a.regime),
+        threads,
+        a.total,
+    ))?;
     let online = bulkmem::cpu::info().topology.online_cpus.len();
     if threads > online && !quiet {
         eprintln!("bulkmem: warning: {threads} threads on {online} online CPUs share CPUs");
@@ -635,11 +706,19 @@ fn regimes(r: RegimeArg) -> Vec<Regime> {
 }
 
 fn bench_fault(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.json.as_deref(), None)?;
     if a.demo < 64 << 10 {
         return Err(usage(
             "--demo must be at least 64K (16 extents of whole pages)",
         ));
     }
+    let mut needs = bench_mem_needs(&a.sizes, &regimes(a.regime), 1, a.total);
+    needs.push(twice_the_largest(
+        "--demo",
+        &[a.demo],
+        "the demonstration's source and destination",
+    ));
+    check_memory(&needs)?;
     let plan = Plan {
         op: Op::Copy,
         sizes: a.sizes,
@@ -686,6 +765,11 @@ fn migrate(a: MigrateArgs) -> Result<(), Failure> {
         if a.size == 0 || !a.size.is_multiple_of(2 << 20) {
             return Err(usage("--size must be a positive multiple of 2M"));
         }
+        check_memory(&[twice_the_largest(
+            "--size",
+            &[a.size],
+            "the region and its copy on the target node",
+        )])?;
         print!("{}", migrate_cmd::self_test(a.size, to).map_err(runtime)?);
         return Ok(());
     }
@@ -696,6 +780,7 @@ fn migrate(a: MigrateArgs) -> Result<(), Failure> {
     };
     let to = to.ok_or_else(|| usage("--to NODE is required with --pid"))?;
     let (addr, len) = migrate_cmd::parse_range(range).map_err(usage)?;
+    migrate_cmd::check_pid(pid).map_err(usage)?;
     let (text, complete) = migrate_cmd::migrate_pid(pid, addr, len, to).map_err(runtime)?;
     print!("{text}");
     if complete {
@@ -706,9 +791,10 @@ fn migrate(a: MigrateArgs) -> Result<(), Failure> {
 }
 
 fn bench_migrate(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.json.as_deref(), None)?;
     let nodes = bulkmem::numa::Nodes::detect();
     let pair = match a.nodes.as_deref() {
-        Some(s) => bulkmem::numa::parse_nodes(s, &nodes).map_err(|e| usage(e.to_string()))?,
+        Some(s) => migrate_cmd::parse_node_flag("--nodes", s, &nodes).map_err(usage)?,
         None => nodes.with_memory.iter().copied().take(2).collect(),
     };
     if pair.len() < 2 {
@@ -728,6 +814,11 @@ fn bench_migrate(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
     } else {
         a.sizes
     };
+    check_memory(&[twice_the_largest(
+        "--sizes",
+        &sizes,
+        "the region and its copy on the target node",
+    )])?;
     let plan = bench_migrate::Plan {
         sizes,
         pages: a
@@ -748,6 +839,7 @@ fn bench_migrate(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
 }
 
 fn bench_batch(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.json.as_deref(), a.plot.as_deref())?;
     let online = bulkmem::cpu::info().topology.online_cpus.len();
     let threads: Vec<usize> = if a.threads.is_empty() {
         let mut v = vec![1];
@@ -768,6 +860,26 @@ fn bench_batch(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
             size::fmt_size(a.total)
         )));
     }
+    // A source and a destination arena of the largest batch (a folio
+    // size's batch fills --total, a count's is that many 2M folios) and
+    // the eviction buffer.
+    let arenas = |bytes: usize, flags: String| Need {
+        bytes: times(2, bytes).saturating_add(eviction_bytes()),
+        flags,
+        what: format!(
+            "a source and a destination of {} and the {} eviction buffer",
+            preflight::approx(bytes),
+            preflight::approx(eviction_bytes())
+        ),
+    };
+    let mut needs = vec![arenas(a.total, format!("--total {}", fmt_size(a.total)))];
+    if let Some(&c) = a.counts.iter().max() {
+        needs.push(arenas(
+            times(c as usize, bench_batch::COUNT_FOLIO),
+            format!("--counts {c}"),
+        ));
+    }
+    check_memory(&needs)?;
     let first = measuring_cpus(a.cpu)?[0];
     let plan = bench_batch::Plan {
         op: match a.op {
@@ -824,6 +936,7 @@ fn bench_batch(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
 }
 
 fn bench_fill(a: FillArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.json.as_deref(), a.plot.as_deref())?;
     for &el in &a.element {
         if let Some(&s) = a.sizes.iter().find(|&&s| s % el != 0) {
             return Err(usage(format!(
@@ -832,6 +945,16 @@ fn bench_fill(a: FillArgs, quiet: bool) -> Result<(), Failure> {
             )));
         }
     }
+    let biggest = a.sizes.iter().copied().max().unwrap_or(0);
+    check_memory(&[Need {
+        bytes: biggest.saturating_add(eviction_bytes()),
+        flags: format!("--sizes {}", fmt_size(biggest)),
+        what: format!(
+            "a region of {} and the {} eviction buffer",
+            fmt_size(biggest),
+            preflight::approx(eviction_bytes())
+        ),
+    }])?;
     let plan = bench_fill::Plan {
         elements: a.element,
         sizes: a.sizes,
@@ -865,12 +988,18 @@ fn bench_fill(a: FillArgs, quiet: bool) -> Result<(), Failure> {
 }
 
 fn bench_move(a: MoveArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.json.as_deref(), a.plot.as_deref())?;
     if let Some(&s) = a.sizes.iter().find(|&&s| s % (2 << 20) != 0) {
         return Err(usage(format!(
             "--sizes {} is not a multiple of 2M",
             size::fmt_size(s)
         )));
     }
+    check_memory(&[twice_the_largest(
+        "--sizes",
+        &a.sizes,
+        "a populated source and a destination that copy-auto faults in",
+    )])?;
     let plan = bench_move::Plan {
         sizes: a.sizes,
         pages: a
@@ -1014,6 +1143,12 @@ fn tune_cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
 }
 
 fn bench_preload(a: PreloadArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.json.as_deref(), None)?;
+    check_memory(&[twice_the_largest(
+        "--size",
+        &[a.size],
+        "each workload's source and destination",
+    )])?;
     preload_cmd::library().map_err(usage)?;
     let runs = a.runs as usize;
     let units = preload_cmd::units(runs);

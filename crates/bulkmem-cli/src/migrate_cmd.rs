@@ -6,11 +6,26 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use bulkmem::numa::{self, CopyOptions, MigrateOptions, MigrateReport, Nodes};
+use bulkmem::Error;
 
 use crate::bench_move::{Map, PageKind};
 use crate::size::fmt_size;
 
-/// `ADDR-ADDR` in hex (`0x` optional), page-aligned, non-empty.
+/// The most address space one `migrate --range` covers: 1 TiB (2^28
+/// pages). move_pages(2) is asked about every 4 KiB page of the range,
+/// mapped or not, so a larger range is far more likely a mistake (the whole
+/// address space, `1000-7ffffffff000`, is 2^35 pages) than a mapping to
+/// move; a real one is moved a mapping, or a TiB, at a time.
+pub const MAX_RANGE: usize = 1 << 40;
+
+/// Address space per call of [`numa::migrate`]: its report holds a status
+/// per page (and an entry per failed page), so the range is walked in
+/// windows of 1 GiB (262144 pages, about 2 MiB of report at a time) and
+/// only the totals are kept.
+const WINDOW: usize = 1 << 30;
+
+/// `ADDR-ADDR` in hex (`0x` optional), page-aligned, non-empty, at most
+/// [`MAX_RANGE`].
 pub fn parse_range(s: &str) -> Result<(usize, usize), String> {
     let (a, b) = s.split_once('-').ok_or_else(|| {
         format!("--range {s:?}: expected START-END in hex, e.g. 7f00c0000000-7f00c8000000")
@@ -30,52 +45,165 @@ pub fn parse_range(s: &str) -> Result<(usize, usize), String> {
             "--range {s:?}: both ends must be page-aligned (multiples of 0x1000)"
         ));
     }
+    if b - a > MAX_RANGE {
+        return Err(format!(
+            "--range {s:?} covers {} of address space; migrate takes at most {} \
+             (it asks about every 4 KiB page): give the range of a mapping from /proc/PID/maps",
+            crate::preflight::approx(b - a),
+            crate::preflight::approx(MAX_RANGE)
+        ));
+    }
     Ok((a, b - a))
+}
+
+/// A node list flag (`--to`, `--nodes`) in numactl's syntax, its errors
+/// naming the flag.
+pub fn parse_node_flag(flag: &str, s: &str, nodes: &Nodes) -> Result<Vec<usize>, String> {
+    numa::parse_nodes(s, nodes).map_err(|e| match e {
+        Error::Config(what) => format!("{flag}: {what}"),
+        e => format!("{flag} {s:?}: {e}"),
+    })
 }
 
 /// `--to`: one node, in numactl's syntax.
 pub fn parse_target(s: &str, nodes: &Nodes) -> Result<usize, String> {
-    let list = numa::parse_nodes(s, nodes).map_err(|e| e.to_string())?;
+    let list = parse_node_flag("--to", s, nodes)?;
     match list.as_slice() {
         [one] => Ok(*one),
         _ => Err(format!("--to {s:?} names {} nodes; give one", list.len())),
     }
 }
 
-pub fn describe(r: &MigrateReport) -> String {
+/// `--pid`: a process that exists (signal 0 only asks). A process that
+/// exists but is not ours passes: move_pages then says what is refused.
+pub fn check_pid(pid: i32) -> Result<(), String> {
+    if pid <= 0 {
+        return Err(format!("--pid {pid}: not a process id"));
+    }
+    // SAFETY: signal 0 delivers nothing; it only checks the process.
+    if unsafe { libc::kill(pid, 0) } != 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    {
+        return Err(format!("--pid {pid}: no such process"));
+    }
+    Ok(())
+}
+
+/// The totals of one or more [`MigrateReport`]s over consecutive windows,
+/// with the first failed pages (the report prints no more).
+#[derive(Debug)]
+pub struct Totals {
+    to: usize,
+    pages: usize,
+    moved: usize,
+    already: usize,
+    not_present: usize,
+    failed: usize,
+    first_failed: Vec<(usize, i32)>,
+    syscalls: usize,
+    retries: usize,
+    move_all: bool,
+}
+
+/// Failed pages listed by [`describe`].
+const LISTED: usize = 8;
+
+impl Totals {
+    fn new(to: usize) -> Totals {
+        Totals {
+            to,
+            pages: 0,
+            moved: 0,
+            already: 0,
+            not_present: 0,
+            failed: 0,
+            first_failed: Vec::new(),
+            syscalls: 0,
+            retries: 0,
+            move_all: true,
+        }
+    }
+
+    fn add(&mut self, r: &MigrateReport) {
+        self.pages += r.status.len();
+        self.moved += r.moved;
+        self.already += r.already;
+        self.not_present += r.not_present;
+        self.failed += r.failed.len();
+        let room = LISTED - self.first_failed.len();
+        self.first_failed
+            .extend(r.failed.iter().take(room).copied());
+        self.syscalls += r.syscalls;
+        self.retries += r.retries;
+        self.move_all &= r.move_all;
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.failed == 0
+    }
+}
+
+impl From<&MigrateReport> for Totals {
+    fn from(r: &MigrateReport) -> Totals {
+        let mut t = Totals::new(r.to);
+        t.add(r);
+        t
+    }
+}
+
+pub fn describe(r: &Totals) -> String {
     let mut out = format!(
         "{} pages: {} moved to node {}, {} already there, {} not present, {} failed ({} system calls, {} retry rounds{})\n",
-        r.status.len(),
+        r.pages,
         r.moved,
         r.to,
         r.already,
         r.not_present,
-        r.failed.len(),
+        r.failed,
         r.syscalls,
         r.retries,
         if r.move_all { ", MPOL_MF_MOVE_ALL" } else { "" }
     );
-    for (addr, errno) in r.failed.iter().take(8) {
+    for (addr, errno) in &r.first_failed {
         let _ = writeln!(
             out,
             "  {addr:#x}: {}",
             std::io::Error::from_raw_os_error(*errno)
         );
     }
-    if r.failed.len() > 8 {
-        let _ = writeln!(out, "  ... and {} more", r.failed.len() - 8);
+    if r.failed > r.first_failed.len() {
+        let _ = writeln!(out, "  ... and {} more", r.failed - r.first_failed.len());
     }
     out
 }
 
-/// move_pages on process `pid`.
+/// move_pages on process `pid`, [`WINDOW`] by window.
 pub fn migrate_pid(pid: i32, addr: usize, len: usize, to: usize) -> Result<(String, bool), String> {
-    let opts = MigrateOptions {
+    let mut opts = MigrateOptions {
         pid,
         ..Default::default()
     };
-    let r = numa::migrate(addr, len, to, opts).map_err(|e| e.to_string())?;
-    Ok((describe(&r), r.is_complete()))
+    let mut t = Totals::new(to);
+    let mut off = 0;
+    while off < len {
+        let n = WINDOW.min(len - off);
+        let r = numa::migrate(addr + off, n, to, opts).map_err(|e| {
+            if off == 0 {
+                e.to_string()
+            } else {
+                format!(
+                    "{e}, at {:#x}; before it: {}",
+                    addr + off,
+                    describe(&t).trim_end()
+                )
+            }
+        })?;
+        // Without CAP_SYS_NICE the first window found out: not again.
+        opts.move_all = r.move_all;
+        t.add(&r);
+        off += n;
+    }
+    Ok((describe(&t), t.is_complete()))
 }
 
 /// Moves a `size` region of this process to `to` and back to where it
@@ -110,7 +238,7 @@ pub fn self_test(size: usize, to: Option<usize>) -> Result<String, String> {
                             numa::migrate(map.base as usize, size, dest, MigrateOptions::default())
                                 .map_err(|e| e.to_string())?;
                         if !r.is_complete() {
-                            return Err(describe(&r));
+                            return Err(describe(&Totals::from(&r)));
                         }
                         format!("{} moved, {} already there", r.moved, r.already)
                     } else {

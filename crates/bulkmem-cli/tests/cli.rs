@@ -1,7 +1,9 @@
 //! The command's contract: exit codes, error messages and the JSON schema
 //! that scripts depend on.
 
-use std::process::{Command, Output};
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 fn bulkmem(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bulkmem"))
@@ -564,4 +566,273 @@ fn bench_preload_rows_pair_off_and_on() {
         }
     }
     assert!(stderr(&o).contains("on/off"), "{}", stderr(&o));
+}
+
+/// Runs bulkmem with stdout discarded, killing it if it runs past `limit`
+/// (a run that should be refused at once must not measure for minutes):
+/// its exit code (`None` when killed), its stderr, and how long it took.
+fn bulkmem_briefly(args: &[&str], limit: Duration) -> (Option<i32>, String, Duration) {
+    let t = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run bulkmem");
+    let mut pipe = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = pipe.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for bulkmem") {
+            break Some(status);
+        }
+        if t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let took = t.elapsed();
+    let err = reader.join().expect("stderr reader");
+    (status.and_then(|s| s.code()), err, took)
+}
+
+/// Each case exits 2 within a second, naming `needle` on stderr.
+fn refused_at_once(cases: &[(Vec<String>, &str)]) {
+    for (args, needle) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, err, took) = bulkmem_briefly(&args, Duration::from_secs(3));
+        assert_eq!(code, Some(2), "{args:?} ({took:?}): {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: stderr lacks {needle:?}: {err}"
+        );
+        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+    }
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn migrate_refuses_a_range_past_the_limit_at_once() {
+    let me = std::process::id().to_string();
+    let (code, err, took) = bulkmem_briefly(
+        &[
+            "migrate",
+            "--pid",
+            &me,
+            "--range",
+            "1000-7ffffffff000",
+            "--to",
+            "0",
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(code, Some(2), "{took:?}: {err}");
+    assert!(
+        err.contains("--range") && err.contains("at most 1.0 TiB"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+}
+
+#[test]
+fn migrate_walks_a_range_of_several_windows() {
+    // 1.5 GiB reserved and never touched but for a page per 64 MiB: the
+    // range spans two of migrate's 1 GiB windows and the totals add up.
+    let node = bulkmem::numa::Nodes::detect().with_memory[0].to_string();
+    let len = 3 << 29;
+    let mut v: Vec<u8> = Vec::with_capacity(len + 4096);
+    let start = (v.as_ptr() as usize).div_ceil(4096) * 4096;
+    let skip = start - v.as_ptr() as usize;
+    for i in (skip..skip + len).step_by(64 << 20) {
+        v.spare_capacity_mut()[i].write(1);
+    }
+    let range = format!("{start:x}-{:x}", start + len);
+    let me = std::process::id().to_string();
+    let o = bulkmem(&["migrate", "--pid", &me, "--range", &range, "--to", &node]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.starts_with(&format!("{} pages: ", len / 4096)) && out.contains(" 0 failed"),
+        "{out}"
+    );
+    let count = |what: &str| -> usize {
+        let at = out.find(what).unwrap_or_else(|| panic!("{what:?}: {out}"));
+        out[..at]
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        count(" moved to node") + count(" already there") + count(" not present"),
+        len / 4096,
+        "{out}"
+    );
+    assert!(count(" not present") >= len / 4096 - 24 * 512, "{out}");
+    drop(v);
+}
+
+#[test]
+fn migrate_errors_name_the_flag() {
+    // A process that has come and gone: its pid names no process now.
+    let mut gone = Command::new("true").spawn().expect("run true");
+    gone.wait().unwrap();
+    let pid = gone.id().to_string();
+    refused_at_once(&[
+        (strings(&["migrate", "--to", "x", "--self-test"]), "--to"),
+        (
+            strings(&[
+                "migrate",
+                "--pid",
+                &pid,
+                "--range",
+                "1000-2000",
+                "--to",
+                "0",
+            ]),
+            &format!("--pid {pid}: no such process"),
+        ),
+    ]);
+}
+
+/// MemAvailable in whole GiB, rounded up.
+fn available_gib() -> usize {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kb: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("MemAvailable");
+    kb.div_ceil(1 << 20)
+}
+
+#[test]
+fn runs_that_need_more_memory_than_is_available_are_refused() {
+    let g = available_gib();
+    let far = format!("{}G", 2 * g);
+    // Each of these fits on its own but not as many times as the run
+    // holds it: two threads' pairs, two cold arenas.
+    let third = format!("{}G", g.div_ceil(3));
+    let most = format!("{}G", (g * 3).div_ceil(5));
+    let mut cases = vec![
+        (strings(&["bench", "move", "--sizes", &far]), "--sizes"),
+        (
+            strings(&["migrate", "--self-test", "--size", &far]),
+            "--size",
+        ),
+        (
+            strings(&[
+                "bench",
+                "copy",
+                "--sizes",
+                &third,
+                "--regime",
+                "hot",
+                "--threads",
+                "2",
+            ]),
+            "--threads 2",
+        ),
+        (
+            strings(&[
+                "bench", "clear", "--sizes", "4K", "--regime", "cold", "--total", &most,
+            ]),
+            "--total",
+        ),
+        (
+            strings(&["bench", "fill", "--element", "64", "--sizes", &far]),
+            "--sizes",
+        ),
+        (
+            strings(&["bench", "batch", "--folio", "2M", "--total", &far]),
+            "--total",
+        ),
+        (
+            strings(&["bench", "batch", "--counts", &(g * 1024).to_string()]),
+            "--counts",
+        ),
+        (strings(&["bench", "fault", "--demo", &far]), "--demo"),
+        (strings(&["bench", "preload", "--size", &far]), "--size"),
+    ];
+    if bulkmem::numa::Nodes::detect().with_memory.len() > 1 {
+        cases.push((strings(&["bench", "migrate", "--sizes", &far]), "--sizes"));
+    }
+    for (args, _) in cases.iter_mut() {
+        args.push("--quiet".into());
+    }
+    refused_at_once(&cases);
+    let (_, err, _) = bulkmem_briefly(&["bench", "move", "--sizes", &far], Duration::from_secs(3));
+    assert!(
+        err.contains("available") && err.contains("MemAvailable"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unwritable_outputs_are_refused_before_measuring() {
+    let benches: &[&[&str]] = &[
+        &["bench", "copy"],
+        &["bench", "clear"],
+        &["bench", "batch"],
+        &["bench", "fill"],
+        &["bench", "move"],
+        &["bench", "fault"],
+        &["bench", "migrate"],
+        &["bench", "preload"],
+    ];
+    let mut cases = Vec::new();
+    for b in benches {
+        for json in ["/nonexistent/dir/x.json", "/proc/bulkmem-x.json"] {
+            let mut args = strings(b);
+            args.extend(strings(&["--json", json, "--quiet"]));
+            cases.push((args, "--json"));
+        }
+    }
+    for b in &benches[..5] {
+        let mut args = strings(b);
+        args.extend(strings(&["--plot", "x.jpg", "--quiet"]));
+        cases.push((args, "--plot x.jpg: the file name must end in .svg or .png"));
+        let mut args = strings(b);
+        args.extend(strings(&["--plot", "/nonexistent/dir/x.svg", "--quiet"]));
+        cases.push((args, "--plot"));
+    }
+    refused_at_once(&cases);
+
+    // Writable places still get their files.
+    let dir = std::env::temp_dir().join(format!("bulkmem-cli-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (json, plot) = (dir.join("x.json"), dir.join("x.svg"));
+    let o = bulkmem(&[
+        "bench",
+        "copy",
+        "--sizes",
+        "4K",
+        "--regime",
+        "hot",
+        "--runs",
+        "1",
+        "--strategies",
+        "per-page",
+        "--json",
+        json.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["results"].as_array().unwrap().len(), 1);
+    assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

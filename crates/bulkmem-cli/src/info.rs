@@ -51,6 +51,9 @@ struct Info {
     model: u32,
     caches: Vec<Cache>,
     llc_domains: Vec<Vec<usize>>,
+    /// CPUs this process may run on (sched_getaffinity: taskset, numactl,
+    /// cpusets); the engine's workers are placed among them.
+    allowed_cpus: Vec<usize>,
     numa_nodes: Vec<(usize, Vec<usize>)>,
     /// Per node: memory, free memory and SLIT distances (bulkmem::numa).
     numa: Vec<NodeMemory>,
@@ -188,6 +191,7 @@ fn gather() -> Info {
             })
             .collect(),
         llc_domains: t.llc_domains.clone(),
+        allowed_cpus: bulkmem::engine::allowed_cpus().unwrap_or_else(|| t.online_cpus.clone()),
         numa_nodes: t
             .numa_nodes
             .iter()
@@ -314,6 +318,16 @@ pub fn text() -> String {
         domains.len(),
         domains.join(" ")
     );
+    if info.allowed_cpus != i.topology.online_cpus {
+        let _ = writeln!(
+            o,
+            "affinity:    this process may use CPUs {} (of {} online): the engine's workers stay there",
+            cpu_list(&info.allowed_cpus),
+            info.machine.cpus
+        );
+    } else {
+        let _ = writeln!(o, "affinity:    this process may use every online CPU");
+    }
     let nodes: Vec<String> = info
         .numa_nodes
         .iter()

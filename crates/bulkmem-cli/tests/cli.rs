@@ -836,3 +836,23 @@ fn unwritable_outputs_are_refused_before_measuring() {
     assert!(std::fs::read_to_string(&plot).unwrap().contains("<svg"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn info_names_the_cpus_the_process_may_use() {
+    let o = Command::new("taskset")
+        .args(["-c", "0", env!("CARGO_BIN_EXE_bulkmem"), "info", "--json"])
+        .output()
+        .expect("taskset (util-linux)");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["allowed_cpus"], serde_json::json!([0]));
+    let o = Command::new("taskset")
+        .args(["-c", "0", env!("CARGO_BIN_EXE_bulkmem"), "info"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let online = v["machine"]["cpus"].as_u64().unwrap();
+    if online > 1 {
+        assert!(out.contains("may use CPUs 0 (of"), "{out}");
+    }
+}

@@ -291,6 +291,7 @@ impl Mover {
 
     /// Unregisters a range given to [`Mover::register`].
     pub fn unregister(&mut self, addr: *mut u8, len: usize) -> Result<(), UffdError> {
+        check_aligned("unregister", addr as usize, len)?;
         let mut r = UffdioRange {
             start: addr as u64,
             len: len as u64,
@@ -386,9 +387,15 @@ impl Mover {
             )));
         }
         let mut report = MoveReport::default();
-        if opts.allow_src_holes {
-            report.holes = count_holes(s, len);
-        }
+        // The kernel counts the source holes it skips as moved bytes: tell
+        // them apart with the source's residency before the move. (A hole
+        // over a populated destination page is not skipped but refused:
+        // a failure, not a hole.)
+        let holes = if opts.allow_src_holes {
+            hole_map(s, len)
+        } else {
+            Vec::new()
+        };
         let mut mode = 0;
         if opts.dont_wake {
             mode |= UFFDIO_MOVE_MODE_DONTWAKE;
@@ -409,7 +416,11 @@ impl Mover {
             // SAFETY: [done, done + n) lies in both ranges the caller vouched for.
             let (moved, err) =
                 unsafe { self.move_once((d + done) as *mut u8, (s + done) as *mut u8, n, mode) };
-            report.moved += moved / PAGE;
+            let skipped = holes
+                .get(done / PAGE..(done + moved) / PAGE)
+                .map_or(0, |h| h.iter().filter(|&&hole| hole).count());
+            report.holes += skipped;
+            report.moved += moved / PAGE - skipped;
             done += moved;
             let Some(e) = err else {
                 retries_here = 0;
@@ -447,10 +458,6 @@ impl Mover {
                     retries_here = 0;
                 }
                 _ => {
-                    if opts.allow_src_holes {
-                        // Holes past the failure were not skipped.
-                        report.holes = report.holes.saturating_sub(count_holes(at_s, len - done));
-                    }
                     return Err(UffdError::Ioctl {
                         op: "UFFDIO_MOVE",
                         addr: at_d,
@@ -460,8 +467,6 @@ impl Mover {
                 }
             }
         }
-        // Holes the kernel skipped are reported as moved bytes; take them out.
-        report.moved = report.moved.saturating_sub(report.holes);
         Ok(report)
     }
 
@@ -621,24 +626,35 @@ fn open_with(features: u64) -> Result<(OwnedFd, u64), UffdError> {
     Ok((fd, api.features))
 }
 
+/// Page alignment, and a range that does not wrap around the address
+/// space (every entry point checks this before any arithmetic on the end).
 fn check_aligned(what: &str, addr: usize, len: usize) -> Result<(), UffdError> {
     if !addr.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) {
         return Err(UffdError::Invalid(format!(
             "{what} {addr:#x}+{len:#x} is not page-aligned (address and length must be multiples of 4096)"
         )));
     }
+    if addr
+        .checked_add(len)
+        .is_none_or(|end| end > isize::MAX as usize)
+    {
+        return Err(UffdError::Invalid(format!(
+            "{what} {addr:#x}+{len:#x} runs past the end of the address space"
+        )));
+    }
     Ok(())
 }
 
-/// Pages of `[addr, addr + len)` not resident, per mincore(2).
-fn count_holes(addr: usize, len: usize) -> usize {
+/// Which pages of `[addr, addr + len)` are not resident, per mincore(2)
+/// (empty if it cannot say: every page then counts as populated).
+fn hole_map(addr: usize, len: usize) -> Vec<bool> {
     let mut v = vec![0u8; len.div_ceil(PAGE)];
     // SAFETY: `v` has one byte per page of the range; mincore only writes it.
     let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, v.as_mut_ptr()) };
     if rc != 0 {
-        return 0;
+        return Vec::new();
     }
-    v.iter().filter(|&&b| b & 1 == 0).count()
+    v.iter().map(|&b| b & 1 == 0).collect()
 }
 
 #[cfg(test)]

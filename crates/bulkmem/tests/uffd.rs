@@ -415,3 +415,73 @@ fn a_batch_of_scattered_live_pages_is_compacted_in_few_ioctls() {
         .enumerate()
         .all(|(slot, &p)| to.page_ok(slot, 17, p)));
 }
+
+#[test]
+fn holes_over_populated_destination_pages_are_counted_once() {
+    let Some((_serial, mut m)) = mover() else {
+        return;
+    };
+    let n = 8;
+    let (src, dst) = (
+        Map::new(n * PAGE, PAGE, false),
+        Map::new(n * PAGE, PAGE, false),
+    );
+    // Source: pages 0..4 populated, 4..8 holes. Destination: 0..4 empty,
+    // 4..8 populated.
+    (0..4).for_each(|i| src.fill_page(i, 3));
+    (4..8).for_each(|i| dst.fill_page(i, 8));
+    m.register(dst.base, dst.len).unwrap();
+    let opts = MoveOptions {
+        allow_src_holes: true,
+        ..MoveOptions::default()
+    };
+    // SAFETY: both mappings are ours; no reference points into them.
+    let r = unsafe { m.move_range(dst.base, src.base, n * PAGE, opts) }.unwrap();
+    assert_eq!(r.moved, 4, "{r:?}");
+    assert_eq!(
+        r.moved + r.copied + r.holes + r.failures.len(),
+        n,
+        "every page counted once: {r:?}"
+    );
+    m.unregister(dst.base, dst.len).unwrap();
+    assert!(
+        (0..4).all(|i| dst.page_ok(i, 3, i)),
+        "the moved pages arrived"
+    );
+    assert!(
+        (4..8).all(|i| dst.page_ok(i, 8, i)),
+        "populated pages untouched"
+    );
+}
+
+#[test]
+fn ranges_that_wrap_around_are_refused_without_overflow() {
+    let Some((_serial, mut m)) = mover() else {
+        return;
+    };
+    let dst = Map::new(4 * PAGE, PAGE, false);
+    m.register(dst.base, dst.len).unwrap();
+    let huge = usize::MAX & !0xfff;
+    let near_end = ((usize::MAX - 2 * PAGE) & !0xfff) as *mut u8;
+    for (d, s, len) in [
+        (dst.base, dst.at(2 * PAGE), huge),
+        (dst.base, near_end, 4 * PAGE),
+        (near_end, dst.base, 4 * PAGE),
+    ] {
+        // SAFETY: refused before any ioctl (this is what is tested).
+        let r = unsafe { m.move_range(d, s, len, MoveOptions::default()) };
+        match r {
+            Err(UffdError::Invalid(msg)) => assert!(msg.contains("address space"), "{msg}"),
+            other => panic!("{d:?} {s:?} {len:#x}: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        m.register(near_end, 4 * PAGE),
+        Err(UffdError::Invalid(_))
+    ));
+    assert!(matches!(
+        m.unregister(near_end, 4 * PAGE),
+        Err(UffdError::Invalid(_))
+    ));
+    m.unregister(dst.base, dst.len).unwrap();
+}

@@ -176,10 +176,25 @@ impl<P: FnMut(usize, &mut [u8])> Patch for Patcher<'_, P> {
 /// Elements per staging window: about [`WINDOW`] bytes, rounded so a
 /// window is a whole number of cache lines (element boundaries then stay
 /// off the streaming path whenever `dst` is line-aligned).
+///
+/// A window whose elements end on a line boundary can take up to 64
+/// elements (lengths prime to 64): worth it for small elements, where many
+/// boundaries share a line, but it staged 256 MiB for a 4 MiB + 1 template.
+/// Past [`MAX_STAGE`] a window is the fewest whole elements of about
+/// [`WINDOW`] (one, for large elements): its boundaries cut a line now and
+/// then, which for elements that large costs nothing measurable.
 pub(crate) fn window_elements(len: usize) -> usize {
     let per_line_period = 64 / gcd(len, 64);
-    (WINDOW / len).max(1).div_ceil(per_line_period) * per_line_period
+    let aligned = (WINDOW / len).max(1).div_ceil(per_line_period) * per_line_period;
+    if aligned.saturating_mul(len) <= MAX_STAGE {
+        aligned
+    } else {
+        (WINDOW / len).max(1)
+    }
 }
+
+/// The most staging memory a line-aligned window may take.
+const MAX_STAGE: usize = 4 * WINDOW;
 
 fn gcd(mut a: usize, mut b: usize) -> usize {
     while b != 0 {
@@ -224,6 +239,16 @@ pub unsafe fn fill_range<P: Patch>(
         return;
     };
     let k = window_elements(l).min(count.max(1));
+    if k == 1 && !P::ACTIVE {
+        // Large unpatched elements stream straight from the template: no
+        // staging copy at all.
+        for i in 0..count {
+            // SAFETY: element i lies inside dst..dst+len; the template is
+            // the caller's separate slice of `l` bytes.
+            unsafe { kernel(dst.add(i * l), template.as_ptr(), l) };
+        }
+        return;
+    }
     let mut raw = vec![0u8; k * l + 4096];
     let off = stage_offset(
         raw.as_ptr() as usize,
@@ -440,14 +465,20 @@ mod tests {
 
     #[test]
     fn windows_are_whole_lines_and_about_4k() {
-        for l in [1, 3, 8, 48, 64, 100, 128, 4096, 5000] {
+        for l in [1, 3, 8, 48, 64, 100, 128, 255, 4096] {
             let k = window_elements(l);
             assert_eq!((k * l) % 64, 0, "len {l}");
             assert!(k * l >= WINDOW.min(l * k), "len {l}");
-            assert!(k * l <= WINDOW + 64 * l, "len {l}: {k}");
+            assert!(k * l <= MAX_STAGE, "len {l}: {k}");
         }
         assert_eq!(window_elements(64), 64);
         assert_eq!(window_elements(4096), 1);
+        // Past MAX_STAGE, staging stays small rather than line-aligned.
+        for l in [257, 1023, 4095, 5000, (4 << 20) + 1] {
+            let k = window_elements(l);
+            assert!(k * l <= MAX_STAGE.max(l), "len {l}: {k}");
+        }
+        assert_eq!(window_elements((4 << 20) + 1), 1);
     }
 
     #[test]

@@ -236,3 +236,174 @@ fn a_cancelled_engine_fill_reports_whole_elements() {
     assert_eq!(dst[..r.bytes_done], want[..r.bytes_done]);
     assert!(dst[r.bytes_done..].iter().all(|&b| b == 0));
 }
+
+/// A kB field of /proc/self/status.
+fn status_kb(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
+
+/// How much a call raises this process's peak RSS, in bytes: the peak
+/// (VmHWM) is reset to the current RSS first where the kernel allows it
+/// (clear_refs 5, Linux 4.0), so memory freed earlier cannot hide growth.
+fn peak_growth(f: impl FnOnce()) -> u64 {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    let before = status_kb("VmHWM:");
+    f();
+    (status_kb("VmHWM:").saturating_sub(before)) << 10
+}
+
+/// Checks a fill of `count` copies of `t`: every element's first and last
+/// 16 bytes, and a spread of bytes in each.
+fn check_elements(dst: &[u8], t: &[u8], count: usize, stamped: bool) {
+    let l = t.len();
+    assert_eq!(dst.len(), l * count);
+    let mut want_head = t[..16].to_vec();
+    for (i, e) in dst.chunks_exact(l).enumerate() {
+        if stamped {
+            want_head.copy_from_slice(&t[..16]);
+            stamp(i, &mut want_head);
+        }
+        assert_eq!(&e[..16], &want_head[..], "element {i}: head");
+        assert_eq!(&e[l - 16..], &t[l - 16..], "element {i}: tail");
+        for k in (0..l).step_by(4093).skip(1) {
+            assert_eq!(e[k], t[k], "element {i}: byte {k}");
+        }
+    }
+}
+
+#[test]
+fn a_large_odd_template_streams_without_staging_copies_of_it() {
+    // A (4 MiB + 1)-byte template does not divide 64, so whole-line
+    // staging windows would be 64 templates (or every element of a short
+    // fill): 64 MiB here. The peak RSS is per process and the other tests
+    // run in threads beside this one, so the measurement runs in a fresh
+    // copy of this binary running only this test.
+    const CHILD: &str = "BULKMEM_TEST_LARGE_TEMPLATE_RSS";
+    const NAME: &str = "a_large_odd_template_streams_without_staging_copies_of_it";
+    const BOUND: u64 = 16 << 20;
+    if std::env::var_os(CHILD).is_none() {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "child failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return;
+    }
+    let l = (4 << 20) + 1;
+    let count = 16;
+    let t = template(l);
+    // Touched now, so its pages are not growth of the fills below.
+    let mut dst = vec![0xeeu8; l * count];
+    let streams = std::arch::is_x86_feature_detected!("avx2");
+
+    let mut mode = FillMode::Temporal;
+    let grew = peak_growth(|| mode = bulkmem::fill_hint(&mut dst, &t, Hint::Stream).unwrap());
+    if streams {
+        assert!(matches!(mode, FillMode::Stream(_)), "{mode:?}");
+    }
+    assert!(
+        grew < BOUND,
+        "{mode:?} fill raised peak RSS by {grew} bytes"
+    );
+    check_elements(&dst, &t, count, false);
+
+    dst.fill(0xee);
+    let mut seen = Vec::new();
+    let grew = peak_growth(|| {
+        mode = bulkmem::fill_with_hint(&mut dst, &t, Hint::Stream, |i, e| {
+            assert_eq!(e.len(), l);
+            assert_eq!((e[0], e[l - 1]), (t[0], t[l - 1]), "element {i} unfilled");
+            seen.push(i);
+            stamp(i, e);
+        })
+        .unwrap()
+    });
+    assert!(
+        grew < BOUND,
+        "{mode:?} patched fill raised peak RSS by {grew} bytes"
+    );
+    assert!(seen.iter().copied().eq(0..count), "indices {seen:?}");
+    check_elements(&dst, &t, count, true);
+
+    dst.fill(0xee);
+    let e = Engine::builder()
+        .threads(2)
+        .inline_max(0)
+        .hint(Hint::Stream)
+        .build()
+        .unwrap();
+    let grew = peak_growth(|| assert!(e.fill(&mut dst, &t).unwrap().is_complete()));
+    assert!(grew < BOUND, "engine fill raised peak RSS by {grew} bytes");
+    check_elements(&dst, &t, count, false);
+}
+
+/// Peak resident memory of this process (VmHWM), in bytes.
+fn peak_rss() -> usize {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: usize = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap();
+    kb << 10
+}
+
+/// The child side of the staging test (run in a re-executed test binary:
+/// VmHWM is the whole process's, so no other test may run beside it).
+#[test]
+fn large_template_fill_child_side() {
+    if std::env::var_os("BULKMEM_FILL_STAGING_TEST").is_none() {
+        return;
+    }
+    let l = (4 << 20) + 1;
+    let count = 16;
+    let t: Vec<u8> = (0..l).map(|i| (i * 7 + 1) as u8).collect();
+    for patched in [false, true] {
+        let mut dst = vec![0x5au8; l * count];
+        let before = peak_rss();
+        if patched {
+            bulkmem::fill_with_hint(&mut dst, &t, Hint::Stream, |i, e| e[0] = i as u8).unwrap();
+        } else {
+            bulkmem::fill_hint(&mut dst, &t, Hint::Stream).unwrap();
+        }
+        let grew = peak_rss().saturating_sub(before);
+        // At most one staged element (patching needs a copy to patch).
+        let bound = if patched { l + (4 << 20) } else { 4 << 20 };
+        assert!(
+            grew <= bound,
+            "patched {patched}: peak RSS grew {grew} bytes"
+        );
+        for (i, e) in dst.chunks(l).enumerate() {
+            let first = if patched { i as u8 } else { t[0] };
+            assert_eq!(e[0], first, "element {i}");
+            assert_eq!(e[1..], t[1..], "element {i}");
+        }
+        drop(dst);
+    }
+}
+
+#[test]
+fn a_huge_template_stages_at_most_one_element() {
+    let o = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "large_template_fill_child_side",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("BULKMEM_FILL_STAGING_TEST", "1")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && out.contains("1 passed"), "{out}");
+}

@@ -185,15 +185,22 @@ pub struct MoveFailure {
     pub errno: i32,
 }
 
-/// What a move did, in pages.
+/// What a move did, in pages. Each page of the range is counted once, in
+/// exactly one of `moved`, `copied`, `holes` and `failures`: when
+/// [`Mover::move_range`] returns `Ok`, their sum is the range's page count.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MoveReport {
+    /// Pages moved by `UFFDIO_MOVE` (not the source holes it skipped).
     pub moved: usize,
     /// Moved by copy after `EBUSY` (with `fallback_copy`).
     pub copied: usize,
     /// Source holes skipped (with `allow_src_holes`), as `mincore` saw the
-    /// source just before the move.
+    /// source just before the move. A hole over a populated destination page
+    /// is not skipped but refused (`EEXIST`): a failure. (A swapped-out
+    /// source page looks like a hole to `mincore`: it is moved but counted
+    /// here.)
     pub holes: usize,
+    /// Pages left where they were: neither moved, copied nor skipped.
     pub failures: Vec<MoveFailure>,
     /// ioctls issued, and `EAGAIN` retries among them.
     pub ioctls: usize,

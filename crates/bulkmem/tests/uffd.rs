@@ -437,11 +437,29 @@ fn holes_over_populated_destination_pages_are_counted_once() {
     };
     // SAFETY: both mappings are ours; no reference points into them.
     let r = unsafe { m.move_range(dst.base, src.base, n * PAGE, opts) }.unwrap();
-    assert_eq!(r.moved, 4, "{r:?}");
+    // Pages 0..4 moved; the holes 4..8 were not skipped but refused
+    // (EEXIST: the destination is populated there): failures, not holes.
+    assert_eq!((r.moved, r.copied, r.holes), (4, 0, 0), "{r:?}");
+    let failed: Vec<(usize, usize, i32)> =
+        r.failures.iter().map(|f| (f.dst, f.src, f.errno)).collect();
+    let want: Vec<(usize, usize, i32)> = (4..8)
+        .map(|i| {
+            (
+                dst.at(i * PAGE) as usize,
+                src.at(i * PAGE) as usize,
+                libc::EEXIST,
+            )
+        })
+        .collect();
+    assert_eq!(failed, want, "{r:?}");
     assert_eq!(
         r.moved + r.copied + r.holes + r.failures.len(),
         n,
         "every page counted once: {r:?}"
+    );
+    assert!(
+        (0..4).all(|i| !src.resident(i)),
+        "moved pages left the source"
     );
     m.unregister(dst.base, dst.len).unwrap();
     assert!(
@@ -483,5 +501,14 @@ fn ranges_that_wrap_around_are_refused_without_overflow() {
         m.unregister(near_end, 4 * PAGE),
         Err(UffdError::Invalid(_))
     ));
+    if m.supports_poison() {
+        // SAFETY: refused before any ioctl; nothing is poisoned.
+        let r = unsafe { m.poison(near_end, 4 * PAGE) };
+        match r {
+            Err(UffdError::Invalid(msg)) => assert!(msg.contains("address space"), "{msg}"),
+            other => panic!("poison {near_end:?}: {other:?}"),
+        }
+    }
     m.unregister(dst.base, dst.len).unwrap();
+    assert!(!dst.resident(0), "nothing moved into the destination");
 }

@@ -37,7 +37,7 @@ pub use env::{parse_bytes, Overrides};
 pub use load::{
     default_profile_path, load_profile, profile, profile_loads, profile_status, ProfileStatus,
 };
-pub use profile::{Cell, Identity, Profile, Shape, FORMAT};
+pub use profile::{Cell, Identity, Profile, Shape, FORMAT, SMALL_EXTENT_MAX};
 pub use rules::{decide, ERMS_MIN_RUN, NT_MIN_RUN, STREAM_FACTOR};
 
 /// The facts about a CPU that the rules consult. [`Machine::this`] describes

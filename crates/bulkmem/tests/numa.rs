@@ -271,3 +271,188 @@ fn a_write_during_the_copy_faults_instead_of_being_lost() {
         "the write should fault: {out:?}"
     );
 }
+
+/// The VmFlags of every mapping overlapping `[addr, addr + len)`, from
+/// /proc/self/smaps, with each mapping's start and end.
+fn vm_flags(addr: *mut u8, len: usize) -> Vec<(usize, usize, Vec<String>)> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let (lo, hi) = (addr as usize, addr as usize + len);
+    let mut out = Vec::new();
+    let mut cur: Option<(usize, usize)> = None;
+    for l in smaps.lines() {
+        let head = l.split_whitespace().next().unwrap_or("");
+        if let Some((a, b)) = head.split_once('-') {
+            if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
+                cur = (a < hi && b > lo).then_some((a, b));
+                continue;
+            }
+        }
+        if let (Some((a, b)), Some(v)) = (cur, l.strip_prefix("VmFlags:")) {
+            out.push((a, b, v.split_whitespace().map(str::to_string).collect()));
+        }
+    }
+    assert!(!out.is_empty(), "nothing mapped at {lo:#x}");
+    out
+}
+
+/// Asserts every mapping over the range has each of `has` and none of `not`.
+fn assert_flags(addr: *mut u8, len: usize, has: &[&str], not: &[&str], what: &str) {
+    for (a, b, f) in vm_flags(addr, len) {
+        for h in has {
+            assert!(
+                f.iter().any(|x| x == h),
+                "{what}: {a:#x}-{b:#x} lost `{h}`: {f:?}"
+            );
+        }
+        for n in not {
+            assert!(
+                !f.iter().any(|x| x == n),
+                "{what}: {a:#x}-{b:#x} gained `{n}`: {f:?}"
+            );
+        }
+    }
+}
+
+/// A private anonymous mapping of `len` bytes with `extra` mmap flags,
+/// filled with `src_byte`.
+fn anon(len: usize, extra: i32) -> *mut u8 {
+    // SAFETY: a fresh anonymous mapping.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    let p = p.cast::<u8>();
+    // SAFETY: the mapping just made, `len` bytes, ours alone.
+    let s = unsafe { std::slice::from_raw_parts_mut(p, len) };
+    s.iter_mut().enumerate().for_each(|(i, b)| *b = src_byte(i));
+    p
+}
+
+fn intact(p: *mut u8, len: usize) -> bool {
+    // SAFETY: a mapping of `len` bytes the test owns.
+    let s = unsafe { std::slice::from_raw_parts(p, len) };
+    s.iter().enumerate().all(|(i, &b)| b == src_byte(i))
+}
+
+fn advise(p: *mut u8, len: usize, advice: i32) {
+    // SAFETY: advice on the test's own mapping.
+    let rc = unsafe { libc::madvise(p.cast(), len, advice) };
+    assert_eq!(
+        rc,
+        0,
+        "madvise {advice}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+fn copy_to_this_node(p: *mut u8, len: usize) -> Result<numa::CopyReport, Error> {
+    // SAFETY: the test's own mapping, no other users.
+    unsafe {
+        numa::migrate_by_copy(
+            p,
+            len,
+            this_node(),
+            CopyOptions {
+                threads: Some(2),
+                ..Default::default()
+            },
+        )
+    }
+}
+
+#[test]
+fn copy_and_remap_keeps_mlock_dontfork_wipeonfork_dontdump_and_noreserve() {
+    // Secrets: locked, not inherited, wiped in children, not dumped.
+    let len = 1 << 20;
+    let p = anon(len, 0);
+    // SAFETY: locking the test's own mapping.
+    assert_eq!(unsafe { libc::mlock(p.cast(), len) }, 0, "mlock");
+    advise(p, len, libc::MADV_DONTFORK);
+    advise(p, len, libc::MADV_WIPEONFORK);
+    advise(p, len, libc::MADV_DONTDUMP);
+    let kept = ["lo", "dc", "wf", "dd"];
+    assert_flags(p, len, &kept, &["nr"], "before");
+    copy_to_this_node(p, len).unwrap();
+    assert!(intact(p, len), "contents changed");
+    // Not MAP_NORESERVE before, so still accounted (`ac`), not `nr`.
+    assert_flags(p, len, &kept, &["nr"], "after migrate_by_copy");
+    assert_flags(p, len, &["ac"], &[], "after migrate_by_copy");
+    // SAFETY: writable again; the test's own mapping.
+    unsafe { p.write(src_byte(0)) };
+
+    // Two mappings with different flags: each keeps its own.
+    let q = anon(len, 0);
+    let half = len / 2;
+    // SAFETY: locking half of the test's own mapping.
+    assert_eq!(unsafe { libc::mlock(q.cast(), half) }, 0, "mlock");
+    // SAFETY: the second half of the same mapping.
+    let q2 = unsafe { q.add(half) };
+    advise(q2, half, libc::MADV_DONTDUMP);
+    copy_to_this_node(q, len).unwrap();
+    assert!(intact(q, len));
+    assert_flags(q, half, &["lo"], &["dd", "nr"], "first half");
+    assert_flags(q2, half, &["dd"], &["lo", "nr"], "second half");
+
+    // MAP_NORESERVE stays where it was.
+    let r = anon(len, libc::MAP_NORESERVE);
+    let had_nr = vm_flags(r, len)[0].2.iter().any(|f| f == "nr");
+    copy_to_this_node(r, len).unwrap();
+    assert!(intact(r, len));
+    if had_nr {
+        assert_flags(r, len, &["nr"], &["ac"], "MAP_NORESERVE");
+    }
+    for m in [p, q, r] {
+        // SAFETY: the test's own mappings, no longer used.
+        unsafe { libc::munmap(m.cast(), len) };
+    }
+}
+
+#[test]
+fn a_flag_the_new_mapping_cannot_have_is_refused_by_name() {
+    // Registered with userfaultfd (`um`): a new mapping would not be, and
+    // the handler would silently stop seeing faults. Refused, untouched.
+    const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
+    const UFFDIO_REGISTER: libc::c_ulong = 0xc020_aa00;
+    let len = 64 * PAGE;
+    let p = anon(len, 0);
+    // SAFETY: a new userfaultfd descriptor.
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) } as i32;
+    if fd < 0 {
+        eprintln!(
+            "skipped: no userfaultfd ({})",
+            std::io::Error::last_os_error()
+        );
+        return;
+    }
+    let mut api = [0xaa_u64, 0, 0];
+    // SAFETY: UFFDIO_API with its 24-byte struct.
+    assert_eq!(unsafe { libc::ioctl(fd, UFFDIO_API, api.as_mut_ptr()) }, 0);
+    // range.start, range.len, mode (MISSING), ioctls (out).
+    let mut reg = [p as u64, len as u64, 1, 0];
+    // SAFETY: UFFDIO_REGISTER of the test's own mapping.
+    let rc = unsafe { libc::ioctl(fd, UFFDIO_REGISTER, reg.as_mut_ptr()) };
+    assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+    assert_flags(p, len, &["um"], &[], "registered");
+    let e = copy_to_this_node(p, len).unwrap_err();
+    assert!(matches!(e, Error::BadRange { .. }), "{e}");
+    assert!(
+        e.to_string().contains("`um`") && e.to_string().contains("userfaultfd"),
+        "{e}"
+    );
+    assert!(intact(p, len));
+    assert_flags(p, len, &["um"], &[], "after the refusal");
+    // SAFETY: the test's own mapping: still writable.
+    unsafe { p.write(1) };
+    // SAFETY: our descriptor and mapping.
+    unsafe {
+        libc::close(fd);
+        libc::munmap(p.cast(), len);
+    }
+}

@@ -13,6 +13,12 @@
 //! Until the `mremap`, nothing the caller can see has changed but the
 //! temporary protection: any failure unmaps the new region, restores every
 //! mapping's protection and says the original is intact.
+//!
+//! The new region gets each old mapping's VmFlags (mlock, MADV_DONTFORK,
+//! MADV_WIPEONFORK, MADV_DONTDUMP, ...) before it replaces it: a fresh
+//! mapping has none of them, and secrets that were locked, kept from
+//! children and out of core dumps would silently lose all that. A flag the
+//! new region cannot be given is refused by name before anything changes.
 
 use std::io;
 
@@ -31,6 +37,42 @@ const MADV_POPULATE_WRITE: i32 = 23;
 /// Free memory the target node must keep beyond the copy: binding a
 /// region to a node that runs out invokes the OOM killer, not an error.
 const HEADROOM: u64 = 32 << 20;
+
+/// VmFlags (as /proc/self/smaps spells them) that the new region is given
+/// with `madvise` where the old mapping had them.
+const ADVISED: &[(&str, i32)] = &[
+    ("dc", libc::MADV_DONTFORK),
+    ("wf", libc::MADV_WIPEONFORK),
+    ("dd", libc::MADV_DONTDUMP),
+    ("mg", libc::MADV_MERGEABLE),
+];
+
+/// VmFlags the comparison of old and new mappings leaves out: `rd wr ex`
+/// (the protection, restored after the move), `hg nh` (THP advice, as
+/// [`CopyOptions::hugepage`] says), `ac nr` (overcommit accounting: the new
+/// region is MAP_NORESERVE exactly where the old one was `nr`, but the
+/// kernel may ignore that, as it does in overcommit mode 2), `lo lf`
+/// (mlock: applied after the check, and a failure is an error of its own).
+const NOT_COMPARED: &[&str] = &["rd", "wr", "ex", "hg", "nh", "ac", "nr", "lo", "lf"];
+
+/// What a VmFlag means, for error messages.
+fn flag_meaning(flag: &str) -> &'static str {
+    match flag {
+        "lo" => "mlock",
+        "lf" => "mlock on fault",
+        "dc" => "MADV_DONTFORK",
+        "wf" => "MADV_WIPEONFORK",
+        "dd" => "MADV_DONTDUMP",
+        "mg" => "MADV_MERGEABLE",
+        "um" => "registered with userfaultfd for missing pages",
+        "uw" => "registered with userfaultfd for write protection",
+        "ui" => "registered with userfaultfd for minor faults",
+        "sl" => "sealed with mseal",
+        "mt" => "memory tagging",
+        "sd" => "soft-dirty",
+        _ => "a VmFlag",
+    }
+}
 
 /// Options of [`migrate_by_copy`].
 #[derive(Clone, Copy, Default)]
@@ -89,8 +131,33 @@ fn errno(e: &io::Error) -> i32 {
 /// addresses. The range ends up with its old protection, bound to `to`
 /// (MPOL_BIND: pages it gains later come from `to` too).
 ///
+/// What each mapping (VMA) in the range keeps, as /proc/self/smaps's
+/// VmFlags show it; all of it is in place on the new pages before they
+/// replace the old ones:
+/// * contents, addresses and protection (`rd wr ex`);
+/// * `lo` (mlock) and `lf` (mlock2 MLOCK_ONFAULT): the new pages are
+///   locked before the move, so while it runs the range is locked twice
+///   over (RLIMIT_MEMLOCK must allow that without CAP_IPC_LOCK; otherwise
+///   the call fails and the original is intact);
+/// * `dc` (MADV_DONTFORK), `wf` (MADV_WIPEONFORK), `dd` (MADV_DONTDUMP) and
+///   `mg` (MADV_MERGEABLE);
+/// * `nr` (MAP_NORESERVE): the new region is MAP_NORESERVE exactly where
+///   the old mapping was, and otherwise accounted (`ac`) like any private
+///   writable mapping (a mapping that was never writable is accounted
+///   from now on);
+/// * THP advice: MADV_HUGEPAGE (`hg`) over the whole range when
+///   [`CopyOptions::hugepage`] says so (by default when any part of the
+///   source had it or had huge pages), otherwise MADV_NOHUGEPAGE (`nh`)
+///   where the source had it.
+///
+/// The memory policy becomes MPOL_BIND to `to`; soft-dirty bits are set
+/// (every page is new). Any other VmFlag the new region would lack, such
+/// as a userfaultfd registration (`um`, `uw`, `ui`), is refused by name
+/// ([`Error::BadRange`]) before anything changed.
+///
 /// Errors before anything changed: bad node or range, a range that is not
-/// all private anonymous readable memory, too little free memory on `to`.
+/// all private anonymous readable memory, a VmFlag the new region cannot
+/// be given, too little free memory on `to`.
 /// A failure after the copy started ([`Error::MigrationFailed`]) leaves the
 /// original memory intact and says so.
 ///
@@ -151,7 +218,8 @@ pub unsafe fn migrate_by_copy(
         errno,
         intact: true,
     };
-    let fresh = map_fresh(len, huge).map_err(|e| fail("mapping the new region", errno(&e)))?;
+    let fresh =
+        map_fresh(len, huge, a, &vmas).map_err(|e| fail("mapping the new region", errno(&e)))?;
     let mask = mask_of(to).map_err(|e| fail("building the node mask", errno(&e)))?;
     // SAFETY: `fresh` is our own, untouched mapping.
     unsafe { sys::mbind(fresh.ptr, len, libc::MPOL_BIND, &mask, 0) }
@@ -161,12 +229,32 @@ pub unsafe fn migrate_by_copy(
         // SAFETY: advice on our own mapping.
         unsafe { libc::madvise(fresh.ptr.cast(), len, libc::MADV_HUGEPAGE) };
     }
+    // The old mappings' flags, each on its part of the new region.
+    advise_like(&fresh, a, &vmas, huge).map_err(|(flag, e)| {
+        fail(
+            &format!(
+                "giving the new region the old one's `{flag}` ({})",
+                flag_meaning(flag)
+            ),
+            errno(&e),
+        )
+    })?;
+    compare_flags(&fresh, a, len, &vmas)?;
     // Allocate the new pages (on the node, by the binding) in one call
     // rather than one fault per page under the copy's streaming stores.
     // Best effort: MADV_POPULATE_WRITE needs Linux 5.14; without it the
     // copy faults the pages in.
     // SAFETY: advice on our own mapping.
     unsafe { libc::madvise(fresh.ptr.cast(), len, MADV_POPULATE_WRITE) };
+    lock_like(&fresh, a, &vmas).map_err(|(flag, e)| {
+        fail(
+            &format!(
+                "locking the new region like the old one (`{flag}`, {}; the range is locked twice over during the move: RLIMIT_MEMLOCK must allow that without CAP_IPC_LOCK)",
+                flag_meaning(flag)
+            ),
+            errno(&e),
+        )
+    })?;
 
     let built;
     let engine = match opts.engine {
@@ -272,16 +360,20 @@ pub unsafe fn migrate_by_copy(
     })
 }
 
-/// A fresh private anonymous mapping of `len` bytes, 2 MiB-aligned when
-/// `huge` (so its pages can be PMD-mapped and moved as such).
-fn map_fresh(len: usize, huge: bool) -> io::Result<Fresh> {
+/// A fresh private anonymous mapping of `len` bytes standing for the
+/// caller's range at `addr` (whose mappings are `vmas`), 2 MiB-aligned when
+/// `huge` (so its pages can be PMD-mapped and moved as such):
+/// MAP_NORESERVE exactly where the old mapping was (`nr`).
+fn map_fresh(len: usize, huge: bool, addr: usize, vmas: &[Vma]) -> io::Result<Fresh> {
     let pad = if huge { HUGE } else { 0 };
+    // Reserve the addresses first (inaccessible, so nothing is committed);
+    // each old mapping's part is then mapped over it with its own flags.
     // SAFETY: a new anonymous mapping; nothing existing is affected.
     let p = unsafe {
         libc::mmap(
             core::ptr::null_mut(),
             len + pad,
-            libc::PROT_READ | libc::PROT_WRITE,
+            libc::PROT_NONE,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
             0,
@@ -303,10 +395,120 @@ fn map_fresh(len: usize, huge: bool) -> io::Result<Fresh> {
             libc::munmap((start + len) as *mut libc::c_void, tail);
         }
     }
-    Ok(Fresh {
+    // From here on, dropping `fresh` unmaps whatever is in it.
+    let fresh = Fresh {
         ptr: start as *mut u8,
         len,
-    })
+    };
+    for v in vmas {
+        let noreserve = if v.has("nr") { libc::MAP_NORESERVE } else { 0 };
+        // SAFETY: MAP_FIXED over part of our own reservation, which
+        // nothing else uses.
+        let q = unsafe {
+            libc::mmap(
+                fresh.ptr.add(v.start - addr).cast(),
+                v.end - v.start,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | noreserve,
+                -1,
+                0,
+            )
+        };
+        if q == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(fresh)
+}
+
+/// Gives each part of `fresh` the madvise-made VmFlags of the old mapping
+/// it replaces ([`ADVISED`]; `nh` too unless the whole region is `huge`).
+/// The first failure names its flag.
+fn advise_like(
+    fresh: &Fresh,
+    addr: usize,
+    vmas: &[Vma],
+    huge: bool,
+) -> Result<(), (&'static str, io::Error)> {
+    for v in vmas {
+        let nh = (!huge).then_some(("nh", libc::MADV_NOHUGEPAGE));
+        for &(flag, advice) in ADVISED.iter().chain(nh.iter()) {
+            if !v.has(flag) {
+                continue;
+            }
+            // SAFETY: advice on part of our own fresh mapping.
+            let rc = unsafe {
+                libc::madvise(
+                    fresh.ptr.add(v.start - addr).cast(),
+                    v.end - v.start,
+                    advice,
+                )
+            };
+            if rc != 0 {
+                return Err((flag, io::Error::last_os_error()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Locks each part of `fresh` whose old mapping was locked (`lo`), on
+/// fault where it was so (`lf`).
+fn lock_like(fresh: &Fresh, addr: usize, vmas: &[Vma]) -> Result<(), (&'static str, io::Error)> {
+    for v in vmas.iter().filter(|v| v.has("lo")) {
+        let (flag, how) = if v.has("lf") {
+            ("lf", libc::MLOCK_ONFAULT)
+        } else {
+            ("lo", 0)
+        };
+        // SAFETY: locking part of our own fresh mapping.
+        let rc =
+            unsafe { libc::mlock2(fresh.ptr.add(v.start - addr).cast(), v.end - v.start, how) };
+        if rc != 0 {
+            return Err((flag, io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+/// Checks that each part of `fresh` has every VmFlag of the old mapping it
+/// replaces (but [`NOT_COMPARED`]): anything else a new mapping cannot be
+/// given, which the move would silently drop, is refused by name.
+fn compare_flags(fresh: &Fresh, addr: usize, len: usize, vmas: &[Vma]) -> Result<(), Error> {
+    let smaps = maps::read_self();
+    for v in vmas {
+        let at = fresh.ptr as usize + (v.start - addr);
+        let new =
+            maps::covering(&smaps, at, v.end - v.start).map_err(|_| Error::MigrationFailed {
+                stage: "reading the new region's flags (/proc/self/smaps)".to_string(),
+                errno: libc::EIO,
+                intact: true,
+            })?;
+        let missing: Vec<&str> = v
+            .flags
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !NOT_COMPARED.contains(f))
+            .filter(|f| new.iter().any(|n| !n.has(f)))
+            .collect();
+        if !missing.is_empty() {
+            let named: Vec<String> = missing
+                .iter()
+                .map(|f| format!("`{f}` ({})", flag_meaning(f)))
+                .collect();
+            return Err(Error::BadRange {
+                addr,
+                len,
+                why: format!(
+                    "{:#x}-{:#x} has VmFlags {} that a new mapping cannot be given; migrate_by_copy would drop them (use migrate())",
+                    v.start,
+                    v.end,
+                    named.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Sets each mapping's protection to `prot(vma)`; the first failure.

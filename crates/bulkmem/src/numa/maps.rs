@@ -1,8 +1,9 @@
 //! What `/proc/self/smaps` says about a range: which mappings cover it,
-//! with what protection, whether they are private anonymous memory, and
-//! whether they use transparent huge pages. `migrate_by_copy` refuses
-//! anything else before touching the range, and restores each mapping's
-//! protection afterwards.
+//! with what protection, whether they are private anonymous memory,
+//! whether they use transparent huge pages, and their other VmFlags
+//! (mlock, MADV_DONTFORK, ...). `migrate_by_copy` refuses anything else
+//! before touching the range, gives the new mapping the old one's flags,
+//! and restores each mapping's protection afterwards.
 
 use std::fs;
 
@@ -20,11 +21,19 @@ pub struct Vma {
     pub path: String,
     /// `hg` in VmFlags (MADV_HUGEPAGE) or AnonHugePages above zero.
     pub huge: bool,
+    /// The VmFlags line's two-letter flags (`rd`, `lo`, `dc`, ...), in
+    /// the kernel's order; empty where smaps has no such line.
+    pub flags: Vec<String>,
 }
 
 impl Vma {
     pub fn anonymous(&self) -> bool {
         self.path.is_empty() || self.path.starts_with("[heap]") || self.path.starts_with("[anon")
+    }
+
+    /// Whether VmFlags has `flag` (two letters, as smaps spells it).
+    pub fn has(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
     }
 }
 
@@ -44,7 +53,8 @@ pub fn covering(smaps: &str, addr: usize, len: usize) -> Result<Vec<Vma>, usize>
         }
         let Some(c) = cur.as_mut() else { continue };
         if let Some(rest) = line.strip_prefix("VmFlags:") {
-            if rest.split_whitespace().any(|f| f == "hg") {
+            c.flags = rest.split_whitespace().map(str::to_string).collect();
+            if c.has("hg") {
                 c.huge = true;
             }
         } else if let Some(rest) = line.strip_prefix("AnonHugePages:") {
@@ -106,6 +116,7 @@ fn parse_header(line: &str) -> Option<Vma> {
         private: p[3] == b'p',
         path,
         huge: false,
+        flags: Vec::new(),
     })
 }
 
@@ -136,7 +147,7 @@ VmFlags: rd mr mw me ac sd
 7f0000400000-7f0000500000 rw-s 00000000 00:05 1234                       /dev/shm/x y
 VmFlags: rd wr sh mr mw me ms sd
 7f0000600000-7f0000700000 rw-p 00000000 00:00 0 
-VmFlags: rd wr mr mw me ac sd
+VmFlags: rd wr mr mw me lo dc ac wf dd sd
 ";
 
     #[test]
@@ -151,6 +162,18 @@ VmFlags: rd wr mr mw me ac sd
         let shared = covering(SMAPS, 0x7f0000400000, 0x1000).unwrap();
         assert!(!shared[0].private && !shared[0].anonymous());
         assert_eq!(shared[0].path, "/dev/shm/x y");
+    }
+
+    #[test]
+    fn vm_flags_are_kept_per_mapping() {
+        let v = covering(SMAPS, 0x7f0000600000, 0x1000).unwrap();
+        assert_eq!(
+            v[0].flags,
+            ["rd", "wr", "mr", "mw", "me", "lo", "dc", "ac", "wf", "dd", "sd"]
+        );
+        assert!(v[0].has("lo") && v[0].has("dd") && !v[0].has("nr") && !v[0].huge);
+        let v = covering(SMAPS, 0x7f0000000000, 0x1000).unwrap();
+        assert!(v[0].has("hg") && !v[0].has("lo"));
     }
 
     #[test]

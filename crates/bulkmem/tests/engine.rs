@@ -592,12 +592,25 @@ fn workers_stay_inside_the_affinity_the_process_was_given() {
             .threads(online.len())
             .build()
             .unwrap();
-        (e.cpus().to_vec(), a.cpus().to_vec())
+        // Named CPUs wholly outside this thread's own pin (it pinned itself
+        // to first-touch memory, say) are the caller's choice: used.
+        let others: Vec<usize> = online.iter().copied().filter(|&c| c != last).collect();
+        let b = (!others.is_empty()).then(|| {
+            let b = Engine::builder().cpus(&others).threads(1).build().unwrap();
+            b.cpus().to_vec()
+        });
+        (e.cpus().to_vec(), a.cpus().to_vec(), b, others)
     })
     .join()
     .unwrap();
     assert_eq!(cpus.0, vec![last]);
     assert!(cpus.1.iter().all(|&c| c == last), "{:?}", cpus.1);
+    if let Some(b) = cpus.2 {
+        assert!(
+            !b.is_empty() && b.iter().all(|c| cpus.3.contains(c)),
+            "{b:?}"
+        );
+    }
 }
 
 /// The child side of the fork test (run in a re-executed test binary, so

@@ -217,7 +217,8 @@ impl EngineBuilder {
     /// The CPUs the workers would get, without starting them.
     /// On the running machine (no [`EngineBuilder::topology`]) only CPUs
     /// this thread may run on count (`sched_getaffinity`: taskset, numactl,
-    /// cpusets).
+    /// cpusets), unless CPUs were named ([`EngineBuilder::cpus`]) and none
+    /// of them is: then the named ones are used as given.
     pub fn planned_cpus(&self) -> Vec<usize> {
         let (t, cpus) = match &self.topology {
             Some(t) => (t, self.cpus.clone()),
@@ -228,13 +229,21 @@ impl EngineBuilder {
                 } else {
                     &self.cpus
                 };
-                let cpus: Vec<usize> = match allowed_cpus() {
+                let within: Vec<usize> = match allowed_cpus() {
                     Some(allowed) => from
                         .iter()
                         .copied()
                         .filter(|c| allowed.contains(c))
                         .collect(),
                     None => from.clone(),
+                };
+                // CPUs asked for by name that this thread may not use (it
+                // pinned itself elsewhere, say, to first-touch memory on a
+                // node) are the caller's choice: used as given.
+                let cpus = if within.is_empty() && !self.cpus.is_empty() {
+                    self.cpus.clone()
+                } else {
+                    within
                 };
                 if cpus.is_empty() {
                     return Vec::new();

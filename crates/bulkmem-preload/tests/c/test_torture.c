@@ -144,22 +144,6 @@ static inline uint64_t xs(uint64_t *s)
     return *s = x;
 }
 
-static uchar *alloc_buf(size_t n)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 4096, n) != 0 || p == NULL) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", n);
-        exit(2);
-    }
-    return p;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void sleep_ms(long ms)
 {

@@ -519,8 +519,27 @@ fn tables_and_json_say_which_auto_ran() {
     assert!(v["machine"]["profile"].as_str().unwrap().contains("off"));
 }
 
+/// `bulkmem run` and `bench preload` load target/debug/libbulkmem_preload.so,
+/// which `cargo test` does not build (nothing links it): build it once.
+fn ensure_preload() {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let o = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "bulkmem-preload"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run cargo");
+        assert!(
+            o.status.success(),
+            "cargo build -p bulkmem-preload: {}",
+            stderr(&o)
+        );
+    });
+}
+
 #[test]
 fn run_passes_exit_codes_and_reports_stats() {
+    ensure_preload();
     let o = bulkmem(&["run", "--", "sh", "-c", "exit 3"]);
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let o = bulkmem(&["run", "--", "/nonexistent/program"]);
@@ -548,6 +567,7 @@ fn run_passes_exit_codes_and_reports_stats() {
 
 #[test]
 fn bench_preload_rows_pair_off_and_on() {
+    ensure_preload();
     let o = bulkmem(&[
         "bench", "preload", "--size", "8M", "--runs", "1", "--json", "-", "--quiet",
     ]);

@@ -2,7 +2,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::status::{call, disjoint_ranges, region, Res};
+use crate::status::{call, disjoint, region, Res};
 
 /// # Safety
 /// `dst` writable for `len`, `tmpl` readable for `tmpl_len` (the contract).
@@ -16,7 +16,7 @@ unsafe fn fill(
 ) -> Res<c_int> {
     region(dst, len, "dst")?;
     region(tmpl, tmpl_len, "tmpl")?;
-    disjoint_ranges(dst, len, tmpl, tmpl_len, "dst and tmpl")?;
+    disjoint(dst, len, tmpl, tmpl_len, "dst and tmpl")?;
     let empty: &mut [u8] = &mut [];
     let d = if len == 0 {
         empty

@@ -14,7 +14,7 @@ use crate::status::{self, call, disjoint, hint, invalid, region, strategy, Res};
 unsafe fn copy(opts: Options, dst: *mut c_void, src: *const c_void, len: usize) -> Res<c_int> {
     region(dst, len, "dst")?;
     region(src, len, "src")?;
-    disjoint(dst, src, len, "dst and src")?;
+    disjoint(dst, len, src, len, "dst and src")?;
     if len == 0 {
         return resolve_only(opts, Op::Copy);
     }
@@ -211,7 +211,7 @@ pub unsafe extern "C" fn bm_copy_checked(
     call(|| {
         region(dst, len, "dst")?;
         region(src, len, "src")?;
-        disjoint(dst, src, len, "dst and src")?;
+        disjoint(dst, len, src, len, "dst and src")?;
         if len == 0 {
             return Ok(0);
         }

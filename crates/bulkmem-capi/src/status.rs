@@ -181,19 +181,9 @@ pub fn region(p: *const c_void, len: usize, what: &str) -> Res<()> {
     Ok(())
 }
 
-/// Two checked regions do not overlap.
-pub fn disjoint(a: *const c_void, b: *const c_void, len: usize, what: &str) -> Res<()> {
-    let (a, b) = (a as usize, b as usize);
-    if len > 0 && a < b + len && b < a + len {
-        return Err(invalid(format!(
-            "{what} overlap ({a:#x} and {b:#x}, {len} bytes): copies are memcpy, not memmove"
-        )));
-    }
-    Ok(())
-}
-
-/// Two checked regions of different lengths do not overlap.
-pub fn disjoint_ranges(
+/// Two checked regions (`a` of `alen` bytes, `b` of `blen`) do not
+/// overlap: copies are memcpy, not memmove.
+pub fn disjoint(
     a: *const c_void,
     alen: usize,
     b: *const c_void,
@@ -202,7 +192,9 @@ pub fn disjoint_ranges(
 ) -> Res<()> {
     let (a, b) = (a as usize, b as usize);
     if alen > 0 && blen > 0 && a < b + blen && b < a + alen {
-        return Err(invalid(format!("{what} overlap")));
+        return Err(invalid(format!(
+            "{what} overlap ({a:#x}+{alen} and {b:#x}+{blen}): copies are memcpy, not memmove"
+        )));
     }
     Ok(())
 }

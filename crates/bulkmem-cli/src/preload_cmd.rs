@@ -136,14 +136,19 @@ struct Work {
     size: usize,
 }
 
-/// A python3 to measure `bytes(bytearray(N))` with, if there is one.
-fn python() -> Option<PathBuf> {
-    let o = Command::new("python3")
-        .args(["-c", "import sys; print(sys.executable)"])
-        .output()
-        .ok()?;
-    let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-    (o.status.success() && p.is_file()).then_some(p)
+/// A python3 to measure `bytes(bytearray(N))` with, if there is one
+/// (asked once: it starts a process).
+fn python() -> Option<&'static PathBuf> {
+    static PY: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    PY.get_or_init(|| {
+        let o = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .ok()?;
+        let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+        (o.status.success() && p.is_file()).then_some(p)
+    })
+    .as_ref()
 }
 
 /// Progress units of [`bench`]: one child process each.

@@ -131,7 +131,7 @@ pub struct Measured {
 /// factor of 2-4 apart behave alike except at cache edges, so one noisy
 /// cell (measured: every strategy but two dropped 30% in one 64K cell)
 /// cannot flip a band, and an edge moves by at most half a step.
-fn scores(row: &[&Measured], i: usize) -> Vec<(Strategy, f64)> {
+fn scores(row: &[Measured], i: usize) -> Vec<(Strategy, f64)> {
     let frac = |m: &Measured, s: Strategy| {
         let best = m.gbps.iter().map(|g| g.1).fold(0.0, f64::max);
         let g = m.gbps.iter().find(|g| g.0 == s).map_or(0.0, |g| g.1);
@@ -144,7 +144,7 @@ fn scores(row: &[&Measured], i: usize) -> Vec<(Strategy, f64)> {
     let window: Vec<(&Measured, f64)> =
         [(i.checked_sub(1), 1.0), (Some(i), 2.0), (Some(i + 1), 1.0)]
             .into_iter()
-            .filter_map(|(j, w)| Some((*row.get(j?)?, w)))
+            .filter_map(|(j, w)| Some((row.get(j?)?, w)))
             .collect();
     let weight: f64 = window.iter().map(|w| w.1).sum();
     row[i]
@@ -157,52 +157,46 @@ fn scores(row: &[&Measured], i: usize) -> Vec<(Strategy, f64)> {
         .collect()
 }
 
-/// Winners, margins and choices, per (op, shape) in ascending size.
+/// Winners, margins and choices; `measured` comes in (op, shape) rows of
+/// ascending size.
 pub fn choose(measured: &[Measured], prior: Prior) -> Vec<Cell> {
     let mut cells: Vec<Cell> = Vec::with_capacity(measured.len());
-    for (k, m) in measured.iter().enumerate() {
-        let mut ranked = m.gbps.clone();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let Some(&(winner, best)) = ranked.first() else {
-            continue;
-        };
-        let runner = ranked.get(1).copied();
-        let row: Vec<&Measured> = measured
-            .iter()
-            .filter(|x| x.op == m.op && x.shape == m.shape)
-            .collect();
-        let i = row
-            .iter()
-            .position(|x| std::ptr::eq(*x, &measured[k]))
-            .expect("a cell is in its own row");
-        let score = scores(&row, i);
-        let (top, top_score) = score
-            .iter()
-            .copied()
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .expect("at least one strategy");
-        let prev = cells
-            .last()
-            .filter(|c| c.op == m.op && c.shape == m.shape)
-            .map(|c| c.choice);
-        let close = |p: Strategy| {
-            score
+    for row in measured.chunk_by(|a, b| a.op == b.op && a.shape == b.shape) {
+        let mut prev: Option<Strategy> = None;
+        for (i, m) in row.iter().enumerate() {
+            let mut ranked = m.gbps.clone();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let Some(&(winner, best)) = ranked.first() else {
+                continue;
+            };
+            let runner = ranked.get(1).copied();
+            let score = scores(row, i);
+            let (top, top_score) = score
                 .iter()
-                .any(|&(s, sc)| s == p && sc >= KEEP * top_score)
-        };
-        let keep = Some(prior(m.op, m.shape, m.size))
-            .filter(|&p| close(p))
-            .or(prev.filter(|&p| close(p)));
-        cells.push(Cell {
-            op: m.op,
-            shape: m.shape,
-            size: m.size,
-            winner,
-            runner_up: runner.map(|r| r.0),
-            margin: runner.map_or(1.0, |r| if r.1 > 0.0 { best / r.1 } else { f64::INFINITY }),
-            choice: keep.unwrap_or(top),
-            gbps: m.gbps.clone(),
-        });
+                .copied()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("at least one strategy");
+            let close = |p: Strategy| {
+                score
+                    .iter()
+                    .any(|&(s, sc)| s == p && sc >= KEEP * top_score)
+            };
+            let choice = Some(prior(m.op, m.shape, m.size))
+                .filter(|&p| close(p))
+                .or(prev.filter(|&p| close(p)))
+                .unwrap_or(top);
+            prev = Some(choice);
+            cells.push(Cell {
+                op: m.op,
+                shape: m.shape,
+                size: m.size,
+                winner,
+                runner_up: runner.map(|r| r.0),
+                margin: runner.map_or(1.0, |r| if r.1 > 0.0 { best / r.1 } else { f64::INFINITY }),
+                choice,
+                gbps: m.gbps.clone(),
+            });
+        }
     }
     cells
 }

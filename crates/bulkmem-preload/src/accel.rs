@@ -19,14 +19,9 @@ thread_local! {
     static INSIDE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// The engine of the process that created it: a forked child builds its
-/// own (the parent's workers do not exist in the child).
-struct Pool {
-    pid: u32,
-    engine: Engine,
-}
-
-static ENGINE: Mutex<Option<Pool>> = Mutex::new(None);
+/// Built on the first call that needs it; after `fork()` the engine starts
+/// its own workers in the child (see bulkmem's engine).
+static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
 
 /// Runs `op` over `n` bytes through bulkmem, or returns `None` when the C
 /// library must do it (re-entered, or bulkmem failed).
@@ -78,26 +73,21 @@ unsafe fn on_engine(op: Op, d: *mut u8, s: *const u8, n: usize) -> bool {
     let Ok(mut slot) = ENGINE.try_lock() else {
         return false;
     };
-    let pid = std::process::id();
-    if slot.as_ref().is_none_or(|p| p.pid != pid) {
-        if let Some(parents) = slot.take() {
-            // Dropping it would wait for workers this process does not have.
-            std::mem::forget(parents);
-        }
+    if slot.is_none() {
         let mut b = Engine::builder();
         let t = THREADS.load(Ordering::Relaxed);
         if t > 0 {
             b = b.threads(t);
         }
         match b.build() {
-            Ok(engine) if engine.threads() > 1 => *slot = Some(Pool { pid, engine }),
+            Ok(engine) if engine.threads() > 1 => *slot = Some(engine),
             _ => {
                 THREADS.store(1, Ordering::Relaxed);
                 return false;
             }
         }
     }
-    let engine = &slot.as_ref().expect("just built").engine;
+    let engine = slot.as_ref().expect("just built");
     let ext = [Extent {
         dst: d,
         src: s,

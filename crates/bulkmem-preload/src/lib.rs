@@ -17,8 +17,8 @@
 //!   and allocates nothing; the `auto` path neither (the constructor did
 //!   bulkmem's lazy initialisation); a call made while the thread is already
 //!   inside bulkmem takes the C library;
-//! * forked children: the engine belongs to the process that built it; a
-//!   child builds its own on its first large call;
+//! * forked children: the engine starts its own workers in the child on
+//!   its first batch there (bulkmem's engine does this for every user);
 //! * many threads: one batch on the engine at a time (others copy on their
 //!   own thread rather than wait).
 //!

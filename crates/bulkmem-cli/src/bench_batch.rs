@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use bulkmem::{Engine, Op, Placement, Strategy};
+use bulkmem::{Engine, Kernel, Op, Placement, Strategy};
 
 use crate::arena::{self, Arena};
 use crate::bench_mem::{fill_pattern, gbps, shuffled, POISON};
@@ -186,17 +186,14 @@ fn measure_shape(
         clears = ops.drain(..).map(|(d, _)| d).collect();
     }
     let total = size * count;
-    let per_page = bulkmem::kernels::copy_kernel(Strategy::PerPage).expect("per-page exists");
-    let per_page_clear =
-        bulkmem::kernels::clear_kernel(Strategy::PerPage).expect("per-page exists");
+    let per_page = Kernel::new(Strategy::PerPage, Op::Copy).expect("per-page runs anywhere");
+    let per_page_clear = Kernel::new(Strategy::PerPage, Op::Clear).expect("per-page runs anywhere");
     let baseline = |ops: &mut [(&mut [u8], &[u8])], clears: &mut [&mut [u8]]| {
         for (d, s) in ops.iter_mut() {
-            // SAFETY: equal-length disjoint slices; per-page needs no feature.
-            unsafe { per_page(d.as_mut_ptr(), s.as_ptr(), d.len()) };
+            per_page.copy(d, s);
         }
         for d in clears.iter_mut() {
-            // SAFETY: a valid writable slice; per-page needs no feature.
-            unsafe { per_page_clear(d.as_mut_ptr(), d.len()) };
+            per_page_clear.clear(d);
         }
     };
     let run_engine = |e: &Engine,

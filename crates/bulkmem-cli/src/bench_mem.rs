@@ -15,7 +15,7 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use bulkmem::kernels::{clear_kernel, copy_kernel};
+use bulkmem::Kernel;
 use bulkmem::{Hint, Op, Options, Strategy};
 
 use crate::arena::{self, Arena};
@@ -158,7 +158,7 @@ impl HotBufs {
 /// checked strategy.
 #[derive(Clone, Copy)]
 enum Exec {
-    Named(Strategy),
+    Named(Kernel),
     Batch(Strategy),
     Auto(Hint),
     Checked(Strategy),
@@ -187,20 +187,20 @@ impl Exec {
         } else if plan.named_batches {
             Exec::Batch(s)
         } else {
-            Exec::Named(s)
+            Exec::Named(Kernel::new(s, plan.op).expect("the plan holds only available strategies"))
         }
     }
 
     /// One copy; returns the strategy that ran.
     fn copy(self, dst: &mut [u8], src: &[u8]) -> Strategy {
         match self {
-            Exec::Named(s) | Exec::Batch(s) => {
-                let k = copy_kernel(s).expect("plan holds only strategies with kernels");
-                // SAFETY: equal-length disjoint slices (one borrowed mutably);
-                // the plan only holds available strategies.
-                unsafe { k(dst.as_mut_ptr(), src.as_ptr(), dst.len()) };
-                s
+            Exec::Named(k) => {
+                k.copy(dst, src);
+                k.strategy()
             }
+            Exec::Batch(s) => bulkmem::copy_with(s, dst, src)
+                .map(|()| s)
+                .expect("available"),
             Exec::Auto(h) => bulkmem::copy_opts(Options::hint(h), dst, src).expect("equal lengths"),
             Exec::Checked(s) => {
                 bulkmem::fault::copy_checked_with(s, dst, src).expect("no fault in a benchmark");
@@ -211,12 +211,11 @@ impl Exec {
 
     fn clear(self, dst: &mut [u8]) -> Strategy {
         match self {
-            Exec::Named(s) | Exec::Batch(s) => {
-                let k = clear_kernel(s).expect("plan holds only strategies with kernels");
-                // SAFETY: a valid writable slice; the strategy is available.
-                unsafe { k(dst.as_mut_ptr(), dst.len()) };
-                s
+            Exec::Named(k) => {
+                k.clear(dst);
+                k.strategy()
             }
+            Exec::Batch(s) => bulkmem::clear_with(s, dst).map(|()| s).expect("available"),
             Exec::Auto(h) => bulkmem::clear_opts(Options::hint(h), dst).expect("clear cannot fail"),
             Exec::Checked(s) => {
                 bulkmem::fault::clear_checked_with(s, dst).expect("no fault in a benchmark");
@@ -238,11 +237,11 @@ impl Exec {
                 assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
                 s
             }
-            Exec::Named(s) => {
+            Exec::Named(k) => {
                 for (d, sr) in ops.iter_mut() {
-                    self.copy(d, sr);
+                    k.copy(d, sr);
                 }
-                s
+                k.strategy()
             }
         }
     }
@@ -260,11 +259,11 @@ impl Exec {
                 assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
                 s
             }
-            Exec::Named(s) => {
+            Exec::Named(k) => {
                 for d in ops.iter_mut() {
-                    self.clear(d);
+                    k.clear(d);
                 }
-                s
+                k.strategy()
             }
         }
     }

@@ -173,6 +173,14 @@ impl fmt::Display for Error {
                     "the original memory may have changed"
                 }
             ),
+            Error::Unsupported {
+                strategy: Strategy::Auto,
+                op,
+            } => write!(
+                f,
+                "auto is a choice made per call, not one {op} kernel: name a concrete strategy ({})",
+                Strategy::for_op(*op).iter().map(|s| s.name()).collect::<Vec<_>>().join(", ")
+            ),
             Error::Unsupported { strategy, op } => {
                 let list: Vec<&str> = Strategy::for_op(*op).iter().map(|s| s.name()).collect();
                 write!(

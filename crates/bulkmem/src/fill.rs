@@ -17,6 +17,7 @@ use std::marker::PhantomData;
 
 use crate::auto::{Machine, NT_MIN_RUN, STREAM_FACTOR};
 use crate::error::Error;
+use crate::handle;
 use crate::kernels::{self, CopyFn};
 use crate::strategy::{Hint, Strategy};
 
@@ -62,7 +63,7 @@ impl Mode {
     fn kernel(self) -> Option<CopyFn> {
         match self {
             Mode::Temporal => None,
-            Mode::Stream(s) => kernels::copy_kernel_unfenced(s),
+            Mode::Stream(s) => Some(handle::copy_fn_unfenced(s)),
         }
     }
 }
@@ -334,7 +335,7 @@ fn element_copy() -> CopyFn {
     } else {
         Strategy::Portable
     };
-    kernels::copy_kernel(s).expect("avx2 and portable kernels exist")
+    handle::copy_fn(s)
 }
 
 #[inline(always)]

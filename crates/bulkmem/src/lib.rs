@@ -41,12 +41,14 @@
 
 pub mod auto;
 pub mod cpu;
+mod descriptor;
 pub mod engine;
 mod error;
 #[cfg(target_arch = "x86_64")]
 pub mod fault;
 mod fill;
-pub mod kernels;
+mod handle;
+mod kernels;
 pub mod numa;
 pub mod placement;
 pub mod plan;
@@ -60,6 +62,7 @@ pub use error::Error;
 #[cfg(target_arch = "x86_64")]
 pub use fault::{clear_checked, clear_checked_with, copy_checked, copy_checked_with, Fault, Side};
 pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as FillMode, NtWriter};
+pub use handle::Kernel;
 pub use placement::Placement;
 pub use strategy::{Hint, Op, ParseNameError, Strategy};
 
@@ -229,7 +232,7 @@ pub fn copy_batch_with(opts: Options, ops: &mut [(&mut [u8], &[u8])]) -> Result<
 /// Every run's `src` readable and `dst` writable for its `len`, no
 /// destination overlapping anything else; `s` resolved for `Op::Copy`.
 unsafe fn copy_runs(s: Strategy, runs: impl Iterator<Item = Run>) {
-    let kernel = kernels::copy_kernel_unfenced(s).expect("resolved copy strategy has a kernel");
+    let kernel = handle::copy_fn_unfenced(s);
     let mut runs = plan::coalesce(runs).peekable();
     while let Some(r) = runs.next() {
         if let Some(next) = runs.peek() {
@@ -247,7 +250,7 @@ unsafe fn copy_runs(s: Strategy, runs: impl Iterator<Item = Run>) {
 /// # Safety
 /// Every run's `dst` writable for its `len`; `s` resolved for `Op::Clear`.
 unsafe fn clear_runs(s: Strategy, runs: impl Iterator<Item = Run>) {
-    let kernel = kernels::clear_kernel_unfenced(s).expect("resolved clear strategy has a kernel");
+    let kernel = handle::clear_fn_unfenced(s);
     for r in plan::coalesce(runs) {
         // SAFETY: the caller's contract.
         unsafe { kernel(r.dst, r.len) };
@@ -379,8 +382,8 @@ pub(crate) fn exposed(p: *const u8) -> *const u8 {
 /// `src` readable and `dst` writable for `len` bytes, not overlapping; `s`
 /// came from [`resolve`] for `Op::Copy` (supported and available).
 #[inline]
-pub unsafe fn run_copy(s: Strategy, dst: *mut u8, src: *const u8, len: usize) {
-    let k = kernels::copy_kernel(s).expect("resolved copy strategy has a kernel");
+unsafe fn run_copy(s: Strategy, dst: *mut u8, src: *const u8, len: usize) {
+    let k = handle::copy_fn(s);
     // SAFETY: forwarded contract.
     unsafe { k(dst, src, len) }
 }
@@ -390,8 +393,8 @@ pub unsafe fn run_copy(s: Strategy, dst: *mut u8, src: *const u8, len: usize) {
 /// # Safety
 /// `dst` writable for `len` bytes; `s` came from [`resolve`] for `Op::Clear`.
 #[inline]
-pub unsafe fn run_clear(s: Strategy, dst: *mut u8, len: usize) {
-    let k = kernels::clear_kernel(s).expect("resolved clear strategy has a kernel");
+unsafe fn run_clear(s: Strategy, dst: *mut u8, len: usize) {
+    let k = handle::clear_fn(s);
     // SAFETY: forwarded contract.
     unsafe { k(dst, len) }
 }

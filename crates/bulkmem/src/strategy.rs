@@ -5,6 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::cpu::{self, Features};
+use crate::descriptor;
 
 /// A bulk memory operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -29,8 +30,11 @@ impl fmt::Display for Op {
 }
 
 /// A copy or clear primitive. The names (see [`Strategy::name`]) are the
-/// CLI's and the JSON's and do not change.
+/// CLI's and the JSON's and do not change. Each variant's facts (name,
+/// operations, features, kernels) are one row of the descriptor table;
+/// `Portable` stays the last variant.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Strategy {
     /// Choose from the CPU, the size, the batch total and the hint.
     #[default]
@@ -57,50 +61,15 @@ pub enum Strategy {
 
 impl Strategy {
     /// Every strategy, `Auto` first.
-    pub const ALL: &'static [Strategy] = &[
-        Strategy::Auto,
-        Strategy::PerPage,
-        Strategy::RepMovsq,
-        Strategy::RepMovsb,
-        Strategy::RepStosq,
-        Strategy::RepStosb,
-        Strategy::Libc,
-        Strategy::Avx2,
-        Strategy::Avx2Nt,
-        Strategy::Avx512,
-        Strategy::Avx512Nt,
-        Strategy::Clzero,
-        Strategy::Portable,
-    ];
+    pub const ALL: &'static [Strategy] = &descriptor::ALL;
 
     /// The copy strategies, in the order tables list them (without `Auto`).
-    pub const COPY: &'static [Strategy] = &[
-        Strategy::PerPage,
-        Strategy::RepMovsq,
-        Strategy::RepMovsb,
-        Strategy::Libc,
-        Strategy::Avx2,
-        Strategy::Avx2Nt,
-        Strategy::Avx512,
-        Strategy::Avx512Nt,
-        Strategy::Portable,
-    ];
+    pub const COPY: &'static [Strategy] = &descriptor::COPY;
 
     /// The clear strategies, in the order tables list them (without `Auto`).
     /// `avx2`/`avx512` (temporal) extend the starting design's list: below a few KiB
     /// they clear 3x faster than `rep stosb` even with FSRM.
-    pub const CLEAR: &'static [Strategy] = &[
-        Strategy::PerPage,
-        Strategy::RepStosq,
-        Strategy::RepStosb,
-        Strategy::Libc,
-        Strategy::Avx2,
-        Strategy::Avx2Nt,
-        Strategy::Avx512,
-        Strategy::Avx512Nt,
-        Strategy::Clzero,
-        Strategy::Portable,
-    ];
+    pub const CLEAR: &'static [Strategy] = &descriptor::CLEAR;
 
     /// The concrete strategies for `op` (without `Auto`).
     pub fn for_op(op: Op) -> &'static [Strategy] {
@@ -110,57 +79,24 @@ impl Strategy {
         }
     }
 
+    /// The name the CLI, the JSON, the profile and the environment use.
     pub fn name(self) -> &'static str {
-        match self {
-            Strategy::Auto => "auto",
-            Strategy::PerPage => "per-page",
-            Strategy::RepMovsq => "rep-movsq",
-            Strategy::RepMovsb => "rep-movsb",
-            Strategy::RepStosq => "rep-stosq",
-            Strategy::RepStosb => "rep-stosb",
-            Strategy::Libc => "libc",
-            Strategy::Avx2 => "avx2",
-            Strategy::Avx2Nt => "avx2-nt",
-            Strategy::Avx512 => "avx512",
-            Strategy::Avx512Nt => "avx512-nt",
-            Strategy::Clzero => "clzero",
-            Strategy::Portable => "portable",
-        }
+        descriptor::row(self).name
     }
 
     /// Whether this strategy implements `op` (`Auto` implements both).
     pub fn supports(self, op: Op) -> bool {
-        self == Strategy::Auto || Self::for_op(op).contains(&self)
+        self == Strategy::Auto || descriptor::row(self).implements(op)
     }
 
     /// Whether the stores bypass the cache (and so end with a store fence).
     pub fn is_non_temporal(self) -> bool {
-        matches!(
-            self,
-            Strategy::Avx2Nt | Strategy::Avx512Nt | Strategy::Clzero
-        )
+        descriptor::row(self).non_temporal
     }
 
     /// The CPU feature this strategy needs that `features` lacks, if any.
     pub fn missing_feature(self, features: &Features) -> Option<&'static str> {
-        let x86 = cfg!(target_arch = "x86_64");
-        match self {
-            Strategy::Auto | Strategy::Libc | Strategy::Portable | Strategy::PerPage => None,
-            Strategy::RepMovsq | Strategy::RepMovsb | Strategy::RepStosq | Strategy::RepStosb => {
-                (!x86).then_some("x86_64")
-            }
-            Strategy::Avx2 | Strategy::Avx2Nt => (!features.avx2).then_some("avx2"),
-            Strategy::Avx512 | Strategy::Avx512Nt => {
-                if !features.avx512f {
-                    Some("avx512f")
-                } else if !features.avx512bw {
-                    Some("avx512bw")
-                } else {
-                    None
-                }
-            }
-            Strategy::Clzero => (!features.clzero).then_some("clzero"),
-        }
+        descriptor::row(self).missing(features)
     }
 
     /// Whether this CPU (after `BULKMEM_DISABLE`) can run the strategy.

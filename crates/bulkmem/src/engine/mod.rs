@@ -25,6 +25,7 @@ use std::thread::JoinHandle;
 
 use crate::error::Error;
 use crate::fill;
+use crate::handle;
 use crate::kernels::{self, ClearFn, CopyFn};
 use crate::placement::{self, Placement};
 use crate::plan::{self, Run};
@@ -851,14 +852,8 @@ impl Engine {
         let req = stream(op, &scratch.runs, &mut scratch.ends, self.opts.hint);
         let strategy = resolve(self.opts, &req)?;
         let kernel = match op {
-            Op::Copy => Kernel::Copy(
-                kernels::copy_kernel_unfenced(strategy)
-                    .expect("resolved copy strategy has a kernel"),
-            ),
-            Op::Clear => Kernel::Clear(
-                kernels::clear_kernel_unfenced(strategy)
-                    .expect("resolved clear strategy has a kernel"),
-            ),
+            Op::Copy => Kernel::Copy(handle::copy_fn_unfenced(strategy)),
+            Op::Clear => Kernel::Clear(handle::clear_fn_unfenced(strategy)),
         };
         self.execute(
             &scratch.runs,

@@ -57,14 +57,15 @@
 //! written. Engine batches are weaker for extents longer than a chunk (see
 //! [`crate::engine::Outcome`]).
 
-mod clear_mc;
-mod copy_mc;
+pub(crate) mod clear_mc;
+pub(crate) mod copy_mc;
 mod extable;
 mod handler;
 
 use std::fmt;
 
 use crate::cpu;
+use crate::descriptor;
 use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 use crate::{auto, Request};
@@ -148,15 +149,10 @@ pub fn reinstall() -> bool {
     handler::reinstall()
 }
 
-/// The strategies that have a checked form, per operation.
-pub const CHECKED_COPY: &[Strategy] = &[
-    Strategy::RepMovsb,
-    Strategy::RepMovsq,
-    Strategy::Avx2,
-    Strategy::Avx512,
-    Strategy::Avx2Nt,
-];
-pub const CHECKED_CLEAR: &[Strategy] = &[Strategy::RepStosb, Strategy::Avx2Nt];
+/// The strategies that have a checked copy routine of their own.
+pub const CHECKED_COPY: &[Strategy] = &descriptor::CHECKED_COPY;
+/// The strategies that have a checked clear routine of their own.
+pub const CHECKED_CLEAR: &[Strategy] = &descriptor::CHECKED_CLEAR;
 
 /// Copies `src` into `dst`, stopping at the first byte that cannot be read
 /// or written. Uses the checked form of what `auto` would pick.
@@ -270,43 +266,49 @@ pub fn clear_batch_checked(
 /// `fenced: false` gives the non-temporal routine without its closing
 /// fence, for batches that drain once per chunk.
 pub(crate) fn copy_fn(s: Strategy, fenced: bool) -> McCopy {
-    match s {
-        Strategy::RepMovsb => copy_mc::bulkmem_mc_copy_movsb,
-        Strategy::RepMovsq => copy_mc::bulkmem_mc_copy_movsq,
-        Strategy::Avx2 => copy_mc::bulkmem_mc_copy_avx2,
-        Strategy::Avx512 => copy_mc::bulkmem_mc_copy_avx512,
-        Strategy::Avx2Nt if fenced => copy_mc::bulkmem_mc_copy_avx2nt,
-        Strategy::Avx2Nt => copy_mc::bulkmem_mc_copy_avx2nt_unfenced,
-        _ => unreachable!("{s} has no checked copy"),
+    let own = descriptor::row(s).copy.as_ref().and_then(|k| k.checked.own);
+    match own {
+        Some((f, u)) => {
+            if fenced {
+                f
+            } else {
+                u
+            }
+        }
+        None => unreachable!("{s} has no checked copy"),
     }
 }
 
 pub(crate) fn clear_fn(s: Strategy, fenced: bool) -> McClear {
-    match s {
-        Strategy::RepStosb => clear_mc::bulkmem_mc_clear_stosb,
-        Strategy::Avx2Nt if fenced => clear_mc::bulkmem_mc_clear_avx2nt,
-        Strategy::Avx2Nt => clear_mc::bulkmem_mc_clear_avx2nt_unfenced,
-        _ => unreachable!("{s} has no checked clear"),
+    let own = descriptor::row(s)
+        .clear
+        .as_ref()
+        .and_then(|k| k.checked.own);
+    match own {
+        Some((f, u)) => {
+            if fenced {
+                f
+            } else {
+                u
+            }
+        }
+        None => unreachable!("{s} has no checked clear"),
     }
 }
 
 /// The checked strategy that runs for `strategy` on `req`: itself if it
 /// has a checked form (and the CPU can run it), else for `Auto` the
-/// checked routine closest to what auto would pick: the same instruction
-/// where there is one, AVX2 for the wider vector loops, non-temporal for
-/// streams.
+/// checked routine closest to what auto would pick (the descriptor's
+/// stand-ins: the same instruction where there is one, AVX2 for the wider
+/// vector loops, non-temporal for streams).
 pub fn checked_form(strategy: Strategy, req: &Request) -> Result<Strategy, Error> {
     let op = req.op;
-    let list = match op {
-        Op::Copy => CHECKED_COPY,
-        Op::Clear => CHECKED_CLEAR,
-    };
-    let features = &cpu::info().features;
     if strategy != Strategy::Auto {
-        if !list.contains(&strategy) {
+        let d = descriptor::row(strategy);
+        if !d.checked(op) {
             return Err(Error::NotChecked { strategy, op });
         }
-        if let Some(needs) = strategy.missing_feature(features) {
+        if let Some(needs) = d.missing(&cpu::info().features) {
             return Err(Error::Unavailable { strategy, needs });
         }
         return Ok(strategy);
@@ -317,21 +319,12 @@ pub fn checked_form(strategy: Strategy, req: &Request) -> Result<Strategy, Error
 /// The checked routine closest to auto's `pick`.
 fn stand_in(op: Op, pick: Strategy) -> Strategy {
     let features = &cpu::info().features;
-    let avx2 = Strategy::Avx2.missing_feature(features).is_none();
-    let avx512 = Strategy::Avx512.missing_feature(features).is_none();
-    match (op, pick) {
-        (Op::Copy, Strategy::RepMovsb | Strategy::Libc) => Strategy::RepMovsb,
-        (Op::Copy, Strategy::Avx512) if avx512 => Strategy::Avx512,
-        (Op::Copy, Strategy::Avx2Nt | Strategy::Avx512Nt) if avx2 => Strategy::Avx2Nt,
-        (Op::Copy, Strategy::Avx2 | Strategy::Avx512 | Strategy::Portable) if avx2 => {
-            Strategy::Avx2
-        }
-        (Op::Copy, _) => Strategy::RepMovsq,
-        (Op::Clear, Strategy::Avx2Nt | Strategy::Avx512Nt | Strategy::Clzero) if avx2 => {
-            Strategy::Avx2Nt
-        }
-        (Op::Clear, _) => Strategy::RepStosb,
-    }
+    let d = descriptor::row(pick);
+    let own = (d.checked(op) && d.missing(features).is_none()).then_some(pick);
+    own.into_iter()
+        .chain(d.stand_ins(op).iter().copied())
+        .find(|s| descriptor::row(*s).missing(features).is_none())
+        .expect("every stand-in list ends in a routine all x86_64 CPUs run")
 }
 
 /// [`checked_form`] for one call of `len` bytes: `Auto` through auto's

@@ -3,24 +3,23 @@
 //! (including 0), and never touches a byte outside the range it was given.
 //! Non-temporal kernels end with a store fence.
 //!
-//! Callers must check availability (`Strategy::missing_feature`) first: the
-//! table hands out AVX/CLZERO kernels without looking at the CPU.
+//! Which kernel belongs to which strategy is the descriptor table's
+//! (`descriptor.rs`); callers outside the crate get them through
+//! [`crate::Kernel`], which checks the CPU first.
 
-pub mod libc_mem;
-pub mod per_page;
-pub mod portable;
-pub mod small;
+pub(crate) mod libc_mem;
+pub(crate) mod per_page;
+pub(crate) mod portable;
+pub(crate) mod small;
 
 #[cfg(target_arch = "x86_64")]
-pub mod avx2;
+pub(crate) mod avx2;
 #[cfg(target_arch = "x86_64")]
-pub mod avx512;
+pub(crate) mod avx512;
 #[cfg(target_arch = "x86_64")]
-pub mod clzero;
+pub(crate) mod clzero;
 #[cfg(target_arch = "x86_64")]
-pub mod rep;
-
-use crate::strategy::Strategy;
+pub(crate) mod rep;
 
 /// `dst`, `src`, `len`. Safety: `src` readable and `dst` writable for `len`
 /// bytes, the ranges do not overlap, and the CPU has the kernel's features.
@@ -68,78 +67,4 @@ pub fn prefetch_ahead(src: *const u8, len: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (src, len);
-}
-
-/// The copy kernel of a concrete strategy compiled for this architecture.
-#[inline]
-pub fn copy_kernel(s: Strategy) -> Option<CopyFn> {
-    Some(match s {
-        Strategy::PerPage => per_page::copy,
-        Strategy::Libc => libc_mem::copy,
-        Strategy::Portable => portable::copy,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::RepMovsq => rep::copy_movsq,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::RepMovsb => rep::copy_movsb,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx2 => avx2::copy,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx2Nt => avx2::copy_nt,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx512 => avx512::copy,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx512Nt => avx512::copy_nt,
-        _ => return None,
-    })
-}
-
-/// As [`copy_kernel`], but non-temporal kernels skip their closing fence:
-/// the caller must [`drain`] before publishing the data.
-pub fn copy_kernel_unfenced(s: Strategy) -> Option<CopyFn> {
-    match s {
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx2Nt => Some(avx2::copy_nt_unfenced),
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx512Nt => Some(avx512::copy_nt_unfenced),
-        _ => copy_kernel(s),
-    }
-}
-
-/// As [`clear_kernel`], but non-temporal kernels skip their closing fence:
-/// the caller must [`drain`] before publishing the data.
-pub fn clear_kernel_unfenced(s: Strategy) -> Option<ClearFn> {
-    match s {
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx2Nt => Some(avx2::clear_nt_unfenced),
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx512Nt => Some(avx512::clear_nt_unfenced),
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Clzero => Some(clzero::clear_unfenced),
-        _ => clear_kernel(s),
-    }
-}
-
-/// The clear kernel of a concrete strategy compiled for this architecture.
-#[inline]
-pub fn clear_kernel(s: Strategy) -> Option<ClearFn> {
-    Some(match s {
-        Strategy::PerPage => per_page::clear,
-        Strategy::Libc => libc_mem::clear,
-        Strategy::Portable => portable::clear,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::RepStosq => rep::clear_stosq,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::RepStosb => rep::clear_stosb,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx2 => avx2::clear,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx2Nt => avx2::clear_nt,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx512 => avx512::clear,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Avx512Nt => avx512::clear_nt,
-        #[cfg(target_arch = "x86_64")]
-        Strategy::Clzero => clzero::clear,
-        _ => return None,
-    })
 }

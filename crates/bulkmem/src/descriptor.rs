@@ -1,0 +1,534 @@
+//! One row per strategy: its name, the operations it implements, the CPU
+//! features it needs, whether its stores bypass the cache, and its kernels
+//! (fenced, unfenced, and the checked routine or the checked strategies that
+//! stand in for it). Everything else about a strategy is a lookup here.
+//!
+//! Adding a primitive is one `Strategy` variant, one row in `ROWS` (in
+//! the enum's order: a compile-time check holds them together) and one
+//! kernel file under `kernels/` (see docs/design.md, "Strategies").
+
+use crate::cpu::Features;
+use crate::kernels::{libc_mem, per_page, portable, ClearFn, CopyFn};
+use crate::strategy::{Op, Strategy};
+
+#[cfg(target_arch = "x86_64")]
+use crate::fault::{clear_mc, copy_mc, McClear, McCopy};
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::{avx2, avx512, clzero, rep};
+
+// The x86-only kernels stand behind this macro: elsewhere the row keeps its
+// shape with `$other`, and the feature list (which includes `X86_64`) keeps
+// the kernel from ever being handed out.
+#[cfg(target_arch = "x86_64")]
+macro_rules! x86 {
+    ($e:expr, $other:expr) => {
+        $e
+    };
+}
+#[cfg(not(target_arch = "x86_64"))]
+macro_rules! x86 {
+    ($e:expr, $other:expr) => {
+        $other
+    };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) type McCopy = ();
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) type McClear = ();
+
+/// A CPU feature a strategy needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Needs {
+    X86_64,
+    Avx2,
+    Avx512f,
+    Avx512bw,
+    Clzero,
+}
+
+impl Needs {
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Needs::X86_64 => "x86_64",
+            Needs::Avx2 => "avx2",
+            Needs::Avx512f => "avx512f",
+            Needs::Avx512bw => "avx512bw",
+            Needs::Clzero => "clzero",
+        }
+    }
+
+    fn present(self, f: &Features) -> bool {
+        match self {
+            Needs::X86_64 => cfg!(target_arch = "x86_64"),
+            Needs::Avx2 => f.avx2,
+            Needs::Avx512f => f.avx512f,
+            Needs::Avx512bw => f.avx512bw,
+            Needs::Clzero => f.clzero,
+        }
+    }
+}
+
+/// The fault-surviving form of one operation of a strategy.
+pub(crate) struct Checked<F: 'static> {
+    /// `(fenced, unfenced)` routines of its own, if it has them.
+    pub own: Option<(F, F)>,
+    /// For `Auto` picks without a checked form of their own (and
+    /// unavailable ones): the checked strategies closest to it, best first.
+    /// The last one runs on every x86_64 CPU.
+    pub stand_ins: &'static [Strategy],
+}
+
+/// The kernels of one operation of a strategy.
+pub(crate) struct Kernels<K: 'static, M: 'static> {
+    pub fenced: K,
+    /// Non-temporal kernels without their closing store fence, for batches
+    /// that drain once (the same function for temporal ones).
+    pub unfenced: K,
+    pub checked: Checked<M>,
+}
+
+/// Everything about one strategy.
+pub(crate) struct Descriptor {
+    pub strategy: Strategy,
+    /// The CLI's and the JSON's name; never changes.
+    pub name: &'static str,
+    /// CPU features, all of which must be present.
+    pub needs: &'static [Needs],
+    /// Stores bypass the cache (so the kernel ends with a store fence).
+    pub non_temporal: bool,
+    pub copy: Option<Kernels<CopyFn, McCopy>>,
+    pub clear: Option<Kernels<ClearFn, McClear>>,
+}
+
+const fn like<F>(stand_ins: &'static [Strategy]) -> Checked<F> {
+    Checked {
+        own: None,
+        stand_ins,
+    }
+}
+
+const fn own<F>(fenced: F, unfenced: F, stand_ins: &'static [Strategy]) -> Checked<F> {
+    Checked {
+        own: Some((fenced, unfenced)),
+        stand_ins,
+    }
+}
+
+const fn temporal<K: Copy, M>(k: K, checked: Checked<M>) -> Option<Kernels<K, M>> {
+    Some(Kernels {
+        fenced: k,
+        unfenced: k,
+        checked,
+    })
+}
+
+const fn streaming<K, M>(fenced: K, unfenced: K, checked: Checked<M>) -> Option<Kernels<K, M>> {
+    Some(Kernels {
+        fenced,
+        unfenced,
+        checked,
+    })
+}
+
+const COPY_BASE: &[Strategy] = &[Strategy::RepMovsq];
+const CLEAR_BASE: &[Strategy] = &[Strategy::RepStosb];
+const COPY_NT: &[Strategy] = &[Strategy::Avx2Nt, Strategy::RepMovsq];
+const CLEAR_NT: &[Strategy] = &[Strategy::Avx2Nt, Strategy::RepStosb];
+const COPY_VECTOR: &[Strategy] = &[Strategy::Avx2, Strategy::RepMovsq];
+
+/// In the order of the `Strategy` enum.
+const ROWS: &[Descriptor] = &[
+    Descriptor {
+        strategy: Strategy::Auto,
+        name: "auto",
+        needs: &[],
+        non_temporal: false,
+        copy: None,
+        clear: None,
+    },
+    Descriptor {
+        strategy: Strategy::PerPage,
+        name: "per-page",
+        needs: &[],
+        non_temporal: false,
+        copy: temporal(per_page::copy, like(COPY_BASE)),
+        clear: temporal(per_page::clear, like(CLEAR_BASE)),
+    },
+    Descriptor {
+        strategy: Strategy::RepMovsq,
+        name: "rep-movsq",
+        needs: &[Needs::X86_64],
+        non_temporal: false,
+        copy: temporal(
+            x86!(rep::copy_movsq, portable::copy),
+            x86!(
+                own(
+                    copy_mc::bulkmem_mc_copy_movsq,
+                    copy_mc::bulkmem_mc_copy_movsq,
+                    COPY_BASE
+                ),
+                like(&[])
+            ),
+        ),
+        clear: None,
+    },
+    Descriptor {
+        strategy: Strategy::RepMovsb,
+        name: "rep-movsb",
+        needs: &[Needs::X86_64],
+        non_temporal: false,
+        copy: temporal(
+            x86!(rep::copy_movsb, portable::copy),
+            x86!(
+                own(
+                    copy_mc::bulkmem_mc_copy_movsb,
+                    copy_mc::bulkmem_mc_copy_movsb,
+                    COPY_BASE
+                ),
+                like(&[])
+            ),
+        ),
+        clear: None,
+    },
+    Descriptor {
+        strategy: Strategy::RepStosq,
+        name: "rep-stosq",
+        needs: &[Needs::X86_64],
+        non_temporal: false,
+        copy: None,
+        clear: temporal(x86!(rep::clear_stosq, portable::clear), like(CLEAR_BASE)),
+    },
+    Descriptor {
+        strategy: Strategy::RepStosb,
+        name: "rep-stosb",
+        needs: &[Needs::X86_64],
+        non_temporal: false,
+        copy: None,
+        clear: temporal(
+            x86!(rep::clear_stosb, portable::clear),
+            x86!(
+                own(
+                    clear_mc::bulkmem_mc_clear_stosb,
+                    clear_mc::bulkmem_mc_clear_stosb,
+                    CLEAR_BASE
+                ),
+                like(&[])
+            ),
+        ),
+    },
+    Descriptor {
+        strategy: Strategy::Libc,
+        name: "libc",
+        needs: &[],
+        non_temporal: false,
+        copy: temporal(libc_mem::copy, like(&[Strategy::RepMovsb])),
+        clear: temporal(libc_mem::clear, like(CLEAR_BASE)),
+    },
+    Descriptor {
+        strategy: Strategy::Avx2,
+        name: "avx2",
+        needs: &[Needs::Avx2],
+        non_temporal: false,
+        copy: temporal(
+            x86!(avx2::copy, portable::copy),
+            x86!(
+                own(
+                    copy_mc::bulkmem_mc_copy_avx2,
+                    copy_mc::bulkmem_mc_copy_avx2,
+                    COPY_BASE
+                ),
+                like(&[])
+            ),
+        ),
+        clear: temporal(x86!(avx2::clear, portable::clear), like(CLEAR_BASE)),
+    },
+    Descriptor {
+        strategy: Strategy::Avx2Nt,
+        name: "avx2-nt",
+        needs: &[Needs::Avx2],
+        non_temporal: true,
+        copy: streaming(
+            x86!(avx2::copy_nt, portable::copy),
+            x86!(avx2::copy_nt_unfenced, portable::copy),
+            x86!(
+                own(
+                    copy_mc::bulkmem_mc_copy_avx2nt,
+                    copy_mc::bulkmem_mc_copy_avx2nt_unfenced,
+                    COPY_BASE
+                ),
+                like(&[])
+            ),
+        ),
+        clear: streaming(
+            x86!(avx2::clear_nt, portable::clear),
+            x86!(avx2::clear_nt_unfenced, portable::clear),
+            x86!(
+                own(
+                    clear_mc::bulkmem_mc_clear_avx2nt,
+                    clear_mc::bulkmem_mc_clear_avx2nt_unfenced,
+                    CLEAR_BASE
+                ),
+                like(&[])
+            ),
+        ),
+    },
+    Descriptor {
+        strategy: Strategy::Avx512,
+        name: "avx512",
+        needs: &[Needs::Avx512f, Needs::Avx512bw],
+        non_temporal: false,
+        copy: temporal(
+            x86!(avx512::copy, portable::copy),
+            x86!(
+                own(
+                    copy_mc::bulkmem_mc_copy_avx512,
+                    copy_mc::bulkmem_mc_copy_avx512,
+                    COPY_VECTOR
+                ),
+                like(&[])
+            ),
+        ),
+        clear: temporal(x86!(avx512::clear, portable::clear), like(CLEAR_BASE)),
+    },
+    Descriptor {
+        strategy: Strategy::Avx512Nt,
+        name: "avx512-nt",
+        needs: &[Needs::Avx512f, Needs::Avx512bw],
+        non_temporal: true,
+        copy: streaming(
+            x86!(avx512::copy_nt, portable::copy),
+            x86!(avx512::copy_nt_unfenced, portable::copy),
+            like(COPY_NT),
+        ),
+        clear: streaming(
+            x86!(avx512::clear_nt, portable::clear),
+            x86!(avx512::clear_nt_unfenced, portable::clear),
+            like(CLEAR_NT),
+        ),
+    },
+    Descriptor {
+        strategy: Strategy::Clzero,
+        name: "clzero",
+        needs: &[Needs::Clzero],
+        non_temporal: true,
+        copy: None,
+        clear: streaming(
+            x86!(clzero::clear, portable::clear),
+            x86!(clzero::clear_unfenced, portable::clear),
+            like(CLEAR_NT),
+        ),
+    },
+    Descriptor {
+        strategy: Strategy::Portable,
+        name: "portable",
+        needs: &[],
+        non_temporal: false,
+        copy: temporal(portable::copy, like(COPY_VECTOR)),
+        clear: temporal(portable::clear, like(CLEAR_BASE)),
+    },
+];
+
+/// How many strategies there are. `Portable` stays the last variant, so a
+/// variant added anywhere without its row fails the checks below.
+pub(crate) const COUNT: usize = Strategy::Portable as usize + 1;
+
+// One row per variant, in the enum's order: a lookup is one index.
+const _: () = {
+    assert!(ROWS.len() == COUNT, "one row per Strategy variant");
+    let mut i = 0;
+    while i < COUNT {
+        assert!(ROWS[i].strategy as usize == i, "rows out of enum order");
+        i += 1;
+    }
+};
+
+/// The row of `s`.
+#[inline]
+pub(crate) fn row(s: Strategy) -> &'static Descriptor {
+    &ROWS[s as usize]
+}
+
+impl Descriptor {
+    /// The first feature in `needs` that `f` lacks.
+    pub(crate) fn missing(&self, f: &Features) -> Option<&'static str> {
+        self.needs.iter().find(|n| !n.present(f)).map(|n| n.name())
+    }
+
+    pub(crate) fn implements(&self, op: Op) -> bool {
+        match op {
+            Op::Copy => self.copy.is_some(),
+            Op::Clear => self.clear.is_some(),
+        }
+    }
+
+    /// Whether it has a checked routine of its own for `op`.
+    pub(crate) fn checked(&self, op: Op) -> bool {
+        match op {
+            Op::Copy => self.copy.as_ref().is_some_and(|k| k.checked.own.is_some()),
+            Op::Clear => self.clear.as_ref().is_some_and(|k| k.checked.own.is_some()),
+        }
+    }
+
+    /// The checked strategies that stand in for this one, best first.
+    pub(crate) fn stand_ins(&self, op: Op) -> &'static [Strategy] {
+        match op {
+            Op::Copy => self
+                .copy
+                .as_ref()
+                .map_or(COPY_BASE, |k| k.checked.stand_ins),
+            Op::Clear => self
+                .clear
+                .as_ref()
+                .map_or(CLEAR_BASE, |k| k.checked.stand_ins),
+        }
+    }
+}
+
+// The lists the public API exposes as slices, computed from the rows at
+// compile time.
+const fn has(s: Strategy, op: Op, checked: bool) -> bool {
+    let d = &ROWS[s as usize];
+    let (implements, own) = match op {
+        Op::Copy => match &d.copy {
+            Some(k) => (true, k.checked.own.is_some()),
+            None => (false, false),
+        },
+        Op::Clear => match &d.clear {
+            Some(k) => (true, k.checked.own.is_some()),
+            None => (false, false),
+        },
+    };
+    if checked {
+        own
+    } else {
+        implements
+    }
+}
+
+/// Which rows a list holds: all, or those with an `op` kernel (`checked`:
+/// a checked routine of their own).
+#[derive(Clone, Copy)]
+enum List {
+    All,
+    With { op: Op, checked: bool },
+}
+
+const fn holds(list: List, s: Strategy) -> bool {
+    match list {
+        List::All => true,
+        List::With { op, checked } => has(s, op, checked),
+    }
+}
+
+const fn count(list: List) -> usize {
+    let mut i = 0;
+    let mut n = 0;
+    while i < COUNT {
+        if holds(list, ROWS[i].strategy) {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+const fn strategies<const N: usize>(list: List) -> [Strategy; N] {
+    let mut out = [Strategy::Auto; N];
+    let (mut i, mut n) = (0, 0);
+    while i < COUNT {
+        let s = ROWS[i].strategy;
+        if holds(list, s) {
+            out[n] = s;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N);
+    out
+}
+
+const COPIES: List = List::With {
+    op: Op::Copy,
+    checked: false,
+};
+const CLEARS: List = List::With {
+    op: Op::Clear,
+    checked: false,
+};
+const CHECKED_COPIES: List = List::With {
+    op: Op::Copy,
+    checked: true,
+};
+const CHECKED_CLEARS: List = List::With {
+    op: Op::Clear,
+    checked: true,
+};
+
+pub(crate) const ALL: [Strategy; COUNT] = strategies(List::All);
+pub(crate) const COPY: [Strategy; count(COPIES)] = strategies(COPIES);
+pub(crate) const CLEAR: [Strategy; count(CLEARS)] = strategies(CLEARS);
+pub(crate) const CHECKED_COPY: [Strategy; count(CHECKED_COPIES)] = strategies(CHECKED_COPIES);
+pub(crate) const CHECKED_CLEAR: [Strategy; count(CHECKED_CLEARS)] = strategies(CHECKED_CLEARS);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_op_lists_hold_exactly_the_rows_with_those_kernels() {
+        for d in ROWS {
+            for op in [Op::Copy, Op::Clear] {
+                let (list, checked): (&[Strategy], &[Strategy]) = match op {
+                    Op::Copy => (&COPY, &CHECKED_COPY),
+                    Op::Clear => (&CLEAR, &CHECKED_CLEAR),
+                };
+                assert_eq!(
+                    list.contains(&d.strategy),
+                    d.implements(op),
+                    "{} {op}",
+                    d.name
+                );
+                assert_eq!(
+                    checked.contains(&d.strategy),
+                    d.checked(op),
+                    "{} {op}",
+                    d.name
+                );
+            }
+        }
+        assert_eq!(ALL.len(), ROWS.len());
+    }
+
+    #[test]
+    fn stand_ins_end_in_a_checked_routine_every_x86_64_runs() {
+        for d in ROWS {
+            for op in [Op::Copy, Op::Clear] {
+                let list = d.stand_ins(op);
+                let last = *list.last().unwrap_or_else(|| panic!("{} {op}", d.name));
+                assert!(row(last).checked(op), "{} {op}: {last}", d.name);
+                assert_eq!(row(last).needs, &[Needs::X86_64], "{} {op}", d.name);
+                for s in list {
+                    assert!(row(*s).checked(op), "{} {op}: {s} is not checked", d.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn non_temporal_rows_have_unfenced_kernels() {
+        for d in ROWS {
+            let kernels = [
+                d.copy
+                    .as_ref()
+                    .map(|k| k.fenced as usize != k.unfenced as usize),
+                d.clear
+                    .as_ref()
+                    .map(|k| k.fenced as usize != k.unfenced as usize),
+            ];
+            for differs in kernels.into_iter().flatten() {
+                assert_eq!(differs, d.non_temporal, "{}", d.name);
+            }
+        }
+    }
+}

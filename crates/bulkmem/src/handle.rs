@@ -1,0 +1,227 @@
+//! Safe handles on one strategy's kernel, gated on the CPU as memchr's
+//! `One::new` is: a [`Kernel`] exists only if this CPU can run it, so its
+//! calls need no `unsafe` and no feature check of their own.
+
+use crate::cpu;
+use crate::descriptor::{self, Descriptor};
+use crate::error::Error;
+use crate::kernels::{ClearFn, CopyFn};
+use crate::strategy::{Op, Strategy};
+
+/// One concrete strategy's copy or clear kernel, checked against this CPU
+/// (after `BULKMEM_DISABLE`) when made.
+///
+/// ```
+/// use bulkmem::{Kernel, Op, Strategy};
+/// let k = Kernel::new(Strategy::PerPage, Op::Copy).unwrap();
+/// let (src, mut dst) = (vec![1u8; 8192], vec![0u8; 8192]);
+/// k.copy(&mut dst, &src);
+/// assert_eq!(dst, src);
+/// assert!(Kernel::new(Strategy::Clzero, Op::Copy).is_err()); // clears only
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel {
+    strategy: Strategy,
+    call: Call,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Call {
+    Copy(CopyFn),
+    Clear(ClearFn),
+}
+
+impl Kernel {
+    /// The kernel of `strategy` for `op`, or why there is none here:
+    /// [`Error::Unsupported`] if the strategy does not implement `op` (and
+    /// for `Auto`, which is a choice per call, not a kernel),
+    /// [`Error::Unavailable`] if the CPU lacks a feature it needs.
+    pub fn new(strategy: Strategy, op: Op) -> Result<Kernel, Error> {
+        let d = descriptor::row(strategy);
+        let call = match op {
+            Op::Copy => d.copy.as_ref().map(|k| Call::Copy(k.fenced)),
+            Op::Clear => d.clear.as_ref().map(|k| Call::Clear(k.fenced)),
+        };
+        let call = call.ok_or(Error::Unsupported { strategy, op })?;
+        available(d)?;
+        Ok(Kernel { strategy, call })
+    }
+
+    /// The strategy this kernel belongs to.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// The operation it performs.
+    pub fn op(&self) -> Op {
+        match self.call {
+            Call::Copy(_) => Op::Copy,
+            Call::Clear(_) => Op::Clear,
+        }
+    }
+
+    /// Copies `src` into `dst`; non-temporal kernels fence before
+    /// returning.
+    ///
+    /// # Panics
+    /// If the lengths differ, or if this is a clear kernel.
+    #[inline]
+    pub fn copy(&self, dst: &mut [u8], src: &[u8]) {
+        assert_eq!(
+            dst.len(),
+            src.len(),
+            "bulkmem::Kernel::copy: lengths differ"
+        );
+        // SAFETY: two valid slices of one length; `dst` is borrowed mutably,
+        // so they do not overlap.
+        unsafe { self.copy_raw(dst.as_mut_ptr(), src.as_ptr(), dst.len()) }
+    }
+
+    /// Zeroes `dst`; non-temporal kernels fence before returning.
+    ///
+    /// # Panics
+    /// If this is a copy kernel.
+    #[inline]
+    pub fn clear(&self, dst: &mut [u8]) {
+        // SAFETY: a valid writable slice.
+        unsafe { self.clear_raw(dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// [`Kernel::copy`] on raw pointers, for memory no slice can describe
+    /// (a mapping shared with another process, a device window).
+    ///
+    /// # Safety
+    /// `src` readable and `dst` writable for `len` bytes, the two ranges
+    /// not overlapping.
+    ///
+    /// # Panics
+    /// If this is a clear kernel.
+    #[inline]
+    pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) {
+        match self.call {
+            // SAFETY: the caller's contract for the ranges; `new` checked
+            // the CPU runs the kernel.
+            Call::Copy(k) => unsafe { k(dst, src, len) },
+            Call::Clear(_) => panic!(
+                "bulkmem::Kernel: {} clear kernel asked to copy",
+                self.strategy
+            ),
+        }
+    }
+
+    /// [`Kernel::clear`] on a raw pointer.
+    ///
+    /// # Safety
+    /// `dst` writable for `len` bytes.
+    ///
+    /// # Panics
+    /// If this is a copy kernel.
+    #[inline]
+    pub unsafe fn clear_raw(&self, dst: *mut u8, len: usize) {
+        match self.call {
+            // SAFETY: the caller's contract for the range; `new` checked the
+            // CPU runs the kernel.
+            Call::Clear(k) => unsafe { k(dst, len) },
+            Call::Copy(_) => panic!(
+                "bulkmem::Kernel: {} copy kernel asked to clear",
+                self.strategy
+            ),
+        }
+    }
+}
+
+fn available(d: &Descriptor) -> Result<(), Error> {
+    match d.missing(&cpu::info().features) {
+        Some(needs) => Err(Error::Unavailable {
+            strategy: d.strategy,
+            needs,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The fenced copy kernel of a strategy already resolved for `Op::Copy`
+/// on this CPU (by [`crate::resolve`] or `auto`).
+#[inline]
+pub(crate) fn copy_fn(s: Strategy) -> CopyFn {
+    resolved(descriptor::row(s).copy.as_ref(), s).fenced
+}
+
+/// As [`copy_fn`] without the closing fence of non-temporal kernels: the
+/// caller drains (`kernels::drain`) before anyone can see the data.
+#[inline]
+pub(crate) fn copy_fn_unfenced(s: Strategy) -> CopyFn {
+    resolved(descriptor::row(s).copy.as_ref(), s).unfenced
+}
+
+/// The fenced clear kernel of a strategy resolved for `Op::Clear`.
+#[inline]
+pub(crate) fn clear_fn(s: Strategy) -> ClearFn {
+    resolved(descriptor::row(s).clear.as_ref(), s).fenced
+}
+
+/// As [`clear_fn`] without the closing fence of non-temporal kernels.
+#[inline]
+pub(crate) fn clear_fn_unfenced(s: Strategy) -> ClearFn {
+    resolved(descriptor::row(s).clear.as_ref(), s).unfenced
+}
+
+#[inline]
+fn resolved<T>(k: Option<&T>, s: Strategy) -> &T {
+    match k {
+        Some(k) => k,
+        None => unreachable!("{s} was resolved for an operation it lacks"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_exist_exactly_for_available_strategies_of_their_op() {
+        let features = &cpu::info().features;
+        for &s in Strategy::ALL {
+            for op in [Op::Copy, Op::Clear] {
+                let k = Kernel::new(s, op);
+                let runs =
+                    s != Strategy::Auto && s.supports(op) && s.missing_feature(features).is_none();
+                assert_eq!(k.is_ok(), runs, "{s} {op}: {k:?}");
+                if let Ok(k) = k {
+                    assert_eq!((k.strategy(), k.op()), (s, op));
+                }
+            }
+        }
+        assert!(matches!(
+            Kernel::new(Strategy::Clzero, Op::Copy),
+            Err(Error::Unsupported { .. })
+        ));
+    }
+
+    #[test]
+    fn every_handle_copies_and_clears_like_the_reference() {
+        let src: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
+        for &s in Strategy::ALL {
+            if let Ok(k) = Kernel::new(s, Op::Copy) {
+                for len in [0, 1, 63, 64, 65, 4095, 4096, 4097, 5000] {
+                    let mut dst = vec![0u8; len];
+                    k.copy(&mut dst, &src[..len]);
+                    assert_eq!(dst, src[..len], "{s} copy {len}");
+                }
+            }
+            if let Ok(k) = Kernel::new(s, Op::Clear) {
+                let mut dst = src.clone();
+                k.clear(&mut dst[1..4999]);
+                assert!(dst[1..4999].iter().all(|&b| b == 0), "{s} clear");
+                assert_eq!((dst[0], dst[4999]), (src[0], src[4999]), "{s} clear bounds");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "clear kernel asked to copy")]
+    fn a_clear_handle_refuses_to_copy() {
+        let k = Kernel::new(Strategy::PerPage, Op::Clear).unwrap();
+        k.copy(&mut [0u8; 4], &[1u8; 4]);
+    }
+}

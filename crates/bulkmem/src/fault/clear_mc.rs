@@ -1,7 +1,9 @@
 //! Zeroing routines that may fault (a destination past the end of a file,
 //! a poisoned page): the clear half of [`super::copy_mc`], same contract,
 //! with `fn(dst: rdi, len: rsi, info: rdx) -> rax` (bytes not zeroed). Only
-//! the destination can fault, so every fixup records side 2.
+//! the destination can fault, so every fixup records side 2. Exception-table
+//! entries sit beside their ranges (`BM_CLEAR_EXTABLE`) and make a table of
+//! their own, `bulkmem_mc_clear_extable` up to `bulkmem_mc_clear_extable_end`.
 
 use core::arch::global_asm;
 
@@ -9,6 +11,27 @@ use super::extable::{self, RawFault};
 
 global_asm!(
     r#"
+    // copy_mc.rs's BM_COPY_EXTABLE for this file's table. Its own name:
+    // both files may be assembled as one module, where a macro defined
+    // twice is an error.
+    .macro BM_CLEAR_EXTABLE from, to, fixup
+    .pushsection .rodata.bulkmem_mc_clear_extable, 1, "a", @progbits
+    .long \from - ., \to - ., \fixup - .
+    .popsection
+    .endm
+
+    .pushsection .rodata.bulkmem_mc_clear_extable, 0, "a", @progbits
+    .p2align 2
+    .globl bulkmem_mc_clear_extable
+    .hidden bulkmem_mc_clear_extable
+bulkmem_mc_clear_extable:
+    .popsection
+    .pushsection .rodata.bulkmem_mc_clear_extable, 2, "a", @progbits
+    .globl bulkmem_mc_clear_extable_end
+    .hidden bulkmem_mc_clear_extable_end
+bulkmem_mc_clear_extable_end:
+    .popsection
+
     .pushsection .text.bulkmem_mc_clear,"ax",@progbits
 
     // rep stosb over the whole range; exact: rcx holds the bytes left.
@@ -23,6 +46,7 @@ bulkmem_mc_clear_stosb:
 .Lmz_stosb_0:
     rep stosb
 .Lmz_stosb_1:
+    BM_CLEAR_EXTABLE .Lmz_stosb_0, .Lmz_stosb_1, .Lmz_stosb_fix
     xor eax, eax
     ret
 .Lmz_stosb_fix:
@@ -62,6 +86,7 @@ bulkmem_mc_clear_avx2nt_unfenced:
 .Lmz_nt_h0:
     rep stosb
 .Lmz_nt_h1:
+    BM_CLEAR_EXTABLE .Lmz_nt_h0, .Lmz_nt_h1, .Lmz_nt_fixh
     vpxor xmm0, xmm0, xmm0
     .p2align 4
 .Lmz_nt_loop:
@@ -74,6 +99,7 @@ bulkmem_mc_clear_avx2nt_unfenced:
     vmovntdq ymmword ptr [rdi + 192], ymm0
     vmovntdq ymmword ptr [rdi + 224], ymm0
 .Lmz_nt_l1:
+    BM_CLEAR_EXTABLE .Lmz_nt_loop, .Lmz_nt_l1, .Lmz_nt_fixl
     add rdi, 256
     sub rdx, 256
     cmp rdx, 256
@@ -85,6 +111,7 @@ bulkmem_mc_clear_avx2nt_unfenced:
 .Lmz_nt_t0:
     rep stosb
 .Lmz_nt_t1:
+    BM_CLEAR_EXTABLE .Lmz_nt_t0, .Lmz_nt_t1, .Lmz_nt_fixt
     test r9d, r9d
     jz .Lmz_nt_done
     sfence
@@ -118,6 +145,7 @@ bulkmem_mc_clear_bytes:
 .Lmz_bytes_st:
     mov byte ptr [rdi], 0
 .Lmz_bytes_after:
+    BM_CLEAR_EXTABLE .Lmz_bytes_st, .Lmz_bytes_after, .Lmz_bytes_fix
     inc rdi
     dec rsi
     jnz .Lmz_bytes_st
@@ -133,21 +161,11 @@ bulkmem_mc_clear_bytes:
     ret
     .size bulkmem_mc_clear_bytes, . - bulkmem_mc_clear_bytes
 
-    .popsection
-
-    .pushsection .rodata.bulkmem_mc_clear,"a",@progbits
-    .p2align 2
-    .globl bulkmem_mc_clear_extable
-    .hidden bulkmem_mc_clear_extable
-bulkmem_mc_clear_extable:
-    .long .Lmz_stosb_0 - ., .Lmz_stosb_1 - ., .Lmz_stosb_fix - .
-    .long .Lmz_nt_h0 - ., .Lmz_nt_h1 - ., .Lmz_nt_fixh - .
-    .long .Lmz_nt_loop - ., .Lmz_nt_l1 - ., .Lmz_nt_fixl - .
-    .long .Lmz_nt_t0 - ., .Lmz_nt_t1 - ., .Lmz_nt_fixt - .
-    .long .Lmz_bytes_st - ., .Lmz_bytes_after - ., .Lmz_bytes_fix - .
-    .globl bulkmem_mc_clear_extable_end
-    .hidden bulkmem_mc_clear_extable_end
-bulkmem_mc_clear_extable_end:
+    // Bounds the last routine for the test that checks each table entry
+    // lies inside one routine.
+    .globl bulkmem_mc_clear_text_end
+    .hidden bulkmem_mc_clear_text_end
+bulkmem_mc_clear_text_end:
     .popsection
 "#
 );
@@ -173,4 +191,49 @@ pub(super) fn fixup(rip: usize) -> Option<usize> {
     // SAFETY: the two symbols delimit the table assembled above, whole
     // entries of three relative i32s.
     unsafe { extable::search(start, end, rip) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" {
+        static bulkmem_mc_clear_text_end: u8;
+    }
+
+    #[test]
+    fn every_entry_lies_in_its_routine() {
+        // SAFETY: the two symbols delimit the table, as in `fixup`.
+        let table = unsafe {
+            extable::entries(
+                (&raw const bulkmem_mc_clear_extable).cast(),
+                (&raw const bulkmem_mc_clear_extable_end).cast(),
+            )
+        };
+        let routines = [
+            ("stosb", bulkmem_mc_clear_stosb as McClear as usize),
+            ("avx2nt", bulkmem_mc_clear_avx2nt as McClear as usize),
+            (
+                "avx2nt_unfenced",
+                bulkmem_mc_clear_avx2nt_unfenced as McClear as usize,
+            ),
+            ("bytes", bulkmem_mc_clear_bytes as McClear as usize),
+        ];
+        let text_end = (&raw const bulkmem_mc_clear_text_end) as usize;
+        // A lost or misplaced entry changes a count: the fault it covered
+        // would kill the process instead of being reported.
+        assert_eq!(
+            extable::per_routine(&table, &routines, text_end),
+            [
+                ("stosb", 1),
+                ("avx2nt", 0),
+                ("avx2nt_unfenced", 3),
+                ("bytes", 1),
+            ]
+        );
+        for &[from, to, fix] in &table {
+            assert_eq!(fixup(from), Some(fix));
+            assert_eq!(fixup(to - 1), Some(fix));
+        }
+    }
 }

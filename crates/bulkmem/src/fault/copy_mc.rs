@@ -1,7 +1,11 @@
 //! Copy routines that may fault, the user-space `copy_mc_64.S`: every
-//! instruction that touches the caller's memory lies in a range listed in
-//! this file's exception table, next to the fixup that turns a SIGBUS there
-//! into "this many bytes were not copied".
+//! instruction that touches the caller's memory lies in a range whose
+//! exception-table entry names the fixup that turns a SIGBUS there into
+//! "this many bytes were not copied". As in Linux, each entry is written
+//! right after its range (`BM_COPY_EXTABLE`), inside the routine, so a
+//! new or changed routine carries its entries with it; the macro
+//! collects them into one table, `bulkmem_mc_copy_extable` up to
+//! `bulkmem_mc_copy_extable_end`, in program order.
 //!
 //! Calling convention (System V, all in `global_asm!` so the faulting
 //! instruction pointer is known exactly):
@@ -26,6 +30,30 @@ use super::extable::{self, RawFault};
 // every global_asm! of the crate is assembled into one module.
 global_asm!(
     r#"
+    // One exception-table entry, [from, to) -> fixup, each field relative
+    // to itself (Linux's _ASM_EXTABLE) so the table needs no load-time
+    // relocation. Invoked right after each range, so a routine and its
+    // entries are written (and reviewed) together. Entries go to
+    // subsection 1, between the bounds in subsections 0 and 2, which the
+    // assembler lays out in that order wherever they appear in the source.
+    .macro BM_COPY_EXTABLE from, to, fixup
+    .pushsection .rodata.bulkmem_mc_copy_extable, 1, "a", @progbits
+    .long \from - ., \to - ., \fixup - .
+    .popsection
+    .endm
+
+    .pushsection .rodata.bulkmem_mc_copy_extable, 0, "a", @progbits
+    .p2align 2
+    .globl bulkmem_mc_copy_extable
+    .hidden bulkmem_mc_copy_extable
+bulkmem_mc_copy_extable:
+    .popsection
+    .pushsection .rodata.bulkmem_mc_copy_extable, 2, "a", @progbits
+    .globl bulkmem_mc_copy_extable_end
+    .hidden bulkmem_mc_copy_extable_end
+bulkmem_mc_copy_extable_end:
+    .popsection
+
     .pushsection .text.bulkmem_mc_copy,"ax",@progbits
 
     // rep movsb over the whole range: fast with ERMS/FSRM, and exact: on a
@@ -40,6 +68,7 @@ bulkmem_mc_copy_movsb:
 .Lmc_movsb_0:
     rep movsb
 .Lmc_movsb_1:
+    BM_COPY_EXTABLE .Lmc_movsb_0, .Lmc_movsb_1, .Lmc_movsb_fix
     xor eax, eax
     ret
 .Lmc_movsb_fix:
@@ -62,10 +91,12 @@ bulkmem_mc_copy_movsq:
 .Lmc_movsq_0:
     rep movsq
 .Lmc_movsq_1:
+    BM_COPY_EXTABLE .Lmc_movsq_0, .Lmc_movsq_1, .Lmc_movsq_fixq
     mov rcx, r9
 .Lmc_movsq_2:
     rep movsb
 .Lmc_movsq_3:
+    BM_COPY_EXTABLE .Lmc_movsq_2, .Lmc_movsq_3, .Lmc_movsq_fixb
     xor eax, eax
     ret
 .Lmc_movsq_fixq:
@@ -94,6 +125,7 @@ bulkmem_mc_copy_avx2:
     vmovdqu ymm0, ymmword ptr [rsi]
     vmovdqu ymmword ptr [rdi], ymm0
 .Lmc_avx2_h1:
+    BM_COPY_EXTABLE .Lmc_avx2_h0, .Lmc_avx2_h1, .Lmc_avx2_fix
     mov rcx, rdi
     neg rcx
     and ecx, 31
@@ -116,6 +148,7 @@ bulkmem_mc_copy_avx2:
     vmovdqa ymmword ptr [rdi + 64], ymm2
     vmovdqa ymmword ptr [rdi + 96], ymm3
 .Lmc_avx2_l1:
+    BM_COPY_EXTABLE .Lmc_avx2_loop, .Lmc_avx2_l1, .Lmc_avx2_fix
     add rsi, 128
     add rdi, 128
     sub rdx, 128
@@ -128,6 +161,7 @@ bulkmem_mc_copy_avx2:
     vmovdqu ymm0, ymmword ptr [rsi]
     vmovdqa ymmword ptr [rdi], ymm0
 .Lmc_avx2_b1:
+    BM_COPY_EXTABLE .Lmc_avx2_b0, .Lmc_avx2_b1, .Lmc_avx2_fix
     add rsi, 32
     add rdi, 32
     sub rdx, 32
@@ -139,6 +173,7 @@ bulkmem_mc_copy_avx2:
     vmovdqu ymm0, ymmword ptr [rsi + rdx - 32]
     vmovdqu ymmword ptr [rdi + rdx - 32], ymm0
 .Lmc_avx2_t1:
+    BM_COPY_EXTABLE .Lmc_avx2_t0, .Lmc_avx2_t1, .Lmc_avx2_fix
 .Lmc_avx2_done:
     vzeroupper
     xor eax, eax
@@ -148,6 +183,7 @@ bulkmem_mc_copy_avx2:
 .Lmc_avx2_s0:
     rep movsb
 .Lmc_avx2_s1:
+    BM_COPY_EXTABLE .Lmc_avx2_s0, .Lmc_avx2_s1, .Lmc_avx2_fixs
     xor eax, eax
     ret
 .Lmc_avx2_fix:
@@ -176,6 +212,7 @@ bulkmem_mc_copy_avx512:
     vmovdqu64 zmm0, zmmword ptr [rsi]
     vmovdqu64 zmmword ptr [rdi], zmm0
 .Lmc_z_h1:
+    BM_COPY_EXTABLE .Lmc_z_h0, .Lmc_z_h1, .Lmc_z_fix
     mov rcx, rdi
     neg rcx
     and ecx, 63
@@ -198,6 +235,7 @@ bulkmem_mc_copy_avx512:
     vmovdqa64 zmmword ptr [rdi + 128], zmm2
     vmovdqa64 zmmword ptr [rdi + 192], zmm3
 .Lmc_z_l1:
+    BM_COPY_EXTABLE .Lmc_z_loop, .Lmc_z_l1, .Lmc_z_fix
     add rsi, 256
     add rdi, 256
     sub rdx, 256
@@ -210,6 +248,7 @@ bulkmem_mc_copy_avx512:
     vmovdqu64 zmm0, zmmword ptr [rsi]
     vmovdqa64 zmmword ptr [rdi], zmm0
 .Lmc_z_b1:
+    BM_COPY_EXTABLE .Lmc_z_b0, .Lmc_z_b1, .Lmc_z_fix
     add rsi, 64
     add rdi, 64
     sub rdx, 64
@@ -221,6 +260,7 @@ bulkmem_mc_copy_avx512:
     vmovdqu64 zmm0, zmmword ptr [rsi + rdx - 64]
     vmovdqu64 zmmword ptr [rdi + rdx - 64], zmm0
 .Lmc_z_t1:
+    BM_COPY_EXTABLE .Lmc_z_t0, .Lmc_z_t1, .Lmc_z_fix
 .Lmc_z_done:
     vzeroupper
     xor eax, eax
@@ -264,6 +304,7 @@ bulkmem_mc_copy_avx2nt_unfenced:
 .Lmc_nt_h0:
     rep movsb
 .Lmc_nt_h1:
+    BM_COPY_EXTABLE .Lmc_nt_h0, .Lmc_nt_h1, .Lmc_nt_fixh
     .p2align 4
 .Lmc_nt_loop:
     vmovdqu ymm0, ymmword ptr [rsi]
@@ -283,6 +324,7 @@ bulkmem_mc_copy_avx2nt_unfenced:
     vmovntdq ymmword ptr [rdi + 192], ymm6
     vmovntdq ymmword ptr [rdi + 224], ymm7
 .Lmc_nt_l1:
+    BM_COPY_EXTABLE .Lmc_nt_loop, .Lmc_nt_l1, .Lmc_nt_fixl
     add rsi, 256
     add rdi, 256
     sub rdx, 256
@@ -296,6 +338,7 @@ bulkmem_mc_copy_avx2nt_unfenced:
 .Lmc_nt_t0:
     rep movsb
 .Lmc_nt_t1:
+    BM_COPY_EXTABLE .Lmc_nt_t0, .Lmc_nt_t1, .Lmc_nt_fixt
     test r9d, r9d
     jz .Lmc_nt_done
     sfence
@@ -332,8 +375,10 @@ bulkmem_mc_copy_bytes:
 .Lmc_bytes_ld:
     mov al, byte ptr [rsi]
 .Lmc_bytes_st:
+    BM_COPY_EXTABLE .Lmc_bytes_ld, .Lmc_bytes_st, .Lmc_bytes_fixld
     mov byte ptr [rdi], al
 .Lmc_bytes_after:
+    BM_COPY_EXTABLE .Lmc_bytes_st, .Lmc_bytes_after, .Lmc_bytes_fixst
     inc rsi
     inc rdi
     dec rdx
@@ -359,35 +404,11 @@ bulkmem_mc_copy_bytes:
     ret
     .size bulkmem_mc_copy_bytes, . - bulkmem_mc_copy_bytes
 
-    .popsection
-
-    // The exception table: [start, end) -> fixup, each field relative to
-    // itself (as Linux's _ASM_EXTABLE), so it needs no load-time relocation.
-    .pushsection .rodata.bulkmem_mc_copy,"a",@progbits
-    .p2align 2
-    .globl bulkmem_mc_copy_extable
-    .hidden bulkmem_mc_copy_extable
-bulkmem_mc_copy_extable:
-    .long .Lmc_movsb_0 - ., .Lmc_movsb_1 - ., .Lmc_movsb_fix - .
-    .long .Lmc_movsq_0 - ., .Lmc_movsq_1 - ., .Lmc_movsq_fixq - .
-    .long .Lmc_movsq_2 - ., .Lmc_movsq_3 - ., .Lmc_movsq_fixb - .
-    .long .Lmc_avx2_h0 - ., .Lmc_avx2_h1 - ., .Lmc_avx2_fix - .
-    .long .Lmc_avx2_loop - ., .Lmc_avx2_l1 - ., .Lmc_avx2_fix - .
-    .long .Lmc_avx2_b0 - ., .Lmc_avx2_b1 - ., .Lmc_avx2_fix - .
-    .long .Lmc_avx2_t0 - ., .Lmc_avx2_t1 - ., .Lmc_avx2_fix - .
-    .long .Lmc_avx2_s0 - ., .Lmc_avx2_s1 - ., .Lmc_avx2_fixs - .
-    .long .Lmc_z_h0 - ., .Lmc_z_h1 - ., .Lmc_z_fix - .
-    .long .Lmc_z_loop - ., .Lmc_z_l1 - ., .Lmc_z_fix - .
-    .long .Lmc_z_b0 - ., .Lmc_z_b1 - ., .Lmc_z_fix - .
-    .long .Lmc_z_t0 - ., .Lmc_z_t1 - ., .Lmc_z_fix - .
-    .long .Lmc_nt_h0 - ., .Lmc_nt_h1 - ., .Lmc_nt_fixh - .
-    .long .Lmc_nt_loop - ., .Lmc_nt_l1 - ., .Lmc_nt_fixl - .
-    .long .Lmc_nt_t0 - ., .Lmc_nt_t1 - ., .Lmc_nt_fixt - .
-    .long .Lmc_bytes_ld - ., .Lmc_bytes_st - ., .Lmc_bytes_fixld - .
-    .long .Lmc_bytes_st - ., .Lmc_bytes_after - ., .Lmc_bytes_fixst - .
-    .globl bulkmem_mc_copy_extable_end
-    .hidden bulkmem_mc_copy_extable_end
-bulkmem_mc_copy_extable_end:
+    // Bounds the last routine for the test that checks each table entry
+    // lies inside one routine.
+    .globl bulkmem_mc_copy_text_end
+    .hidden bulkmem_mc_copy_text_end
+bulkmem_mc_copy_text_end:
     .popsection
 "#
 );
@@ -450,4 +471,55 @@ pub(super) fn fixup(rip: usize) -> Option<usize> {
     // SAFETY: the two symbols delimit the table assembled above, whole
     // entries of three relative i32s.
     unsafe { extable::search(start, end, rip) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" {
+        static bulkmem_mc_copy_text_end: u8;
+    }
+
+    #[test]
+    fn every_entry_lies_in_its_routine() {
+        // SAFETY: the two symbols delimit the table, as in `fixup`.
+        let table = unsafe {
+            extable::entries(
+                (&raw const bulkmem_mc_copy_extable).cast(),
+                (&raw const bulkmem_mc_copy_extable_end).cast(),
+            )
+        };
+        let routines = [
+            ("movsb", bulkmem_mc_copy_movsb as McCopy as usize),
+            ("movsq", bulkmem_mc_copy_movsq as McCopy as usize),
+            ("avx2", bulkmem_mc_copy_avx2 as McCopy as usize),
+            ("avx512", bulkmem_mc_copy_avx512 as McCopy as usize),
+            ("avx2nt", bulkmem_mc_copy_avx2nt as McCopy as usize),
+            (
+                "avx2nt_unfenced",
+                bulkmem_mc_copy_avx2nt_unfenced as McCopy as usize,
+            ),
+            ("bytes", bulkmem_mc_copy_bytes as McCopy as usize),
+        ];
+        let text_end = (&raw const bulkmem_mc_copy_text_end) as usize;
+        // A lost or misplaced entry changes a count: the fault it covered
+        // would kill the process instead of being reported.
+        assert_eq!(
+            extable::per_routine(&table, &routines, text_end),
+            [
+                ("movsb", 1),
+                ("movsq", 2),
+                ("avx2", 5),
+                ("avx512", 4),
+                ("avx2nt", 0),
+                ("avx2nt_unfenced", 3),
+                ("bytes", 2),
+            ]
+        );
+        for &[from, to, fix] in &table {
+            assert_eq!(fixup(from), Some(fix));
+            assert_eq!(fixup(to - 1), Some(fix));
+        }
+    }
 }

@@ -5,6 +5,11 @@
 //! three `i32`s per entry, each the distance from the field itself to its
 //! label (Linux's relative `_ASM_EXTABLE` layout: position-independent, no
 //! load-time relocation, readable from a signal handler without locks).
+//! Entries are emitted beside the instructions they cover, by a macro that
+//! appends to the file's table section; the table's start and end symbols
+//! live in the subsections before and after the entries', so they bracket
+//! every entry however the source is ordered. [`search`] scans the whole
+//! table and does not rely on the entries being sorted.
 
 /// What a checked routine's fixup stores for the caller. `repr(C)` because
 /// the assembly writes it: `addr` at 0, `code_lsb` at 8, `side` at 16.
@@ -57,4 +62,52 @@ unsafe fn field(f: *const i32) -> usize {
     // SAFETY: forwarded contract.
     let rel = unsafe { f.read() } as isize;
     (f as usize).wrapping_add_signed(rel)
+}
+
+/// The entries of `[start, end)` as absolute `[from, to, fixup]` addresses.
+///
+/// # Safety
+/// As for [`search`].
+#[cfg(test)]
+pub(super) unsafe fn entries(start: *const i32, end: *const i32) -> Vec<[usize; 3]> {
+    let mut out = Vec::new();
+    let mut e = start;
+    while e < end {
+        // SAFETY: as in `search`.
+        out.push(unsafe { [field(e), field(e.add(1)), field(e.add(2))] });
+        // SAFETY: as in `search`.
+        e = unsafe { e.add(3) };
+    }
+    out
+}
+
+/// How many entries of `table` fall in each routine, in the order of
+/// `routines` (name, entry address). A routine runs up to the next one's
+/// start, the last up to `text_end`. Panics on an entry whose range or
+/// fixup is not inside a single routine: that entry was attached to the
+/// wrong labels.
+#[cfg(test)]
+pub(super) fn per_routine(
+    table: &[[usize; 3]],
+    routines: &[(&'static str, usize)],
+    text_end: usize,
+) -> Vec<(&'static str, usize)> {
+    let mut sorted = routines.to_vec();
+    sorted.sort_by_key(|&(_, at)| at);
+    let mut counts: Vec<(&'static str, usize)> = routines.iter().map(|&(n, _)| (n, 0)).collect();
+    for &[from, to, fix] in table {
+        let i = sorted
+            .iter()
+            .rposition(|&(_, at)| at <= from)
+            .unwrap_or_else(|| panic!("entry {from:#x} before every routine"));
+        let (name, lo) = sorted[i];
+        let hi = sorted.get(i + 1).map_or(text_end, |&(_, at)| at);
+        assert!(
+            from < to && to <= hi,
+            "{name}: range {from:#x}..{to:#x} leaves it"
+        );
+        assert!((lo..hi).contains(&fix), "{name}: fixup {fix:#x} outside it");
+        counts.iter_mut().find(|(n, _)| *n == name).unwrap().1 += 1;
+    }
+    counts
 }

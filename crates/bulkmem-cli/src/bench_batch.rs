@@ -262,11 +262,7 @@ fn measure_shape(
         regime: "cold",
         threads,
         runs: plan.runs,
-        gbps: Stats::of(s).unwrap_or(Stats {
-            median: 0.0,
-            min: 0.0,
-            max: 0.0,
-        }),
+        gbps: Stats::or_zero(s),
         speedup: None,
         batch: Some(BatchCell {
             placement,

@@ -189,11 +189,7 @@ fn measure(
                 1
             },
             runs: plan.runs,
-            gbps: Stats::of(&samples[k]).unwrap_or(Stats {
-                median: 0.0,
-                min: 0.0,
-                max: 0.0,
-            }),
+            gbps: Stats::or_zero(&samples[k]),
             speedup: None,
             batch: None,
             fill: Some(FillCell {

@@ -447,11 +447,7 @@ fn row(
         regime: regime.name(),
         threads: plan.threads,
         runs: plan.runs,
-        gbps: Stats::of(samples).unwrap_or(Stats {
-            median: 0.0,
-            min: 0.0,
-            max: 0.0,
-        }),
+        gbps: Stats::or_zero(samples),
         speedup: None,
         batch: None,
         fill: None,

@@ -175,11 +175,7 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
                         regime: "cold",
                         threads,
                         runs: plan.runs,
-                        gbps: Stats::of(&gbps).unwrap_or(Stats {
-                            median: 0.0,
-                            min: 0.0,
-                            max: 0.0,
-                        }),
+                        gbps: Stats::or_zero(&gbps),
                         speedup: None,
                         batch: None,
                         fill: None,

@@ -153,11 +153,6 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
             for (k, &name) in STRATEGIES.iter().enumerate() {
                 let gbps: Vec<f64> = secs[k].iter().map(|s| size as f64 / s / 1e9).collect();
                 let ms: Vec<f64> = secs[k].iter().map(|s| s * 1e3).collect();
-                let zero = Stats {
-                    median: 0.0,
-                    min: 0.0,
-                    max: 0.0,
-                };
                 rows.push(Row {
                     op: "move",
                     strategy: name.to_string(),
@@ -172,13 +167,13 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
                     regime: "cold",
                     threads: 1,
                     runs: plan.runs,
-                    gbps: Stats::of(&gbps).unwrap_or(zero),
+                    gbps: Stats::or_zero(&gbps),
                     speedup: None,
                     batch: None,
                     fill: None,
                     moved: Some(MoveCell {
                         page: kind.name(),
-                        ms: Stats::of(&ms).unwrap_or(zero),
+                        ms: Stats::or_zero(&ms),
                     }),
                     migrated: None,
                 });

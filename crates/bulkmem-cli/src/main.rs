@@ -2,6 +2,8 @@
 //! machine, measured the way the seed patch threads measure it.
 
 mod arena;
+mod harness;
+mod table;
 mod bench_batch;
 mod bench_fault;
 mod bench_fill;

@@ -377,11 +377,7 @@ mod tests {
             regime,
             threads: 1,
             runs: 7,
-            gbps: Stats {
-                median,
-                min: median,
-                max: median,
-            },
+            gbps: Stats::or_zero(&[median]),
             speedup: None,
             batch: None,
             fill: None,

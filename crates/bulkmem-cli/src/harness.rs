@@ -1,0 +1,70 @@
+//! The measurement loop every bench shares: cells are verified once by the
+//! caller, then measured in interleaved rounds (every cell once per round,
+//! so drift on a shared machine hits all cells alike), after `warmup`
+//! untimed rounds; each cell's samples become [`Stats`].
+
+use crate::stats::Stats;
+
+/// How many rounds a bench measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rounds {
+    /// Timed rounds; every cell gets one sample per round.
+    pub runs: usize,
+    /// Untimed rounds before them (page faults, frequency ramp, caches).
+    pub warmup: usize,
+}
+
+/// Measures `cells` cells: `measure(i)` runs cell `i` once and returns its
+/// figure (GB/s, or whatever the bench reports). Rounds go cell 0..n, then
+/// again; a failing cell stops the bench with its error.
+pub fn interleave(
+    cells: usize,
+    rounds: Rounds,
+    mut measure: impl FnMut(usize) -> Result<f64, String>,
+) -> Result<Vec<Stats>, String> {
+    for _ in 0..rounds.warmup {
+        for i in 0..cells {
+            measure(i)?;
+        }
+    }
+    let mut samples = vec![Vec::with_capacity(rounds.runs); cells];
+    for _ in 0..rounds.runs {
+        for (i, s) in samples.iter_mut().enumerate() {
+            s.push(measure(i)?);
+        }
+    }
+    Ok(samples.iter().map(|s| Stats::or_zero(s)).collect())
+}
+
+/// GB/s for `bytes` in `secs`.
+pub fn gbps(bytes: usize, secs: f64) -> f64 {
+    bytes as f64 / secs / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_interleave_cells_after_the_warmup() {
+        let mut order = Vec::new();
+        let stats = interleave(
+            2,
+            Rounds {
+                runs: 3,
+                warmup: 1,
+            },
+            |i| {
+                order.push(i);
+                Ok((order.len() * 10 + i) as f64)
+            },
+        )
+        .unwrap();
+        assert_eq!(order, [0, 1, 0, 1, 0, 1, 0, 1]);
+        // Warm-up figures (10, 21) are dropped.
+        assert_eq!(stats[0].samples, [30.0, 50.0, 70.0]);
+        assert_eq!(stats[1].samples, [41.0, 61.0, 81.0]);
+        let err = interleave(1, Rounds { runs: 2, warmup: 0 }, |_| Err("bad".into()));
+        assert_eq!(err.unwrap_err(), "bad");
+    }
+}

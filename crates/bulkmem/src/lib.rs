@@ -47,6 +47,7 @@ mod error;
 pub mod fault;
 mod fill;
 pub mod kernels;
+pub mod mapping;
 pub mod numa;
 pub mod placement;
 pub mod plan;

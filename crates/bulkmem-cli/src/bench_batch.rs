@@ -12,9 +12,10 @@
 
 use std::time::Instant;
 
+use bulkmem::mapping::Mapping;
 use bulkmem::{Engine, Kernel, Op, Placement, Strategy};
 
-use crate::arena::{self, Arena};
+use crate::arena;
 use crate::bench_mem::{fill_pattern, gbps, shuffled, POISON};
 use crate::report::{BatchCell, Row};
 use crate::stats::Stats;
@@ -116,19 +117,20 @@ pub fn run(
     }
     let bytes = plan.arena_bytes();
     let map = |fill| {
-        Arena::new(bytes, plan.thp, fill).map_err(|e| format!("cannot map {bytes} bytes: {e}"))
+        arena::prefaulted(bytes, plan.thp, fill)
+            .map_err(|e| format!("cannot map {bytes} bytes: {e}"))
     };
     let mut src = map(0)?;
     if plan.op == Op::Copy {
-        fill_pattern(src.bytes_mut());
+        fill_pattern(src.as_mut_slice());
     }
     let mut dst = map(POISON)?;
     let llc = bulkmem::cpu::info().llc_bytes();
-    let evict = Arena::new((2 * llc).max(64 << 20), plan.thp, 1)
+    let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
         .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
     // The per-page baseline runs on the measuring thread, pinned like the
     // engines' first worker would be.
-    arena::pin_to(pin_cpu).map_err(|e| format!("cannot pin to CPU {pin_cpu}: {e}"))?;
+    bulkmem::placement::pin_to(pin_cpu).map_err(|e| format!("cannot pin to CPU {pin_cpu}: {e}"))?;
 
     let shapes = plan.shapes();
     let mut rows = Vec::new();
@@ -155,9 +157,9 @@ fn measure_shape(
     plan: &Plan,
     shape: Shape,
     engines: &[(Placement, usize, Engine)],
-    dst: &mut Arena,
-    src: &Arena,
-    evict: &Arena,
+    dst: &mut Mapping,
+    src: &Mapping,
+    evict: &Mapping,
 ) -> Result<Vec<Row>, String> {
     let Shape {
         size,
@@ -169,12 +171,12 @@ fn measure_shape(
         Layout::Adjacent => ((0..count).collect(), (0..count).collect()),
     };
     let mut d_slots: Vec<Option<&mut [u8]>> = dst
-        .bytes_mut()
+        .as_mut_slice()
         .chunks_exact_mut(size)
         .take(count)
         .map(Some)
         .collect();
-    let s_slots: Vec<&[u8]> = src.bytes().chunks_exact(size).take(count).collect();
+    let s_slots: Vec<&[u8]> = src.as_slice().chunks_exact(size).take(count).collect();
     let mut ops: Vec<(&mut [u8], &[u8])> = d_order
         .iter()
         .zip(&s_order)

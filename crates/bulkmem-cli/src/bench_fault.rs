@@ -7,6 +7,7 @@
 use std::time::Instant;
 
 use bulkmem::engine::Outcome;
+use bulkmem::mapping::Mapping;
 use bulkmem::uffd::Mover;
 use bulkmem::{Engine, Extent};
 
@@ -18,8 +19,7 @@ const PAGE: usize = 4096;
 /// A private anonymous region with one page poisoned, and the userfaultfd
 /// that keeps the poison armed.
 struct PoisonedSource {
-    base: *mut u8,
-    len: usize,
+    map: Mapping,
     /// Keeps the poison armed while the region lives.
     mover: Mover,
 }
@@ -30,27 +30,14 @@ impl PoisonedSource {
         if !mover.supports_poison() {
             return Err("this kernel has no UFFDIO_POISON (Linux 6.6 or later)".into());
         }
-        // SAFETY: a fresh anonymous mapping, owned by the returned value.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(format!("cannot map {}", fmt_size(len)));
-        }
-        let base = base.cast::<u8>();
-        let mut region = PoisonedSource { base, len, mover };
-        // SAFETY: the mapping is ours and len bytes long.
-        fill_pattern(unsafe { std::slice::from_raw_parts_mut(base, len) });
-        let bad = base.wrapping_add(page * PAGE);
-        // SAFETY: the page lies in our mapping; dropping it lets the poison
-        // (which needs an empty page) take its place.
+        let mut map =
+            Mapping::anonymous(len).map_err(|e| format!("cannot map {}: {e}", fmt_size(len)))?;
+        fill_pattern(map.as_mut_slice());
+        let mut region = PoisonedSource { map, mover };
+        let bad = region.map.as_mut_ptr().wrapping_add(page * PAGE);
+        // SAFETY: the page lies in our mapping and no slice of it is alive;
+        // dropping it lets the poison (which needs an empty page) take its
+        // place.
         unsafe { libc::madvise(bad.cast(), PAGE, libc::MADV_DONTNEED) };
         region
             .mover
@@ -61,18 +48,10 @@ impl PoisonedSource {
         Ok(region)
     }
 
-    /// The whole region as a slice, poisoned page included.
+    /// The whole region as a slice, poisoned page included: only checked
+    /// copies, which survive its SIGBUS, may read it.
     fn bytes(&self) -> &[u8] {
-        // SAFETY: our mapping; the poisoned page is only read by checked
-        // copies, which survive its SIGBUS.
-        unsafe { std::slice::from_raw_parts(self.base, self.len) }
-    }
-}
-
-impl Drop for PoisonedSource {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly our mapping.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
+        self.map.as_slice()
     }
 }
 
@@ -97,7 +76,7 @@ pub fn demonstration(len: usize) -> Result<String, String> {
         fmt_size(pages * PAGE),
         took.as_secs_f64() * 1e3
     );
-    if f.offset != bad_page * PAGE || f.addr != src.base as usize + bad_page * PAGE {
+    if f.offset != bad_page * PAGE || f.addr != src.map.as_ptr() as usize + bad_page * PAGE {
         return Err(format!("the fault was reported at the wrong place: {f:?}"));
     }
     let mut reference = vec![0u8; f.offset];

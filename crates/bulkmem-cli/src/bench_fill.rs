@@ -14,9 +14,10 @@
 
 use std::time::Instant;
 
+use bulkmem::mapping::Mapping;
 use bulkmem::{Control, Engine, Hint};
 
-use crate::arena::{self, Arena};
+use crate::arena;
 use crate::bench_mem::gbps;
 use crate::report::{FillCell, Row};
 use crate::stats::Stats;
@@ -65,10 +66,10 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
         .build()
         .map_err(|e| format!("cannot start a {}-thread engine: {e}", plan.threads))?;
     let biggest = plan.sizes.iter().copied().max().unwrap_or(0);
-    let mut region =
-        Arena::new(biggest, plan.thp, 0).map_err(|e| format!("cannot map {biggest} bytes: {e}"))?;
+    let mut region = arena::prefaulted(biggest, plan.thp, 0)
+        .map_err(|e| format!("cannot map {biggest} bytes: {e}"))?;
     let llc = bulkmem::cpu::info().llc_bytes();
-    let evict = Arena::new((2 * llc).max(64 << 20), plan.thp, 1)
+    let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
         .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
     let mut rows = Vec::new();
     let mut n = 0;
@@ -89,7 +90,7 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
             rows.extend(measure(
                 plan,
                 el,
-                &mut region.bytes_mut()[..size],
+                &mut region.as_mut_slice()[..size],
                 &engine,
                 &evict,
             )?);
@@ -104,7 +105,7 @@ fn measure(
     el: usize,
     dst: &mut [u8],
     engine: &Engine,
-    evict: &Arena,
+    evict: &Mapping,
 ) -> Result<Vec<Row>, String> {
     let t = template(el);
     let size = dst.len();

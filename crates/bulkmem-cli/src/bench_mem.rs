@@ -15,10 +15,11 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+use bulkmem::mapping::Mapping;
 use bulkmem::Kernel;
 use bulkmem::{Hint, Op, Options, Strategy};
 
-use crate::arena::{self, Arena};
+use crate::arena;
 use crate::report::Row;
 use crate::stats::Stats;
 
@@ -112,14 +113,14 @@ pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
                     .max()
                     .unwrap_or(0)
                     .max(plan.total);
-                let mut src = Arena::new(total, plan.thp, 0)
+                let mut src = arena::prefaulted(total, plan.thp, 0)
                     .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
                 if plan.op == Op::Copy {
-                    fill_pattern(src.bytes_mut());
+                    fill_pattern(src.as_mut_slice());
                 }
-                let mut dst = Arena::new(total, plan.thp, POISON)
+                let mut dst = arena::prefaulted(total, plan.thp, POISON)
                     .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
-                let evict = Arena::new((2 * llc).max(64 << 20), plan.thp, 1)
+                let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
                     .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
                 for &size in &plan.sizes {
                     progress(done, of, &label(size));
@@ -135,17 +136,17 @@ pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
 
 /// Per-thread hot buffers of one size.
 struct HotBufs {
-    pairs: Vec<(Arena, Arena)>,
+    pairs: Vec<(Mapping, Mapping)>,
 }
 
 impl HotBufs {
     fn new(plan: &Plan, size: usize) -> Result<HotBufs, String> {
         let mut pairs = Vec::new();
         for _ in 0..plan.threads {
-            let mut src = Arena::new(size, plan.thp, 0)
+            let mut src = arena::prefaulted(size, plan.thp, 0)
                 .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
-            fill_pattern(src.bytes_mut());
-            let dst = Arena::new(size, plan.thp, POISON)
+            fill_pattern(src.as_mut_slice());
+            let dst = arena::prefaulted(size, plan.thp, POISON)
                 .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
             pairs.push((src, dst));
         }
@@ -277,20 +278,27 @@ fn hot_group(plan: &Plan, size: usize, bufs: &mut HotBufs) -> Result<Vec<Row>, S
     let mut chose = vec![Strategy::Auto; execs.len()];
     for (i, exec) in execs.iter().enumerate() {
         for (src, dst) in bufs.pairs.iter_mut() {
-            dst.bytes_mut().fill(POISON);
+            dst.as_mut_slice().fill(POISON);
             chose[i] = match plan.op {
-                Op::Copy => exec.copy(dst.bytes_mut(), src.bytes()),
-                Op::Clear => exec.clear(dst.bytes_mut()),
+                Op::Copy => exec.copy(dst.as_mut_slice(), src.as_slice()),
+                Op::Clear => exec.clear(dst.as_mut_slice()),
             };
-            verify(plan.op, &cells[i].0, size, "hot", dst.bytes(), src.bytes())?;
+            verify(
+                plan.op,
+                &cells[i].0,
+                size,
+                "hot",
+                dst.as_slice(),
+                src.as_slice(),
+            )?;
         }
     }
     let mut samples = vec![Vec::with_capacity(plan.runs); execs.len()];
     for _ in 0..plan.runs {
         for (i, exec) in execs.iter().enumerate() {
-            let call = |(src, dst): &mut (Arena, Arena)| match plan.op {
-                Op::Copy => exec.copy(dst.bytes_mut(), src.bytes()),
-                Op::Clear => exec.clear(dst.bytes_mut()),
+            let call = |(src, dst): &mut (Mapping, Mapping)| match plan.op {
+                Op::Copy => exec.copy(dst.as_mut_slice(), src.as_slice()),
+                Op::Clear => exec.clear(dst.as_mut_slice()),
             };
             // One untimed call first: the caches then hold what this
             // strategy leaves behind, not what the previous cell did (at
@@ -325,9 +333,9 @@ fn hot_group(plan: &Plan, size: usize, bufs: &mut HotBufs) -> Result<Vec<Row>, S
 fn cold_group(
     plan: &Plan,
     size: usize,
-    dst: &mut Arena,
-    src: &Arena,
-    evict: &Arena,
+    dst: &mut Mapping,
+    src: &Mapping,
+    evict: &Mapping,
 ) -> Result<Vec<Row>, String> {
     let count = (plan.total.max(size) / size).max(1);
     let total = count * size;
@@ -343,12 +351,12 @@ fn cold_group(
     let dst_order = shuffled(count, 0x5eed_0001);
     let src_order = shuffled(count, 0x5eed_0002);
     let mut dst_slots: Vec<Option<&mut [u8]>> = dst
-        .bytes_mut()
+        .as_mut_slice()
         .chunks_exact_mut(size)
         .take(count)
         .map(Some)
         .collect();
-    let src_slots: Vec<&[u8]> = src.bytes().chunks_exact(size).take(count).collect();
+    let src_slots: Vec<&[u8]> = src.as_slice().chunks_exact(size).take(count).collect();
     let mut samples = vec![Vec::with_capacity(plan.runs); execs.len()];
     let mut chose = vec![Strategy::Auto; execs.len()];
     match plan.op {
@@ -496,7 +504,7 @@ fn timed<W: Send>(workers: &mut [W], cpus: &[usize], work: impl Fn(&mut W) + Syn
             let (barrier, work) = (&barrier, &work);
             let cpu = cpus[(i + 1) % cpus.len()];
             scope.spawn(move || {
-                let _ = arena::pin_to(cpu);
+                let _ = bulkmem::placement::pin_to(cpu);
                 barrier.wait();
                 work(w);
             });

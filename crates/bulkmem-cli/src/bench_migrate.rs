@@ -13,9 +13,10 @@
 
 use std::time::Instant;
 
+use bulkmem::mapping::Mapping;
 use bulkmem::numa::{self, CopyOptions, MigrateOptions, Nodes};
 
-use crate::bench_move::{Map, PageKind};
+use crate::bench_move::{self, PageKind};
 use crate::report::{MigrateCell, Row};
 use crate::size::fmt_size;
 use crate::stats::Stats;
@@ -50,8 +51,9 @@ pub fn default_size(nodes: &Nodes, a: usize, b: usize) -> usize {
 }
 
 /// Where every page is, or the first one that is not on `node`.
-fn check_on(map: &Map, node: usize) -> Result<(), String> {
-    let where_ = numa::node_of_pages(0, map.base as usize, map.len).map_err(|e| e.to_string())?;
+fn check_on(map: &Mapping, node: usize) -> Result<(), String> {
+    let where_ =
+        numa::node_of_pages(0, map.as_ptr() as usize, map.len()).map_err(|e| e.to_string())?;
     match where_.iter().position(|&n| n != node as i32) {
         None => Ok(()),
         Some(i) => Err(format!(
@@ -64,12 +66,17 @@ fn check_on(map: &Map, node: usize) -> Result<(), String> {
 /// One timed move of the whole region to `to`: seconds, and for
 /// copy-remap the threads that copied and the primitive they used (fewer
 /// threads than asked when the target node has fewer CPUs).
-fn one(map: &Map, cell: Cell, to: usize) -> Result<(f64, Option<(usize, String)>), String> {
+fn one(map: &Mapping, cell: Cell, to: usize) -> Result<(f64, Option<(usize, String)>), String> {
     let t = Instant::now();
     let ran = match cell {
         Cell::MovePages => {
-            let r = numa::migrate(map.base as usize, map.len, to, MigrateOptions::default())
-                .map_err(|e| e.to_string())?;
+            let r = numa::migrate(
+                map.as_ptr() as usize,
+                map.len(),
+                to,
+                MigrateOptions::default(),
+            )
+            .map_err(|e| e.to_string())?;
             if !r.is_complete() {
                 return Err(format!(
                     "move_pages left {} pages behind: {:?}",
@@ -86,15 +93,14 @@ fn one(map: &Map, cell: Cell, to: usize) -> Result<(f64, Option<(usize, String)>
             };
             // SAFETY: the benchmark owns the region and nothing else
             // touches it during the call.
-            let r = unsafe { numa::migrate_by_copy(map.base, map.len, to, opts) }
+            let r = unsafe { numa::migrate_by_copy(map.as_mut_ptr(), map.len(), to, opts) }
                 .map_err(|e| e.to_string())?;
             Some((r.cpus.len(), r.strategy.to_string()))
         }
     };
     let secs = t.elapsed().as_secs_f64();
     check_on(map, to)?;
-    map.check()
-        .map_err(|p| format!("page {p} changed while migrating to node {to}"))?;
+    bench_move::check(map).map_err(|p| format!("page {p} changed while migrating to node {to}"))?;
     Ok((secs, ran))
 }
 
@@ -141,10 +147,15 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
                     fmt_size(size)
                 ));
             }
-            let map = Map::new(size, kind)?;
-            map.populate();
-            numa::migrate(map.base as usize, size, plan.a, MigrateOptions::default())
-                .map_err(|e| e.to_string())?;
+            let mut map = bench_move::region(size, kind)?;
+            bench_move::populate(&mut map);
+            numa::migrate(
+                map.as_ptr() as usize,
+                size,
+                plan.a,
+                MigrateOptions::default(),
+            )
+            .map_err(|e| e.to_string())?;
             // (cell, direction) -> seconds per run, and what copied
             let mut secs = vec![[Vec::new(), Vec::new()]; cells.len()];
             let mut ran = vec![[None, None]; cells.len()];

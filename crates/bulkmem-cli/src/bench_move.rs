@@ -15,6 +15,7 @@
 
 use std::time::Instant;
 
+use bulkmem::mapping::Mapping;
 use bulkmem::uffd::{MoveOptions, Mover};
 
 use crate::report::{MoveCell, Row};
@@ -53,75 +54,34 @@ impl Plan {
     }
 }
 
-/// A 2 MiB-aligned anonymous mapping, unmapped on drop.
-pub struct Map {
-    pub base: *mut u8,
-    pub len: usize,
-    raw: (*mut u8, usize),
+/// A 2 MiB-aligned anonymous mapping with `kind`'s THP advice, so both page
+/// kinds move the same way whatever the system default.
+pub fn region(len: usize, kind: PageKind) -> Result<Mapping, String> {
+    Mapping::options()
+        .align(HUGE)
+        .noreserve(true)
+        .huge_pages(kind == PageKind::Thp)
+        .map(len)
+        .map_err(|e| format!("cannot map {len} bytes: {e}"))
 }
 
-impl Map {
-    pub fn new(len: usize, kind: PageKind) -> Result<Map, String> {
-        let raw_len = len + HUGE;
-        // SAFETY: a fresh anonymous mapping.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                raw_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(format!(
-                "cannot map {len} bytes: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let base = ((raw as usize).div_ceil(HUGE) * HUGE) as *mut u8;
-        let advice = match kind {
-            PageKind::Small => libc::MADV_NOHUGEPAGE,
-            PageKind::Thp => libc::MADV_HUGEPAGE,
-        };
-        // SAFETY: advice on our own mapping.
-        unsafe { libc::madvise(base.cast(), len, advice) };
-        Ok(Map {
-            base,
-            len,
-            raw: (raw.cast(), raw_len),
-        })
-    }
-
-    /// Writes each page's number into its first word (populating it).
-    pub fn populate(&self) {
-        for p in 0..self.len / PAGE {
-            // SAFETY: page p lies in the mapping.
-            unsafe {
-                self.base
-                    .add(p * PAGE)
-                    .cast::<u64>()
-                    .write(p as u64 ^ 0x5eed)
-            };
-        }
-    }
-
-    pub fn check(&self) -> Result<(), usize> {
-        for p in 0..self.len / PAGE {
-            // SAFETY: page p lies in the (unregistered, so readable) mapping.
-            if unsafe { self.base.add(p * PAGE).cast::<u64>().read() } != p as u64 ^ 0x5eed {
-                return Err(p);
-            }
-        }
-        Ok(())
+/// Writes each page's number into its first word (populating it).
+pub fn populate(m: &mut Mapping) {
+    for (p, page) in m.as_mut_slice().chunks_exact_mut(PAGE).enumerate() {
+        page[..8].copy_from_slice(&(p as u64 ^ 0x5eed).to_ne_bytes());
     }
 }
 
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: exactly the mapping made in new().
-        unsafe { libc::munmap(self.raw.0.cast(), self.raw.1) };
+/// The first page whose first word is not its number.
+pub fn check(m: &Mapping) -> Result<(), usize> {
+    match m
+        .as_slice()
+        .chunks_exact(PAGE)
+        .enumerate()
+        .find(|(p, page)| page[..8] != (*p as u64 ^ 0x5eed).to_ne_bytes())
+    {
+        Some((p, _)) => Err(p),
+        None => Ok(()),
     }
 }
 
@@ -192,20 +152,28 @@ fn one(
     kind: PageKind,
     verify: bool,
 ) -> Result<f64, String> {
-    let src = Map::new(size, kind)?;
-    src.populate();
-    let dst = Map::new(size, kind)?;
+    let mut src = region(size, kind)?;
+    populate(&mut src);
+    let mut dst = region(size, kind)?;
     let moving = name != "copy-auto";
     if moving {
-        mover.register(dst.base, size).map_err(|e| e.to_string())?;
+        mover
+            .register(dst.as_mut_ptr(), size)
+            .map_err(|e| e.to_string())?;
     }
     let t = Instant::now();
     match name {
         "per-page-ioctl" => {
             for off in (0..size).step_by(PAGE) {
                 // SAFETY: one page of our fresh mappings; dst is registered.
-                let (moved, err) =
-                    unsafe { mover.move_once(dst.base.add(off), src.base.add(off), PAGE, 0) };
+                let (moved, err) = unsafe {
+                    mover.move_once(
+                        dst.as_mut_ptr().add(off),
+                        src.as_mut_ptr().add(off),
+                        PAGE,
+                        0,
+                    )
+                };
                 if moved != PAGE {
                     return Err(format!("UFFDIO_MOVE of one page failed: errno {err:?}"));
                 }
@@ -213,7 +181,8 @@ fn one(
         }
         "one-ioctl" => {
             // SAFETY: our fresh mappings; dst is registered.
-            let (moved, err) = unsafe { mover.move_once(dst.base, src.base, size, 0) };
+            let (moved, err) =
+                unsafe { mover.move_once(dst.as_mut_ptr(), src.as_mut_ptr(), size, 0) };
             if moved != size {
                 return Err(format!(
                     "one UFFDIO_MOVE moved {moved} of {size} bytes: errno {err:?}"
@@ -222,33 +191,29 @@ fn one(
         }
         "move-range" => {
             // SAFETY: as above.
-            let r = unsafe { mover.move_range(dst.base, src.base, size, MoveOptions::default()) }
-                .map_err(|e| e.to_string())?;
+            let r = unsafe {
+                mover.move_range(
+                    dst.as_mut_ptr(),
+                    src.as_mut_ptr(),
+                    size,
+                    MoveOptions::default(),
+                )
+            }
+            .map_err(|e| e.to_string())?;
             if !r.is_complete() {
                 return Err(format!("move_range left failures: {:?}", r.failures));
             }
         }
-        _ => {
-            // SAFETY: two distinct live mappings of `size` bytes, not
-            // otherwise referenced while these slices exist.
-            let (d, s) = unsafe {
-                (
-                    std::slice::from_raw_parts_mut(dst.base, size),
-                    std::slice::from_raw_parts(src.base, size),
-                )
-            };
-            bulkmem::copy(d, s);
-        }
+        _ => bulkmem::copy(dst.as_mut_slice(), src.as_slice()),
     }
     let secs = t.elapsed().as_secs_f64();
     if moving {
         mover
-            .unregister(dst.base, size)
+            .unregister(dst.as_mut_ptr(), size)
             .map_err(|e| e.to_string())?;
     }
     if verify {
-        dst.check()
-            .map_err(|p| format!("verification failed: {name} left page {p} wrong"))?;
+        check(&dst).map_err(|p| format!("verification failed: {name} left page {p} wrong"))?;
     }
     Ok(secs)
 }

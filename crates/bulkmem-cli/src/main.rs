@@ -544,7 +544,8 @@ fn measuring_cpus(first: Option<usize>) -> Result<Vec<usize>, Failure> {
             info::cpu_list(online)
         )));
     }
-    arena::pin_to(first).map_err(|e| runtime(format!("cannot pin to CPU {first}: {e}")))?;
+    bulkmem::placement::pin_to(first)
+        .map_err(|e| runtime(format!("cannot pin to CPU {first}: {e}")))?;
     let mut cpus = vec![first];
     cpus.extend(online.iter().copied().filter(|&c| c != first));
     Ok(cpus)

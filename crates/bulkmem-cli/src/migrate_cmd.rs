@@ -8,7 +8,7 @@ use std::time::Instant;
 use bulkmem::numa::{self, CopyOptions, MigrateOptions, MigrateReport, Nodes};
 use bulkmem::Error;
 
-use crate::bench_move::{Map, PageKind};
+use crate::bench_move::{self, PageKind};
 use crate::size::fmt_size;
 
 /// The most address space one `migrate --range` covers: 1 TiB (2^28
@@ -225,18 +225,22 @@ pub fn self_test(size: usize, to: Option<usize>) -> Result<String, String> {
         }
     };
     for kind in [PageKind::Small, PageKind::Thp] {
-        let map = Map::new(size, kind)?;
-        map.populate();
-        numa::migrate(map.base as usize, size, home, MigrateOptions::default())
+        let mut map = bench_move::region(size, kind)?;
+        bench_move::populate(&mut map);
+        numa::migrate(map.as_ptr() as usize, size, home, MigrateOptions::default())
             .map_err(|e| e.to_string())?;
         {
             for path in ["move_pages", "copy-remap"] {
                 for dest in [to, home] {
                     let t = Instant::now();
                     let what = if path == "move_pages" {
-                        let r =
-                            numa::migrate(map.base as usize, size, dest, MigrateOptions::default())
-                                .map_err(|e| e.to_string())?;
+                        let r = numa::migrate(
+                            map.as_ptr() as usize,
+                            size,
+                            dest,
+                            MigrateOptions::default(),
+                        )
+                        .map_err(|e| e.to_string())?;
                         if !r.is_complete() {
                             return Err(describe(&Totals::from(&r)));
                         }
@@ -247,16 +251,16 @@ pub fn self_test(size: usize, to: Option<usize>) -> Result<String, String> {
                             ..Default::default()
                         };
                         // SAFETY: our own region, untouched by anyone else.
-                        let r = unsafe { numa::migrate_by_copy(map.base, size, dest, opts) }
-                            .map_err(|e| e.to_string())?;
+                        let r =
+                            unsafe { numa::migrate_by_copy(map.as_mut_ptr(), size, dest, opts) }
+                                .map_err(|e| e.to_string())?;
                         format!("copied on CPUs {:?} with {}", r.cpus, r.strategy)
                     };
                     let secs = t.elapsed().as_secs_f64();
-                    let on = numa::node_of_pages(0, map.base as usize, size)
+                    let on = numa::node_of_pages(0, map.as_ptr() as usize, size)
                         .map_err(|e| e.to_string())?;
                     let right = on.iter().filter(|&&n| n == dest as i32).count();
-                    map.check()
-                        .map_err(|p| format!("{path}: page {p} changed"))?;
+                    bench_move::check(&map).map_err(|p| format!("{path}: page {p} changed"))?;
                     let _ = writeln!(
                         out,
                         "{:<4} {path:<10} -> node {dest}: {right}/{} pages there, contents intact, {:.3} GB/s ({what})",

@@ -49,6 +49,7 @@ pub mod fault;
 mod fill;
 mod handle;
 mod kernels;
+pub mod mapping;
 pub mod numa;
 pub mod placement;
 pub mod plan;

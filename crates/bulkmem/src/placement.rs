@@ -144,6 +144,35 @@ pub fn default_threads(t: &Topology, allowed: &[usize]) -> usize {
     cores.min(2 * doms).max(1)
 }
 
+/// Pins the calling thread to `cpu` (sched_setaffinity), so that what it
+/// measures or copies runs where its placement says, and memory it touches
+/// first is allocated on that CPU's node.
+///
+/// Errors: `InvalidInput` for a CPU number a `cpu_set_t` cannot hold;
+/// otherwise the OS error (EINVAL for a CPU that is offline or outside the
+/// process's cpuset).
+pub fn pin_to(cpu: usize) -> std::io::Result<()> {
+    let max = 8 * std::mem::size_of::<libc::cpu_set_t>();
+    if cpu >= max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("CPU {cpu} is out of range (a CPU set holds {max})"),
+        ));
+    }
+    // SAFETY: cpu_set_t is plain data and all-zero is the empty set;
+    // CPU_SET stays inside it (cpu < max, checked above) and
+    // sched_setaffinity only reads it.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +252,22 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("spread, fill"));
+    }
+
+    #[test]
+    fn pin_to_pins_a_thread_and_refuses_impossible_cpus() {
+        let e = pin_to(1 << 20).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        // In a thread of its own, so the test thread keeps its affinity.
+        std::thread::spawn(|| {
+            // SAFETY: sched_getcpu has no preconditions.
+            let cpu = unsafe { libc::sched_getcpu() };
+            assert!(cpu >= 0);
+            pin_to(cpu as usize).unwrap();
+            // SAFETY: as above.
+            assert_eq!(unsafe { libc::sched_getcpu() }, cpu);
+        })
+        .join()
+        .unwrap();
     }
 }

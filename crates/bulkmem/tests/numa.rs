@@ -9,6 +9,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
+use bulkmem::mapping::Mapping;
 use bulkmem::numa::{self, CopyOptions, MigrateOptions, Nodes, PageStatus};
 use bulkmem::Error;
 use common::poison::src_byte;
@@ -313,26 +314,15 @@ fn assert_flags(addr: *mut u8, len: usize, has: &[&str], not: &[&str], what: &st
     }
 }
 
-/// A private anonymous mapping of `len` bytes with `extra` mmap flags,
-/// filled with `src_byte`.
-fn anon(len: usize, extra: i32) -> *mut u8 {
-    // SAFETY: a fresh anonymous mapping.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | extra,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
-    let p = p.cast::<u8>();
-    // SAFETY: the mapping just made, `len` bytes, ours alone.
-    let s = unsafe { std::slice::from_raw_parts_mut(p, len) };
-    s.iter_mut().enumerate().for_each(|(i, b)| *b = src_byte(i));
-    p
+/// A private anonymous mapping of `len` bytes, MAP_NORESERVE if
+/// `noreserve`, filled with `src_byte`.
+fn anon(len: usize, noreserve: bool) -> Mapping {
+    let mut m = Mapping::options().noreserve(noreserve).map(len).unwrap();
+    m.as_mut_slice()
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = src_byte(i));
+    m
 }
 
 fn intact(p: *mut u8, len: usize) -> bool {
@@ -371,7 +361,8 @@ fn copy_to_this_node(p: *mut u8, len: usize) -> Result<numa::CopyReport, Error> 
 fn copy_and_remap_keeps_mlock_dontfork_wipeonfork_dontdump_and_noreserve() {
     // Secrets: locked, not inherited, wiped in children, not dumped.
     let len = 1 << 20;
-    let p = anon(len, 0);
+    let p_map = anon(len, false);
+    let p = p_map.as_mut_ptr();
     // SAFETY: locking the test's own mapping.
     assert_eq!(unsafe { libc::mlock(p.cast(), len) }, 0, "mlock");
     advise(p, len, libc::MADV_DONTFORK);
@@ -388,7 +379,8 @@ fn copy_and_remap_keeps_mlock_dontfork_wipeonfork_dontdump_and_noreserve() {
     unsafe { p.write(src_byte(0)) };
 
     // Two mappings with different flags: each keeps its own.
-    let q = anon(len, 0);
+    let q_map = anon(len, false);
+    let q = q_map.as_mut_ptr();
     let half = len / 2;
     // SAFETY: locking half of the test's own mapping.
     assert_eq!(unsafe { libc::mlock(q.cast(), half) }, 0, "mlock");
@@ -401,16 +393,13 @@ fn copy_and_remap_keeps_mlock_dontfork_wipeonfork_dontdump_and_noreserve() {
     assert_flags(q2, half, &["dd"], &["lo", "nr"], "second half");
 
     // MAP_NORESERVE stays where it was.
-    let r = anon(len, libc::MAP_NORESERVE);
+    let r_map = anon(len, true);
+    let r = r_map.as_mut_ptr();
     let had_nr = vm_flags(r, len)[0].2.iter().any(|f| f == "nr");
     copy_to_this_node(r, len).unwrap();
     assert!(intact(r, len));
     if had_nr {
         assert_flags(r, len, &["nr"], &["ac"], "MAP_NORESERVE");
-    }
-    for m in [p, q, r] {
-        // SAFETY: the test's own mappings, no longer used.
-        unsafe { libc::munmap(m.cast(), len) };
     }
 }
 
@@ -421,7 +410,8 @@ fn a_flag_the_new_mapping_cannot_have_is_refused_by_name() {
     const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
     const UFFDIO_REGISTER: libc::c_ulong = 0xc020_aa00;
     let len = 64 * PAGE;
-    let p = anon(len, 0);
+    let p_map = anon(len, false);
+    let p = p_map.as_mut_ptr();
     // SAFETY: a new userfaultfd descriptor.
     let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) } as i32;
     if fd < 0 {
@@ -450,9 +440,6 @@ fn a_flag_the_new_mapping_cannot_have_is_refused_by_name() {
     assert_flags(p, len, &["um"], &[], "after the refusal");
     // SAFETY: the test's own mapping: still writable.
     unsafe { p.write(1) };
-    // SAFETY: our descriptor and mapping.
-    unsafe {
-        libc::close(fd);
-        libc::munmap(p.cast(), len);
-    }
+    // SAFETY: our descriptor.
+    unsafe { libc::close(fd) };
 }

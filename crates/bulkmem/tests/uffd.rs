@@ -8,53 +8,32 @@
 //! Unpopulated pages of a registered destination are never touched: with no
 //! fault handler a read there would wait forever. Tests unregister first.
 
-use std::ptr;
-
+use bulkmem::mapping::Mapping;
 use bulkmem::uffd::{MoveOptions, Mover, UffdError};
 use bulkmem::Extent;
 
 const PAGE: usize = 4096;
 const HUGE: usize = 2 << 20;
 
-/// An anonymous private mapping, `align`-aligned, unmapped on drop.
+/// An anonymous private mapping, `align`-aligned, with THP advised for or
+/// against.
 struct Map {
     base: *mut u8,
     len: usize,
-    raw: (*mut u8, usize),
+    _map: Mapping,
 }
 
 impl Map {
     fn new(len: usize, align: usize, thp: bool) -> Map {
-        let raw_len = len + align;
-        // SAFETY: a fresh anonymous mapping.
-        let raw = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                raw_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(raw, libc::MAP_FAILED);
-        let base = ((raw as usize).div_ceil(align) * align) as *mut u8;
-        // SAFETY: advice on part of our own mapping.
-        unsafe {
-            libc::madvise(
-                base.cast(),
-                len,
-                if thp {
-                    libc::MADV_HUGEPAGE
-                } else {
-                    libc::MADV_NOHUGEPAGE
-                },
-            )
-        };
+        let map = Mapping::options()
+            .align(align)
+            .huge_pages(thp)
+            .map(len)
+            .unwrap();
         Map {
-            base,
+            base: map.as_mut_ptr(),
             len,
-            raw: (raw as *mut u8, raw_len),
+            _map: map,
         }
     }
 
@@ -89,13 +68,6 @@ impl Map {
             0
         );
         v[0] & 1 == 1
-    }
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: exactly the mapping made in new().
-        unsafe { libc::munmap(self.raw.0.cast(), self.raw.1) };
     }
 }
 

@@ -358,7 +358,11 @@ impl Pool {
             let handle = std::thread::Builder::new()
                 .name(format!("bulkmem-{i}@cpu{cpu}"))
                 .spawn(move || {
-                    let pinned = if pin { pin_to(cpu) } else { Ok(()) };
+                    let pinned = if pin {
+                        crate::placement::pin_to(cpu)
+                    } else {
+                        Ok(())
+                    };
                     let ok = pinned.is_ok();
                     let _ = tx
                         .send(pinned.map_err(|e| format!("cannot pin a worker to CPU {cpu}: {e}")));
@@ -662,22 +666,6 @@ fn worker_loop(shared: &Shared) {
             shared.idle.notify_all();
         }
     }
-}
-
-fn pin_to(cpu: usize) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is plain data (zeroed = empty set); CPU_SET and
-    // sched_setaffinity only touch this local set.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// A batch as the caller gave it: extent `i` as a run (src null for clears).

@@ -24,6 +24,7 @@ use std::io;
 
 use crate::engine::{CancelToken, Control, Engine, Extent, Progress};
 use crate::error::Error;
+use crate::mapping::Mapping;
 use crate::strategy::{Hint, Strategy};
 
 use super::maps::{self, Vma};
@@ -32,8 +33,6 @@ use super::sys::{self, mask_of};
 use super::Nodes;
 
 const HUGE: usize = 2 << 20;
-/// include/uapi/asm-generic/mman-common.h (Linux 5.14).
-const MADV_POPULATE_WRITE: i32 = 23;
 /// Free memory the target node must keep beyond the copy: binding a
 /// region to a node that runs out invokes the OOM killer, not an error.
 const HEADROOM: u64 = 32 << 20;
@@ -104,21 +103,6 @@ pub struct CopyReport {
     pub cpus: Vec<usize>,
     pub strategy: Strategy,
     pub hugepage: bool,
-}
-
-/// A fresh mapping, unmapped on drop unless it was moved into place.
-struct Fresh {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Drop for Fresh {
-    fn drop(&mut self) {
-        if !self.ptr.is_null() {
-            // SAFETY: our own mapping, not yet handed to anyone.
-            unsafe { libc::munmap(self.ptr.cast(), self.len) };
-        }
-    }
 }
 
 fn errno(e: &io::Error) -> i32 {
@@ -222,12 +206,11 @@ pub unsafe fn migrate_by_copy(
         map_fresh(len, huge, a, &vmas).map_err(|e| fail("mapping the new region", errno(&e)))?;
     let mask = mask_of(to).map_err(|e| fail("building the node mask", errno(&e)))?;
     // SAFETY: `fresh` is our own, untouched mapping.
-    unsafe { sys::mbind(fresh.ptr, len, libc::MPOL_BIND, &mask, 0) }
+    unsafe { sys::mbind(fresh.as_mut_ptr(), len, libc::MPOL_BIND, &mask, 0) }
         .map_err(|e| fail("binding the new region to the node (mbind)", errno(&e)))?;
     if huge {
         // Best effort: THP may be disabled ("never"); the copy still works.
-        // SAFETY: advice on our own mapping.
-        unsafe { libc::madvise(fresh.ptr.cast(), len, libc::MADV_HUGEPAGE) };
+        let _ = fresh.advise_huge_pages(true);
     }
     // The old mappings' flags, each on its part of the new region.
     advise_like(&fresh, a, &vmas, huge).map_err(|(flag, e)| {
@@ -244,8 +227,7 @@ pub unsafe fn migrate_by_copy(
     // rather than one fault per page under the copy's streaming stores.
     // Best effort: MADV_POPULATE_WRITE needs Linux 5.14; without it the
     // copy faults the pages in.
-    // SAFETY: advice on our own mapping.
-    unsafe { libc::madvise(fresh.ptr.cast(), len, MADV_POPULATE_WRITE) };
+    let _ = fresh.populate();
     lock_like(&fresh, a, &vmas).map_err(|(flag, e)| {
         fail(
             &format!(
@@ -299,7 +281,7 @@ pub unsafe fn migrate_by_copy(
         progress: Some(&progress),
     };
     let extent = [Extent {
-        dst: fresh.ptr,
+        dst: fresh.as_mut_ptr(),
         src: addr,
         len,
     }];
@@ -328,7 +310,7 @@ pub unsafe fn migrate_by_copy(
     // kernel unmaps in the same call: no instant without a mapping there.
     let moved = unsafe {
         libc::mremap(
-            fresh.ptr.cast(),
+            fresh.as_mut_ptr().cast(),
             len,
             len,
             libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
@@ -340,7 +322,8 @@ pub unsafe fn migrate_by_copy(
         let _ = protect(&vmas, |v| v.prot);
         return Err(fail("replacing the old pages (mremap)", errno(&e)));
     }
-    std::mem::forget(fresh);
+    // The pages now live at `addr`, the caller's: nothing is left to unmap.
+    let _ = fresh.into_raw();
     if let Err((v, e)) = protect(&vmas, |v| v.prot) {
         return Err(Error::MigrationFailed {
             stage: format!(
@@ -364,59 +347,16 @@ pub unsafe fn migrate_by_copy(
 /// caller's range at `addr` (whose mappings are `vmas`), 2 MiB-aligned when
 /// `huge` (so its pages can be PMD-mapped and moved as such):
 /// MAP_NORESERVE exactly where the old mapping was (`nr`).
-fn map_fresh(len: usize, huge: bool, addr: usize, vmas: &[Vma]) -> io::Result<Fresh> {
-    let pad = if huge { HUGE } else { 0 };
+fn map_fresh(len: usize, huge: bool, addr: usize, vmas: &[Vma]) -> io::Result<Mapping> {
     // Reserve the addresses first (inaccessible, so nothing is committed);
     // each old mapping's part is then mapped over it with its own flags.
-    // SAFETY: a new anonymous mapping; nothing existing is affected.
-    let p = unsafe {
-        libc::mmap(
-            core::ptr::null_mut(),
-            len + pad,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    let base = p as usize;
-    let start = base.next_multiple_of(pad.max(1));
-    // Trim the padding on both sides.
-    // SAFETY: both pieces lie in the mapping just created and are unused.
-    unsafe {
-        if start > base {
-            libc::munmap(p, start - base);
-        }
-        let tail = base + len + pad - (start + len);
-        if tail > 0 {
-            libc::munmap((start + len) as *mut libc::c_void, tail);
-        }
-    }
-    // From here on, dropping `fresh` unmaps whatever is in it.
-    let fresh = Fresh {
-        ptr: start as *mut u8,
-        len,
-    };
+    let mut fresh = Mapping::options()
+        .inaccessible(true)
+        .noreserve(true)
+        .align(if huge { HUGE } else { 0 })
+        .map(len)?;
     for v in vmas {
-        let noreserve = if v.has("nr") { libc::MAP_NORESERVE } else { 0 };
-        // SAFETY: MAP_FIXED over part of our own reservation, which
-        // nothing else uses.
-        let q = unsafe {
-            libc::mmap(
-                fresh.ptr.add(v.start - addr).cast(),
-                v.end - v.start,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED | noreserve,
-                -1,
-                0,
-            )
-        };
-        if q == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        fresh.map_fresh(v.start - addr, v.end - v.start, v.has("nr"))?;
     }
     Ok(fresh)
 }
@@ -425,7 +365,7 @@ fn map_fresh(len: usize, huge: bool, addr: usize, vmas: &[Vma]) -> io::Result<Fr
 /// it replaces ([`ADVISED`]; `nh` too unless the whole region is `huge`).
 /// The first failure names its flag.
 fn advise_like(
-    fresh: &Fresh,
+    fresh: &Mapping,
     addr: usize,
     vmas: &[Vma],
     huge: bool,
@@ -439,7 +379,7 @@ fn advise_like(
             // SAFETY: advice on part of our own fresh mapping.
             let rc = unsafe {
                 libc::madvise(
-                    fresh.ptr.add(v.start - addr).cast(),
+                    fresh.as_mut_ptr().add(v.start - addr).cast(),
                     v.end - v.start,
                     advice,
                 )
@@ -454,7 +394,7 @@ fn advise_like(
 
 /// Locks each part of `fresh` whose old mapping was locked (`lo`), on
 /// fault where it was so (`lf`).
-fn lock_like(fresh: &Fresh, addr: usize, vmas: &[Vma]) -> Result<(), (&'static str, io::Error)> {
+fn lock_like(fresh: &Mapping, addr: usize, vmas: &[Vma]) -> Result<(), (&'static str, io::Error)> {
     for v in vmas.iter().filter(|v| v.has("lo")) {
         let (flag, how) = if v.has("lf") {
             ("lf", libc::MLOCK_ONFAULT)
@@ -462,8 +402,13 @@ fn lock_like(fresh: &Fresh, addr: usize, vmas: &[Vma]) -> Result<(), (&'static s
             ("lo", 0)
         };
         // SAFETY: locking part of our own fresh mapping.
-        let rc =
-            unsafe { libc::mlock2(fresh.ptr.add(v.start - addr).cast(), v.end - v.start, how) };
+        let rc = unsafe {
+            libc::mlock2(
+                fresh.as_ptr().add(v.start - addr).cast(),
+                v.end - v.start,
+                how,
+            )
+        };
         if rc != 0 {
             return Err((flag, io::Error::last_os_error()));
         }
@@ -474,10 +419,10 @@ fn lock_like(fresh: &Fresh, addr: usize, vmas: &[Vma]) -> Result<(), (&'static s
 /// Checks that each part of `fresh` has every VmFlag of the old mapping it
 /// replaces (but [`NOT_COMPARED`]): anything else a new mapping cannot be
 /// given, which the move would silently drop, is refused by name.
-fn compare_flags(fresh: &Fresh, addr: usize, len: usize, vmas: &[Vma]) -> Result<(), Error> {
+fn compare_flags(fresh: &Mapping, addr: usize, len: usize, vmas: &[Vma]) -> Result<(), Error> {
     let smaps = maps::read_self();
     for v in vmas {
-        let at = fresh.ptr as usize + (v.start - addr);
+        let at = fresh.as_ptr() as usize + (v.start - addr);
         let new =
             maps::covering(&smaps, at, v.end - v.start).map_err(|_| Error::MigrationFailed {
                 stage: "reading the new region's flags (/proc/self/smaps)".to_string(),

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)]
 
-use std::ptr;
+use bulkmem::mapping::Mapping;
 
 pub mod poison;
 pub mod region;
@@ -12,67 +12,36 @@ pub mod region;
 pub const PAGE: usize = 4096;
 
 /// `pages` usable pages between two inaccessible guard pages.
-pub struct Guarded {
-    base: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is owned by the value and only reached through it.
-unsafe impl Send for Guarded {}
+pub struct Guarded(Mapping);
 
 impl Guarded {
     pub fn new(usable: usize) -> Guarded {
+        // Whole pages, so the trailing guard starts right at the end.
         let usable = usable.div_ceil(PAGE).max(1) * PAGE;
-        let total = usable + 2 * PAGE;
-        // SAFETY: a fresh anonymous mapping; no existing memory is affected.
-        let base = unsafe {
-            libc::mmap(
-                ptr::null_mut(),
-                total,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED, "mmap failed");
-        let base = base as *mut u8;
-        // SAFETY: both guard pages lie inside the mapping just created.
-        unsafe {
-            assert_eq!(libc::mprotect(base.cast(), PAGE, libc::PROT_NONE), 0);
-            assert_eq!(
-                libc::mprotect(base.add(PAGE + usable).cast(), PAGE, libc::PROT_NONE),
-                0
-            );
-        }
-        Guarded { base, len: total }
+        Guarded(
+            Mapping::options()
+                .guard_pages(true)
+                .map(usable)
+                .expect("mmap failed"),
+        )
     }
 
     /// The usable bytes.
     pub fn usable(&self) -> usize {
-        self.len - 2 * PAGE
+        self.0.len()
     }
 
     pub fn start(&self) -> *mut u8 {
-        // SAFETY: the usable region begins one page into the mapping.
-        unsafe { self.base.add(PAGE) }
+        self.0.as_mut_ptr()
     }
 
     pub fn bytes(&mut self) -> &mut [u8] {
-        // SAFETY: the usable region is mapped read-write and owned by self.
-        unsafe { std::slice::from_raw_parts_mut(self.start(), self.usable()) }
+        self.0.as_mut_slice()
     }
 
     /// `len` bytes at `off` into the usable region.
     pub fn slice(&mut self, off: usize, len: usize) -> &mut [u8] {
         &mut self.bytes()[off..off + len]
-    }
-}
-
-impl Drop for Guarded {
-    fn drop(&mut self) {
-        // SAFETY: unmapping exactly the mapping created in `new`.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
     }
 }
 

@@ -1,6 +1,8 @@
 //! A private anonymous region for the NUMA tests: 2 MiB-aligned, with or
 //! without transparent huge pages, filled with `src_byte` (first touch).
 
+use bulkmem::mapping::Mapping;
+
 use super::poison::src_byte;
 
 pub const PAGE: usize = 4096;
@@ -8,36 +10,20 @@ pub const PAGE: usize = 4096;
 pub struct Region {
     pub ptr: *mut u8,
     pub len: usize,
-    map: (*mut libc::c_void, usize),
+    _map: Mapping,
 }
 
 impl Region {
     pub fn new(len: usize, huge: bool) -> Region {
-        let map_len = len + (2 << 20);
-        // SAFETY: a fresh anonymous mapping.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
-        let ptr = (base as usize).next_multiple_of(2 << 20) as *mut u8;
-        let advice = if huge {
-            libc::MADV_HUGEPAGE
-        } else {
-            libc::MADV_NOHUGEPAGE
-        };
-        // SAFETY: advice on our own mapping.
-        unsafe { libc::madvise(ptr.cast(), len, advice) };
+        let map = Mapping::options()
+            .align(2 << 20)
+            .huge_pages(huge)
+            .map(len)
+            .unwrap();
         let r = Region {
-            ptr,
+            ptr: map.as_mut_ptr(),
             len,
-            map: (base, map_len),
+            _map: map,
         };
         r.bytes()
             .iter_mut()
@@ -88,12 +74,5 @@ impl Region {
             .iter()
             .filter(|&&n| n == node)
             .count()
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping.
-        unsafe { libc::munmap(self.map.0, self.map.1) };
     }
 }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::engine::Report;
+use crate::report::Report;
 use crate::strategy::{Op, Strategy};
 
 /// Why an operation was refused or stopped. Every error except

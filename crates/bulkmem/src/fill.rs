@@ -184,7 +184,7 @@ impl<P: FnMut(usize, &mut [u8])> Patch for Patcher<'_, P> {
 /// Past [`MAX_STAGE`] a window is the fewest whole elements of about
 /// [`WINDOW`] (one, for large elements): its boundaries cut a line now and
 /// then, which for elements that large costs nothing measurable.
-pub(crate) fn window_elements(len: usize) -> usize {
+fn window_elements(len: usize) -> usize {
     let per_line_period = 64 / gcd(len, 64);
     let aligned = (WINDOW / len).max(1).div_ceil(per_line_period) * per_line_period;
     if aligned.saturating_mul(len) <= MAX_STAGE {
@@ -273,6 +273,67 @@ pub unsafe fn fill_range<P: Patch>(
         // buffer is a separate allocation of at least `bytes`.
         unsafe { kernel(dst.add(i * l), stage.as_ptr(), bytes) };
         i += n;
+    }
+}
+
+/// A fill checked and decided once, for a caller that writes it in pieces
+/// on several threads (the engine): the one crate-internal way in, so the
+/// caller needs neither the modes nor the patch machinery.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Plan {
+    mode: Mode,
+    element: usize,
+}
+
+impl Plan {
+    /// Checks the shapes ([`check`]) and picks the mode `auto` would for
+    /// filling `dst_len` bytes with `hint`.
+    pub(crate) fn new(dst_len: usize, template_len: usize, hint: Hint) -> Result<Plan, Error> {
+        check(dst_len, template_len)?;
+        Ok(Plan {
+            mode: choose(Machine::this(), dst_len, hint),
+            element: template_len,
+        })
+    }
+
+    /// The strategy name reports use ([`Mode::strategy`]).
+    pub(crate) fn strategy(self) -> Strategy {
+        self.mode.strategy()
+    }
+
+    /// Pieces must start and end on multiples of this: whole staging
+    /// windows, so their boundaries are element- and line-aligned.
+    pub(crate) fn align(self) -> usize {
+        self.element * window_elements(self.element)
+    }
+
+    /// Fills one piece of `len` bytes at `dst` with elements numbered from
+    /// `first`, without the closing fence.
+    ///
+    /// # Safety
+    /// As [`fill_range`]: `dst` writable for `len` bytes and not accessed by
+    /// anyone else meanwhile; `len` a multiple of `template.len()`, which is
+    /// the template length this plan was made for; run on this machine.
+    pub(crate) unsafe fn run(self, dst: *mut u8, len: usize, template: &[u8], first: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { fill_range(dst, len, template, first, self.mode, &mut NoPatch) }
+    }
+
+    /// As [`Plan::run`], applying `patch(index, element)` to every element
+    /// before it is stored.
+    ///
+    /// # Safety
+    /// As [`Plan::run`].
+    pub(crate) unsafe fn run_with<P: FnMut(usize, &mut [u8])>(
+        self,
+        dst: *mut u8,
+        len: usize,
+        template: &[u8],
+        first: usize,
+        patch: &mut P,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe { fill_range(dst, len, template, first, self.mode, &mut Patcher(patch)) }
     }
 }
 

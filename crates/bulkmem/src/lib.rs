@@ -44,6 +44,7 @@ pub mod cpu;
 mod descriptor;
 pub mod engine;
 mod error;
+mod extent;
 #[cfg(target_arch = "x86_64")]
 pub mod fault;
 mod fill;
@@ -53,6 +54,7 @@ pub mod mapping;
 pub mod numa;
 pub mod placement;
 pub mod plan;
+mod report;
 mod strategy;
 pub mod topology;
 pub mod uffd;
@@ -315,7 +317,7 @@ pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy
 /// Every `src` readable and every `dst` writable for its `len` for the
 /// duration of the call, and nothing else accessing the destinations.
 pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Error> {
-    engine::validate_extents(Op::Copy, ops)?;
+    extent::validate_extents(Op::Copy, ops)?;
     let runs = ops.iter().map(|e| Run {
         dst: e.dst,
         src: e.src,
@@ -345,7 +347,7 @@ pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Er
 /// Every `dst` writable for its `len` for the duration of the call, and
 /// nothing else accessing them.
 pub unsafe fn clear_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Error> {
-    engine::validate_extents(Op::Clear, ops)?;
+    extent::validate_extents(Op::Clear, ops)?;
     let runs = ops.iter().map(|e| Run {
         dst: e.dst,
         src: core::ptr::null(),

@@ -28,7 +28,7 @@ use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::engine::Extent;
+use crate::extent::Extent;
 use crate::strategy::Op;
 
 const PAGE: usize = 4096;
@@ -518,7 +518,7 @@ impl Mover {
         extents: &[Extent],
         opts: MoveOptions,
     ) -> Result<MoveReport, UffdError> {
-        crate::engine::validate_extents(Op::Copy, extents)
+        crate::extent::validate_extents(Op::Copy, extents)
             .map_err(|e| UffdError::Invalid(e.to_string()))?;
         for e in extents {
             check_aligned("destination", e.dst as usize, e.len)?;

@@ -55,12 +55,13 @@
 //! Bytes `0..offset` of the destination hold the copy (or zeros); the byte at
 //! `offset` is the first one not copied, and no byte after it has been
 //! written. Engine batches are weaker for extents longer than a chunk (see
-//! [`crate::engine::Outcome`]).
+//! [`Outcome`]).
 
 pub(crate) mod clear_mc;
 pub(crate) mod copy_mc;
 mod extable;
 mod handler;
+mod outcome;
 
 use std::fmt;
 
@@ -71,6 +72,7 @@ use crate::strategy::{Hint, Op, Strategy};
 use crate::{auto, Request};
 
 pub use handler::is_installed;
+pub use outcome::{CheckedReport, Outcome};
 
 pub(crate) use clear_mc::McClear;
 pub(crate) use copy_mc::McCopy;
@@ -206,12 +208,12 @@ pub fn clear_checked_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Erro
 /// a fault ends its extent only. One checked routine is chosen for the
 /// batch as a whole (as `copy_batch` chooses) and streaming stores are
 /// fenced once at the end rather than per extent. Returns each extent's
-/// [`Outcome`](crate::engine::Outcome) (`Done` or `Faulted`), in order;
+/// [`Outcome`] (`Done` or `Faulted`), in order;
 /// lengths are checked first and nothing is written on a mismatch.
 pub fn copy_batch_checked(
     strategy: Strategy,
     ops: &mut [(&mut [u8], &[u8])],
-) -> Result<Vec<crate::engine::Outcome>, Error> {
+) -> Result<Vec<Outcome>, Error> {
     crate::check_lengths(ops)?;
     let req = Request {
         op: Op::Copy,
@@ -226,8 +228,8 @@ pub fn copy_batch_checked(
             // SAFETY: each pair is a valid, disjoint (one borrowed mutably)
             // pair of equal lengths; checked_form checked the CPU.
             match unsafe { copy_exact(k, d.as_mut_ptr(), s.as_ptr(), d.len()) } {
-                Ok(()) => crate::engine::Outcome::Done,
-                Err(f) => crate::engine::Outcome::Faulted(f),
+                Ok(()) => Outcome::Done,
+                Err(f) => Outcome::Faulted(f),
             }
         })
         .collect();
@@ -240,7 +242,7 @@ pub fn copy_batch_checked(
 pub fn clear_batch_checked(
     strategy: Strategy,
     ops: &mut [&mut [u8]],
-) -> Result<Vec<crate::engine::Outcome>, Error> {
+) -> Result<Vec<Outcome>, Error> {
     let req = Request {
         op: Op::Clear,
         total: ops.iter().map(|d| d.len()).sum(),
@@ -253,8 +255,8 @@ pub fn clear_batch_checked(
         .map(|d| {
             // SAFETY: a valid writable slice; checked_form checked the CPU.
             match unsafe { clear_exact(k, d.as_mut_ptr(), d.len()) } {
-                Ok(()) => crate::engine::Outcome::Done,
-                Err(f) => crate::engine::Outcome::Faulted(f),
+                Ok(()) => Outcome::Done,
+                Err(f) => Outcome::Faulted(f),
             }
         })
         .collect();

@@ -22,8 +22,9 @@
 
 use std::io;
 
-use crate::engine::{CancelToken, Control, Engine, Extent, Progress};
+use crate::engine::{CancelToken, Control, Engine, Progress};
 use crate::error::Error;
+use crate::extent::Extent;
 use crate::mapping::Mapping;
 use crate::strategy::{Hint, Strategy};
 

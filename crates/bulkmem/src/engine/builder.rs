@@ -1,0 +1,207 @@
+//! How an engine is configured and started: [`EngineBuilder`], and the CPUs
+//! this thread may run on ([`allowed_cpus`]). Separate from the engine's
+//! batch paths, which never look at configuration once it is built.
+
+use std::sync::Mutex;
+
+use super::pool::Pool;
+use super::{Engine, Scratch, DEFAULT_CHUNK, INLINE_MAX, SPLIT_ALIGN};
+use crate::error::Error;
+use crate::placement::{self, Placement};
+use crate::strategy::{Hint, Strategy};
+use crate::topology::Topology;
+use crate::{cpu, Options};
+
+/// Builds an [`Engine`].
+#[derive(Clone, Debug)]
+pub struct EngineBuilder {
+    threads: Option<usize>,
+    placement: Placement,
+    cpus: Vec<usize>,
+    chunk: usize,
+    inline_max: usize,
+    opts: Options,
+    pin: bool,
+    topology: Option<Topology>,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            threads: None,
+            placement: Placement::Spread,
+            cpus: Vec::new(),
+            chunk: DEFAULT_CHUNK,
+            inline_max: INLINE_MAX,
+            opts: Options::default(),
+            pin: true,
+            topology: None,
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// Worker threads. Default: one per physical core, at most two per LLC
+    /// domain ([`placement::default_threads`]).
+    pub fn threads(mut self, n: usize) -> Self {
+        self.threads = Some(n);
+        self
+    }
+
+    pub fn placement(mut self, p: Placement) -> Self {
+        self.placement = p;
+        self
+    }
+
+    /// Restrict workers to these CPUs (e.g. a NUMA node's); default: all
+    /// online CPUs.
+    pub fn cpus(mut self, cpus: &[usize]) -> Self {
+        self.cpus = cpus.to_vec();
+        self
+    }
+
+    /// Largest chunk in bytes (rounded up to 4 KiB).
+    pub fn chunk(mut self, bytes: usize) -> Self {
+        self.chunk = bytes;
+        self
+    }
+
+    /// Batches of at most this many bytes run on the calling thread
+    /// (default [`INLINE_MAX`]); 0 sends every batch to the workers.
+    pub fn inline_max(mut self, bytes: usize) -> Self {
+        self.inline_max = bytes;
+        self
+    }
+
+    pub fn strategy(mut self, s: Strategy) -> Self {
+        self.opts.strategy = s;
+        self
+    }
+
+    pub fn hint(mut self, h: Hint) -> Self {
+        self.opts.hint = h;
+        self
+    }
+
+    /// Pin workers to their CPUs (default true).
+    pub fn pin(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// Place workers on this topology instead of the running machine's
+    /// (the CPUs must still exist here if pinning).
+    pub fn topology(mut self, t: Topology) -> Self {
+        self.topology = Some(t);
+        self
+    }
+
+    /// The CPUs the workers would get, without starting them.
+    /// On the running machine (no [`EngineBuilder::topology`]) only CPUs
+    /// this thread may run on count (`sched_getaffinity`: taskset, numactl,
+    /// cpusets), unless CPUs were named ([`EngineBuilder::cpus`]) and none
+    /// of them is: then the named ones are used as given.
+    pub fn planned_cpus(&self) -> Vec<usize> {
+        let (t, cpus) = match &self.topology {
+            Some(t) => (t, self.cpus.clone()),
+            None => {
+                let t = &cpu::info().topology;
+                let from = if self.cpus.is_empty() {
+                    &t.online_cpus
+                } else {
+                    &self.cpus
+                };
+                let within: Vec<usize> = match allowed_cpus() {
+                    Some(allowed) => from
+                        .iter()
+                        .copied()
+                        .filter(|c| allowed.contains(c))
+                        .collect(),
+                    None => from.clone(),
+                };
+                // CPUs asked for by name that this thread may not use (it
+                // pinned itself elsewhere, say, to first-touch memory on a
+                // node) are the caller's choice: used as given.
+                let cpus = if within.is_empty() && !self.cpus.is_empty() {
+                    self.cpus.clone()
+                } else {
+                    within
+                };
+                if cpus.is_empty() {
+                    return Vec::new();
+                }
+                (t, cpus)
+            }
+        };
+        let n = self
+            .threads
+            .unwrap_or_else(|| placement::default_threads(t, &cpus));
+        placement::place(t, &cpus, n, self.placement)
+    }
+
+    pub fn build(self) -> Result<Engine, Error> {
+        let bad = |what: String| Err(Error::Config(what));
+        if self.threads == Some(0) {
+            return bad("an engine needs at least one thread".into());
+        }
+        if self.chunk == 0 {
+            return bad("the chunk size must be greater than zero".into());
+        }
+        let Some(chunk) = self
+            .chunk
+            .checked_next_multiple_of(SPLIT_ALIGN)
+            .filter(|&c| c <= isize::MAX as usize)
+        else {
+            return bad(format!("the chunk size {} is too large", self.chunk));
+        };
+        if self.opts.strategy != Strategy::Auto {
+            if let Some(needs) = self.opts.strategy.missing_feature(&cpu::info().features) {
+                return Err(Error::Unavailable {
+                    strategy: self.opts.strategy,
+                    needs,
+                });
+            }
+        }
+        let cpus = self.planned_cpus();
+        if cpus.is_empty() {
+            let allowed = format!("{:?}", allowed_cpus().unwrap_or_default());
+            return bad(if self.cpus.is_empty() {
+                format!("this process may run on no online CPU (affinity: {allowed})")
+            } else {
+                format!(
+                    "none of the CPUs {:?} is online and allowed to this process (affinity: {allowed})",
+                    self.cpus
+                )
+            });
+        }
+        let pool = Pool::start(&cpus, self.pin)?;
+        Ok(Engine {
+            pool: Mutex::new(pool),
+            cpus,
+            pin: self.pin,
+            chunk,
+            inline_max: self.inline_max,
+            opts: self.opts,
+            placement: self.placement,
+            scratch: Mutex::new(Scratch::default()),
+        })
+    }
+}
+
+/// The CPUs this thread may run on (`sched_getaffinity`: taskset, numactl,
+/// container cpusets), ascending; `None` if the kernel will not say.
+pub fn allowed_cpus() -> Option<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data (zeroed = empty); sched_getaffinity
+    // writes at most its size into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        Some(
+            (0..8 * std::mem::size_of::<libc::cpu_set_t>())
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect(),
+        )
+    }
+}

@@ -1,0 +1,87 @@
+//! Fills on the workers: [`Engine::fill`] and its variants cut the
+//! destination into whole staging windows and run the fill module's
+//! [`Plan`] over each piece. Separate so that the engine reaches the fill
+//! module through that one interface.
+
+use super::batch::FillShape;
+use super::job::Kernel;
+use super::Engine;
+use crate::error::Error;
+use crate::fill::Plan;
+use crate::plan::Run;
+use crate::report::{Control, Report};
+
+impl Engine {
+    /// Repeats `template` across `dst` on the workers (see
+    /// [`crate::fill`]): chunks are whole windows of elements, so each
+    /// element is written by one worker. A cancelled fill reports how many
+    /// bytes (a whole number of elements) were written, from the start.
+    pub fn fill(&self, dst: &mut [u8], template: &[u8]) -> Result<Report, Error> {
+        self.fill_with_control(dst, template, Control::default())
+    }
+
+    pub fn fill_with_control(
+        &self,
+        dst: &mut [u8],
+        template: &[u8],
+        ctl: Control<'_>,
+    ) -> Result<Report, Error> {
+        let plan = Plan::new(dst.len(), template.len(), self.opts.hint)?;
+        let l = template.len();
+        let each = |off: usize, p: *mut u8, n: usize| {
+            // SAFETY: the piece lies in `dst` (exclusively borrowed for the
+            // whole batch) and starts and ends on element boundaries.
+            unsafe { plan.run(p, n, template, off / l) }
+        };
+        self.run_fill(dst, plan, &each, ctl)
+    }
+
+    /// As [`Engine::fill`], with `patch(index, element)` applied to every
+    /// element before it is stored (from several workers at once, each index
+    /// exactly once).
+    pub fn fill_with<P: Fn(usize, &mut [u8]) + Sync>(
+        &self,
+        dst: &mut [u8],
+        template: &[u8],
+        patch: &P,
+        ctl: Control<'_>,
+    ) -> Result<Report, Error> {
+        let plan = Plan::new(dst.len(), template.len(), self.opts.hint)?;
+        let l = template.len();
+        let each = |off: usize, p: *mut u8, n: usize| {
+            let mut f = |i: usize, e: &mut [u8]| patch(i, e);
+            // SAFETY: as in fill_with_control.
+            unsafe { plan.run_with(p, n, template, off / l, &mut f) }
+        };
+        self.run_fill(dst, plan, &each, ctl)
+    }
+
+    fn run_fill(
+        &self,
+        dst: &mut [u8],
+        plan: Plan,
+        each: &(dyn Fn(usize, *mut u8, usize) + Sync),
+        ctl: Control<'_>,
+    ) -> Result<Report, Error> {
+        let _serial = self.serial()?;
+        let run = [Run {
+            dst: dst.as_mut_ptr(),
+            src: core::ptr::null(),
+            len: dst.len(),
+        }];
+        let ends = [dst.len()];
+        let runs: &[Run] = if dst.is_empty() { &[] } else { &run };
+        let ends: &[usize] = if dst.is_empty() { &[] } else { &ends };
+        // Whole staging windows per chunk: line-aligned boundaries too.
+        let align = plan.align();
+        self.execute(
+            runs,
+            ends,
+            Kernel::Each(each),
+            plan.strategy(),
+            align,
+            &FillShape(dst.len()),
+            ctl,
+        )
+    }
+}

@@ -1,0 +1,288 @@
+//! One batch's job: the kernel, the chunk stream cut from the runs, and
+//! the loop every thread runs to take chunks, report progress and stop on
+//! cancel or panic; then the report of which extents it completed. Separate
+//! from the pool that runs it (pool.rs) and from the entry points that
+//! make it (mod.rs, fill_job.rs, checked.rs).
+
+use std::any::Any;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+#[cfg(target_arch = "x86_64")]
+use super::fault_log::FaultLog;
+use super::pool::{lock, panic_message, Inside};
+use super::{Engine, MIN_CHUNK};
+use crate::error::Error;
+use crate::extent::Batch;
+use crate::kernels::{self, ClearFn, CopyFn};
+use crate::plan::Run;
+use crate::report::{Control, Progress, Report};
+use crate::strategy::{Hint, Op, Strategy};
+use crate::Request;
+
+/// What a worker runs over each piece of a chunk.
+#[derive(Clone, Copy)]
+pub(super) enum Kernel<'a> {
+    Copy(CopyFn),
+    Clear(ClearFn),
+    /// (offset of the piece in its run, piece address, piece length); used
+    /// by fills, whose pieces start on element boundaries.
+    Each(&'a (dyn Fn(usize, *mut u8, usize) + Sync)),
+    /// Checked batches: one run per extent, faults recorded in the log.
+    #[cfg(target_arch = "x86_64")]
+    CopyChecked(crate::fault::McCopy, &'a FaultLog),
+    #[cfg(target_arch = "x86_64")]
+    ClearChecked(crate::fault::McClear, &'a FaultLog),
+}
+
+struct Job<'a> {
+    kernel: Kernel<'a>,
+    /// Chunk boundaries fall on multiples of this from a run's start.
+    align: usize,
+    runs: &'a [Run],
+    ends: &'a [usize],
+    total: usize,
+    chunk: usize,
+    nchunks: usize,
+    next: AtomicUsize,
+    done: AtomicUsize,
+    /// Set when a callback (progress, or a fill's patch) panicked: everyone
+    /// stops.
+    stop: AtomicBool,
+    panic: Mutex<Option<String>>,
+    /// The first chunk a panic cut short (`usize::MAX`: none): chunks before
+    /// it are complete, so the report's prefix ends there.
+    failed: AtomicUsize,
+    /// The largest `done` delivered to the progress callback; callbacks run
+    /// one at a time under this lock, so `done` only grows.
+    reported: Mutex<usize>,
+    /// Which engine runs the job, so that a callback submitting to that
+    /// same engine is refused instead of deadlocking.
+    engine: usize,
+    /// Distinct threads that executed at least one chunk.
+    workers: AtomicUsize,
+    ctl: Control<'a>,
+}
+
+// SAFETY: the workers of one batch share its job. Its only non-Sync
+// parts are the runs' pointers, which name memory the submitter validated
+// (or borrowed) and keeps for the whole batch, waiting for the workers;
+// each piece of it is written by exactly one worker.
+unsafe impl Sync for Job<'_> {}
+
+impl Job<'_> {
+    /// Where chunk boundary `k` falls: (run index, offset in run), and its
+    /// stream position. Positions only grow with `k` because chunks are at
+    /// least `align` long.
+    fn boundary(&self, k: usize) -> ((usize, usize), usize) {
+        let p = k.saturating_mul(self.chunk);
+        if p >= self.total {
+            return ((self.runs.len(), 0), self.total);
+        }
+        let i = self.ends.partition_point(|&e| e <= p);
+        let len = self.runs[i].len;
+        let start = self.ends[i] - len;
+        let r = (p - start).div_ceil(self.align) * self.align;
+        if r >= len {
+            ((i + 1, 0), self.ends[i])
+        } else {
+            ((i, r), start + r)
+        }
+    }
+
+    /// Takes chunks until there are none left, the batch is cancelled or a
+    /// callback panicked.
+    fn work(&self) {
+        let mut took_any = false;
+        loop {
+            if self.stop.load(Ordering::Relaxed)
+                || self.ctl.cancel.is_some_and(|c| c.is_cancelled())
+            {
+                break;
+            }
+            let k = self.next.fetch_add(1, Ordering::Relaxed);
+            if k >= self.nchunks {
+                break;
+            }
+            if !took_any {
+                took_any = true;
+                self.workers.fetch_add(1, Ordering::Relaxed);
+            }
+            let ((r0, o0), p0) = self.boundary(k);
+            let ((r1, o1), p1) = self.boundary(k + 1);
+            let _inside = Inside::enter(self.engine);
+            // A fill's patch closure may panic: the worker must survive to
+            // report the job finished, or the submitter waits forever.
+            let ran = catch_unwind(AssertUnwindSafe(|| self.execute(r0, o0, r1, o1)));
+            // The chunk's non-temporal stores are ordered before its progress
+            // is reported and before this worker reports the job finished.
+            kernels::drain();
+            if let Err(e) = ran {
+                self.fail(&*e);
+                self.failed.fetch_min(k, Ordering::Relaxed);
+                break;
+            }
+            let done = self.done.fetch_add(p1 - p0, Ordering::Relaxed) + (p1 - p0);
+            if let Some(cb) = self.ctl.progress {
+                let total = self.total;
+                let mut last = lock(&self.reported);
+                if done > *last {
+                    *last = done;
+                    if let Err(e) = catch_unwind(AssertUnwindSafe(|| cb(Progress { done, total })))
+                    {
+                        self.fail(&*e);
+                    }
+                }
+            }
+        }
+    }
+
+    fn fail(&self, e: &(dyn Any + Send)) {
+        lock(&self.panic).get_or_insert_with(|| panic_message(e));
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Runs the kernel over the stream from (r0, o0) up to (r1, o1).
+    fn execute(&self, r0: usize, o0: usize, r1: usize, o1: usize) {
+        let last = r1.min(self.runs.len().saturating_sub(1));
+        for i in r0..=last {
+            let run = self.runs[i];
+            let from = if i == r0 { o0 } else { 0 };
+            let to = if i == r1 { o1 } else { run.len };
+            if to <= from {
+                continue;
+            }
+            // The kernel is unfenced: `work` drains after the chunk.
+            // SAFETY: [from, to) lies in run i, validated (or borrowed) by the
+            // submitter, who waits for the job; the kernel suits this CPU.
+            unsafe {
+                match self.kernel {
+                    Kernel::Copy(k) => {
+                        if let Some(next) = self.runs.get(i + 1) {
+                            kernels::prefetch_ahead(next.src, next.len);
+                        }
+                        k(run.dst.add(from), run.src.add(from), to - from)
+                    }
+                    Kernel::Clear(k) => k(run.dst.add(from), to - from),
+                    Kernel::Each(f) => f(from, run.dst.add(from), to - from),
+                    // No prefetch of the next run here: prefetching a
+                    // poisoned line can itself raise a machine check.
+                    #[cfg(target_arch = "x86_64")]
+                    Kernel::CopyChecked(k, log) => log.copy(k, i, run, from, to),
+                    #[cfg(target_arch = "x86_64")]
+                    Kernel::ClearChecked(k, log) => log.clear(k, i, run, from, to),
+                }
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Cuts the runs into chunks (boundaries on multiples of `align` within
+    /// a run), runs them inline or on the workers, and reports.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn execute(
+        &self,
+        runs: &[Run],
+        ends: &[usize],
+        kernel: Kernel<'_>,
+        strategy: Strategy,
+        align: usize,
+        batch: &dyn Batch,
+        ctl: Control<'_>,
+    ) -> Result<Report, Error> {
+        let total = ends.last().copied().unwrap_or(0);
+        // Small batches are cut finer so every worker gets a share.
+        let balanced = (total / (4 * self.threads())).clamp(MIN_CHUNK, self.chunk.max(MIN_CHUNK));
+        let chunk = balanced.min(self.chunk).div_ceil(align) * align;
+        let job = Job {
+            kernel,
+            align,
+            runs,
+            ends,
+            total,
+            chunk,
+            nchunks: total.div_ceil(chunk),
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            stop: AtomicBool::new(false),
+            panic: Mutex::new(None),
+            failed: AtomicUsize::new(usize::MAX),
+            reported: Mutex::new(0),
+            engine: self.id(),
+            workers: AtomicUsize::new(0),
+            ctl,
+        };
+        if total <= self.inline_max || job.nchunks <= 1 {
+            job.work();
+        } else {
+            self.dispatch(&|| job.work());
+        }
+        let taken = job
+            .next
+            .load(Ordering::Relaxed)
+            .min(job.nchunks)
+            .min(job.failed.load(Ordering::Relaxed));
+        let (_, bytes_done) = job.boundary(taken);
+        let report = completion(batch, bytes_done, total, strategy, &job);
+        match job.panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(message) => Err(Error::WorkerPanicked {
+                message,
+                report: Box::new(report),
+            }),
+            None => Ok(report),
+        }
+    }
+}
+
+/// Fills `ends` with the stream offset at which each run ends; returns the
+/// request `auto` decides on.
+pub(super) fn stream(op: Op, runs: &[Run], ends: &mut Vec<usize>, hint: Hint) -> Request {
+    ends.clear();
+    let mut total = 0usize;
+    for r in runs {
+        total += r.len;
+        ends.push(total);
+    }
+    Request {
+        op,
+        total,
+        runs: runs.len(),
+        hint,
+    }
+}
+
+/// Which extents the first `bytes_done` bytes of the stream complete.
+fn completion(
+    batch: &dyn Batch,
+    bytes_done: usize,
+    total: usize,
+    strategy: Strategy,
+    job: &Job<'_>,
+) -> Report {
+    let mut at = 0usize;
+    let mut extents_done = batch.count();
+    let mut partial = None;
+    for i in 0..batch.count() {
+        let len = batch.get(i).len;
+        if at + len > bytes_done {
+            extents_done = i;
+            if bytes_done > at {
+                partial = Some((i, bytes_done - at));
+            }
+            break;
+        }
+        at += len;
+    }
+    Report {
+        strategy,
+        total,
+        bytes_done,
+        extents_done,
+        partial,
+        cancelled: bytes_done < total && job.ctl.cancel.is_some_and(|c| c.is_cancelled()),
+        chunks: job.nchunks,
+        workers: job.workers.load(Ordering::Relaxed),
+    }
+}

@@ -1,0 +1,204 @@
+//! The worker threads: starting and pinning them, handing each batch's job
+//! to all of them, and the per-thread marker that refuses re-entrant
+//! batches. Separate from the jobs it runs: a pool knows only that a job
+//! is something every worker calls once and returns from.
+
+use std::any::Any;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use super::Engine;
+use crate::error::Error;
+
+/// The worker threads of one process. A child made by `fork()` has the
+/// engine but none of its threads: [`Engine::dispatch`] starts a new pool
+/// there (and never waits for or joins the parent's).
+pub(super) struct Pool {
+    pid: u32,
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Pool {
+    pub(super) fn start(cpus: &[usize], pin: bool) -> Result<Pool, Error> {
+        let shared = Arc::new(Shared {
+            slot: Mutex::new(Slot {
+                generation: 0,
+                job: 0,
+                active: 0,
+                shutdown: false,
+            }),
+            wake: Condvar::new(),
+            idle: Condvar::new(),
+        });
+        let mut pool = Pool {
+            pid: std::process::id(),
+            shared: Arc::clone(&shared),
+            workers: Vec::new(),
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        for (i, &cpu) in cpus.iter().enumerate() {
+            let shared = Arc::clone(&shared);
+            let tx = tx.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("bulkmem-{i}@cpu{cpu}"))
+                .spawn(move || {
+                    let pinned = if pin {
+                        crate::placement::pin_to(cpu)
+                    } else {
+                        Ok(())
+                    };
+                    let ok = pinned.is_ok();
+                    let _ = tx
+                        .send(pinned.map_err(|e| format!("cannot pin a worker to CPU {cpu}: {e}")));
+                    if ok {
+                        worker_loop(&shared);
+                    }
+                })
+                .map_err(|e| Error::Config(format!("cannot start a worker thread: {e}")))?;
+            pool.workers.push(handle);
+        }
+        drop(tx);
+        for _ in 0..cpus.len() {
+            match rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(Error::Config(e)),
+                Err(_) => return Err(Error::Config("a worker thread died while starting".into())),
+            }
+        }
+        Ok(pool)
+    }
+
+    pub(super) fn stop(&mut self) {
+        if self.pid != std::process::id() {
+            // A fork's copy: these threads exist only in the parent.
+            std::mem::forget(std::mem::take(&mut self.workers));
+            return;
+        }
+        lock(&self.shared.slot).shutdown = true;
+        self.shared.wake.notify_all();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// What the workers run: every worker calls it once per generation.
+type Work<'w> = &'w (dyn Fn() + Sync);
+
+struct Shared {
+    slot: Mutex<Slot>,
+    wake: Condvar,
+    idle: Condvar,
+}
+
+struct Slot {
+    generation: u64,
+    /// Address of the current job's [`Work`] reference; valid while
+    /// `active > 0`.
+    job: usize,
+    /// Workers that have not yet finished the current generation.
+    active: usize,
+    shutdown: bool,
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding these locks cannot leave them inconsistent (all
+    // updates are single assignments), so poisoning is ignored.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(super) fn panic_message(e: &(dyn Any + Send)) -> String {
+    if let Some(s) = e.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = e.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a callback panicked".to_string()
+    }
+}
+
+thread_local! {
+    /// The engine whose job this thread is running callbacks or kernels of
+    /// (0: none).
+    static INSIDE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Marks this thread as running `engine`'s job until dropped.
+pub(super) struct Inside(usize);
+
+impl Inside {
+    pub(super) fn enter(engine: usize) -> Inside {
+        Inside(INSIDE.with(|c| c.replace(engine)))
+    }
+
+    /// The engine this thread is running a job of (0: none).
+    pub(super) fn current() -> usize {
+        INSIDE.with(|c| c.get())
+    }
+}
+
+impl Drop for Inside {
+    fn drop(&mut self) {
+        INSIDE.with(|c| c.set(self.0));
+    }
+}
+
+fn worker_loop(shared: &Shared) {
+    let mut seen = 0u64;
+    loop {
+        let job = {
+            let mut slot = lock(&shared.slot);
+            while slot.generation == seen && !slot.shutdown {
+                slot = shared.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+            }
+            if slot.shutdown {
+                return;
+            }
+            seen = slot.generation;
+            slot.job
+        };
+        // SAFETY: the submitter keeps the job (and the reference to it that
+        // `job` points at) alive until every worker has decremented `active`
+        // below, published it with this generation, and this worker does not
+        // touch it after that.
+        let job: Work<'_> = unsafe { *(job as *const Work<'_>) };
+        job();
+        let mut slot = lock(&shared.slot);
+        slot.active -= 1;
+        if slot.active == 0 {
+            shared.idle.notify_all();
+        }
+    }
+}
+
+impl Engine {
+    /// Hands `job` to every worker and waits until all have finished it.
+    /// In a child made by `fork()` the workers are started anew first; if
+    /// they cannot be, the caller runs the job alone.
+    pub(super) fn dispatch(&self, job: Work<'_>) {
+        let mut pool = lock(&self.pool);
+        if pool.pid != std::process::id() {
+            match Pool::start(&self.cpus, self.pin) {
+                Ok(fresh) => {
+                    let mut parents = std::mem::replace(&mut *pool, fresh);
+                    parents.stop();
+                }
+                Err(_) => {
+                    drop(pool);
+                    job();
+                    return;
+                }
+            }
+        }
+        let shared = &pool.shared;
+        let mut slot = lock(&shared.slot);
+        slot.job = &job as *const Work<'_> as usize;
+        slot.generation += 1;
+        slot.active = pool.workers.len();
+        shared.wake.notify_all();
+        while slot.active > 0 {
+            slot = shared.idle.wait(slot).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}

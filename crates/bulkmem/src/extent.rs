@@ -1,0 +1,300 @@
+//! Extents given by address, and the check that a batch of them is safe to
+//! run: no null or wrapping pointer, no destination overlapping another
+//! destination or any source. Separate from the engine because the
+//! single-threaded entry points (`copy_extents`), `uffd` and `numa` check
+//! batches too, without needing the engine.
+
+use crate::error::Error;
+use crate::plan::Run;
+use crate::strategy::Op;
+
+/// One extent given by address, for memory that is not a Rust slice (a
+/// mapping of another process's pages, a migration target). `src` is ignored
+/// by clears.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub dst: *mut u8,
+    pub src: *const u8,
+    pub len: usize,
+}
+
+// SAFETY: an Extent is only a description; whoever passes it to the unsafe
+// `*_extents` methods vouches for the memory it names.
+unsafe impl Send for Extent {}
+// SAFETY: as above; the engine only reads the fields.
+unsafe impl Sync for Extent {}
+
+/// A batch as the caller gave it: extent `i` as a run (src null for clears).
+pub(crate) trait Batch {
+    fn count(&self) -> usize;
+    fn get(&self, i: usize) -> Run;
+}
+
+/// Extents given by address, as a batch for `op` (sources are dropped for
+/// clears).
+pub(crate) struct Raw<'s>(pub(crate) &'s [Extent], pub(crate) Op);
+
+impl Batch for Raw<'_> {
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+    fn get(&self, i: usize) -> Run {
+        let e = self.0[i];
+        Run {
+            dst: e.dst,
+            src: if self.1 == Op::Copy {
+                e.src
+            } else {
+                core::ptr::null()
+            },
+            len: e.len,
+        }
+    }
+}
+
+/// [`validate`] for a slice of extents (used by `uffd::Mover::move_batch`).
+pub(crate) fn validate_extents(op: Op, extents: &[Extent]) -> Result<(), Error> {
+    validate(op, &Raw(extents, op), &mut Vec::new())
+}
+
+/// Checks a raw batch: non-null pointers, and no destination overlapping
+/// another destination or any source. The error names the first extent that
+/// conflicts with itself or an earlier one (as if the extents were checked
+/// one by one in order). `spans` is reusable scratch.
+pub(crate) fn validate(
+    op: Op,
+    batch: &dyn Batch,
+    spans: &mut Vec<(usize, usize, usize, bool)>,
+) -> Result<(), Error> {
+    for i in 0..batch.count() {
+        let r = batch.get(i);
+        if r.len == 0 {
+            continue;
+        }
+        let ok = |p: usize| p != 0 && p.checked_add(r.len).is_some();
+        if !ok(r.dst as usize) {
+            return Err(Error::BadExtent {
+                index: i,
+                reason: "null or wrapping destination",
+            });
+        }
+        if op == Op::Copy && !ok(r.src as usize) {
+            return Err(Error::BadExtent {
+                index: i,
+                reason: "null or wrapping source",
+            });
+        }
+    }
+    if !conflicts(op, batch, batch.count(), spans) {
+        return Ok(());
+    }
+    // Only on the error path: the shortest conflicting prefix ends at the
+    // first bad extent (conflict in a prefix is monotone in its length).
+    let (mut lo, mut hi) = (0, batch.count());
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if conflicts(op, batch, mid, spans) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let index = hi - 1;
+    let with = (0..=index)
+        .find(|&j| conflicts_pair(op, batch.get(index), batch.get(j), index == j))
+        .unwrap_or(index);
+    Err(Error::Overlap { index, with })
+}
+
+fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+fn conflicts_pair(op: Op, a: Run, b: Run, same: bool) -> bool {
+    if a.len == 0 || b.len == 0 {
+        return false;
+    }
+    let span = |p: *const u8, len: usize| (p as usize, p as usize + len);
+    let (ad, bd) = (span(a.dst, a.len), span(b.dst, b.len));
+    if op == Op::Clear {
+        return !same && overlaps(ad, bd);
+    }
+    let (as_, bs) = (span(a.src, a.len), span(b.src, b.len));
+    (!same && overlaps(ad, bd)) || overlaps(ad, bs) || overlaps(as_, bd)
+}
+
+/// Whether extents `0..n` hold any conflict. Sweeps intervals in address
+/// order remembering the furthest-reaching destination and source so far:
+/// an interval conflicts with an earlier-starting one iff it starts before
+/// the furthest reach (one of the two being a destination).
+fn conflicts(
+    op: Op,
+    batch: &dyn Batch,
+    n: usize,
+    spans: &mut Vec<(usize, usize, usize, bool)>,
+) -> bool {
+    spans.clear();
+    for i in 0..n {
+        let r = batch.get(i);
+        if r.len == 0 {
+            continue;
+        }
+        spans.push((r.dst as usize, r.dst as usize + r.len, i, true));
+        if op == Op::Copy {
+            spans.push((r.src as usize, r.src as usize + r.len, i, false));
+        }
+    }
+    spans.sort_unstable();
+    let mut reach_dst = 0usize;
+    let mut reach_src = 0usize;
+    for &(start, end, _, is_dst) in spans.iter() {
+        if start < reach_dst || (is_dst && start < reach_src) {
+            return true;
+        }
+        if is_dst {
+            reach_dst = reach_dst.max(end);
+        } else {
+            reach_src = reach_src.max(end);
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(dst: usize, src: usize, len: usize) -> Extent {
+        Extent {
+            dst: dst as *mut u8,
+            src: src as *const u8,
+            len,
+        }
+    }
+
+    fn check(op: Op, v: &[Extent]) -> Result<(), Error> {
+        validate(op, &Raw(v, op), &mut Vec::new())
+    }
+
+    #[test]
+    fn validation_finds_overlaps_and_names_the_first_extent() {
+        // Disjoint, with a source read twice: fine.
+        assert_eq!(
+            check(
+                Op::Copy,
+                &[ext(0x1000, 0x9000, 0x100), ext(0x2000, 0x9000, 0x100)]
+            ),
+            Ok(())
+        );
+        // dst 1 overlaps dst 2.
+        let e = check(
+            Op::Copy,
+            &[
+                ext(0x1000, 0x9000, 0x100),
+                ext(0x2000, 0xa000, 0x100),
+                ext(0x20ff, 0xb000, 0x10),
+            ],
+        );
+        assert_eq!(e, Err(Error::Overlap { index: 2, with: 1 }));
+        // dst 2 overlaps src 0.
+        let e = check(
+            Op::Copy,
+            &[
+                ext(0x1000, 0x9000, 0x100),
+                ext(0x2000, 0xa000, 0x100),
+                ext(0x9080, 0xb000, 0x100),
+            ],
+        );
+        assert_eq!(e, Err(Error::Overlap { index: 2, with: 0 }));
+        // An extent copying onto itself overlaps itself.
+        assert!(check(Op::Copy, &[ext(0x1000, 0x1800, 0x1000)]).is_err());
+        // Clears ignore src; touching (not overlapping) is fine.
+        assert_eq!(
+            check(
+                Op::Clear,
+                &[ext(0x1000, 0x1000, 0x100), ext(0x1100, 0, 0x100)]
+            ),
+            Ok(())
+        );
+        // A long early destination swallowing a later one is still found.
+        let e = check(
+            Op::Clear,
+            &[
+                ext(0x5000, 0, 0x10),
+                ext(0x1000, 0, 0x3000),
+                ext(0x2000, 0, 0x10),
+                ext(0x7000, 0, 0x10),
+            ],
+        );
+        assert_eq!(e, Err(Error::Overlap { index: 2, with: 1 }));
+        // Empty extents never conflict, even null ones.
+        assert_eq!(
+            check(Op::Copy, &[ext(0, 0, 0), ext(0x1000, 0x2000, 0x10)]),
+            Ok(())
+        );
+        assert_eq!(
+            check(Op::Copy, &[ext(0x1000, 0, 0x10)]),
+            Err(Error::BadExtent {
+                index: 0,
+                reason: "null or wrapping source"
+            })
+        );
+    }
+
+    #[test]
+    fn self_overlap_is_reported_against_itself() {
+        let e = check(Op::Copy, &[ext(0x1000, 0x1800, 0x1000)]);
+        assert_eq!(e, Err(Error::Overlap { index: 0, with: 0 }));
+    }
+
+    /// The sweep against every pair: it must report the first extent that
+    /// conflicts with itself or an earlier one.
+    #[test]
+    fn validation_agrees_with_brute_force() {
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n) as usize
+        };
+        for _ in 0..3000 {
+            let n = 1 + rnd(8);
+            let op = if rnd(2) == 0 { Op::Copy } else { Op::Clear };
+            let v: Vec<Extent> = (0..n)
+                .map(|_| ext(0x1000 + 16 * rnd(64), 0x1000 + 16 * rnd(64), 16 * rnd(6)))
+                .collect();
+            let spans = |e: &Extent| {
+                let mut s = vec![(e.dst as usize, e.dst as usize + e.len, true)];
+                if op == Op::Copy {
+                    s.push((e.src as usize, e.src as usize + e.len, false));
+                }
+                s
+            };
+            let mut lowest: Option<usize> = None;
+            for i in 0..n {
+                for j in 0..n {
+                    let conflict = spans(&v[i]).iter().any(|a| {
+                        spans(&v[j]).iter().enumerate().any(|(k, b)| {
+                            let same = i == j && ((a.2 && k == 0) || (!a.2 && k == 1));
+                            !same
+                                && v[i].len > 0
+                                && v[j].len > 0
+                                && (a.2 || b.2)
+                                && a.0 < b.1
+                                && b.0 < a.1
+                        })
+                    });
+                    if conflict {
+                        lowest = Some(lowest.map_or(i.max(j), |l| l.min(i.max(j))));
+                    }
+                }
+            }
+            match (check(op, &v), lowest) {
+                (Ok(()), None) => {}
+                (Err(Error::Overlap { index, .. }), Some(l)) => assert_eq!(index, l, "{op} {v:?}"),
+                (got, want) => panic!("{op} {v:?}: got {got:?}, brute force says {want:?}"),
+            }
+        }
+    }
+}

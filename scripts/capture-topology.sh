@@ -19,7 +19,8 @@ for cpu in sys/devices/system/cpu/cpu[0-9]*; do
   emit "$cpu/topology/thread_siblings_list"
 done
 for node in sys/devices/system/node/node[0-9]*; do
-  [ -d "$node" ] && emit "$node/cpulist"
+  [ -d "$node" ] || continue
+  for f in cpulist distance meminfo; do emit "$node/$f"; done
 done
 for hp in sys/kernel/mm/hugepages/hugepages-*; do
   [ -d "$hp" ] && printf '%s/\t\n' "$hp"

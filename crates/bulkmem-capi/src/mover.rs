@@ -4,6 +4,7 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::sync::Mutex;
 
 use bulkmem_core::uffd::{MoveOptions, MoveReport, Mover};
+use bulkmem_core::Error;
 
 use crate::status::{call, call_ptr, fail, invalid, Res};
 
@@ -87,16 +88,21 @@ pub unsafe extern "C" fn bm_mover_move(
         let result = unsafe { guard.move_range(dst.cast(), src.cast(), len, opts) };
         let report = match result {
             Ok(rep) => rep,
-            Err(bulkmem_core::uffd::UffdError::Ioctl {
+            Err(Error::Ioctl {
                 op,
                 addr,
-                error,
+                errno,
                 report,
             }) => {
+                // The pages moved before the failure stay moved: C learns
+                // how far it got.
                 write(r, &report);
                 return Err(fail(
-                    error.raw_os_error().unwrap_or(libc::EIO),
-                    format!("{op} failed at {addr:#x}: {error}"),
+                    errno,
+                    format!(
+                        "{op} failed at {addr:#x}: {}",
+                        std::io::Error::from_raw_os_error(errno)
+                    ),
                 ));
             }
             Err(e) => return Err(e.into()),

@@ -6,7 +6,6 @@ use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use bulkmem_core::uffd::UffdError;
 use bulkmem_core::{Error, Hint, Strategy};
 
 /// A failure on its way to C: the negative errno and the words.
@@ -31,29 +30,15 @@ pub fn invalid(msg: impl Into<String>) -> Fail {
 impl From<Error> for Fail {
     fn from(e: Error) -> Fail {
         let errno = match &e {
-            Error::Unavailable { .. } => libc::ENOTSUP,
+            Error::Unavailable { .. } | Error::NotSupportedHere { .. } => libc::ENOTSUP,
             Error::NoSuchNode { .. } => libc::ENODEV,
             Error::NotEnoughMemory { .. } => libc::ENOMEM,
-            Error::Syscall { errno, .. } | Error::MigrationFailed { errno, .. } => *errno,
+            Error::Syscall { errno, .. }
+            | Error::MigrationFailed { errno, .. }
+            | Error::Ioctl { errno, .. } => *errno,
             Error::WorkerPanicked { .. } => libc::ENOTRECOVERABLE,
             #[cfg(target_arch = "x86_64")]
             Error::Fault(f) => fault_errno(f.code),
-            _ => libc::EINVAL,
-        };
-        fail(errno, e.to_string())
-    }
-}
-
-impl From<UffdError> for Fail {
-    fn from(e: UffdError) -> Fail {
-        let errno = match &e {
-            UffdError::Unsupported(_) => libc::ENOTSUP,
-            UffdError::Permission(io) => match io.raw_os_error() {
-                Some(libc::ENOSYS) => libc::ENOTSUP,
-                e => e.unwrap_or(libc::EPERM),
-            },
-            UffdError::Invalid(_) => libc::EINVAL,
-            UffdError::Ioctl { error, .. } => error.raw_os_error().unwrap_or(libc::EIO),
             _ => libc::EINVAL,
         };
         fail(errno, e.to_string())

@@ -70,6 +70,19 @@ pub enum Error {
         errno: i32,
         intact: bool,
     },
+    /// The kernel lacks something asked for (`what`: a system call, a
+    /// feature, or an operation on a kind of memory), e.g. `UFFDIO_MOVE`
+    /// before Linux 6.8.
+    NotSupportedHere { what: String },
+    /// A userfaultfd ioctl (`op`) failed at `addr` in a way the
+    /// [`Mover`](crate::uffd::Mover) does not recover from; `report` says
+    /// what had been done before it (pages moved or copied stay moved).
+    Ioctl {
+        op: &'static str,
+        addr: usize,
+        errno: i32,
+        report: Box<crate::uffd::MoveReport>,
+    },
 }
 
 impl fmt::Display for Error {
@@ -148,6 +161,16 @@ impl fmt::Display for Error {
             Error::BadRange { addr, len, why } => {
                 write!(f, "range {addr:#x}+{len:#x}: {why}")
             }
+            Error::Syscall {
+                call: "userfaultfd",
+                errno,
+            } if *errno == libc::EPERM || *errno == libc::EACCES => write!(
+                f,
+                "userfaultfd(2) was refused ({}): without CAP_SYS_PTRACE (e.g. as root), kernels \
+                 before 5.11 need vm.unprivileged_userfaultfd=1; later ones allow user-mode-only \
+                 userfaultfds, so there a security module (SELinux, seccomp) is refusing it",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
             Error::Syscall { call, errno } => write!(
                 f,
                 "{call} failed: {}",
@@ -172,6 +195,21 @@ impl fmt::Display for Error {
                 } else {
                     "the original memory may have changed"
                 }
+            ),
+            Error::NotSupportedHere { what } => write!(f, "not supported here: {what}"),
+            Error::Ioctl {
+                op,
+                addr,
+                errno,
+                report,
+            } => write!(
+                f,
+                "{op} failed at {addr:#x}: {} (after {} pages moved, {} copied); source and \
+                 destination must be private anonymous mappings with the same protections, each \
+                 range inside one mapping",
+                std::io::Error::from_raw_os_error(*errno),
+                report.moved,
+                report.copied
             ),
             Error::Unsupported {
                 strategy: Strategy::Auto,

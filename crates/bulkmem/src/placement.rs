@@ -176,7 +176,7 @@ pub fn pin_to(cpu: usize) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::NumaNode;
+    use crate::numa::Node;
 
     /// 2 nodes x 2 LLC domains x 2 cores x 2 SMT threads, Linux numbering
     /// (siblings are cpu and cpu + 8).
@@ -191,13 +191,19 @@ mod tests {
         ];
         t.cores = (0..8).map(|c| vec![c, c + 8]).collect();
         t.numa_nodes = vec![
-            NumaNode {
+            Node {
                 id: 0,
                 cpus: vec![0, 1, 2, 3, 8, 9, 10, 11],
+                distances: vec![10, 32],
+                mem_total: 0,
+                mem_free: 0,
             },
-            NumaNode {
+            Node {
                 id: 1,
                 cpus: vec![4, 5, 6, 7, 12, 13, 14, 15],
+                distances: vec![32, 10],
+                mem_total: 0,
+                mem_free: 0,
             },
         ];
         t

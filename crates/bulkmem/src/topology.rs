@@ -6,6 +6,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::numa::{Node, Nodes};
+
 /// What a cache holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheKind {
@@ -25,12 +27,10 @@ pub struct Cache {
     pub shared_cpus: Vec<usize>,
 }
 
-/// A NUMA node and its CPUs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NumaNode {
-    pub id: usize,
-    pub cpus: Vec<usize>,
-}
+/// The former name of [`numa::Node`](crate::numa::Node), kept so code
+/// written against it still compiles: a node is read from sysfs in one
+/// place, [`Nodes::read`].
+pub type NumaNode = Node;
 
 /// The layout of the machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,7 +43,11 @@ pub struct Topology {
     /// Sets of online CPUs that are SMT siblings of one core, ordered by
     /// first CPU (one CPU each where sysfs says nothing).
     pub cores: Vec<Vec<usize>>,
-    pub numa_nodes: Vec<NumaNode>,
+    /// NUMA nodes by id, as [`Nodes::read`] gives them (one node of every
+    /// online CPU where the kernel has no NUMA). Their memory figures are
+    /// those of when the layout was read: for current free memory read
+    /// [`Nodes::detect`] again.
+    pub numa_nodes: Vec<Node>,
     /// Base page size in bytes.
     pub page_size: usize,
     /// Huge page sizes the kernel offers (hugetlbfs), ascending.
@@ -127,28 +131,10 @@ impl Topology {
         }
         cores.sort();
 
-        let mut numa_nodes = Vec::new();
-        if let Ok(dir) = fs::read_dir(sys.join("node")) {
-            for entry in dir.flatten() {
-                let name = entry.file_name();
-                let Some(id) = name
-                    .to_str()
-                    .and_then(|n| n.strip_prefix("node"))
-                    .and_then(|n| n.parse::<usize>().ok())
-                else {
-                    continue;
-                };
-                let cpus = read_list(&entry.path().join("cpulist")).unwrap_or_default();
-                numa_nodes.push(NumaNode { id, cpus });
-            }
-        }
-        numa_nodes.sort_by_key(|n| n.id);
-        if numa_nodes.is_empty() {
-            numa_nodes.push(NumaNode {
-                id: 0,
-                cpus: online_cpus.clone(),
-            });
-        }
+        // One sysfs node parser for placement and migration, so they cannot
+        // disagree on the nodes; its no-NUMA fallback (one node of every
+        // online CPU, from the same `cpu/online`) is this layout's.
+        let numa_nodes = Nodes::read(root).nodes;
 
         let mut huge_page_sizes = Vec::new();
         if let Ok(dir) = fs::read_dir(root.join("sys/kernel/mm/hugepages")) {

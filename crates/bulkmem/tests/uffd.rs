@@ -9,7 +9,8 @@
 //! fault handler a read there would wait forever. Tests unregister first.
 
 use bulkmem::mapping::Mapping;
-use bulkmem::uffd::{MoveOptions, Mover, UffdError};
+use bulkmem::uffd::{MoveOptions, Mover};
+use bulkmem::Error;
 use bulkmem::Extent;
 
 const PAGE: usize = 4096;
@@ -190,7 +191,7 @@ fn bad_arguments_are_refused_before_any_move() {
         Map::new(8 * PAGE, PAGE, false),
     );
     (0..8).for_each(|i| src.fill_page(i, 5));
-    let unregistered = |e: UffdError| e.to_string().contains("not registered");
+    let unregistered = |e: Error| e.to_string().contains("not registered");
     // SAFETY: every call below is refused before touching memory.
     unsafe {
         let e = m
@@ -461,23 +462,23 @@ fn ranges_that_wrap_around_are_refused_without_overflow() {
         // SAFETY: refused before any ioctl (this is what is tested).
         let r = unsafe { m.move_range(d, s, len, MoveOptions::default()) };
         match r {
-            Err(UffdError::Invalid(msg)) => assert!(msg.contains("address space"), "{msg}"),
+            Err(Error::BadRange { why, .. }) => assert!(why.contains("address space"), "{why}"),
             other => panic!("{d:?} {s:?} {len:#x}: {other:?}"),
         }
     }
     assert!(matches!(
         m.register(near_end, 4 * PAGE),
-        Err(UffdError::Invalid(_))
+        Err(Error::BadRange { .. })
     ));
     assert!(matches!(
         m.unregister(near_end, 4 * PAGE),
-        Err(UffdError::Invalid(_))
+        Err(Error::BadRange { .. })
     ));
     if m.supports_poison() {
         // SAFETY: refused before any ioctl; nothing is poisoned.
         let r = unsafe { m.poison(near_end, 4 * PAGE) };
         match r {
-            Err(UffdError::Invalid(msg)) => assert!(msg.contains("address space"), "{msg}"),
+            Err(Error::BadRange { why, .. }) => assert!(why.contains("address space"), "{why}"),
             other => panic!("poison {near_end:?}: {other:?}"),
         }
     }

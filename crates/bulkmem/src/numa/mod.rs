@@ -32,23 +32,28 @@ pub use move_pages::{
     migrate, node_of_pages, MigrateOptions, MigrateReport, PageStatus, DEFAULT_BATCH,
 };
 
-/// One NUMA node as sysfs describes it.
+/// One NUMA node as sysfs describes it: the crate's only node model
+/// ([`Topology::numa_nodes`](crate::topology::Topology::numa_nodes) holds
+/// these too).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Node {
+    /// The node number (`nodeN` in sysfs).
     pub id: usize,
     /// Online CPUs of the node (empty for memory-only nodes: CXL, HBM).
     pub cpus: Vec<usize>,
     /// SLIT distance to node `i` at index `i` of [`Nodes::ids`] order
     /// (10 = local).
     pub distances: Vec<u32>,
-    /// Bytes of memory, and bytes free (MemTotal / MemFree).
+    /// Bytes of memory (MemTotal; 0 where sysfs does not say).
     pub mem_total: u64,
+    /// Bytes free (MemFree) when the node was read.
     pub mem_free: u64,
 }
 
 /// The machine's NUMA nodes, ordered by id.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Nodes {
+    /// Every node, ordered by id.
     pub nodes: Vec<Node>,
     /// Nodes with memory (`has_memory`): the only valid migration targets.
     pub with_memory: Vec<usize>,
@@ -121,10 +126,12 @@ impl Nodes {
         Nodes { nodes, with_memory }
     }
 
+    /// The node ids, ascending.
     pub fn ids(&self) -> Vec<usize> {
         self.nodes.iter().map(|n| n.id).collect()
     }
 
+    /// Node `id`, if there is one.
     pub fn get(&self, id: usize) -> Option<&Node> {
         self.nodes.iter().find(|n| n.id == id)
     }

@@ -20,208 +20,31 @@
 //! Requirements (the kernel's): source and destination are private
 //! anonymous mappings with identical protections (and both mlocked or
 //! neither), each range lies inside one mapping, addresses and lengths are
-//! page-aligned, and the destination pages are unpopulated. The ioctl
-//! numbers and structures are defined here because the system headers of
-//! many distributions predate `UFFDIO_MOVE`.
+//! page-aligned, and the destination pages are unpopulated.
+//!
+//! Failures are the crate's [`Error`], so callers handle one error type:
+//! [`Error::NotSupportedHere`] when the kernel lacks what is asked,
+//! [`Error::Syscall`] when userfaultfd(2) is refused, [`Error::BadRange`]
+//! (and, for [`Mover::move_batch`], the engine's extent errors) for
+//! arguments refused before any ioctl, and [`Error::Ioctl`] when an ioctl
+//! fails in a way the mover does not recover from.
 
-use std::fmt;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::extent::Extent;
 use crate::strategy::Op;
+use crate::Error;
+
+mod ioctl;
+mod report;
+
+use ioctl::*;
+pub use ioctl::{UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES, UFFDIO_MOVE_MODE_DONTWAKE};
+use report::hole_map;
+pub use report::{MoveFailure, MoveOptions, MoveReport};
 
 const PAGE: usize = 4096;
-
-// <linux/userfaultfd.h>
-const UFFD_API: u64 = 0xAA;
-const UFFD_USER_MODE_ONLY: libc::c_int = 1;
-const UFFD_FEATURE_POISON: u64 = 1 << 14;
-const UFFD_FEATURE_MOVE: u64 = 1 << 16;
-const UFFDIO_REGISTER_MODE_MISSING: u64 = 1 << 0;
-const UFFDIO_COPY_MODE_DONTWAKE: u64 = 1 << 0;
-/// Don't wake threads waiting on a fault in the destination.
-pub const UFFDIO_MOVE_MODE_DONTWAKE: u64 = 1 << 0;
-/// Skip source holes instead of failing with `ENOENT`.
-pub const UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES: u64 = 1 << 1;
-const IOCTL_BIT_MOVE: u64 = 1 << 0x05;
-
-const fn iowr(nr: u64, size: usize) -> libc::c_ulong {
-    ((3 << 30) | ((size as u64) << 16) | (UFFD_API << 8) | nr) as libc::c_ulong
-}
-
-const fn ior(nr: u64, size: usize) -> libc::c_ulong {
-    ((2 << 30) | ((size as u64) << 16) | (UFFD_API << 8) | nr) as libc::c_ulong
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct UffdioApi {
-    api: u64,
-    features: u64,
-    ioctls: u64,
-}
-
-#[repr(C)]
-#[derive(Default, Clone, Copy)]
-struct UffdioRange {
-    start: u64,
-    len: u64,
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct UffdioRegister {
-    range: UffdioRange,
-    mode: u64,
-    ioctls: u64,
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct UffdioCopy {
-    dst: u64,
-    src: u64,
-    len: u64,
-    mode: u64,
-    copy: i64,
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct UffdioMove {
-    dst: u64,
-    src: u64,
-    len: u64,
-    mode: u64,
-    moved: i64,
-}
-
-#[repr(C)]
-#[derive(Default)]
-struct UffdioPoison {
-    range: UffdioRange,
-    mode: u64,
-    updated: i64,
-}
-
-const UFFDIO_API_IOCTL: libc::c_ulong = iowr(0x3F, std::mem::size_of::<UffdioApi>());
-const UFFDIO_REGISTER: libc::c_ulong = iowr(0x00, std::mem::size_of::<UffdioRegister>());
-const UFFDIO_UNREGISTER: libc::c_ulong = ior(0x01, std::mem::size_of::<UffdioRange>());
-const UFFDIO_COPY: libc::c_ulong = iowr(0x03, std::mem::size_of::<UffdioCopy>());
-const UFFDIO_MOVE: libc::c_ulong = iowr(0x05, std::mem::size_of::<UffdioMove>());
-const UFFDIO_POISON: libc::c_ulong = iowr(0x08, std::mem::size_of::<UffdioPoison>());
-
-/// Why a userfaultfd operation failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum UffdError {
-    /// The kernel lacks what was asked (e.g. `UFFD_FEATURE_MOVE` before 6.8).
-    Unsupported(String),
-    /// userfaultfd(2) itself was refused (`vm.unprivileged_userfaultfd`).
-    Permission(io::Error),
-    /// Arguments rejected before any ioctl: misaligned, empty, overlapping,
-    /// or a destination not registered with this mover.
-    Invalid(String),
-    /// An ioctl failed in a way the mover does not recover from.
-    Ioctl {
-        op: &'static str,
-        addr: usize,
-        error: io::Error,
-        /// What had been done before it failed.
-        report: Box<MoveReport>,
-    },
-}
-
-impl fmt::Display for UffdError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UffdError::Unsupported(what) => write!(f, "userfaultfd: not supported here: {what}"),
-            UffdError::Permission(e) => write!(
-                f,
-                "userfaultfd(2) was refused ({e}); run as root or set vm.unprivileged_userfaultfd=1"
-            ),
-            UffdError::Invalid(what) => write!(f, "userfaultfd: {what}"),
-            UffdError::Ioctl {
-                op,
-                addr,
-                error,
-                report,
-            } => write!(
-                f,
-                "{op} failed at {addr:#x}: {error} (after {} pages moved, {} copied); source and \
-                 destination must be private anonymous mappings with the same protections, each \
-                 range inside one mapping",
-                report.moved, report.copied
-            ),
-        }
-    }
-}
-
-impl std::error::Error for UffdError {}
-
-/// Options of [`Mover::move_range`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MoveOptions {
-    /// Skip source pages that are not populated (holes) instead of reporting
-    /// them; they are counted in [`MoveReport::holes`].
-    pub allow_src_holes: bool,
-    /// Don't wake threads faulting on the destination.
-    pub dont_wake: bool,
-    /// Copy pages `MOVE` refuses (`EBUSY`) with `UFFDIO_COPY` and drop them
-    /// from the source, so the range still ends up complete.
-    pub fallback_copy: bool,
-    /// Largest length per ioctl (0: the whole range). For benchmarks: 4096
-    /// gives the per-page loop.
-    pub max_ioctl: usize,
-}
-
-/// A page that could not be moved (nor copied).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MoveFailure {
-    pub dst: usize,
-    pub src: usize,
-    /// `EEXIST`, `ENOENT`, `EBUSY`, ...
-    pub errno: i32,
-}
-
-/// What a move did, in pages. Each page of the range is counted once, in
-/// exactly one of `moved`, `copied`, `holes` and `failures`: when
-/// [`Mover::move_range`] returns `Ok`, their sum is the range's page count.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MoveReport {
-    /// Pages moved by `UFFDIO_MOVE` (not the source holes it skipped).
-    pub moved: usize,
-    /// Moved by copy after `EBUSY` (with `fallback_copy`).
-    pub copied: usize,
-    /// Source holes skipped (with `allow_src_holes`), as `mincore` saw the
-    /// source just before the move. A hole over a populated destination page
-    /// is not skipped but refused (`EEXIST`): a failure. (A swapped-out
-    /// source page looks like a hole to `mincore`: it is moved but counted
-    /// here.)
-    pub holes: usize,
-    /// Pages left where they were: neither moved, copied nor skipped.
-    pub failures: Vec<MoveFailure>,
-    /// ioctls issued, and `EAGAIN` retries among them.
-    pub ioctls: usize,
-    pub retries: usize,
-}
-
-impl MoveReport {
-    /// Every page is at the destination (moved, copied or a skipped hole).
-    pub fn is_complete(&self) -> bool {
-        self.failures.is_empty()
-    }
-
-    fn absorb(&mut self, o: MoveReport) {
-        self.moved += o.moved;
-        self.copied += o.copied;
-        self.holes += o.holes;
-        self.failures.extend(o.failures);
-        self.ioctls += o.ioctls;
-        self.retries += o.retries;
-    }
-}
 
 /// Owns a userfaultfd and the destination ranges registered with it.
 #[derive(Debug)]
@@ -242,15 +65,15 @@ impl Mover {
     /// Opens a userfaultfd (user-mode faults only, which needs no privilege
     /// where the sysctl allows it) and negotiates `UFFD_FEATURE_MOVE` (and
     /// `UFFD_FEATURE_POISON` where the kernel has it).
-    pub fn new() -> Result<Mover, UffdError> {
+    pub fn new() -> Result<Mover, Error> {
         // Ask for no features first: the answer lists what the kernel has.
         // UFFDIO_API may be issued once per descriptor, so the features are
         // then enabled on a second one.
         let (_, offered) = open_with(0)?;
         if offered & UFFD_FEATURE_MOVE == 0 {
-            return Err(UffdError::Unsupported(
-                "UFFD_FEATURE_MOVE (UFFDIO_MOVE needs Linux 6.8 or later)".into(),
-            ));
+            return Err(Error::NotSupportedHere {
+                what: "userfaultfd UFFD_FEATURE_MOVE (UFFDIO_MOVE needs Linux 6.8 or later)".into(),
+            });
         }
         let (fd, features) = open_with(UFFD_FEATURE_MOVE | (offered & UFFD_FEATURE_POISON))?;
         Ok(Mover {
@@ -267,8 +90,8 @@ impl Mover {
 
     /// Registers `[addr, addr + len)` (page-aligned, inside private
     /// anonymous mappings) as a destination, in missing-page mode.
-    pub fn register(&mut self, addr: *mut u8, len: usize) -> Result<(), UffdError> {
-        check_aligned("register", addr as usize, len)?;
+    pub fn register(&mut self, addr: *mut u8, len: usize) -> Result<(), Error> {
+        check_aligned("range to register", addr as usize, len)?;
         let mut r = UffdioRegister {
             range: UffdioRange {
                 start: addr as u64,
@@ -280,36 +103,45 @@ impl Mover {
         // SAFETY: valid uffd and struct; registering only changes how the
         // kernel treats faults in the range.
         if unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_REGISTER, &mut r) } != 0 {
-            return Err(UffdError::Invalid(format!(
-                "cannot register {:#x}+{len:#x}: {} (it must be mapped, private and anonymous)",
-                addr as usize,
-                io::Error::last_os_error()
-            )));
+            return Err(Error::BadRange {
+                addr: addr as usize,
+                len,
+                why: format!(
+                    "cannot register it with userfaultfd: {} (it must be mapped, private and \
+                     anonymous)",
+                    io::Error::last_os_error()
+                ),
+            });
         }
         if r.ioctls & IOCTL_BIT_MOVE == 0 {
-            return Err(UffdError::Unsupported(format!(
-                "UFFDIO_MOVE is not allowed on {:#x}+{len:#x} (not private anonymous memory?)",
-                addr as usize
-            )));
+            return Err(Error::NotSupportedHere {
+                what: format!(
+                    "UFFDIO_MOVE on {:#x}+{len:#x} (not private anonymous memory?)",
+                    addr as usize
+                ),
+            });
         }
         self.registered.push((addr as usize, len));
         Ok(())
     }
 
     /// Unregisters a range given to [`Mover::register`].
-    pub fn unregister(&mut self, addr: *mut u8, len: usize) -> Result<(), UffdError> {
-        check_aligned("unregister", addr as usize, len)?;
+    pub fn unregister(&mut self, addr: *mut u8, len: usize) -> Result<(), Error> {
+        check_aligned("range to unregister", addr as usize, len)?;
         let mut r = UffdioRange {
             start: addr as u64,
             len: len as u64,
         };
         // SAFETY: valid uffd and struct.
         if unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_UNREGISTER, &mut r) } != 0 {
-            return Err(UffdError::Invalid(format!(
-                "cannot unregister {:#x}+{len:#x}: {}",
-                addr as usize,
-                io::Error::last_os_error()
-            )));
+            return Err(Error::BadRange {
+                addr: addr as usize,
+                len,
+                why: format!(
+                    "cannot unregister it from userfaultfd: {}",
+                    io::Error::last_os_error()
+                ),
+            });
         }
         self.registered
             .retain(|&(a, l)| (a, l) != (addr as usize, len));
@@ -376,7 +208,7 @@ impl Mover {
         src: *mut u8,
         len: usize,
         opts: MoveOptions,
-    ) -> Result<MoveReport, UffdError> {
+    ) -> Result<MoveReport, Error> {
         let (d, s) = (dst as usize, src as usize);
         check_aligned("destination", d, len)?;
         check_aligned("source", s, len)?;
@@ -384,14 +216,19 @@ impl Mover {
             return Ok(MoveReport::default());
         }
         if d < s + len && s < d + len {
-            return Err(UffdError::Invalid(format!(
-                "source {s:#x}+{len:#x} and destination {d:#x}+{len:#x} overlap"
-            )));
+            return Err(Error::BadRange {
+                addr: d,
+                len,
+                why: format!("the destination overlaps the source {s:#x}+{len:#x}"),
+            });
         }
         if !self.is_registered(d, len) {
-            return Err(UffdError::Invalid(format!(
-                "destination {d:#x}+{len:#x} is not registered with this Mover (call register first)"
-            )));
+            return Err(Error::BadRange {
+                addr: d,
+                len,
+                why: "the destination is not registered with this Mover (call register first)"
+                    .into(),
+            });
         }
         let mut report = MoveReport::default();
         // The kernel counts the source holes it skips as moved bytes: tell
@@ -423,11 +260,7 @@ impl Mover {
             // SAFETY: [done, done + n) lies in both ranges the caller vouched for.
             let (moved, err) =
                 unsafe { self.move_once((d + done) as *mut u8, (s + done) as *mut u8, n, mode) };
-            let skipped = holes
-                .get(done / PAGE..(done + moved) / PAGE)
-                .map_or(0, |h| h.iter().filter(|&&hole| hole).count());
-            report.holes += skipped;
-            report.moved += moved / PAGE - skipped;
+            report.count_moved(&holes, done, moved);
             done += moved;
             let Some(e) = err else {
                 retries_here = 0;
@@ -465,10 +298,10 @@ impl Mover {
                     retries_here = 0;
                 }
                 _ => {
-                    return Err(UffdError::Ioctl {
+                    return Err(Error::Ioctl {
                         op: "UFFDIO_MOVE",
                         addr: at_d,
-                        error: io::Error::from_raw_os_error(e),
+                        errno: e,
                         report: Box::new(report),
                     });
                 }
@@ -517,9 +350,8 @@ impl Mover {
         &self,
         extents: &[Extent],
         opts: MoveOptions,
-    ) -> Result<MoveReport, UffdError> {
-        crate::extent::validate_extents(Op::Copy, extents)
-            .map_err(|e| UffdError::Invalid(e.to_string()))?;
+    ) -> Result<MoveReport, Error> {
+        crate::extent::validate_extents(Op::Copy, extents)?;
         for e in extents {
             check_aligned("destination", e.dst as usize, e.len)?;
             check_aligned("source", e.src as usize, e.len)?;
@@ -542,17 +374,17 @@ impl Mover {
             // of extents that continue each other.
             match unsafe { self.move_range(run.dst, run.src as *mut u8, run.len, opts) } {
                 Ok(r) => total.absorb(r),
-                Err(UffdError::Ioctl {
+                Err(Error::Ioctl {
                     op,
                     addr,
-                    error,
+                    errno,
                     report,
                 }) => {
                     total.absorb(*report);
-                    return Err(UffdError::Ioctl {
+                    return Err(Error::Ioctl {
                         op,
                         addr,
-                        error,
+                        errno,
                         report: Box::new(total),
                     });
                 }
@@ -569,13 +401,14 @@ impl Mover {
     /// # Safety
     /// Accessing the range afterwards raises SIGBUS; nothing may rely on
     /// reading it.
-    pub unsafe fn poison(&self, addr: *mut u8, len: usize) -> Result<(), UffdError> {
+    pub unsafe fn poison(&self, addr: *mut u8, len: usize) -> Result<(), Error> {
         if !self.supports_poison() {
-            return Err(UffdError::Unsupported(
-                "UFFD_FEATURE_POISON (Linux 6.6 or later)".into(),
-            ));
+            return Err(Error::NotSupportedHere {
+                what: "userfaultfd UFFD_FEATURE_POISON (UFFDIO_POISON needs Linux 6.6 or later)"
+                    .into(),
+            });
         }
-        check_aligned("poison range", addr as usize, len)?;
+        check_aligned("range to poison", addr as usize, len)?;
         let mut p = UffdioPoison {
             range: UffdioRange {
                 start: addr as u64,
@@ -586,10 +419,10 @@ impl Mover {
         };
         // SAFETY: valid uffd and struct; the caller accepts the SIGBUS.
         if unsafe { libc::ioctl(self.fd.as_raw_fd(), UFFDIO_POISON, &mut p) } != 0 {
-            return Err(UffdError::Ioctl {
+            return Err(Error::Ioctl {
                 op: "UFFDIO_POISON",
                 addr: addr as usize,
-                error: io::Error::last_os_error(),
+                errno: errno(),
                 report: Box::default(),
             });
         }
@@ -600,7 +433,7 @@ impl Mover {
 /// Opens a userfaultfd (user-mode faults only where the kernel knows the
 /// flag) and negotiates `features`; returns the fd and the features the
 /// kernel reports.
-fn open_with(features: u64) -> Result<(OwnedFd, u64), UffdError> {
+fn open_with(features: u64) -> Result<(OwnedFd, u64), Error> {
     let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
     // SAFETY: userfaultfd(2) takes flags only and returns a new fd.
     let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY) };
@@ -610,10 +443,15 @@ fn open_with(features: u64) -> Result<(OwnedFd, u64), UffdError> {
         fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
     }
     if fd < 0 {
-        let e = io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::ENOSYS) => UffdError::Unsupported("no userfaultfd(2) in this kernel".into()),
-            _ => UffdError::Permission(e),
+        return Err(match errno() {
+            libc::ENOSYS => Error::NotSupportedHere {
+                what: "userfaultfd(2) (this kernel has none)".into(),
+            },
+            // EPERM's Display says which sysctl or capability is missing.
+            e => Error::Syscall {
+                call: "userfaultfd",
+                errno: e,
+            },
         });
     }
     // SAFETY: fd is a fresh descriptor that nothing else owns.
@@ -625,43 +463,27 @@ fn open_with(features: u64) -> Result<(OwnedFd, u64), UffdError> {
     };
     // SAFETY: a valid uffd and a properly sized, writable struct.
     if unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API_IOCTL, &mut api) } != 0 {
-        return Err(UffdError::Unsupported(format!(
-            "UFFDIO_API: {}",
-            io::Error::last_os_error()
-        )));
+        return Err(Error::NotSupportedHere {
+            what: format!("userfaultfd UFFDIO_API: {}", io::Error::last_os_error()),
+        });
     }
     Ok((fd, api.features))
 }
 
 /// Page alignment, and a range that does not wrap around the address
 /// space (every entry point checks this before any arithmetic on the end).
-fn check_aligned(what: &str, addr: usize, len: usize) -> Result<(), UffdError> {
-    if !addr.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) {
-        return Err(UffdError::Invalid(format!(
-            "{what} {addr:#x}+{len:#x} is not page-aligned (address and length must be multiples of 4096)"
-        )));
-    }
-    if addr
+fn check_aligned(what: &str, addr: usize, len: usize) -> Result<(), Error> {
+    let why = if !addr.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) {
+        format!("the {what} is not page-aligned (address and length must be multiples of 4096)")
+    } else if addr
         .checked_add(len)
         .is_none_or(|end| end > isize::MAX as usize)
     {
-        return Err(UffdError::Invalid(format!(
-            "{what} {addr:#x}+{len:#x} runs past the end of the address space"
-        )));
-    }
-    Ok(())
-}
-
-/// Which pages of `[addr, addr + len)` are not resident, per mincore(2)
-/// (empty if it cannot say: every page then counts as populated).
-fn hole_map(addr: usize, len: usize) -> Vec<bool> {
-    let mut v = vec![0u8; len.div_ceil(PAGE)];
-    // SAFETY: `v` has one byte per page of the range; mincore only writes it.
-    let rc = unsafe { libc::mincore(addr as *mut libc::c_void, len, v.as_mut_ptr()) };
-    if rc != 0 {
-        return Vec::new();
-    }
-    v.iter().map(|&b| b & 1 == 0).collect()
+        format!("the {what} runs past the end of the address space")
+    } else {
+        return Ok(());
+    };
+    Err(Error::BadRange { addr, len, why })
 }
 
 #[cfg(test)]
@@ -669,23 +491,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ioctl_numbers_match_the_kernel_headers() {
-        // Values from <linux/userfaultfd.h> on x86_64.
-        assert_eq!(UFFDIO_API_IOCTL, 0xC018_AA3F);
-        assert_eq!(UFFDIO_REGISTER, 0xC020_AA00);
-        assert_eq!(UFFDIO_UNREGISTER, 0x8010_AA01);
-        assert_eq!(UFFDIO_COPY, 0xC028_AA03);
-        assert_eq!(UFFDIO_MOVE, 0xC028_AA05);
-        assert_eq!(UFFDIO_POISON, 0xC020_AA08);
-    }
-
-    #[test]
     fn alignment_errors_say_what_is_wrong() {
         let e = check_aligned("source", 0x1001, 4096).unwrap_err();
         assert!(
-            e.to_string().contains("source 0x1001") && e.to_string().contains("page-aligned"),
+            e.to_string()
+                .contains("0x1001+0x1000: the source is not page-aligned"),
             "{e}"
         );
         assert!(check_aligned("x", 0x2000, 0x3000).is_ok());
+    }
+
+    #[test]
+    fn a_refused_userfaultfd_says_how_to_allow_it() {
+        let e = Error::Syscall {
+            call: "userfaultfd",
+            errno: libc::EPERM,
+        }
+        .to_string();
+        assert!(
+            e.contains("vm.unprivileged_userfaultfd=1") && e.contains("CAP_SYS_PTRACE"),
+            "{e}"
+        );
     }
 }

@@ -50,7 +50,7 @@ pub enum Error {
     /// A checked copy or clear stopped at a SIGBUS: the bytes before
     /// `Fault::offset` are done, nothing after it was written.
     #[cfg(target_arch = "x86_64")]
-    Fault(crate::fault::Fault),
+    Fault(Fault),
     /// No NUMA node `node` with memory; `nodes` are the ones there are.
     NoSuchNode { node: usize, nodes: Vec<usize> },
     /// A memory range cannot be used as asked.
@@ -81,7 +81,7 @@ pub enum Error {
         op: &'static str,
         addr: usize,
         errno: i32,
-        report: Box<crate::uffd::MoveReport>,
+        report: Box<crate::move_report::MoveReport>,
     },
 }
 
@@ -132,8 +132,8 @@ impl fmt::Display for Error {
             Error::NotChecked { strategy, op } => {
                 #[cfg(target_arch = "x86_64")]
                 let list: Vec<&str> = match op {
-                    Op::Copy => crate::fault::CHECKED_COPY,
-                    Op::Clear => crate::fault::CHECKED_CLEAR,
+                    Op::Copy => crate::descriptor::CHECKED_COPY.as_slice(),
+                    Op::Clear => crate::descriptor::CHECKED_CLEAR.as_slice(),
                 }
                 .iter()
                 .map(|s| s.name())
@@ -232,3 +232,61 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// Which side of a copy faulted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Side {
+    /// Reading the source.
+    Source,
+    /// Writing the destination.
+    Destination,
+}
+
+/// Where a checked copy or clear stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fault {
+    pub side: Side,
+    /// The first byte not copied (or zeroed): everything before it is done,
+    /// nothing after it was written.
+    pub offset: usize,
+    /// The faulting address the kernel reported (`si_addr`).
+    pub addr: usize,
+    /// The signal's `si_code`: `BUS_ADRERR` (2) for a mapping past the end
+    /// of its file, `BUS_MCEERR_AR` (4) for a poisoned page.
+    pub code: i32,
+    /// `si_addr_lsb`: log2 of the poisoned granule (12 for one 4 KiB page)
+    /// for the `BUS_MCEERR_*` codes, 0 otherwise.
+    pub addr_lsb: u8,
+}
+
+impl Fault {
+    /// The `si_code` as its C name.
+    pub fn code_name(&self) -> &'static str {
+        match self.code {
+            libc::BUS_ADRALN => "BUS_ADRALN",
+            libc::BUS_ADRERR => "BUS_ADRERR",
+            libc::BUS_OBJERR => "BUS_OBJERR",
+            libc::BUS_MCEERR_AR => "BUS_MCEERR_AR",
+            libc::BUS_MCEERR_AO => "BUS_MCEERR_AO",
+            _ => "unknown si_code",
+        }
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let side = match self.side {
+            Side::Source => "reading the source",
+            Side::Destination => "writing the destination",
+        };
+        write!(
+            f,
+            "SIGBUS {side} at offset {} (address {:#x}, {})",
+            self.offset,
+            self.addr,
+            self.code_name()
+        )
+    }
+}
+
+impl std::error::Error for Fault {}

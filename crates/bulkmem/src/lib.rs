@@ -51,6 +51,9 @@ mod fill;
 mod handle;
 mod kernels;
 pub mod mapping;
+#[cfg(target_arch = "x86_64")]
+mod mc;
+mod move_report;
 pub mod numa;
 pub mod placement;
 pub mod plan;

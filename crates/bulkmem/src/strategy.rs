@@ -1,11 +1,10 @@
-//! Names of the primitives, the operations they implement, and the hint a
-//! caller gives about the destination's future.
+//! Names of the primitives, the operations, and the hint a caller gives
+//! about the destination's future. What each strategy is (operations,
+//! features, kernels) is its row in `descriptor.rs`, which also holds
+//! `Strategy`'s lookups.
 
 use std::fmt;
 use std::str::FromStr;
-
-use crate::cpu::{self, Features};
-use crate::descriptor;
 
 /// A bulk memory operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,52 +56,6 @@ pub enum Strategy {
     Clzero,
     /// Plain Rust word loop; the fallback on every architecture.
     Portable,
-}
-
-impl Strategy {
-    /// Every strategy, `Auto` first.
-    pub const ALL: &'static [Strategy] = &descriptor::ALL;
-
-    /// The copy strategies, in the order tables list them (without `Auto`).
-    pub const COPY: &'static [Strategy] = &descriptor::COPY;
-
-    /// The clear strategies, in the order tables list them (without `Auto`).
-    /// `avx2`/`avx512` (temporal) extend the starting design's list: below a few KiB
-    /// they clear 3x faster than `rep stosb` even with FSRM.
-    pub const CLEAR: &'static [Strategy] = &descriptor::CLEAR;
-
-    /// The concrete strategies for `op` (without `Auto`).
-    pub fn for_op(op: Op) -> &'static [Strategy] {
-        match op {
-            Op::Copy => Self::COPY,
-            Op::Clear => Self::CLEAR,
-        }
-    }
-
-    /// The name the CLI, the JSON, the profile and the environment use.
-    pub fn name(self) -> &'static str {
-        descriptor::row(self).name
-    }
-
-    /// Whether this strategy implements `op` (`Auto` implements both).
-    pub fn supports(self, op: Op) -> bool {
-        self == Strategy::Auto || descriptor::row(self).implements(op)
-    }
-
-    /// Whether the stores bypass the cache (and so end with a store fence).
-    pub fn is_non_temporal(self) -> bool {
-        descriptor::row(self).non_temporal
-    }
-
-    /// The CPU feature this strategy needs that `features` lacks, if any.
-    pub fn missing_feature(self, features: &Features) -> Option<&'static str> {
-        descriptor::row(self).missing(features)
-    }
-
-    /// Whether this CPU (after `BULKMEM_DISABLE`) can run the strategy.
-    pub fn available(self) -> bool {
-        self.missing_feature(&cpu::info().features).is_none()
-    }
 }
 
 impl fmt::Display for Strategy {
@@ -200,6 +153,7 @@ impl FromStr for Hint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::Features;
 
     #[test]
     fn names_round_trip() {

@@ -6,8 +6,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::numa::{Node, Nodes};
-
 /// What a cache holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheKind {
@@ -27,7 +25,7 @@ pub struct Cache {
     pub shared_cpus: Vec<usize>,
 }
 
-/// The former name of [`numa::Node`](crate::numa::Node), kept so code
+/// The former name of [`Node`], kept so code
 /// written against it still compiles: a node is read from sysfs in one
 /// place, [`Nodes::read`].
 pub type NumaNode = Node;
@@ -289,6 +287,135 @@ fn parse_sysfs_size(s: &str) -> Option<usize> {
         _ => (s, 1),
     };
     num.parse::<usize>().ok()?.checked_mul(mult)
+}
+
+/// One NUMA node as sysfs describes it: the crate's only node model
+/// ([`Topology::numa_nodes`](Topology::numa_nodes) holds
+/// these too).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Node {
+    /// The node number (`nodeN` in sysfs).
+    pub id: usize,
+    /// Online CPUs of the node (empty for memory-only nodes: CXL, HBM).
+    pub cpus: Vec<usize>,
+    /// SLIT distance to node `i` at index `i` of [`Nodes::ids`] order
+    /// (10 = local).
+    pub distances: Vec<u32>,
+    /// Bytes of memory (MemTotal; 0 where sysfs does not say).
+    pub mem_total: u64,
+    /// Bytes free (MemFree) when the node was read.
+    pub mem_free: u64,
+}
+
+/// The machine's NUMA nodes, ordered by id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nodes {
+    /// Every node, ordered by id.
+    pub nodes: Vec<Node>,
+    /// Nodes with memory (`has_memory`): the only valid migration targets.
+    pub with_memory: Vec<usize>,
+}
+
+impl Nodes {
+    /// The running machine's nodes.
+    pub fn detect() -> Nodes {
+        Nodes::read(Path::new("/"))
+    }
+
+    /// Reads `root/sys/devices/system/node`. A kernel without NUMA (no
+    /// such directory) is one node holding every online CPU.
+    pub fn read(root: &Path) -> Nodes {
+        let dir = root.join("sys/devices/system/node");
+        let mut nodes = Vec::new();
+        if let Ok(entries) = fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let Some(id) = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("node"))
+                    .and_then(|n| n.parse::<usize>().ok())
+                else {
+                    continue;
+                };
+                let p = e.path();
+                let read = |f: &str| fs::read_to_string(p.join(f)).unwrap_or_default();
+                let (mem_total, mem_free) = parse_meminfo(&read("meminfo"));
+                nodes.push(Node {
+                    id,
+                    cpus: parse_cpu_list(read("cpulist").trim()).unwrap_or_default(),
+                    distances: read("distance")
+                        .split_whitespace()
+                        .filter_map(|d| d.parse().ok())
+                        .collect(),
+                    mem_total,
+                    mem_free,
+                });
+            }
+        }
+        nodes.sort_by_key(|n| n.id);
+        let with_memory = fs::read_to_string(dir.join("has_memory"))
+            .ok()
+            .and_then(|s| parse_cpu_list(s.trim()))
+            .unwrap_or_else(|| {
+                nodes
+                    .iter()
+                    .filter(|n| n.mem_total > 0)
+                    .map(|n| n.id)
+                    .collect()
+            });
+        if nodes.is_empty() {
+            let cpus = fs::read_to_string(root.join("sys/devices/system/cpu/online"))
+                .ok()
+                .and_then(|s| parse_cpu_list(s.trim()))
+                .unwrap_or_else(|| vec![0]);
+            nodes.push(Node {
+                id: 0,
+                cpus,
+                distances: vec![10],
+                mem_total: 0,
+                mem_free: 0,
+            });
+            return Nodes {
+                nodes,
+                with_memory: vec![0],
+            };
+        }
+        Nodes { nodes, with_memory }
+    }
+
+    /// The node ids, ascending.
+    pub fn ids(&self) -> Vec<usize> {
+        self.nodes.iter().map(|n| n.id).collect()
+    }
+
+    /// Node `id`, if there is one.
+    pub fn get(&self, id: usize) -> Option<&Node> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+
+    /// SLIT distance from `a` to `b`, if both exist.
+    pub fn distance(&self, a: usize, b: usize) -> Option<u32> {
+        let col = self.nodes.iter().position(|n| n.id == b)?;
+        self.get(a)?.distances.get(col).copied()
+    }
+}
+
+/// (MemTotal, MemFree) in bytes from a node's meminfo
+/// (`Node 0 MemTotal:  7694548 kB`).
+pub(crate) fn parse_meminfo(s: &str) -> (u64, u64) {
+    let field = |name: &str| {
+        s.lines()
+            .find_map(|l| {
+                let (_, rest) = l.split_once(name)?;
+                rest.trim_start_matches(':')
+                    .split_whitespace()
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .map_or(0, |kb| kb << 10)
+    };
+    (field(" MemTotal"), field(" MemFree"))
 }
 
 #[cfg(test)]

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::pool::lock;
-use crate::fault::{self, Fault, McClear, McCopy, Outcome};
+use crate::fault::{self, Fault, Outcome};
+use crate::mc::{McClear, McCopy};
 use crate::plan::Run;
 use crate::report::Report;
 

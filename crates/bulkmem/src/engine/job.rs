@@ -31,9 +31,9 @@ pub(super) enum Kernel<'a> {
     Each(&'a (dyn Fn(usize, *mut u8, usize) + Sync)),
     /// Checked batches: one run per extent, faults recorded in the log.
     #[cfg(target_arch = "x86_64")]
-    CopyChecked(crate::fault::McCopy, &'a FaultLog),
+    CopyChecked(crate::mc::McCopy, &'a FaultLog),
     #[cfg(target_arch = "x86_64")]
-    ClearChecked(crate::fault::McClear, &'a FaultLog),
+    ClearChecked(crate::mc::McClear, &'a FaultLog),
 }
 
 struct Job<'a> {

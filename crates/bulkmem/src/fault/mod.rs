@@ -57,13 +57,7 @@
 //! written. Engine batches are weaker for extents longer than a chunk (see
 //! [`Outcome`]).
 
-pub(crate) mod clear_mc;
-pub(crate) mod copy_mc;
-mod extable;
-mod handler;
 mod outcome;
-
-use std::fmt;
 
 use crate::cpu;
 use crate::descriptor;
@@ -71,70 +65,12 @@ use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 use crate::{auto, Request};
 
-pub use handler::is_installed;
+pub use crate::error::{Fault, Side};
+pub use crate::mc::handler::is_installed;
 pub use outcome::{CheckedReport, Outcome};
 
-pub(crate) use clear_mc::McClear;
-pub(crate) use copy_mc::McCopy;
-use extable::RawFault;
-
-/// Which side of a copy faulted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Side {
-    /// Reading the source.
-    Source,
-    /// Writing the destination.
-    Destination,
-}
-
-/// Where a checked copy or clear stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Fault {
-    pub side: Side,
-    /// The first byte not copied (or zeroed): everything before it is done,
-    /// nothing after it was written.
-    pub offset: usize,
-    /// The faulting address the kernel reported (`si_addr`).
-    pub addr: usize,
-    /// The signal's `si_code`: `BUS_ADRERR` (2) for a mapping past the end
-    /// of its file, `BUS_MCEERR_AR` (4) for a poisoned page.
-    pub code: i32,
-    /// `si_addr_lsb`: log2 of the poisoned granule (12 for one 4 KiB page)
-    /// for the `BUS_MCEERR_*` codes, 0 otherwise.
-    pub addr_lsb: u8,
-}
-
-impl Fault {
-    /// The `si_code` as its C name.
-    pub fn code_name(&self) -> &'static str {
-        match self.code {
-            libc::BUS_ADRALN => "BUS_ADRALN",
-            libc::BUS_ADRERR => "BUS_ADRERR",
-            libc::BUS_OBJERR => "BUS_OBJERR",
-            libc::BUS_MCEERR_AR => "BUS_MCEERR_AR",
-            libc::BUS_MCEERR_AO => "BUS_MCEERR_AO",
-            _ => "unknown si_code",
-        }
-    }
-}
-
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let side = match self.side {
-            Side::Source => "reading the source",
-            Side::Destination => "writing the destination",
-        };
-        write!(
-            f,
-            "SIGBUS {side} at offset {} (address {:#x}, {})",
-            self.offset,
-            self.addr,
-            self.code_name()
-        )
-    }
-}
-
-impl std::error::Error for Fault {}
+use crate::mc::extable::RawFault;
+use crate::mc::{clear_mc, copy_mc, handler, McClear, McCopy};
 
 /// Installs bulkmem's SIGBUS handler now instead of on the first checked
 /// call (useful before an application installs its own, so that its

@@ -37,12 +37,11 @@ use crate::strategy::Op;
 use crate::Error;
 
 mod ioctl;
-mod report;
 
+use crate::move_report::hole_map;
+pub use crate::move_report::{MoveFailure, MoveOptions, MoveReport};
 use ioctl::*;
 pub use ioctl::{UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES, UFFDIO_MOVE_MODE_DONTWAKE};
-use report::hole_map;
-pub use report::{MoveFailure, MoveOptions, MoveReport};
 
 const PAGE: usize = 4096;
 

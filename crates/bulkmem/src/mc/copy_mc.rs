@@ -19,7 +19,7 @@
 //! Guarantee of every routine: the first `len - rax` bytes have been copied.
 //! The fast routines count whole iterations (each loads before it stores),
 //! so bytes just past that point may already hold their copy; the byte
-//! routine is exact and says which side faulted, and [`super::copy_exact`]
+//! routine is exact and says which side faulted, and `fault::copy_exact`
 //! uses it to finish the job precisely.
 
 use core::arch::global_asm;

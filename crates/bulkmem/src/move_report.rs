@@ -1,8 +1,10 @@
-//! What a move did: the options it ran with and its page accounting.
+//! What a page move did: the options it ran with and its page accounting.
+//! Plain data, apart from `uffd` (which fills it in), so that errors can
+//! carry a partial report without depending on the mover.
 
-use super::PAGE;
+const PAGE: usize = 4096;
 
-/// Options of [`Mover::move_range`](super::Mover::move_range).
+/// Options of [`Mover::move_range`](crate::uffd::Mover::move_range).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MoveOptions {
     /// Skip source pages that are not populated (holes) instead of reporting
@@ -31,7 +33,7 @@ pub struct MoveFailure {
 
 /// What a move did, in pages. Each page of the range is counted once, in
 /// exactly one of `moved`, `copied`, `holes` and `failures`: when
-/// [`Mover::move_range`](super::Mover::move_range) returns `Ok`, their sum
+/// [`Mover::move_range`](crate::uffd::Mover::move_range) returns `Ok`, their sum
 /// is the range's page count.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MoveReport {

@@ -54,7 +54,7 @@ pub fn ensure() {
     }
 }
 
-/// Puts bulkmem's handler back in front (see [`super::reinstall`]).
+/// Puts bulkmem's handler back in front (see `fault::reinstall`).
 /// Returns whether it had to: false when SIGBUS was still ours.
 pub fn reinstall() -> bool {
     install_slow(true)

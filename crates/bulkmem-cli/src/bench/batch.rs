@@ -1,0 +1,512 @@
+//! `bulkmem bench batch`: seed 002's experiments on the batch engine.
+//!
+//! 1. folio size x thread count at a constant total (default 256 MiB);
+//! 2. folio count at 2 MiB (`--counts`);
+//! 3. placement `spread` against `fill`.
+//!
+//! Cache-cold like the seeds: the folios are distinct extents over arenas of
+//! the total, evicted before each run. Folios are `scattered` (shuffled, so
+//! nothing coalesces, as real folios are) or `adjacent` (in order: the batch
+//! becomes one run). The baseline row is the kernel's per-page loop on one
+//! thread, folio by folio. Configurations take turns run by run.
+
+use std::time::Instant;
+
+use bulkmem::mapping::Mapping;
+use bulkmem::{Engine, Kernel, Op, Placement, Strategy};
+
+use crate::arena;
+use crate::harness::{fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
+use crate::report::{pivot, BatchCell, Pivot, Row};
+use crate::size::{self, fmt_size};
+use crate::preflight::{self, eviction_bytes, times, Need};
+use crate::cli::{check_memory, check_outputs, measuring_cpus, publish, usage, with_progress, Failure, Measure, Output, Style};
+use std::path::PathBuf;
+use clap::Args;
+use crate::report;
+use crate::table::Table;
+use crate::stats::Stats;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Layout {
+    Scattered,
+    Adjacent,
+}
+
+impl Layout {
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::Scattered => "scattered",
+            Layout::Adjacent => "adjacent",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub op: Op,
+    pub folios: Vec<usize>,
+    pub threads: Vec<usize>,
+    pub placements: Vec<Placement>,
+    pub layouts: Vec<Layout>,
+    pub total: usize,
+    /// Folio counts for experiment 2 (at `COUNT_FOLIO`); empty skips it.
+    pub counts: Vec<usize>,
+    pub rounds: Rounds,
+    pub thp: bool,
+}
+
+/// Folio size of the count experiment, as in seed 002.
+pub const COUNT_FOLIO: usize = 2 << 20;
+
+/// One batch shape to measure: `count` folios of `size`.
+#[derive(Clone, Copy)]
+struct Shape {
+    size: usize,
+    count: usize,
+    layout: Layout,
+}
+
+impl Plan {
+    fn shapes(&self) -> Vec<Shape> {
+        let mut v = Vec::new();
+        for &layout in &self.layouts {
+            for &size in &self.folios {
+                v.push(Shape {
+                    size,
+                    count: (self.total / size).max(1),
+                    layout,
+                });
+            }
+            for &count in &self.counts {
+                if !self.folios.contains(&COUNT_FOLIO) || count * COUNT_FOLIO != self.total {
+                    v.push(Shape {
+                        size: COUNT_FOLIO,
+                        count,
+                        layout,
+                    });
+                }
+            }
+        }
+        v
+    }
+
+    /// Progress units [`run`] reports.
+    pub fn groups(&self) -> usize {
+        self.shapes().len()
+    }
+
+    fn arena_bytes(&self) -> usize {
+        self.shapes()
+            .iter()
+            .map(|s| s.size * s.count)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Measures the plan; `progress(done, of, label)` after each shape.
+pub fn run(
+    plan: &Plan,
+    pin_cpu: usize,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<Row>, String> {
+    let mut engines = Vec::new();
+    for &p in &plan.placements {
+        for &t in &plan.threads {
+            let e = Engine::builder()
+                .threads(t)
+                .placement(p)
+                .build()
+                .map_err(|e| format!("cannot start a {t}-thread engine: {e}"))?;
+            engines.push((p, t, e));
+        }
+    }
+    let bytes = plan.arena_bytes();
+    let map = |fill| {
+        arena::prefaulted(bytes, plan.thp, fill)
+            .map_err(|e| format!("cannot map {bytes} bytes: {e}"))
+    };
+    let mut src = map(0)?;
+    if plan.op == Op::Copy {
+        fill_pattern(src.as_mut_slice());
+    }
+    let mut dst = map(POISON)?;
+    let llc = bulkmem::cpu::info().llc_bytes();
+    let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
+        .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
+    // The per-page baseline runs on the measuring thread, pinned like the
+    // engines' first worker would be.
+    bulkmem::placement::pin_to(pin_cpu).map_err(|e| format!("cannot pin to CPU {pin_cpu}: {e}"))?;
+
+    let shapes = plan.shapes();
+    let mut rows = Vec::new();
+    for (n, shape) in shapes.iter().enumerate() {
+        progress(
+            n,
+            shapes.len(),
+            &format!(
+                "{} x {} {}",
+                shape.count,
+                crate::size::fmt_size(shape.size),
+                shape.layout.name()
+            ),
+        );
+        rows.extend(measure_shape(
+            plan, *shape, &engines, &mut dst, &src, &evict,
+        )?);
+    }
+    progress(shapes.len(), shapes.len(), "done");
+    Ok(rows)
+}
+
+fn measure_shape(
+    plan: &Plan,
+    shape: Shape,
+    engines: &[(Placement, usize, Engine)],
+    dst: &mut Mapping,
+    src: &Mapping,
+    evict: &Mapping,
+) -> Result<Vec<Row>, String> {
+    let Shape {
+        size,
+        count,
+        layout,
+    } = shape;
+    let (d_order, s_order) = match layout {
+        Layout::Scattered => (shuffled(count, 0xba7c_0001), shuffled(count, 0xba7c_0002)),
+        Layout::Adjacent => ((0..count).collect(), (0..count).collect()),
+    };
+    let mut d_slots: Vec<Option<&mut [u8]>> = dst
+        .as_mut_slice()
+        .chunks_exact_mut(size)
+        .take(count)
+        .map(Some)
+        .collect();
+    let s_slots: Vec<&[u8]> = src.as_slice().chunks_exact(size).take(count).collect();
+    let mut ops: Vec<(&mut [u8], &[u8])> = d_order
+        .iter()
+        .zip(&s_order)
+        .map(|(&d, &s)| (d_slots[d].take().expect("a permutation"), s_slots[s]))
+        .collect();
+    // Clears get their own list, built once, so nothing is built while timed.
+    let mut clears: Vec<&mut [u8]> = Vec::new();
+    if plan.op == Op::Clear {
+        clears = ops.drain(..).map(|(d, _)| d).collect();
+    }
+    let total = size * count;
+    let per_page = Kernel::new(Strategy::PerPage, Op::Copy).expect("per-page runs anywhere");
+    let per_page_clear = Kernel::new(Strategy::PerPage, Op::Clear).expect("per-page runs anywhere");
+    let baseline = |ops: &mut [(&mut [u8], &[u8])], clears: &mut [&mut [u8]]| {
+        for (d, s) in ops.iter_mut() {
+            per_page.copy(d, s);
+        }
+        for d in clears.iter_mut() {
+            per_page_clear.clear(d);
+        }
+    };
+    let run_engine = |e: &Engine,
+                      ops: &mut [(&mut [u8], &[u8])],
+                      clears: &mut [&mut [u8]]|
+     -> Result<Strategy, String> {
+        let r = match plan.op {
+            Op::Copy => e.copy_batch(ops),
+            Op::Clear => e.clear_batch(clears),
+        }
+        .map_err(|e| format!("engine batch failed: {e}"))?;
+        if !r.is_complete() {
+            return Err(format!("engine batch stopped early: {r:?}"));
+        }
+        Ok(r.strategy)
+    };
+    let poison = |ops: &mut [(&mut [u8], &[u8])], clears: &mut [&mut [u8]]| {
+        ops.iter_mut().for_each(|(d, _)| d.fill(POISON));
+        clears.iter_mut().for_each(|d| d.fill(POISON));
+    };
+    let check =
+        |ops: &[(&mut [u8], &[u8])], clears: &[&mut [u8]], who: &str| -> Result<(), String> {
+            let bad = ops
+                .iter()
+                .position(|(d, s)| d != s)
+                .or_else(|| clears.iter().position(|d| d.iter().any(|&b| b != 0)));
+            match bad {
+                None => Ok(()),
+                Some(i) => Err(format!("verification failed: {who} left folio {i} wrong")),
+            }
+        };
+
+    // Verify every configuration once, from a poisoned destination.
+    let mut chose = Vec::new();
+    for (_, _, e) in engines {
+        poison(&mut ops, &mut clears);
+        chose.push(run_engine(e, &mut ops, &mut clears)?);
+        check(&ops, &clears, "the engine")?;
+    }
+    poison(&mut ops, &mut clears);
+    baseline(&mut ops, &mut clears);
+    check(&ops, &clears, "per-page")?;
+
+    // Cell 0 is the per-page baseline, cell i + 1 engine configuration i.
+    let stats = interleave(engines.len() + 1, plan.rounds, |i| {
+        arena::evict_through(evict);
+        let t = Instant::now();
+        match i {
+            0 => baseline(&mut ops, &mut clears),
+            _ => {
+                run_engine(&engines[i - 1].2, &mut ops, &mut clears)?;
+            }
+        }
+        Ok(gbps(total, t.elapsed()))
+    })?;
+
+    let row = |strategy: &str, chose: Strategy, threads, placement: &'static str, s: &Stats| Row {
+        op: plan.op.name(),
+        strategy: strategy.to_string(),
+        chose: chose.name().to_string(),
+        hint: None,
+        size,
+        total,
+        regime: "cold",
+        threads,
+        runs: plan.rounds.runs,
+        gbps: s.clone(),
+        speedup: None,
+        batch: Some(BatchCell {
+            placement,
+            layout: layout.name(),
+            count,
+        }),
+        fill: None,
+        moved: None,
+        migrated: None,
+    };
+    let mut rows = vec![row("per-page", Strategy::PerPage, 1, "-", &stats[0])];
+    for (i, (p, t, _)) in engines.iter().enumerate() {
+        rows.push(row("engine", chose[i], *t, p.name(), &stats[i + 1]));
+    }
+    Ok(rows)
+}
+
+/// Tables: per (layout, placement), a row per thread count (and the
+/// per-page baseline), a column per shape.
+pub fn tables(rows: &[Row]) -> Vec<Table> {
+    let batch = |r: &Row| r.batch.clone().expect("batch rows");
+    let mut groups: Vec<(&'static str, &'static str)> = Vec::new();
+    for r in rows.iter().filter(|r| r.strategy == "engine") {
+        let b = batch(r);
+        if !groups.contains(&(b.layout, b.placement)) {
+            groups.push((b.layout, b.placement));
+        }
+    }
+    let runs = rows.first().map_or(0, |r| r.runs);
+    let op = rows.first().map_or("copy", |r| r.op);
+    groups
+        .into_iter()
+        .map(|(layout, placement)| {
+            let row = |r: &Row| {
+                let b = batch(r);
+                match r.strategy.as_str() {
+                    _ if b.layout != layout => None,
+                    "per-page" => Some("per-page".to_string()),
+                    _ if b.placement == placement => Some(format!("engine {}", r.threads)),
+                    _ => None,
+                }
+            };
+            let col = |r: &Row| format!("{}x{}", batch(r).count, fmt_size(r.size));
+            pivot(
+                rows,
+                Pivot {
+                    title: format!(
+                        "{op}, cold, {layout} folios, placement {placement}: GB/s median±stdev of {runs} runs (summed over threads); x = over per-page (1 thread)"
+                    ),
+                    corner: "threads",
+                    row: &row,
+                    col: &col,
+                    baseline: "per-page",
+                },
+            )
+        })
+        .collect()
+}
+
+#[derive(Args)]
+pub struct BatchArgs {
+    /// copy or clear.
+    #[arg(long, default_value = "copy", value_parser = crate::cli::parse_op)]
+    op: Op,
+    /// Folio sizes; each is measured at a constant total.
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,16K,64K,256K,2M")]
+    folio: Vec<usize>,
+    /// Worker counts (default: 1, 2, 4, ... up to the online CPUs).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=4096))]
+    threads: Vec<u32>,
+    /// Bytes per batch.
+    #[arg(long, value_parser = size::parse_size, default_value = "256M")]
+    total: usize,
+    /// Also measure these folio counts at 2M (seed 002 experiment 2).
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
+    counts: Vec<u32>,
+    /// spread: round-robin over LLC domains; fill: one domain first.
+    #[arg(long, value_delimiter = ',', default_value = "spread", value_parser = crate::cli::parse_placement)]
+    placement: Vec<bulkmem::Placement>,
+    /// scattered: shuffled folios that do not coalesce; adjacent: in order.
+    #[arg(long, value_delimiter = ',', value_enum, default_value = "scattered")]
+    layout: Vec<Layout>,
+    #[command(flatten)]
+    measure: Measure,
+    /// CPU for the single-thread per-page baseline (default: where it starts).
+    #[arg(long)]
+    cpu: Option<usize>,
+    #[arg(long)]
+    no_thp: bool,
+    #[command(flatten)]
+    out: Output,
+    /// GB/s against folio size, a line per thread count (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
+    let online = bulkmem::cpu::info().topology.online_cpus.len();
+    let threads: Vec<usize> = if a.threads.is_empty() {
+        let mut v = vec![1];
+        while v[v.len() - 1] * 2 <= online {
+            v.push(v[v.len() - 1] * 2);
+        }
+        if *v.last().expect("non-empty") != online {
+            v.push(online);
+        }
+        v
+    } else {
+        a.threads.iter().map(|&t| t as usize).collect()
+    };
+    if let Some(&f) = a.folio.iter().find(|&&f| f > a.total) {
+        return Err(usage(format!(
+            "--folio {} is larger than --total {}",
+            size::fmt_size(f),
+            size::fmt_size(a.total)
+        )));
+    }
+    // A source and a destination arena of the largest batch (a folio
+    // size's batch fills --total, a count's is that many 2M folios) and
+    // the eviction buffer.
+    let arenas = |bytes: usize, flags: String| Need {
+        bytes: times(2, bytes).saturating_add(eviction_bytes()),
+        flags,
+        what: format!(
+            "a source and a destination of {} and the {} eviction buffer",
+            preflight::approx(bytes),
+            preflight::approx(eviction_bytes())
+        ),
+    };
+    let mut needs = vec![arenas(a.total, format!("--total {}", fmt_size(a.total)))];
+    if let Some(&c) = a.counts.iter().max() {
+        needs.push(arenas(
+            times(c as usize, COUNT_FOLIO),
+            format!("--counts {c}"),
+        ));
+    }
+    check_memory(&needs)?;
+    let first = measuring_cpus(a.cpu.map(|c| vec![c]).as_deref())?[0];
+    let plan = Plan {
+        op: a.op,
+        folios: a.folio,
+        threads,
+        placements: a.placement,
+        layouts: a.layout,
+        total: a.total,
+        counts: a.counts.iter().map(|&c| c as usize).collect(),
+        rounds: a.measure.rounds(),
+        thp: !a.no_thp,
+    };
+    let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, first, p))?;
+    report::add_speedups(&mut rows);
+    let style = |r: &Row| {
+        let b = r.batch.as_ref()?;
+        // Experiment 1 only: the count experiment has its own axis.
+        if b.count != (plan.total / r.size).max(1) || !plan.folios.contains(&r.size) {
+            return None;
+        }
+        let mut name = if r.strategy == "engine" {
+            format!("engine {}", r.threads)
+        } else {
+            "per-page 1".to_string()
+        };
+        if plan.placements.len() > 1 && r.strategy == "engine" {
+            name = format!("{name} {}", b.placement);
+        }
+        if plan.layouts.len() > 1 {
+            name = format!("{name} {}", b.layout);
+        }
+        let color = if r.strategy == "engine" { r.threads } else { 0 };
+        Some((name, color, b.layout == "adjacent" || b.placement == "fill"))
+    };
+    let what = format!("batch {}", plan.op);
+    publish(
+        &a.out,
+        &tables(&rows),
+        &rows,
+        a.plot
+            .as_deref()
+            .map(|p| (p, what.as_str(), "folio size", &style as Style)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            op: Op::Copy,
+            folios: vec![4096, 64 << 10],
+            threads: vec![1, 2],
+            placements: vec![Placement::Spread],
+            layouts: vec![Layout::Scattered, Layout::Adjacent],
+            total: 1 << 20,
+            counts: vec![],
+            runs: 1,
+            thp: false,
+        }
+    }
+
+    #[test]
+    fn every_shape_and_engine_gets_a_verified_row() {
+        for op in [Op::Copy, Op::Clear] {
+            let mut p = plan();
+            p.op = op;
+            let mut rows = run(&p, arena::current_cpu(), &mut |_, _, _| {}).unwrap();
+            crate::report::add_speedups(&mut rows);
+            assert_eq!(
+                rows.len(),
+                2 * 2 * 3,
+                "layouts x folios x (per-page + 2 engines)"
+            );
+            for r in &rows {
+                assert!(r.gbps.median > 0.0);
+                assert!(r.speedup.is_some(), "{r:?}");
+                let b = r.batch.as_ref().unwrap();
+                assert_eq!(b.count * r.size, r.total);
+            }
+            let t = tables(&rows);
+            assert!(
+                t.contains("scattered") && t.contains("adjacent") && t.contains("engine 2"),
+                "{t}"
+            );
+            assert!(t.contains("256x4K") && t.contains("16x64K"), "{t}");
+        }
+    }
+
+    #[test]
+    fn counts_add_2m_shapes_without_repeating_the_total() {
+        let mut p = plan();
+        p.folios = vec![COUNT_FOLIO];
+        p.total = 4 * COUNT_FOLIO;
+        p.counts = vec![1, 4];
+        p.layouts = vec![Layout::Scattered];
+        let shapes: Vec<(usize, usize)> = p.shapes().iter().map(|s| (s.size, s.count)).collect();
+        assert_eq!(shapes, vec![(COUNT_FOLIO, 4), (COUNT_FOLIO, 1)]);
+        assert_eq!(p.arena_bytes(), 4 * COUNT_FOLIO);
+    }
+}

@@ -1,0 +1,596 @@
+//! `bulkmem bench copy|clear`: every strategy at every size, cache-hot and
+//! cache-cold, the way seeds 000 and 004 measure them.
+//!
+//! * hot: the same source and destination on every call, repeated until a
+//!   run has moved at least [`HOT_BYTES`].
+//! * cold: distinct extents of `size` bytes scattered (shuffled) over arenas
+//!   of `total` bytes (default 256 MiB, many times the LLC), with an eviction
+//!   pass before each run. `auto` submits a run's extents as one batch, as a
+//!   migration hands over its folios; every named strategy is called extent by
+//!   extent, as the kernel's loops do.
+//!
+//! Every cell checks its output once before it is timed, so a broken
+//! strategy cannot report a fast number.
+
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+use bulkmem::mapping::Mapping;
+use bulkmem::Kernel;
+use bulkmem::{Hint, Op, Options, Strategy};
+
+use crate::arena;
+use crate::harness::{fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
+use crate::report::Row;
+use crate::stats::Stats;
+
+/// Bytes a hot run moves at least (by repeating the call).
+pub const HOT_BYTES: usize = 64 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Regime {
+    Hot,
+    Cold,
+}
+
+impl Regime {
+    pub fn name(self) -> &'static str {
+        match self {
+            Regime::Hot => "hot",
+            Regime::Cold => "cold",
+        }
+    }
+}
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub op: Op,
+    pub sizes: Vec<usize>,
+    pub regimes: Vec<Regime>,
+    /// Concrete strategies and/or `Auto`; all available and supporting `op`.
+    pub strategies: Vec<Strategy>,
+    pub hint: Hint,
+    pub threads: usize,
+    pub rounds: Rounds,
+    /// Bytes per cold run.
+    pub total: usize,
+    /// CPUs to pin worker i to (`cpus[i % len]`); worker 0 is the caller.
+    pub cpus: Vec<usize>,
+    pub thp: bool,
+    /// Also measure `checked` (`bulkmem::copy_checked`, the SIGBUS-surviving
+    /// routine standing in for what auto picks; `bench fault`).
+    pub checked: bool,
+    /// Cold cells call named strategies through the library's batch call
+    /// (one kernel for the batch, one drain at its end), as `auto` runs,
+    /// instead of extent by extent as the kernel's loops do. `bulkmem tune`
+    /// compares like with like this way.
+    pub named_batches: bool,
+}
+
+/// Called as work proceeds with (done, of, label); the unit is one
+/// (regime, size) group of cells.
+pub type Progress<'a> = &'a mut dyn FnMut(usize, usize, &str);
+
+/// Number of progress units [`run`] reports.
+pub fn groups(plan: &Plan) -> usize {
+    plan.regimes.len() * plan.sizes.len()
+}
+
+/// Runs the plan; rows come out in (regime, size, strategy) order.
+///
+/// Within a (regime, size) group the strategies take turns run by run, so a
+/// noisy neighbour slows all of them alike and the ratios stay honest.
+pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
+    let of = groups(plan);
+    let mut done = 0;
+    let mut rows = Vec::new();
+    let llc = bulkmem::cpu::info().llc_bytes();
+    for &regime in &plan.regimes {
+        let label = |size| {
+            format!(
+                "{} {} {}",
+                plan.op,
+                regime.name(),
+                crate::size::fmt_size(size)
+            )
+        };
+        match regime {
+            Regime::Hot => {
+                for &size in &plan.sizes {
+                    progress(done, of, &label(size));
+                    let mut bufs = HotBufs::new(plan, size)?;
+                    rows.extend(hot_group(plan, size, &mut bufs)?);
+                    done += 1;
+                }
+            }
+            Regime::Cold => {
+                let total = plan
+                    .sizes
+                    .iter()
+                    .copied()
+                    .max()
+                    .unwrap_or(0)
+                    .max(plan.total);
+                let mut src = arena::prefaulted(total, plan.thp, 0)
+                    .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
+                if plan.op == Op::Copy {
+                    fill_pattern(src.as_mut_slice());
+                }
+                let mut dst = arena::prefaulted(total, plan.thp, POISON)
+                    .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
+                let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
+                    .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
+                for &size in &plan.sizes {
+                    progress(done, of, &label(size));
+                    rows.extend(cold_group(plan, size, &mut dst, &src, &evict)?);
+                    done += 1;
+                }
+            }
+        }
+    }
+    progress(done, of, "done");
+    Ok(rows)
+}
+
+/// Per-thread hot buffers of one size.
+struct HotBufs {
+    pairs: Vec<(Mapping, Mapping)>,
+}
+
+impl HotBufs {
+    fn new(plan: &Plan, size: usize) -> Result<HotBufs, String> {
+        let mut pairs = Vec::new();
+        for _ in 0..plan.threads {
+            let mut src = arena::prefaulted(size, plan.thp, 0)
+                .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
+            fill_pattern(src.as_mut_slice());
+            let dst = arena::prefaulted(size, plan.thp, POISON)
+                .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
+            pairs.push((src, dst));
+        }
+        Ok(HotBufs { pairs })
+    }
+}
+
+/// How one call executes: a resolved kernel, the same through the
+/// library's batch call, `auto` with a hint, or the checked routine of a
+/// checked strategy.
+#[derive(Clone, Copy)]
+enum Exec {
+    Named(Kernel),
+    Batch(Strategy),
+    Auto(Hint),
+    Checked(Strategy),
+}
+
+/// The cells of a group: row name and how each runs. `req` is what one
+/// call (hot) or one thread's batch (cold) looks like to `auto`, so the
+/// checked cell stands in for the routine auto picks for the same shape.
+fn cells(plan: &Plan, req: &bulkmem::Request) -> Result<Vec<(String, Exec)>, String> {
+    let mut v: Vec<(String, Exec)> = plan
+        .strategies
+        .iter()
+        .map(|&s| (s.name().to_string(), Exec::of(plan, s)))
+        .collect();
+    if plan.checked {
+        let s = bulkmem::fault::checked_form(Strategy::Auto, req).map_err(|e| e.to_string())?;
+        v.push(("checked".to_string(), Exec::Checked(s)));
+    }
+    Ok(v)
+}
+
+impl Exec {
+    fn of(plan: &Plan, s: Strategy) -> Exec {
+        if s == Strategy::Auto {
+            Exec::Auto(plan.hint)
+        } else if plan.named_batches {
+            Exec::Batch(s)
+        } else {
+            Exec::Named(Kernel::new(s, plan.op).expect("the plan holds only available strategies"))
+        }
+    }
+
+    /// One copy; returns the strategy that ran.
+    fn copy(self, dst: &mut [u8], src: &[u8]) -> Strategy {
+        match self {
+            Exec::Named(k) => {
+                k.copy(dst, src);
+                k.strategy()
+            }
+            Exec::Batch(s) => bulkmem::copy_with(s, dst, src)
+                .map(|()| s)
+                .expect("available"),
+            Exec::Auto(h) => bulkmem::copy_opts(Options::hint(h), dst, src).expect("equal lengths"),
+            Exec::Checked(s) => {
+                bulkmem::fault::copy_checked_with(s, dst, src).expect("no fault in a benchmark");
+                s
+            }
+        }
+    }
+
+    fn clear(self, dst: &mut [u8]) -> Strategy {
+        match self {
+            Exec::Named(k) => {
+                k.clear(dst);
+                k.strategy()
+            }
+            Exec::Batch(s) => bulkmem::clear_with(s, dst).map(|()| s).expect("available"),
+            Exec::Auto(h) => bulkmem::clear_opts(Options::hint(h), dst).expect("clear cannot fail"),
+            Exec::Checked(s) => {
+                bulkmem::fault::clear_checked_with(s, dst).expect("no fault in a benchmark");
+                s
+            }
+        }
+    }
+
+    fn copy_batch(self, ops: &mut [(&mut [u8], &[u8])]) -> Strategy {
+        match self {
+            Exec::Auto(h) => {
+                bulkmem::copy_batch_with(Options::hint(h), ops).expect("equal lengths")
+            }
+            Exec::Batch(s) => {
+                bulkmem::copy_batch_with(Options::strategy(s), ops).expect("an available strategy")
+            }
+            Exec::Checked(s) => {
+                let out = bulkmem::fault::copy_batch_checked(s, ops).expect("equal lengths");
+                assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
+                s
+            }
+            Exec::Named(k) => {
+                for (d, sr) in ops.iter_mut() {
+                    k.copy(d, sr);
+                }
+                k.strategy()
+            }
+        }
+    }
+
+    fn clear_batch(self, ops: &mut [&mut [u8]]) -> Strategy {
+        match self {
+            Exec::Auto(h) => {
+                bulkmem::clear_batch_with(Options::hint(h), ops).expect("clear cannot fail")
+            }
+            Exec::Batch(s) => {
+                bulkmem::clear_batch_with(Options::strategy(s), ops).expect("an available strategy")
+            }
+            Exec::Checked(s) => {
+                let out = bulkmem::fault::clear_batch_checked(s, ops).expect("valid strategy");
+                assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
+                s
+            }
+            Exec::Named(k) => {
+                for d in ops.iter_mut() {
+                    k.clear(d);
+                }
+                k.strategy()
+            }
+        }
+    }
+}
+
+fn hot_group(plan: &Plan, size: usize, bufs: &mut HotBufs) -> Result<Vec<Row>, String> {
+    let reps = (HOT_BYTES / size).max(1);
+    let cells = cells(plan, &bulkmem::Request::single(plan.op, size, plan.hint))?;
+    let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
+    // Check each cell once, from a poisoned destination.
+    let mut chose = vec![Strategy::Auto; execs.len()];
+    for (i, exec) in execs.iter().enumerate() {
+        for (src, dst) in bufs.pairs.iter_mut() {
+            dst.as_mut_slice().fill(POISON);
+            chose[i] = match plan.op {
+                Op::Copy => exec.copy(dst.as_mut_slice(), src.as_slice()),
+                Op::Clear => exec.clear(dst.as_mut_slice()),
+            };
+            verify(
+                plan.op,
+                &cells[i].0,
+                size,
+                "hot",
+                dst.as_slice(),
+                src.as_slice(),
+            )?;
+        }
+    }
+    let stats = interleave(execs.len(), plan.rounds, |i| {
+        let exec = execs[i];
+        let call = |(src, dst): &mut (Mapping, Mapping)| match plan.op {
+            Op::Copy => exec.copy(dst.as_mut_slice(), src.as_slice()),
+            Op::Clear => exec.clear(dst.as_mut_slice()),
+        };
+        // One untimed call first: the caches then hold what this strategy
+        // leaves behind, not what the previous cell did (at 32 MiB a clear
+        // after a temporal loop's dirty lines measured 0.75x of the same
+        // clear after a non-temporal one).
+        timed(&mut bufs.pairs, &plan.cpus, |p| {
+            call(p);
+        });
+        let t = timed(&mut bufs.pairs, &plan.cpus, |p| {
+            for _ in 0..reps {
+                call(p);
+            }
+        });
+        Ok(gbps(reps * size * plan.threads, t))
+    })?;
+    Ok((0..execs.len())
+        .map(|i| {
+            row(
+                plan,
+                &cells[i].0,
+                chose[i],
+                size,
+                size,
+                Regime::Hot,
+                stats[i].clone(),
+            )
+        })
+        .collect())
+}
+
+fn cold_group(
+    plan: &Plan,
+    size: usize,
+    dst: &mut Mapping,
+    src: &Mapping,
+    evict: &Mapping,
+) -> Result<Vec<Row>, String> {
+    let count = (plan.total.max(size) / size).max(1);
+    let total = count * size;
+    let per_thread = count.div_ceil(plan.threads);
+    let batch = bulkmem::Request {
+        op: plan.op,
+        total: per_thread * size,
+        runs: per_thread,
+        hint: plan.hint,
+    };
+    let cells = cells(plan, &batch)?;
+    let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
+    let dst_order = shuffled(count, 0x5eed_0001);
+    let src_order = shuffled(count, 0x5eed_0002);
+    let mut dst_slots: Vec<Option<&mut [u8]>> = dst
+        .as_mut_slice()
+        .chunks_exact_mut(size)
+        .take(count)
+        .map(Some)
+        .collect();
+    let src_slots: Vec<&[u8]> = src.as_slice().chunks_exact(size).take(count).collect();
+    let mut chose = vec![Strategy::Auto; execs.len()];
+    let stats = match plan.op {
+        Op::Copy => {
+            let mut ops: Vec<(&mut [u8], &[u8])> = dst_order
+                .iter()
+                .zip(&src_order)
+                .map(|(&d, &sr)| (dst_slots[d].take().expect("a permutation"), src_slots[sr]))
+                .collect();
+            for (i, exec) in execs.iter().enumerate() {
+                for (d, _) in ops.iter_mut() {
+                    d.fill(POISON);
+                }
+                for part in ops.chunks_mut(per_thread) {
+                    chose[i] = exec.copy_batch(part);
+                }
+                for (d, sr) in &ops {
+                    verify(plan.op, &cells[i].0, size, "cold", d, sr)?;
+                }
+            }
+            let mut parts: Vec<&mut [(&mut [u8], &[u8])]> = ops.chunks_mut(per_thread).collect();
+            interleave(execs.len(), plan.rounds, |i| {
+                arena::evict_through(evict);
+                let t = timed(&mut parts, &plan.cpus, |part| {
+                    execs[i].copy_batch(part);
+                });
+                Ok(gbps(total, t))
+            })?
+        }
+        Op::Clear => {
+            let mut ops: Vec<&mut [u8]> = dst_order
+                .iter()
+                .map(|&d| dst_slots[d].take().expect("a permutation"))
+                .collect();
+            for (i, exec) in execs.iter().enumerate() {
+                for d in ops.iter_mut() {
+                    d.fill(POISON);
+                }
+                for part in ops.chunks_mut(per_thread) {
+                    chose[i] = exec.clear_batch(part);
+                }
+                for d in &ops {
+                    verify(plan.op, &cells[i].0, size, "cold", d, &[])?;
+                }
+            }
+            let mut parts: Vec<&mut [&mut [u8]]> = ops.chunks_mut(per_thread).collect();
+            interleave(execs.len(), plan.rounds, |i| {
+                arena::evict_through(evict);
+                let t = timed(&mut parts, &plan.cpus, |part| {
+                    execs[i].clear_batch(part);
+                });
+                Ok(gbps(total, t))
+            })?
+        }
+    };
+    // Fewer extents than threads leaves threads idle: report who worked.
+    // (Splitting one extent across threads is the batch engine's job.)
+    let workers = count.div_ceil(per_thread);
+    Ok((0..execs.len())
+        .map(|i| {
+            let mut r = row(
+                plan,
+                &cells[i].0,
+                chose[i],
+                size,
+                total,
+                Regime::Cold,
+                stats[i].clone(),
+            );
+            r.threads = workers;
+            r
+        })
+        .collect())
+}
+
+fn row(
+    plan: &Plan,
+    name: &str,
+    chose: Strategy,
+    size: usize,
+    total: usize,
+    regime: Regime,
+    gbps: Stats,
+) -> Row {
+    Row {
+        op: plan.op.name(),
+        strategy: name.to_string(),
+        chose: chose.name().to_string(),
+        hint: (name == "auto").then(|| plan.hint.name().to_string()),
+        size,
+        total,
+        regime: regime.name(),
+        threads: plan.threads,
+        runs: plan.rounds.runs,
+        gbps,
+        speedup: None,
+        batch: None,
+        fill: None,
+        moved: None,
+        migrated: None,
+    }
+}
+
+/// Fails unless `dst` holds `src` (copy) or zeros (clear).
+fn verify(
+    op: Op,
+    s: &str,
+    size: usize,
+    regime: &str,
+    dst: &[u8],
+    src: &[u8],
+) -> Result<(), String> {
+    let bad = match op {
+        Op::Copy => {
+            (dst != src).then(|| dst.iter().zip(src).position(|(a, b)| a != b).unwrap_or(0))
+        }
+        Op::Clear => dst.iter().position(|&b| b != 0),
+    };
+    match bad {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "verification failed: {op} strategy {s} ({regime}, extent {}) left byte {i} wrong; its numbers would be meaningless",
+            crate::size::fmt_size(size)
+        )),
+    }
+}
+
+/// Runs `work` on every worker at once, worker i pinned to `cpus[i % n]`
+/// (worker 0 on the calling thread, already pinned), and returns the time
+/// from the common start to the last finish.
+fn timed<W: Send>(workers: &mut [W], cpus: &[usize], work: impl Fn(&mut W) + Sync) -> Duration {
+    if workers.len() == 1 {
+        let t = Instant::now();
+        work(&mut workers[0]);
+        return t.elapsed();
+    }
+    let barrier = Barrier::new(workers.len());
+    let (first, rest) = workers.split_first_mut().expect("at least one worker");
+    std::thread::scope(|scope| {
+        for (i, w) in rest.iter_mut().enumerate() {
+            let (barrier, work) = (&barrier, &work);
+            let cpu = cpus[(i + 1) % cpus.len()];
+            scope.spawn(move || {
+                let _ = bulkmem::placement::pin_to(cpu);
+                barrier.wait();
+                work(w);
+            });
+        }
+        barrier.wait();
+        let t = Instant::now();
+        work(first);
+        // Leaving the scope joins the others: their finish is in the time.
+        t
+    })
+    .elapsed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffle_is_a_permutation_and_scatters() {
+        let v = shuffled(1000, 7);
+        let mut s = v.clone();
+        s.sort_unstable();
+        assert_eq!(s, (0..1000).collect::<Vec<_>>());
+        let adjacent = v.windows(2).filter(|w| w[1] == w[0] + 1).count();
+        assert!(adjacent < 20, "{adjacent} neighbours stayed adjacent");
+        assert_eq!(shuffled(0, 1), Vec::<usize>::new());
+    }
+
+    fn tiny_plan(op: Op, strategies: Vec<Strategy>, threads: usize) -> Plan {
+        Plan {
+            op,
+            sizes: vec![4096, 65536],
+            regimes: vec![Regime::Hot, Regime::Cold],
+            strategies,
+            hint: Hint::Auto,
+            threads,
+            runs: 1,
+            total: 1 << 20,
+            cpus: vec![arena::current_cpu()],
+            thp: false,
+            checked: false,
+            named_batches: false,
+        }
+    }
+
+    #[test]
+    fn every_cell_yields_a_verified_row() {
+        for op in [Op::Copy, Op::Clear] {
+            let plan = tiny_plan(
+                op,
+                vec![Strategy::PerPage, Strategy::Auto, Strategy::Portable],
+                2,
+            );
+            let mut calls = 0;
+            let rows = run(&plan, &mut |_, _, _| calls += 1).unwrap();
+            assert_eq!(rows.len(), 2 * 2 * 3);
+            assert_eq!(calls, groups(&plan) + 1);
+            for r in &rows {
+                assert!(r.gbps.median > 0.0, "{r:?}");
+                assert_eq!(r.hint.is_some(), r.strategy == "auto");
+                assert_ne!(r.chose, "auto");
+            }
+            let cold4k = rows
+                .iter()
+                .find(|r| r.regime == "cold" && r.size == 4096)
+                .unwrap();
+            assert_eq!(cold4k.total, 1 << 20);
+        }
+    }
+
+    #[test]
+    fn checked_cells_run_verified_beside_auto() {
+        for op in [Op::Copy, Op::Clear] {
+            let mut plan = tiny_plan(op, vec![Strategy::Auto], 1);
+            plan.checked = true;
+            let rows = run(&plan, &mut |_, _, _| {}).unwrap();
+            assert_eq!(rows.len(), 2 * 2 * 2);
+            for r in rows.iter().filter(|r| r.strategy == "checked") {
+                let s: Strategy = r.chose.parse().unwrap();
+                let list = match op {
+                    Op::Copy => bulkmem::fault::CHECKED_COPY,
+                    Op::Clear => bulkmem::fault::CHECKED_CLEAR,
+                };
+                assert!(list.contains(&s), "{r:?}");
+                assert!(r.hint.is_none() && r.gbps.median > 0.0);
+            }
+        }
+    }
+
+    #[test]
+    fn verification_catches_a_wrong_copy() {
+        let e = verify(Op::Copy, "avx2", 4096, "hot", &[1, 2, 3], &[1, 9, 3]).unwrap_err();
+        assert!(e.contains("byte 1") && e.contains("avx2"), "{e}");
+        assert!(verify(Op::Clear, "clzero", 4096, "cold", &[0, 0, 7], &[]).is_err());
+        assert!(verify(Op::Clear, "clzero", 4096, "cold", &[0, 0, 0], &[]).is_ok());
+    }
+}

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use crate::provenance::{self, Provenance};
 use crate::size::fmt_size;
 use crate::stats::Stats;
 
@@ -153,9 +154,13 @@ impl Machine {
     }
 }
 
+/// docs/bench-schema.json describes this; `schema` and `provenance` were
+/// added beside the original fields so readers of those keep working.
 #[derive(Serialize)]
 struct Document<'a> {
     bulkmem: &'static str,
+    schema: u32,
+    provenance: Provenance,
     machine: Machine,
     results: &'a [Row],
 }
@@ -164,6 +169,8 @@ struct Document<'a> {
 pub fn write_json(path: &Path, rows: &[Row]) -> Result<(), String> {
     let doc = Document {
         bulkmem: env!("CARGO_PKG_VERSION"),
+        schema: provenance::SCHEMA,
+        provenance: Provenance::this(),
         machine: Machine::this(),
         results: rows,
     };
@@ -442,5 +449,25 @@ mod tests {
         }
         assert!(j["gbps"].get("median").is_some());
         assert!(serde_json::to_value(&v[0]).unwrap().get("hint").is_none());
+    }
+
+    #[test]
+    fn document_carries_schema_and_provenance_beside_the_old_fields() {
+        let path = std::env::temp_dir().join(format!("bulkmem-report-{}.json", std::process::id()));
+        write_json(&path, &sample()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let j: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(j["schema"], provenance::SCHEMA);
+        assert_eq!(j["bulkmem"], env!("CARGO_PKG_VERSION"));
+        assert!(j["machine"]["cpu"].is_string());
+        assert_eq!(j["results"].as_array().unwrap().len(), 6);
+        let p = &j["provenance"];
+        assert_eq!(p["commit"], env!("BULKMEM_COMMIT"));
+        for k in ["kernel", "governor", "thp"] {
+            assert!(p[k].is_string() || p[k].is_null(), "{k}: {}", p[k]);
+        }
+        assert!(p["target_features"].is_array() && p["command"].is_array());
+        assert!(p["date"].as_str().unwrap().ends_with('Z'));
     }
 }

@@ -1,0 +1,605 @@
+//! `bulkmem compare A.json B.json`: which cells of two bench documents
+//! really differ. Medians alone move by a few percent between identical
+//! runs, so a change is only called when Welch's t-test on the kept samples
+//! says so and it is larger than a threshold the user finds worth acting on.
+//!
+//! Documents are read as untyped JSON so that every bench kind, and
+//! documents written before or after this build, can be compared.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::size::fmt_size;
+use crate::table::{fixed, Format, Table};
+
+/// Fields that are measured (or follow from a measurement, like what `auto`
+/// chose) rather than configured: they differ between runs of the same cell.
+const MEASURED: [&str; 5] = ["gbps", "ms", "speedup", "chose", "runs"];
+
+/// Key fields every row has, shown positionally rather than as `k=v`.
+const BASIC: [&str; 6] = ["op", "strategy", "size", "regime", "threads", "total"];
+
+/// Text tables are narrow (five columns); this only bounds pathological labels.
+const WIDTH: usize = 120;
+
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline document (`--json` of any `bulkmem bench`).
+    pub a: PathBuf,
+    /// The document compared with it; ratios are B/A.
+    pub b: PathBuf,
+    /// Changes smaller than this (`2%` or `0.02`) are never called
+    /// significant, however consistent.
+    #[arg(long, default_value = "2%", value_parser = parse_threshold)]
+    pub threshold: f64,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+}
+
+fn parse_threshold(s: &str) -> Result<f64, String> {
+    let (num, scale) = match s.strip_suffix('%') {
+        Some(p) => (p, 100.0),
+        None => (s, 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a threshold like 2% or 0.02"))?;
+    let v = v / scale;
+    // A bare `2` most likely means 2%, not 200%: refuse rather than guess.
+    if !(0.0..1.0).contains(&v) {
+        return Err(format!(
+            "threshold '{s}' is outside 0%..100%; write 2% or 0.02"
+        ));
+    }
+    Ok(v)
+}
+
+// Not yet a `Cmd` variant: the CLI restructure in main.rs wires it in.
+#[allow(dead_code)]
+pub fn cmd(args: CompareArgs) -> Result<(), String> {
+    let a = Doc::load(&args.a)?;
+    let b = Doc::load(&args.b)?;
+    for w in warnings(&a, &b) {
+        eprintln!("bulkmem: warning: {w}");
+    }
+    print!("{}", report(&a, &b, args.threshold, args.format));
+    Ok(())
+}
+
+/// One bench document: its rows, and the provenance to warn about.
+struct Doc {
+    name: String,
+    value: Value,
+    rows: Vec<Map<String, Value>>,
+}
+
+impl Doc {
+    fn load(path: &Path) -> Result<Doc, String> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+        Doc::parse(name, &text)
+    }
+
+    fn parse(name: String, text: &str) -> Result<Doc, String> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| format!("{name} is not JSON: {e}"))?;
+        let not_bench = |why: &str| {
+            format!("{name} is not a bulkmem bench document ({why}); expected the file of `bulkmem bench ... --json FILE`")
+        };
+        let results = value
+            .get("results")
+            .and_then(Value::as_array)
+            .ok_or_else(|| not_bench("no \"results\" array"))?;
+        let mut rows = Vec::with_capacity(results.len());
+        for (i, r) in results.iter().enumerate() {
+            let row = r
+                .as_object()
+                .filter(|o| o.get("op").is_some_and(Value::is_string))
+                .filter(|o| {
+                    o.get("gbps")
+                        .and_then(|g| g.get("median"))
+                        .is_some_and(Value::is_number)
+                })
+                .ok_or_else(|| not_bench(&format!("results[{i}] has no op or gbps.median")))?;
+            rows.push(row.clone());
+        }
+        Ok(Doc { name, value, rows })
+    }
+
+    /// A provenance field, falling back to `machine` for the CPU so that
+    /// documents from before provenance still get the check.
+    fn origin(&self, field: &str) -> Option<&str> {
+        self.value
+            .get("provenance")
+            .and_then(|p| p.get(field))
+            .or_else(|| (field == "cpu").then(|| self.value.get("machine")?.get("cpu"))?)
+            .and_then(Value::as_str)
+    }
+}
+
+fn warnings(a: &Doc, b: &Doc) -> Vec<String> {
+    let mut out = Vec::new();
+    for (field, what) in [("cpu", "CPUs"), ("commit", "commits")] {
+        if let (Some(x), Some(y)) = (a.origin(field), b.origin(field)) {
+            if x != y {
+                out.push(format!(
+                    "{} and {} come from different {what} ({x} / {y}): differences may not be the code's",
+                    a.name, b.name
+                ));
+            }
+        }
+    }
+    for d in [a, b] {
+        if let Some(v) = d.value.get("schema").and_then(Value::as_u64) {
+            if v > u64::from(crate::provenance::SCHEMA) {
+                out.push(format!(
+                    "{} follows schema {v}, newer than this bulkmem's {}; fields it added are ignored",
+                    d.name,
+                    crate::provenance::SCHEMA
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// What identifies a cell: every configured field, sorted by name so that
+/// field order in the file does not matter.
+fn key(row: &Map<String, Value>) -> Vec<(String, String)> {
+    let mut k: Vec<(String, String)> = row
+        .iter()
+        .filter(|(f, _)| !MEASURED.contains(&f.as_str()))
+        .map(|(f, v)| (f.clone(), v.to_string()))
+        .collect();
+    k.sort();
+    k
+}
+
+/// `copy per-page 4K hot 1t` and any extras as `k=v`; `total` only where it
+/// is needed to tell rows apart.
+fn label(row: &Map<String, Value>, with_total: bool) -> String {
+    let size_of = |f: &str| match row.get(f) {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map_or_else(|| n.to_string(), |v| fmt_size(v as usize)),
+        Some(v) => plain(v),
+        None => String::new(),
+    };
+    let mut parts: Vec<String> = Vec::new();
+    for f in ["op", "strategy"] {
+        if let Some(v) = row.get(f) {
+            parts.push(plain(v));
+        }
+    }
+    if row.contains_key("size") {
+        parts.push(size_of("size"));
+    }
+    if let Some(v) = row.get("regime") {
+        parts.push(plain(v));
+    }
+    if let Some(v) = row.get("threads") {
+        parts.push(format!("{}t", plain(v)));
+    }
+    for (f, v) in row {
+        if BASIC.contains(&f.as_str()) || MEASURED.contains(&f.as_str()) {
+            continue;
+        }
+        let v = if f == "element" { size_of(f) } else { plain(v) };
+        parts.push(format!("{f}={v}"));
+    }
+    if with_total && row.contains_key("total") {
+        parts.push(format!("total={}", size_of("total")));
+    }
+    parts.join(" ")
+}
+
+/// `0.02` as `2`, `0.025` as `2.5`: the threshold as the user wrote it.
+fn percent(x: f64) -> String {
+    let s = format!("{:.2}", x * 100.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Median, stdev and samples of a row's `gbps`.
+struct Measured {
+    median: f64,
+    stdev: f64,
+    samples: Vec<f64>,
+}
+
+fn measured(row: &Map<String, Value>) -> Measured {
+    let g = &row["gbps"];
+    let num = |f: &str| g.get(f).and_then(Value::as_f64).unwrap_or(0.0);
+    Measured {
+        median: num("median"),
+        stdev: num("stdev"),
+        samples: g
+            .get("samples")
+            .and_then(Value::as_array)
+            .map(|s| s.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default(),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    Faster,
+    Slower,
+    Same,
+    Unknown,
+}
+
+impl Verdict {
+    fn mark(self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::Same => "~",
+            Verdict::Unknown => "?",
+        }
+    }
+}
+
+/// Two-sided 5% critical values of Student's t for df 1..=30.
+const T_975: [f64; 30] = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+    2.052, 2.048, 2.045, 2.042,
+];
+
+/// The critical value for a Welch–Satterthwaite df, which is fractional:
+/// rounding it down errs towards "no change".
+fn t_critical(df: f64) -> f64 {
+    if df > 30.0 {
+        1.96
+    } else {
+        T_975[(df.floor() as usize).clamp(1, 30) - 1]
+    }
+}
+
+fn mean_var(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let mean = x.iter().sum::<f64>() / n;
+    let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, var)
+}
+
+/// Welch's t-test at 5%, two-sided: `Some(sign of mean(b) - mean(a))` when
+/// the means differ significantly, `Some(0)` when not, `None` when either
+/// side has fewer than two samples (no variance to test against).
+fn welch(a: &[f64], b: &[f64]) -> Option<i8> {
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (ma, va) = mean_var(a);
+    let (mb, vb) = mean_var(b);
+    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
+    let se2 = sa + sb;
+    let sign = if mb > ma { 1 } else { -1 };
+    if se2 == 0.0 {
+        // Noise-free samples (a timer at its resolution): any difference is real.
+        return Some(if ma == mb { 0 } else { sign });
+    }
+    let t = (mb - ma) / se2.sqrt();
+    let df = se2 * se2 / (sa * sa / (a.len() - 1) as f64 + sb * sb / (b.len() - 1) as f64);
+    Some(if t.abs() > t_critical(df) { sign } else { 0 })
+}
+
+fn verdict(a: &Measured, b: &Measured, threshold: f64) -> (Option<f64>, Verdict) {
+    let ratio = (a.median > 0.0 && b.median.is_finite()).then(|| b.median / a.median);
+    let Some(r) = ratio else {
+        return (None, Verdict::Unknown);
+    };
+    let v = match welch(&a.samples, &b.samples) {
+        None => Verdict::Unknown,
+        // Means and medians can disagree on direction with skewed samples;
+        // a change is only called when both point the same way.
+        Some(1) if r - 1.0 >= threshold => Verdict::Faster,
+        Some(-1) if 1.0 - r >= threshold => Verdict::Slower,
+        Some(_) => Verdict::Same,
+    };
+    (Some(r), v)
+}
+
+/// The whole report, in `format`.
+fn report(a: &Doc, b: &Doc, threshold: f64, format: Format) -> String {
+    let keys_b: Vec<_> = b.rows.iter().map(key).collect();
+    let mut used_b = vec![false; b.rows.len()];
+    let mut pairs = Vec::new();
+    let mut only_a = Vec::new();
+    for ra in &a.rows {
+        let ka = key(ra);
+        match (0..b.rows.len()).find(|&j| !used_b[j] && keys_b[j] == ka) {
+            Some(j) => {
+                used_b[j] = true;
+                pairs.push((ra, &b.rows[j]));
+            }
+            None => only_a.push(ra),
+        }
+    }
+    let only_b: Vec<_> = b
+        .rows
+        .iter()
+        .zip(&used_b)
+        .filter(|(_, &u)| !u)
+        .map(|(r, _)| r)
+        .collect();
+
+    // `total` is shown only where leaving it out would give two different
+    // cells the same label.
+    let mut seen: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    for r in a.rows.iter().chain(&b.rows) {
+        let e = (label(r, false), key(r));
+        if !seen.contains(&e) {
+            seen.push(e);
+        }
+    }
+    let ambiguous = |r: &Map<String, Value>| {
+        let s = label(r, false);
+        seen.iter().filter(|(l, _)| *l == s).count() > 1
+    };
+    let name = |r: &Map<String, Value>| label(r, ambiguous(r));
+
+    let mut out = String::new();
+    let mut t = Table::new(
+        format!("GB/s, median±stdev: A = {}, B = {}", a.name, b.name),
+        ["cell", "A", "B", "B/A", "verdict"]
+            .map(String::from)
+            .to_vec(),
+    );
+    let (mut faster, mut slower, mut same, mut unknown) = (0, 0, 0, 0);
+    let mut log_sum = 0.0;
+    let mut logs = 0usize;
+    for (ra, rb) in &pairs {
+        let (ma, mb) = (measured(ra), measured(rb));
+        let (ratio, v) = verdict(&ma, &mb, threshold);
+        match v {
+            Verdict::Faster => faster += 1,
+            Verdict::Slower => slower += 1,
+            Verdict::Same => same += 1,
+            Verdict::Unknown => unknown += 1,
+        }
+        if let Some(r) = ratio.filter(|r| *r > 0.0 && r.is_finite()) {
+            log_sum += r.ln();
+            logs += 1;
+        }
+        t.row(vec![
+            name(ra),
+            format!("{}±{}", fixed(ma.median), fixed(ma.stdev)),
+            format!("{}±{}", fixed(mb.median), fixed(mb.stdev)),
+            ratio.map_or("-".into(), |r| format!("{r:.3}x")),
+            v.mark().into(),
+        ]);
+    }
+    t.notes.push(format!(
+        "faster/slower: Welch's t-test on the samples, 5% two-sided, and a change of at least {}%; ~ no change; ? fewer than 2 samples",
+        percent(threshold)
+    ));
+    out.push_str(&t.render(format, WIDTH));
+    for (rows, doc) in [(&only_a, a), (&only_b, b)] {
+        if rows.is_empty() {
+            continue;
+        }
+        let mut t = Table::new(format!("only in {}", doc.name), vec!["cell".into()]);
+        for r in rows {
+            t.row(vec![name(r)]);
+        }
+        out.push_str(&t.render(format, WIDTH));
+    }
+    let geo = if logs > 0 {
+        format!("{:.3}x", (log_sum / logs as f64).exp())
+    } else {
+        "-".into()
+    };
+    let mut line = format!("{faster} faster, {slower} slower, {same} unchanged");
+    if unknown > 0 {
+        let _ = write!(line, ", {unknown} cannot tell");
+    }
+    let _ = write!(
+        line,
+        "; geometric mean of B/A {geo} over {logs} matched cell(s)"
+    );
+    if !only_a.is_empty() || !only_b.is_empty() {
+        let _ = write!(
+            line,
+            "; {} only in A, {} only in B",
+            only_a.len(),
+            only_b.len()
+        );
+    }
+    match format {
+        Format::Csv => {
+            let _ = writeln!(out, "# {line}");
+        }
+        _ => {
+            let _ = writeln!(out, "\n{line}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn row(strategy: &str, size: u64, samples: &[f64]) -> Value {
+        let s = crate::stats::Stats::or_zero(samples);
+        json!({
+            "op": "copy", "strategy": strategy, "chose": strategy, "size": size,
+            "total": 268435456u64, "regime": "hot", "threads": 1, "runs": samples.len(),
+            "gbps": s,
+        })
+    }
+
+    fn doc(name: &str, cpu: &str, commit: &str, rows: Vec<Value>) -> Doc {
+        let v = json!({
+            "bulkmem": "0.1.0", "schema": 1,
+            "provenance": {"cpu": cpu, "commit": commit},
+            "machine": {"cpu": cpu},
+            "results": rows,
+        });
+        Doc::parse(name.into(), &v.to_string()).unwrap()
+    }
+
+    #[test]
+    fn welch_calls_clear_differences_and_not_noise() {
+        let a = [10.0, 10.2, 9.9, 10.1, 10.0];
+        let b = [12.0, 12.1, 11.9, 12.2, 12.0];
+        assert_eq!(welch(&a, &b), Some(1));
+        assert_eq!(welch(&b, &a), Some(-1));
+        assert_eq!(welch(&a, &a), Some(0));
+        // Overlapping noisy samples whose means differ by less than the noise.
+        assert_eq!(welch(&[10.0, 12.0, 8.0], &[10.5, 12.5, 8.5]), Some(0));
+        assert_eq!(welch(&[5.0, 5.0], &[5.0, 5.0]), Some(0));
+        assert_eq!(welch(&[5.0, 5.0], &[6.0, 6.0]), Some(1));
+        assert_eq!(welch(&[5.0], &[6.0, 6.0]), None);
+    }
+
+    #[test]
+    fn critical_values_shrink_towards_the_normal() {
+        assert_eq!(t_critical(1.0), 12.706);
+        assert_eq!(t_critical(2.9), 4.303);
+        assert_eq!(t_critical(0.5), 12.706);
+        assert_eq!(t_critical(30.0), 2.042);
+        assert_eq!(t_critical(31.0), 1.96);
+    }
+
+    #[test]
+    fn threshold_gates_small_significant_changes() {
+        let m = |s: &[f64]| Measured {
+            median: crate::stats::Stats::or_zero(s).median,
+            stdev: 0.0,
+            samples: s.to_vec(),
+        };
+        let a = m(&[10.0, 10.001, 9.999, 10.0]);
+        let b = m(&[10.1, 10.101, 10.099, 10.1]);
+        assert_eq!(verdict(&a, &b, 0.02).1, Verdict::Same);
+        assert_eq!(verdict(&a, &b, 0.005).1, Verdict::Faster);
+        assert_eq!(verdict(&b, &a, 0.005).1, Verdict::Slower);
+        assert_eq!(verdict(&m(&[10.0]), &b, 0.0).1, Verdict::Unknown);
+    }
+
+    #[test]
+    fn thresholds_parse_as_percent_or_fraction() {
+        assert_eq!(parse_threshold("2%"), Ok(0.02));
+        assert_eq!(parse_threshold("0.05"), Ok(0.05));
+        assert_eq!(parse_threshold("0%"), Ok(0.0));
+        assert!(parse_threshold("2").is_err());
+        assert!(parse_threshold("fast").is_err());
+        assert_eq!(
+            (percent(0.02), percent(0.025), percent(0.0)),
+            ("2".into(), "2.5".into(), "0".into())
+        );
+    }
+
+    #[test]
+    fn keys_ignore_measurements_and_field_order() {
+        let a = row("auto", 4096, &[1.0, 2.0]);
+        let mut b = row("auto", 4096, &[3.0, 4.0, 5.0]);
+        b["chose"] = "avx2-nt".into();
+        b["speedup"] = 1.5.into();
+        assert_eq!(key(a.as_object().unwrap()), key(b.as_object().unwrap()));
+        b["threads"] = 2.into();
+        assert_ne!(key(a.as_object().unwrap()), key(b.as_object().unwrap()));
+        let mut extra = row("engine", 4096, &[1.0, 2.0]);
+        extra["placement"] = "spread".into();
+        extra["count"] = 64.into();
+        assert_eq!(
+            label(extra.as_object().unwrap(), false),
+            "copy engine 4K hot 1t count=64 placement=spread"
+        );
+    }
+
+    #[test]
+    fn report_matches_rows_and_lists_the_rest() {
+        let fast = [12.0, 12.1, 11.9];
+        let base = [10.0, 10.1, 9.9];
+        let a = doc(
+            "a.json",
+            "CPU X",
+            "abc",
+            vec![
+                row("per-page", 4096, &base),
+                row("avx2-nt", 4096, &base),
+                row("erms", 4096, &base),
+            ],
+        );
+        let b = doc(
+            "b.json",
+            "CPU X",
+            "abc",
+            vec![
+                row("avx2-nt", 4096, &fast),
+                row("per-page", 4096, &base),
+                row("clzero", 4096, &base),
+            ],
+        );
+        assert!(warnings(&a, &b).is_empty());
+        let text = report(&a, &b, 0.02, Format::Text);
+        let line = |needle: &str| {
+            text.lines()
+                .find(|l| l.contains(needle))
+                .unwrap_or_else(|| panic!("no {needle}: {text}"))
+                .to_string()
+        };
+        assert!(line("copy avx2-nt 4K hot 1t").ends_with("faster"), "{text}");
+        assert!(line("copy avx2-nt 4K hot 1t").contains("1.200x"), "{text}");
+        assert!(line("copy per-page 4K hot 1t").ends_with('~'), "{text}");
+        assert!(
+            text.contains("only in a.json") && text.contains("copy erms"),
+            "{text}"
+        );
+        assert!(
+            text.contains("only in b.json") && text.contains("copy clzero"),
+            "{text}"
+        );
+        assert!(text.contains("1 faster, 0 slower, 1 unchanged"), "{text}");
+        let csv = report(&a, &b, 0.02, Format::Csv);
+        assert!(csv.contains("cell,A,B,B/A,verdict"), "{csv}");
+    }
+
+    #[test]
+    fn different_cpu_or_commit_is_warned_about() {
+        let a = doc("a.json", "CPU X", "abc", vec![]);
+        let b = doc("b.json", "CPU Y", "def", vec![]);
+        let w = warnings(&a, &b);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[0].contains("CPU X") && w[1].contains("abc"), "{w:?}");
+        // Documents from before provenance still get the CPU check.
+        let old = Doc::parse(
+            "old.json".into(),
+            r#"{"bulkmem":"0.1.0","machine":{"cpu":"CPU Z"},"results":[]}"#,
+        )
+        .unwrap();
+        assert_eq!(warnings(&a, &old).len(), 1);
+    }
+
+    #[test]
+    fn non_bench_files_are_errors_naming_the_file() {
+        for text in [
+            "not json",
+            "{\"cpu\": 1}",
+            "{\"results\": [{\"op\": \"copy\"}]}",
+            "[1, 2]",
+        ] {
+            let e = Doc::parse("notes.json".into(), text).err().expect(text);
+            assert!(e.contains("notes.json"), "{e}");
+        }
+        let missing = Path::new("/nonexistent/bulkmem-compare.json");
+        let e = Doc::load(missing).err().unwrap();
+        assert!(
+            e.contains("cannot read /nonexistent/bulkmem-compare.json"),
+            "{e}"
+        );
+    }
+}

@@ -57,8 +57,6 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-// Not yet a `Cmd` variant: the CLI restructure in main.rs wires it in.
-#[allow(dead_code)]
 pub fn cmd(args: CompareArgs) -> Result<(), String> {
     let a = Doc::load(&args.a)?;
     let b = Doc::load(&args.b)?;

@@ -3,6 +3,8 @@
 //! so drift on a shared machine hits all cells alike), after `warmup`
 //! untimed rounds; each cell's samples become [`Stats`].
 
+use std::time::Duration;
+
 use crate::stats::Stats;
 
 /// How many rounds a bench measures.
@@ -36,9 +38,38 @@ pub fn interleave(
     Ok(samples.iter().map(|s| Stats::or_zero(s)).collect())
 }
 
-/// GB/s for `bytes` in `secs`.
-pub fn gbps(bytes: usize, secs: f64) -> f64 {
-    bytes as f64 / secs / 1e9
+/// What destinations hold before a cell is verified, so a kernel that
+/// writes nothing cannot pass.
+pub const POISON: u8 = 0x5A;
+
+/// GB/s for `bytes` moved in `t`.
+pub fn gbps(bytes: usize, t: Duration) -> f64 {
+    bytes as f64 / t.as_secs_f64().max(1e-9) / 1e9
+}
+
+/// A deterministic shuffle of 0..n (xorshift Fisher-Yates): scattered
+/// extents, the same on every run and machine.
+pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    let mut x = seed | 1;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+/// Position-dependent source bytes, so a copy from the wrong place shows.
+pub fn fill_pattern(buf: &mut [u8]) {
+    for (i, w) in buf.chunks_mut(8).enumerate() {
+        let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let b = (z ^ (z >> 31)).to_le_bytes();
+        w.copy_from_slice(&b[..w.len()]);
+    }
 }
 
 #[cfg(test)]
@@ -48,17 +79,10 @@ mod tests {
     #[test]
     fn rounds_interleave_cells_after_the_warmup() {
         let mut order = Vec::new();
-        let stats = interleave(
-            2,
-            Rounds {
-                runs: 3,
-                warmup: 1,
-            },
-            |i| {
-                order.push(i);
-                Ok((order.len() * 10 + i) as f64)
-            },
-        )
+        let stats = interleave(2, Rounds { runs: 3, warmup: 1 }, |i| {
+            order.push(i);
+            Ok((order.len() * 10 + i) as f64)
+        })
         .unwrap();
         assert_eq!(order, [0, 1, 0, 1, 0, 1, 0, 1]);
         // Warm-up figures (10, 21) are dropped.

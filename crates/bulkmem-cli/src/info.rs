@@ -456,6 +456,21 @@ pub fn text() -> String {
     o
 }
 
+#[derive(clap::Args)]
+pub struct InfoArgs {
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn cmd(a: InfoArgs) -> Result<(), crate::cli::Failure> {
+    if a.json {
+        println!("{}", json());
+    } else {
+        print!("{}", text());
+    }
+    Ok(())
+}
 #[cfg(test)]
 mod tests {
     use super::*;

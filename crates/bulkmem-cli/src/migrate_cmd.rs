@@ -8,8 +8,10 @@ use std::time::Instant;
 use bulkmem::numa::{self, CopyOptions, MigrateOptions, MigrateReport, Nodes};
 use bulkmem::Error;
 
-use crate::bench_move::{self, PageKind};
-use crate::size::fmt_size;
+use crate::arena::{self as regions, PageKind};
+use crate::cli::{check_memory, runtime, twice_the_largest, usage, Failure};
+use crate::size::{self, fmt_size};
+use clap::Args;
 
 /// The most address space one `migrate --range` covers: 1 TiB (2^28
 /// pages). move_pages(2) is asked about every 4 KiB page of the range,
@@ -225,8 +227,8 @@ pub fn self_test(size: usize, to: Option<usize>) -> Result<String, String> {
         }
     };
     for kind in [PageKind::Small, PageKind::Thp] {
-        let mut map = bench_move::region(size, kind)?;
-        bench_move::populate(&mut map);
+        let mut map = regions::region(size, kind)?;
+        regions::populate(&mut map);
         numa::migrate(map.as_ptr() as usize, size, home, MigrateOptions::default())
             .map_err(|e| e.to_string())?;
         {
@@ -260,7 +262,7 @@ pub fn self_test(size: usize, to: Option<usize>) -> Result<String, String> {
                     let on = numa::node_of_pages(0, map.as_ptr() as usize, size)
                         .map_err(|e| e.to_string())?;
                     let right = on.iter().filter(|&&n| n == dest as i32).count();
-                    bench_move::check(&map).map_err(|p| format!("{path}: page {p} changed"))?;
+                    regions::check(&map).map_err(|p| format!("{path}: page {p} changed"))?;
                     let _ = writeln!(
                         out,
                         "{:<4} {path:<10} -> node {dest}: {right}/{} pages there, contents intact, {:.3} GB/s ({what})",
@@ -280,4 +282,61 @@ pub fn self_test(size: usize, to: Option<usize>) -> Result<String, String> {
     }
     let _ = writeln!(out, "self-test passed ({} per move)", fmt_size(size));
     Ok(out)
+}
+
+#[derive(Args)]
+pub struct MigrateArgs {
+    /// Target node (numactl syntax, one node: 1).
+    #[arg(long)]
+    to: Option<String>,
+    /// Process whose pages to move (with --range).
+    #[arg(long, requires = "range", conflicts_with = "self_test")]
+    pid: Option<i32>,
+    /// START-END in hex, page-aligned (from /proc/PID/maps), at most 1 TiB
+    /// (walked 1 GiB at a time).
+    #[arg(long, requires = "pid")]
+    range: Option<String>,
+    /// Allocate a region, move it to --to (default: the second node) and
+    /// back with move_pages and with copy-and-remap, verifying each move.
+    #[arg(long)]
+    self_test: bool,
+    /// Region size of --self-test.
+    #[arg(long, value_parser = size::parse_size, default_value = "64M")]
+    size: usize,
+}
+
+pub fn cmd(a: MigrateArgs) -> Result<(), Failure> {
+    let nodes = bulkmem::numa::Nodes::detect();
+    let to =
+        a.to.as_deref()
+            .map(|t| parse_target(t, &nodes))
+            .transpose()
+            .map_err(usage)?;
+    if a.self_test {
+        if a.size == 0 || !a.size.is_multiple_of(2 << 20) {
+            return Err(usage("--size must be a positive multiple of 2M"));
+        }
+        check_memory(&[twice_the_largest(
+            "--size",
+            &[a.size],
+            "the region and its copy on the target node",
+        )])?;
+        print!("{}", self_test(a.size, to).map_err(runtime)?);
+        return Ok(());
+    }
+    let (Some(pid), Some(range)) = (a.pid, a.range.as_deref()) else {
+        return Err(usage(
+            "give --pid PID --range START-END --to NODE, or --self-test",
+        ));
+    };
+    let to = to.ok_or_else(|| usage("--to NODE is required with --pid"))?;
+    let (addr, len) = parse_range(range).map_err(usage)?;
+    check_pid(pid).map_err(usage)?;
+    let (text, complete) = migrate_pid(pid, addr, len, to).map_err(runtime)?;
+    print!("{text}");
+    if complete {
+        Ok(())
+    } else {
+        Err(runtime("some pages were not moved (listed above)"))
+    }
 }

@@ -7,8 +7,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use crate::report::Row;
+use crate::report::{pivot, Pivot, Row};
 use crate::stats::Stats;
+use crate::table::Table;
 
 /// Where `libbulkmem_preload.so` is: `$BULKMEM_PRELOAD_LIB`, else beside the
 /// `bulkmem` binary (cargo puts both in target/release).
@@ -268,27 +269,50 @@ pub fn bench(
 }
 
 /// The table: one line per workload, off and on side by side.
-pub fn table(rows: &[Row]) -> String {
-    let mut s = String::from(
-        "preload: unmodified workloads in child processes, without and with libbulkmem_preload.so\n\
-         workload              off GB/s      on GB/s   on/off  (median of runs; min-max)\n",
-    );
-    let mut names: Vec<&str> = rows.iter().map(|r| r.regime).collect();
-    names.dedup();
-    for n in names {
-        let get = |st: &str| rows.iter().find(|r| r.regime == n && r.strategy == st);
-        if let (Some(off), Some(on)) = (get("off"), get("on")) {
-            s.push_str(&format!(
-                "{n:<16} {:>13.2} {:>12.2} {:>7.2}x  ({:.2}-{:.2} / {:.2}-{:.2})\n",
-                off.gbps.median,
-                on.gbps.median,
-                on.speedup.unwrap_or(0.0),
-                off.gbps.min,
-                off.gbps.max,
-                on.gbps.min,
-                on.gbps.max
-            ));
-        }
+pub fn table(rows: &[Row]) -> Vec<Table> {
+    vec![pivot(
+        rows,
+        Pivot {
+            title: "preload: unmodified workloads in child processes, without and with libbulkmem_preload.so: GB/s median±stdev; x = on over off".into(),
+            corner: "workload",
+            row: &|r| Some(r.regime.to_string()),
+            col: &|r| r.strategy.clone(),
+            baseline: "off",
+        },
+    )]
+}
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Print calls and bytes per path when the program exits.
+    #[arg(long)]
+    stats: bool,
+    /// The command and its arguments (after --).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "CMD"
+    )]
+    cmd: Vec<OsString>,
+}
+
+/// `bulkmem run`: replaces this process with the program (returns only
+/// on failure).
+pub fn run_cmd(a: RunArgs) -> Result<(), crate::cli::Failure> {
+    match run(&a.cmd, a.stats) {
+        Ok(never) => match never {},
+        Err((code, msg)) => Err(crate::cli::Failure { code, msg }),
     }
-    s
+}
+
+#[derive(clap::Args)]
+pub struct WorkloadArgs {
+    kind: String,
+    #[arg(value_parser = crate::size::parse_size)]
+    size: Option<usize>,
+}
+
+pub fn workload_cmd(a: WorkloadArgs) -> Result<(), crate::cli::Failure> {
+    workload(&a.kind, a.size.unwrap_or(0)).map_err(crate::cli::runtime)
 }

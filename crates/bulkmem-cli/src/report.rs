@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::provenance::{self, Provenance};
 use crate::size::fmt_size;
 use crate::stats::Stats;
+use crate::table::{cell, noise_note, Table};
 
 /// One measured cell. Field names are the JSON contract.
 #[derive(Clone, Debug, Serialize)]
@@ -80,17 +81,24 @@ pub struct BatchCell {
 }
 
 impl Row {
-    /// Rows with the same key compare against the same per-page baseline.
-    fn cell(
-        &self,
-    ) -> (
-        &'static str,
-        &'static str,
-        usize,
-        Option<(&'static str, usize)>,
-    ) {
-        let b = self.batch.as_ref().map(|b| (b.layout, b.count));
-        (self.op, self.regime, self.size, b)
+    /// Rows with the same key compare against the same baseline: same op,
+    /// regime and size, and the same extras (batch layout and count, fill
+    /// element, page kind, migration direction), never across them.
+    fn key(&self) -> String {
+        let mut k = format!("{} {} {}", self.op, self.regime, self.size);
+        if let Some(b) = &self.batch {
+            let _ = write!(k, " {} {}", b.layout, b.count);
+        }
+        if let Some(f) = &self.fill {
+            let _ = write!(k, " {}", f.element);
+        }
+        if let Some(m) = &self.moved {
+            let _ = write!(k, " {}", m.page);
+        }
+        if let Some(m) = &self.migrated {
+            let _ = write!(k, " {}>{} {}", m.from, m.to, m.page);
+        }
+        k
     }
 }
 
@@ -104,12 +112,12 @@ pub fn add_speedups_over(rows: &mut [Row], baseline: &str) {
     let base: Vec<_> = rows
         .iter()
         .filter(|r| r.strategy == baseline)
-        .map(|r| (r.cell(), r.gbps.median))
+        .map(|r| (r.key(), r.gbps.median))
         .collect();
     for r in rows.iter_mut() {
         r.speedup = base
             .iter()
-            .find(|b| b.0 == r.cell())
+            .find(|b| b.0 == r.key())
             .filter(|b| b.1 > 0.0)
             .map(|b| r.gbps.median / b.1);
     }
@@ -193,19 +201,16 @@ pub fn auto_kind() -> &'static str {
     }
 }
 
-const NAME_W: usize = 24;
-const CELL_W: usize = 17;
-
-/// One table per (op, regime): a row per strategy, a column per size, the
-/// median GB/s and, beside it, the speed-up over `per-page`.
-pub fn tables(rows: &[Row], unavailable: &[String]) -> String {
+/// One table per (op, regime): a row per strategy, a column per size, each
+/// cell `median±stdev` GB/s and the speed-up over `per-page`.
+pub fn tables(rows: &[Row], unavailable: &[String]) -> Vec<Table> {
     tables_over(rows, unavailable, "per-page")
 }
 
-/// As [`tables`], the `x` column being the speed-up over `baseline` (rows
-/// whose `speedup` came from [`add_speedups_over`] with the same name).
-pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> String {
-    let mut out = String::new();
+/// As [`tables`], the `x` being the speed-up over `baseline` (rows whose
+/// `speedup` came from [`add_speedups_over`] with the same name).
+pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Vec<Table> {
+    let mut out = Vec::new();
     let mut keys: Vec<(&str, &str)> = Vec::new();
     for r in rows {
         if !keys.contains(&(r.op, r.regime)) {
@@ -218,7 +223,6 @@ pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Stri
             .filter(|r| r.op == op && r.regime == regime)
             .collect();
         let mut sizes: Vec<usize> = cell_rows.iter().map(|r| r.size).collect();
-        sizes.dedup();
         sizes.sort_unstable();
         sizes.dedup();
         let mut strategies: Vec<&str> = Vec::new();
@@ -230,29 +234,31 @@ pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Stri
         let first = cell_rows[0];
         let how = if regime == "cold" {
             format!(
-                "{} per run in shuffled extents, cache evicted before each run",
+                "{} per run in shuffled extents, cache evicted",
                 fmt_size(first.total.max(first.size))
             )
         } else {
             "same buffers every call".to_string()
         };
-        let threads = match (first.threads, cell_rows.iter().map(|r| r.threads).min()) {
-            (t, Some(lo)) if t > 1 && lo < t => {
-                format!(", {lo}-{t} threads (one per extent at most)")
-            }
-            (t, _) if t > 1 => format!(", {t} threads"),
-            _ => String::new(),
+        let (lo, hi) = cell_rows.iter().fold((usize::MAX, 0), |(lo, hi), r| {
+            (lo.min(r.threads), hi.max(r.threads))
+        });
+        let threads = match (lo, hi) {
+            (lo, hi) if lo < hi => format!(
+                "; {lo}-{hi} threads worked (one per extent at most), GB/s summed over them"
+            ),
+            (_, t) if t > 1 => format!("; {t} threads, GB/s summed over them"),
+            _ => "; 1 thread".to_string(),
         };
-        let _ = writeln!(
-            out,
-            "\n{op}, {regime} ({how}{threads}): GB/s, median of {}; x = speed-up over {baseline}",
-            first.runs
+        let mut header = vec!["strategy".to_string()];
+        header.extend(sizes.iter().map(|&s| fmt_size(s)));
+        let mut t = Table::new(
+            format!(
+                "{op}, {regime} ({how}{threads}): GB/s median±stdev of {} runs; x = over {baseline}",
+                first.runs
+            ),
+            header,
         );
-        let _ = write!(out, "{:<NAME_W$}", "strategy");
-        for &s in &sizes {
-            let _ = write!(out, "{:>CELL_W$}", fmt_size(s));
-        }
-        out.push('\n');
         for name in strategies {
             let label = match cell_rows
                 .iter()
@@ -263,46 +269,87 @@ pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Stri
                 Some(_) => format!("{name} ({})", auto_kind()),
                 _ => name.to_string(),
             };
-            let _ = write!(out, "{label:<NAME_W$}");
-            for &s in &sizes {
-                let cell = match cell_rows.iter().find(|r| r.strategy == name && r.size == s) {
-                    Some(r) => match r.speedup {
-                        Some(x) if name != baseline => {
-                            format!("{:.2} {:>5.2}x", r.gbps.median, x)
-                        }
-                        _ => format!("{:.2}", r.gbps.median),
-                    },
-                    None => "-".to_string(),
-                };
-                let _ = write!(out, "{cell:>CELL_W$}");
-            }
-            out.push('\n');
+            let find = |s: usize| cell_rows.iter().find(|r| r.strategy == name && r.size == s);
+            let mut cells = vec![label];
+            cells.extend(sizes.iter().map(|&s| match find(s) {
+                Some(r) => cell(&r.gbps, r.speedup.filter(|_| name != baseline)),
+                None => "-".to_string(),
+            }));
+            t.row(cells);
             if name == "auto" || name == "checked" {
                 let what = if name == "auto" {
                     "  auto chose"
                 } else {
                     "  checked ran"
                 };
-                let _ = write!(out, "{what:<NAME_W$}");
-                for &s in &sizes {
-                    let c = cell_rows
+                let mut cells = vec![what.to_string()];
+                cells.extend(
+                    sizes
                         .iter()
-                        .find(|r| r.strategy == name && r.size == s)
-                        .map_or("-", |r| r.chose.as_str());
-                    let _ = write!(out, "{c:>CELL_W$}");
-                }
-                out.push('\n');
+                        .map(|&s| find(s).map_or("-".to_string(), |r| r.chose.clone())),
+                );
+                t.row(cells);
             }
         }
+        t.notes
+            .extend(noise_note(cell_rows.iter().map(|r| &r.gbps)));
+        out.push(t);
     }
-    if !unavailable.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nnot run (this CPU lacks them): {}",
+    if let (false, Some(last)) = (unavailable.is_empty(), out.last_mut()) {
+        last.notes.push(format!(
+            "not run (this CPU lacks them): {}",
             unavailable.join(", ")
-        );
+        ));
     }
     out
+}
+
+/// How [`pivot`] lays rows out: which table row and column a result goes
+/// to (`None`: not in this table).
+pub struct Pivot<'a> {
+    pub title: String,
+    /// Header of the name column.
+    pub corner: &'a str,
+    pub row: &'a dyn Fn(&Row) -> Option<String>,
+    pub col: &'a dyn Fn(&Row) -> String,
+    /// The strategy whose cells get no speed-up (it is the baseline).
+    pub baseline: &'a str,
+}
+
+/// One table of `rows`, rows and columns in order of first appearance, each
+/// cell `median±stdev` and the speed-up, with a noise note if needed.
+pub fn pivot(rows: &[Row], p: Pivot) -> Table {
+    let mut names: Vec<String> = Vec::new();
+    let mut cols: Vec<String> = Vec::new();
+    let mut placed: Vec<(String, String, &Row)> = Vec::new();
+    for r in rows {
+        let Some(name) = (p.row)(r) else { continue };
+        let col = (p.col)(r);
+        if !names.contains(&name) {
+            names.push(name.clone());
+        }
+        if !cols.contains(&col) {
+            cols.push(col.clone());
+        }
+        placed.push((name, col, r));
+    }
+    let mut header = vec![p.corner.to_string()];
+    header.extend(cols.iter().cloned());
+    let mut t = Table::new(p.title, header);
+    for name in &names {
+        let mut cells = vec![name.clone()];
+        for c in &cols {
+            let r = placed.iter().find(|(n, cc, _)| n == name && cc == c);
+            cells.push(match r {
+                Some((_, _, r)) => cell(&r.gbps, r.speedup.filter(|_| r.strategy != p.baseline)),
+                None => "-".into(),
+            });
+        }
+        t.row(cells);
+    }
+    t.notes
+        .extend(noise_note(placed.iter().map(|(_, _, r)| &r.gbps)));
+    t
 }
 
 /// One line per op: which primitive wins each cell here and by how much over
@@ -416,7 +463,7 @@ mod tests {
 
     #[test]
     fn tables_show_every_cell_and_the_choice() {
-        let t = tables(&sample(), &["avx512 (needs avx512f)".into()]);
+        let t = crate::table::text(&tables(&sample(), &["avx512 (needs avx512f)".into()]));
         assert!(t.contains("copy, cold"), "{t}");
         assert!(t.contains("1.60x") && t.contains("1.55x"), "{t}");
         assert!(t.contains("auto chose") && t.contains("avx2-nt"), "{t}");

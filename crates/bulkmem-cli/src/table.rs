@@ -186,6 +186,15 @@ pub fn noise_note<'a>(stats: impl IntoIterator<Item = &'a Stats>) -> Option<Stri
     })
 }
 
+/// `tables` as aligned text, wide enough never to split (the default
+/// report and tests read whole tables).
+pub fn text(tables: &[Table]) -> String {
+    tables
+        .iter()
+        .map(|t| t.render(Format::Text, usize::MAX))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,8 +204,21 @@ mod tests {
             "copy, hot",
             ["strategy", "4K", "2M", "256M"].map(String::from).to_vec(),
         );
-        t.row(["per-page", "10.0±0.10", "11.0±0.20", "9.00±0.10"].map(String::from).to_vec());
-        t.row(["avx2-nt", "12.0±0.10 1.20x", "13.0±0.20 1.18x", "15.0±0.30 1.67x"].map(String::from).to_vec());
+        t.row(
+            ["per-page", "10.0±0.10", "11.0±0.20", "9.00±0.10"]
+                .map(String::from)
+                .to_vec(),
+        );
+        t.row(
+            [
+                "avx2-nt",
+                "12.0±0.10 1.20x",
+                "13.0±0.20 1.18x",
+                "15.0±0.30 1.67x",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
         t.notes.push("a note".into());
         t
     }
@@ -206,12 +228,18 @@ mod tests {
         let wide = sample().render(Format::Text, 200);
         let lines: Vec<&str> = wide.lines().filter(|l| !l.is_empty()).collect();
         assert_eq!(lines.len(), 5, "{wide}");
-        assert!(lines[1].starts_with("strategy") && lines[1].ends_with("256M"), "{wide}");
+        assert!(
+            lines[1].starts_with("strategy") && lines[1].ends_with("256M"),
+            "{wide}"
+        );
         let narrow = sample().render(Format::Text, 40);
         assert!(narrow.lines().all(|l| l.chars().count() <= 40), "{narrow}");
         // Every block repeats the row names.
         assert_eq!(narrow.matches("avx2-nt").count(), 3, "{narrow}");
-        assert!(narrow.contains("1.67x") && narrow.contains("a note"), "{narrow}");
+        assert!(
+            narrow.contains("1.67x") && narrow.contains("a note"),
+            "{narrow}"
+        );
     }
 
     #[test]
@@ -222,7 +250,10 @@ mod tests {
         let mut t = sample();
         t.row(vec!["a,b".into(), "x\"y".into()]);
         let csv = t.render(Format::Csv, 80);
-        assert!(csv.starts_with("# copy, hot\nstrategy,4K,2M,256M\n"), "{csv}");
+        assert!(
+            csv.starts_with("# copy, hot\nstrategy,4K,2M,256M\n"),
+            "{csv}"
+        );
         assert!(csv.contains("\"a,b\",\"x\"\"y\""), "{csv}");
     }
 
@@ -233,7 +264,9 @@ mod tests {
         let noisy = Stats::of(&[10.0, 13.0, 7.0]).unwrap();
         assert!(cell(&noisy, None).starts_with('~'));
         assert!(noise_note([&quiet]).is_none());
-        assert!(noise_note([&quiet, &noisy]).unwrap().starts_with("~ 1 noisy"));
+        assert!(noise_note([&quiet, &noisy])
+            .unwrap()
+            .starts_with("~ 1 noisy"));
         assert_eq!(fixed(2200.0), "2200");
         assert_eq!(fixed(0.004), "0.004");
     }

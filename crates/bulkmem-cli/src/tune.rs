@@ -32,8 +32,12 @@
 use bulkmem::auto::{Cell, Identity, Profile, Shape, FORMAT};
 use bulkmem::{Hint, Op, Strategy};
 
-use crate::bench_mem::{self, Plan, Regime};
+use crate::bench::mem::{self as bench_mem, Plan, Regime};
+use crate::cli::{measuring_cpus, runtime, usage, with_progress, Failure};
+use crate::harness::Rounds;
 use crate::report::Row;
+use clap::Args;
+use std::path::{Path, PathBuf};
 
 /// Keep the rules' (or else the previous size's) choice while it scores at
 /// least this fraction of the top.
@@ -330,7 +334,10 @@ fn measure_shape(
         strategies,
         hint: Hint::Auto,
         threads: 1,
-        runs: l.runs,
+        rounds: Rounds {
+            runs: l.runs,
+            warmup: 0,
+        },
         total,
         cpus: cpus.to_vec(),
         thp: true,
@@ -417,6 +424,85 @@ pub fn summary(p: &Profile) -> Vec<String> {
         }
     }
     lines
+}
+
+#[derive(Args)]
+pub struct TuneArgs {
+    /// Where to write the profile [default: $BULKMEM_PROFILE, else
+    /// $XDG_CACHE_HOME/bulkmem/profile-<cpu-id>.toml, else
+    /// ~/.cache/bulkmem/profile-<cpu-id>.toml].
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// Fewer sizes and runs (under 30 s on 2 cores); the profile says so.
+    #[arg(long)]
+    quick: bool,
+    /// Runs per cell (median) [default: 7, or 3 with --quick].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: Option<u32>,
+}
+
+/// `bulkmem tune`: checks the output path first (exit 2 at once if it
+/// cannot be written), measures, then writes the profile atomically.
+pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
+    use bulkmem::auto::{self, Identity};
+    let id = Identity::this();
+    let from_env = std::env::var_os("BULKMEM_PROFILE")
+        .filter(|v| !v.is_empty() && v != "off" && v != "OFF")
+        .map(PathBuf::from);
+    let path = a
+        .out
+        .or(from_env)
+        .or_else(|| auto::default_profile_path(&id))
+        .ok_or_else(|| usage("no place for the profile: give --out FILE (HOME is not set)"))?;
+    let tmp = path.with_extension("toml.tmp");
+    let writable = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&tmp, b"")?;
+        std::fs::remove_file(&tmp)
+    };
+    writable().map_err(|e| usage(format!("cannot write the profile {}: {e}", path.display())))?;
+    let share = bulkmem::Machine::this().llc_share();
+    let mut ladder = ladder(share, a.quick);
+    if let Some(r) = a.runs {
+        ladder.runs = r as usize;
+    }
+    let cpus = measuring_cpus(None)?;
+    let started = std::time::Instant::now();
+    let profile = with_progress(quiet, ladder.units(), |p| measure(&ladder, &cpus, p))?;
+    std::fs::write(&tmp, profile.to_toml())
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| runtime(format!("cannot write the profile {}: {e}", path.display())))?;
+    println!(
+        "bulkmem tune: {} cells in {:.0} s ({} runs each{}) on {}",
+        profile.cells.len(),
+        started.elapsed().as_secs_f64(),
+        ladder.runs,
+        if a.quick { ", --quick" } else { "" },
+        bulkmem::cpu::info().brand
+    );
+    println!("auto's choices, from each size up (margin over the runner-up):");
+    for line in summary(&profile) {
+        println!("  {line}");
+    }
+    println!("wrote {}", path.display());
+    let default = auto::default_profile_path(&id);
+    match std::env::var_os("BULKMEM_PROFILE") {
+        Some(v) if v == "off" || v == "OFF" => {
+            println!("note: BULKMEM_PROFILE=off: auto ignores profiles until it is unset")
+        }
+        Some(v) if !v.is_empty() && Path::new(&v) != path => println!(
+            "note: BULKMEM_PROFILE={} points elsewhere: auto reads that file",
+            PathBuf::from(v).display()
+        ),
+        None if default.as_deref() != Some(path.as_path()) => println!(
+            "note: auto reads this file only with BULKMEM_PROFILE={}",
+            path.display()
+        ),
+        _ => println!("auto follows it from the next process on (`bulkmem info` shows it)"),
+    }
+    Ok(())
 }
 
 #[cfg(test)]

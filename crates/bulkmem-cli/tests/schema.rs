@@ -206,7 +206,6 @@ fn the_schema_rejects_missing_or_mistyped_fields() {
 }
 
 #[test]
-#[ignore = "wired in main.rs by the CLI restructure"]
 fn compare_reads_two_documents() {
     let args = [
         "copy",

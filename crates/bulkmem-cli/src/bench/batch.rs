@@ -16,16 +16,19 @@ use bulkmem::mapping::Mapping;
 use bulkmem::{Engine, Kernel, Op, Placement, Strategy};
 
 use crate::arena;
+use crate::cli::{
+    check_memory, check_outputs, measuring_cpus, publish, usage, with_progress, Failure, Measure,
+    Output, Style,
+};
 use crate::harness::{fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
+use crate::preflight::{self, eviction_bytes, times, Need};
+use crate::report;
 use crate::report::{pivot, BatchCell, Pivot, Row};
 use crate::size::{self, fmt_size};
-use crate::preflight::{self, eviction_bytes, times, Need};
-use crate::cli::{check_memory, check_outputs, measuring_cpus, publish, usage, with_progress, Failure, Measure, Output, Style};
-use std::path::PathBuf;
-use clap::Args;
-use crate::report;
-use crate::table::Table;
 use crate::stats::Stats;
+use crate::table::Table;
+use clap::Args;
+use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Layout {
@@ -466,7 +469,7 @@ mod tests {
             layouts: vec![Layout::Scattered, Layout::Adjacent],
             total: 1 << 20,
             counts: vec![],
-            runs: 1,
+            rounds: crate::harness::Rounds { runs: 1, warmup: 0 },
             thp: false,
         }
     }
@@ -489,7 +492,7 @@ mod tests {
                 let b = r.batch.as_ref().unwrap();
                 assert_eq!(b.count * r.size, r.total);
             }
-            let t = tables(&rows);
+            let t = crate::table::text(&tables(&rows));
             assert!(
                 t.contains("scattered") && t.contains("adjacent") && t.contains("engine 2"),
                 "{t}"

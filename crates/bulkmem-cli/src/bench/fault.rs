@@ -14,22 +14,18 @@ use bulkmem::{Engine, Extent};
 use crate::harness::fill_pattern;
 use crate::size::fmt_size;
 
-use std::path::PathBuf;
-
 use clap::Args;
 
 use bulkmem::{Hint, Op, Strategy};
 
-use super::copy::Regimes;
-use super::mem::{self, Plan};
+use super::mem::{self, Plan, Regimes};
 use crate::report;
 use crate::size;
 use std::path::Path;
 
-#[allow(unused_imports)]
 use crate::cli::{
     check_memory, check_outputs, measuring_cpus, publish, twice_the_largest, usage, with_progress,
-    Failure, Measure, Output, Style,
+    Failure, Measure, Output,
 };
 
 const PAGE: usize = 4096;
@@ -150,7 +146,7 @@ pub struct FaultArgs {
     /// Extent sizes (K, M, G are powers of two).
     #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,2M,256M")]
     sizes: Vec<usize>,
-    #[arg(long, default_value = "both", value_parser = super::copy::parse_regimes)]
+    #[arg(long, default_value = "both", value_parser = mem::parse_regimes)]
     regime: Regimes,
     #[command(flatten)]
     measure: Measure,
@@ -177,7 +173,7 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
         ));
     }
     let regimes = a.regime.0;
-    let mut needs = super::copy::needs(&a.sizes, &regimes, 1, a.total);
+    let mut needs = mem::needs(&a.sizes, &regimes, 1, a.total);
     needs.push(twice_the_largest(
         "--demo",
         &[a.demo],
@@ -216,4 +212,3 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
     }
     Ok(())
 }
-

@@ -22,18 +22,16 @@ use crate::harness::{gbps, interleave, Rounds};
 use crate::report::{pivot, FillCell, Pivot, Row};
 use crate::size::fmt_size;
 use crate::table::Table;
-use crate::stats::Stats;
 
 use std::path::PathBuf;
 
-use clap::Args;
-use crate::size;
 use crate::preflight::{self, eviction_bytes, Need};
+use crate::size;
+use clap::Args;
 
-#[allow(unused_imports)]
 use crate::cli::{
-    check_memory, check_outputs, measuring_cpus, publish, twice_the_largest, usage, with_progress,
-    Failure, Measure, Output, Style,
+    check_memory, check_outputs, measuring_cpus, publish, usage, with_progress, Failure, Measure,
+    Output, Style,
 };
 
 pub const STRATEGIES: &[&str] = &[
@@ -241,7 +239,6 @@ pub fn add_speedups(rows: &mut [Row]) {
     crate::report::add_speedups_over(rows, "memcpy-patch")
 }
 
-
 #[derive(Args)]
 pub struct FillArgs {
     /// Element (template) sizes in bytes.
@@ -326,7 +323,7 @@ mod tests {
             elements: vec![64, 100],
             sizes: vec![64_000, 2 << 20],
             threads: 2,
-            runs: 1,
+            rounds: crate::harness::Rounds { runs: 1, warmup: 0 },
             thp: false,
         };
         let mut plan64 = plan.clone();
@@ -340,8 +337,8 @@ mod tests {
             assert!(r.speedup.is_some());
             assert_eq!(r.regime, if r.size <= HOT_MAX { "hot" } else { "cold" });
         }
-        let t = table(&rows);
-        assert!(t.contains("fill-nt") && t.contains("64B / 2M cold"), "{t}");
+        let t = crate::table::text(&table(&rows));
+        assert!(t.contains("fill-nt") && t.contains("64B/2M cold"), "{t}");
         // 2M is not a whole number of 100-byte elements: a clear error.
         let e = run(&plan, &mut |_, _, _| {}).unwrap_err();
         assert!(e.contains("100-byte"), "{e}");

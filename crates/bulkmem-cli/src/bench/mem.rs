@@ -21,7 +21,9 @@ use bulkmem::{Hint, Op, Options, Strategy};
 
 use crate::arena;
 use crate::harness::{fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
+use crate::preflight::{self, eviction_bytes, times, Need};
 use crate::report::Row;
+use crate::size::fmt_size;
 use crate::stats::Stats;
 
 /// Bytes a hot run moves at least (by repeating the call).
@@ -510,6 +512,58 @@ fn timed<W: Send>(workers: &mut [W], cpus: &[usize], work: impl Fn(&mut W) + Syn
     .elapsed()
 }
 
+/// The regimes `--regime` names.
+#[derive(Clone, Debug)]
+pub struct Regimes(pub Vec<Regime>);
+
+pub fn parse_regimes(s: &str) -> Result<Regimes, String> {
+    match s {
+        "hot" => Ok(Regimes(vec![Regime::Hot])),
+        "cold" => Ok(Regimes(vec![Regime::Cold])),
+        "both" | "hot,cold" => Ok(Regimes(vec![Regime::Hot, Regime::Cold])),
+        _ => Err(format!("'{s}': expected hot, cold or both")),
+    }
+}
+
+/// What `bench copy|clear|fault` hold at once: hot, a source and a
+/// destination of the largest size per thread; cold, two arenas of
+/// `--total` (at least the largest size) and the eviction buffer.
+pub fn needs(sizes: &[usize], regimes: &[Regime], threads: usize, total: usize) -> Vec<Need> {
+    let max = sizes.iter().copied().max().unwrap_or(0);
+    let mut needs = Vec::new();
+    if regimes.contains(&Regime::Hot) {
+        needs.push(Need {
+            bytes: times(times(2, max), threads),
+            flags: if threads > 1 {
+                format!("--sizes {} --threads {threads}", fmt_size(max))
+            } else {
+                format!("--sizes {}", fmt_size(max))
+            },
+            what: format!(
+                "hot: a source and a destination of {} per thread",
+                fmt_size(max)
+            ),
+        });
+    }
+    if regimes.contains(&Regime::Cold) {
+        let arena = max.max(total);
+        needs.push(Need {
+            bytes: times(2, arena).saturating_add(eviction_bytes()),
+            flags: if total >= max {
+                format!("--total {}", fmt_size(total))
+            } else {
+                format!("--sizes {}", fmt_size(max))
+            },
+            what: format!(
+                "cold: two arenas of {} and the {} eviction buffer",
+                fmt_size(arena),
+                preflight::approx(eviction_bytes())
+            ),
+        });
+    }
+    needs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -533,7 +587,7 @@ mod tests {
             strategies,
             hint: Hint::Auto,
             threads,
-            runs: 1,
+            rounds: crate::harness::Rounds { runs: 1, warmup: 0 },
             total: 1 << 20,
             cpus: vec![arena::current_cpu()],
             thp: false,

@@ -19,20 +19,16 @@ use bulkmem::numa::{self, CopyOptions, MigrateOptions, Nodes};
 use crate::arena::{self as regions, PageKind};
 use crate::harness::{interleave, Rounds};
 use crate::report::{pivot, MigrateCell, Pivot, Row};
-use crate::table::Table;
 use crate::size::fmt_size;
 use crate::stats::Stats;
+use crate::table::Table;
 
-use std::path::PathBuf;
-
-use clap::Args;
-use crate::size;
 use crate::migrate_cmd;
+use crate::size;
+use clap::Args;
 
-#[allow(unused_imports)]
 use crate::cli::{
-    check_memory, check_outputs, measuring_cpus, publish, twice_the_largest, usage, with_progress,
-    Failure, Measure, Output, Style,
+    check_memory, check_outputs, publish, twice_the_largest, usage, with_progress, Failure, Output,
 };
 
 #[derive(Clone, Debug)]
@@ -182,8 +178,11 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
             for (k, &cell) in cells.iter().enumerate() {
                 for (d, (from, to)) in [(plan.a, plan.b), (plan.b, plan.a)].into_iter().enumerate()
                 {
-                    let gbps: Vec<f64> =
-                        secs[2 * k + d].samples.iter().map(|s| size as f64 / s / 1e9).collect();
+                    let gbps: Vec<f64> = secs[2 * k + d]
+                        .samples
+                        .iter()
+                        .map(|s| size as f64 / s / 1e9)
+                        .collect();
                     // The rows say what ran, not what was asked for.
                     let (threads, chose) = ran[k][d]
                         .clone()
@@ -246,7 +245,6 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
     )]
 }
 
-
 #[derive(Args)]
 pub struct BenchMigrateArgs {
     /// Bytes per migration, multiples of 2M (default: 1G, scaled down to a
@@ -272,6 +270,9 @@ pub struct BenchMigrateArgs {
     out: Output,
 }
 
+/// The exit code of a bench that had nothing to measure here.
+pub const SKIPPED: u8 = 77;
+
 pub fn cmd(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
     check_outputs(a.out.json.as_deref(), None)?;
     let nodes = bulkmem::numa::Nodes::detect();
@@ -280,13 +281,17 @@ pub fn cmd(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
         None => nodes.with_memory.iter().copied().take(2).collect(),
     };
     if pair.len() < 2 {
-        println!(
-            "bulkmem bench migrate: this machine has one NUMA node ({}): there is nothing to migrate between.",
-            pair.first().copied().unwrap_or(0)
-        );
-        println!("Run it on a multi-node machine, or in the project's two-node qemu guest:");
-        println!("  scripts/guest/bulkmem bench migrate      (see the README)");
-        return Ok(());
+        // Exit 77 (the automake "skipped" code), so a script that asked for
+        // JSON can tell a skip from a run; no JSON file is written.
+        return Err(Failure {
+            code: SKIPPED,
+            msg: format!(
+                "bench migrate skipped: this machine has one NUMA node ({}), there is nothing to migrate between; \
+                 run it on a multi-node machine or in the project's two-node qemu guest \
+                 (scripts/guest/bulkmem bench migrate, see the README)",
+                pair.first().copied().unwrap_or(0)
+            ),
+        });
     }
     if pair.len() > 2 {
         return Err(usage("--nodes takes two nodes: A,B"));
@@ -305,11 +310,13 @@ pub fn cmd(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
         sizes,
         pages: a.pages,
         threads: a.threads.iter().map(|&t| t as usize).collect(),
-        rounds: a.measure.rounds(),
+        rounds: Rounds {
+            runs: a.runs as usize,
+            warmup: a.warmup as usize,
+        },
         a: pair[0],
         b: pair[1],
     };
     let rows = with_progress(quiet, plan.groups(), |p| run(&plan, p))?;
-    publish(&table(&rows), &rows, a.out.json.as_deref(), None)
+    publish(&a.out, &table(&rows), &rows, None)
 }
-

@@ -15,23 +15,21 @@
 
 use std::time::Instant;
 
-use bulkmem::mapping::Mapping;
 use bulkmem::uffd::{MoveOptions, Mover};
 
 use crate::arena::{populate, region, PageKind};
 use crate::harness::{interleave, Rounds};
 use crate::report::{pivot, MoveCell, Pivot, Row};
 use crate::size::fmt_size;
-use crate::table::Table;
 use crate::stats::Stats;
+use crate::table::Table;
 
 use std::path::PathBuf;
 
-use clap::Args;
-use crate::size;
 use crate::arena::check;
+use crate::size;
+use clap::Args;
 
-#[allow(unused_imports)]
 use crate::cli::{
     check_memory, check_outputs, measuring_cpus, publish, twice_the_largest, usage, with_progress,
     Failure, Measure, Output, Style,
@@ -212,7 +210,6 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
     )]
 }
 
-
 #[derive(Args)]
 pub struct MoveArgs {
     /// Bytes moved per run (multiples of 2M).
@@ -281,7 +278,7 @@ mod tests {
         let plan = Plan {
             sizes: vec![HUGE],
             pages: vec![PageKind::Small, PageKind::Thp],
-            runs: 1,
+            rounds: crate::harness::Rounds { runs: 1, warmup: 0 },
         };
         let rows = run(&plan, &mut |_, _, _| {}).unwrap();
         assert_eq!(rows.len(), 2 * STRATEGIES.len());
@@ -291,7 +288,7 @@ mod tests {
                 "{r:?}"
             );
         }
-        let t = table(&rows);
+        let t = crate::table::text(&table(&rows));
         assert!(
             t.contains("move-range") && t.contains("thp 2M") && t.contains("4K 2M"),
             "{t}"
@@ -300,7 +297,7 @@ mod tests {
             &Plan {
                 sizes: vec![PAGE],
                 pages: vec![PageKind::Small],
-                runs: 1,
+                rounds: crate::harness::Rounds { runs: 1, warmup: 0 },
             },
             &mut |_, _, _| {},
         )

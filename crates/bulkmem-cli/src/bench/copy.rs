@@ -1,0 +1,154 @@
+//! `bulkmem bench copy|clear` (seeds 000 and 004: every strategy at every
+//! size, cache-hot and cache-cold) and the default report that runs both.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use bulkmem::{Hint, Op};
+
+use super::mem::{self, parse_regimes, Plan, Regime, Regimes};
+use crate::cli::{
+    check_memory, check_outputs, measuring_cpus, parse_cpus, parse_hint, pick_strategies, publish,
+    with_progress, CpuList, Failure, Measure, Output, Style,
+};
+use crate::harness::Rounds;
+use crate::report::{self, Row};
+use crate::size::{self, fmt_size};
+use crate::table;
+
+#[derive(Args)]
+pub struct MemArgs {
+    /// Extent sizes (K, M, G are powers of two).
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,64K,2M,32M,256M")]
+    sizes: Vec<usize>,
+    /// hot: same buffers every call; cold: distinct extents over an arena
+    /// much larger than the LLC, evicted before each run; or both.
+    #[arg(long, default_value = "both", value_parser = parse_regimes)]
+    regime: Regimes,
+    /// Comma-separated strategy names (and `auto`), or `all`. Names: see
+    /// `bulkmem info`.
+    #[arg(long, default_value = "all")]
+    strategies: String,
+    /// Threads measuring at once, each pinned to its own CPU. Cold cells
+    /// with fewer extents than threads run on fewer (the tables say so).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    threads: u32,
+    /// What `auto` is told about the destination: auto, reuse or stream.
+    #[arg(long, default_value = "auto", value_parser = parse_hint)]
+    hint: Hint,
+    /// Bytes per cold run (at least the largest size).
+    #[arg(long, value_parser = size::parse_size, default_value = "256M")]
+    total: usize,
+    /// CPUs to pin the measuring threads to, numactl syntax (0-3,8); the
+    /// first is the caller's [default: where it starts, then the others].
+    #[arg(long, alias = "cpu", value_parser = parse_cpus)]
+    cpus: Option<CpuList>,
+    /// Do not ask for transparent huge pages on the benchmark arenas.
+    #[arg(long)]
+    no_thp: bool,
+    #[command(flatten)]
+    measure: Measure,
+    #[command(flatten)]
+    out: Output,
+    /// Plot GB/s against size, a panel per regime, a line per strategy
+    /// (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
+    let (strategies, skipped) = pick_strategies(op, &a.strategies)?;
+    let threads = a.threads as usize;
+    let regimes = a.regime.0;
+    check_memory(&mem::needs(&a.sizes, &regimes, threads, a.total))?;
+    let online = bulkmem::cpu::info().topology.online_cpus.len();
+    if threads > online && !quiet {
+        eprintln!("bulkmem: warning: {threads} threads on {online} online CPUs share CPUs");
+    }
+    let max_size = a.sizes.iter().copied().max().unwrap_or(0);
+    if a.total < max_size {
+        eprintln!(
+            "bulkmem: note: --total {} is below the largest size; cold runs use {}",
+            fmt_size(a.total),
+            fmt_size(max_size)
+        );
+    }
+    let plan = Plan {
+        op,
+        sizes: a.sizes,
+        regimes,
+        strategies,
+        hint: a.hint,
+        threads,
+        rounds: a.measure.rounds(),
+        total: a.total,
+        cpus: measuring_cpus(a.cpus.as_ref().map(|c| c.0.as_slice()))?,
+        thp: !a.no_thp,
+        checked: false,
+        named_batches: false,
+    };
+    let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
+    report::add_speedups(&mut rows);
+    let style = |r: &Row| {
+        let color = plan
+            .strategies
+            .iter()
+            .position(|s| s.name() == r.strategy)
+            .unwrap_or(0);
+        Some((r.strategy.clone(), color, false))
+    };
+    publish(
+        &a.out,
+        &report::tables(&rows, &skipped),
+        &rows,
+        a.plot
+            .as_deref()
+            .map(|p| (p, op.name(), "extent size", &style as Style)),
+    )
+}
+
+/// `bulkmem` with no arguments: the seed 000 copy table and the seed 004
+/// clear table at 4K/2M/256M, hot and cold, and what wins here.
+pub fn default_report(quiet: bool) -> Result<(), Failure> {
+    let cpus = measuring_cpus(None)?;
+    let i = bulkmem::cpu::info();
+    println!(
+        "bulkmem {} on {} ({} CPUs, LLC {}, features: {})",
+        env!("CARGO_PKG_VERSION"),
+        i.brand,
+        i.topology.online_cpus.len(),
+        fmt_size(i.llc_bytes()),
+        i.features.names().join(" ")
+    );
+    println!("auto: {}", bulkmem::auto::profile_status());
+    let mut all = Vec::new();
+    for op in [Op::Copy, Op::Clear] {
+        let (strategies, skipped) = pick_strategies(op, "all")?;
+        let plan = Plan {
+            op,
+            sizes: vec![4 << 10, 2 << 20, 256 << 20],
+            regimes: vec![Regime::Hot, Regime::Cold],
+            strategies,
+            hint: Hint::Auto,
+            threads: 1,
+            rounds: Rounds { runs: 7, warmup: 0 },
+            total: 256 << 20,
+            cpus: cpus.clone(),
+            thp: true,
+            checked: false,
+            named_batches: false,
+        };
+        let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
+        report::add_speedups(&mut rows);
+        print!("{}", table::text(&report::tables(&rows, &skipped)));
+        all.extend(rows);
+    }
+    println!();
+    for line in report::summary(&all) {
+        println!("{line}");
+    }
+    println!("\n(more: `bulkmem info`, `bulkmem bench copy --help`; JSON with --json FILE)");
+    Ok(())
+}

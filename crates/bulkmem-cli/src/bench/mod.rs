@@ -1,0 +1,57 @@
+//! `bulkmem bench ...`: one module per experiment, each owning its flags
+//! (`Args`) and handler (`cmd`). They share the measurement loop
+//! (`crate::harness`), the copy/clear cell runner (`mem`), the table
+//! builder (`crate::table`) and publishing (`crate::cli::publish`), never
+//! each other.
+
+pub mod batch;
+pub mod copy;
+pub mod fault;
+pub mod fill;
+pub mod mem;
+pub mod migrate;
+pub mod moves;
+pub mod preload;
+
+use clap::Subcommand;
+
+use crate::cli::Failure;
+
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// Unmodified workloads (a 1 GiB copy, a fresh 1 GiB copy, small
+    /// copies, python3's bytes(bytearray)) without and with the preload.
+    Preload(preload::PreloadArgs),
+    /// Copy throughput per strategy and size (seed 000).
+    Copy(copy::MemArgs),
+    /// Clear throughput per strategy and size (seed 004).
+    Clear(copy::MemArgs),
+    /// The multi-threaded batch engine: folio size x threads, folio count,
+    /// placement (seed 002).
+    Batch(batch::BatchArgs),
+    /// Template fill with a per-element patch, temporal and non-temporal
+    /// (seed 001).
+    Fill(fill::FillArgs),
+    /// Batched page moves with userfaultfd UFFDIO_MOVE against per-page
+    /// ioctls and plain copying (seed 003).
+    Move(moves::MoveArgs),
+    /// What surviving a bad page costs: copy_checked against auto, then a
+    /// copy over a poisoned page (seed 000's folio_mc_copy).
+    Fault(fault::FaultArgs),
+    /// NUMA migration: move_pages(2) against copy-and-remap with 1..N
+    /// threads, both directions (seeds 000, 002).
+    Migrate(migrate::BenchMigrateArgs),
+}
+
+pub fn cmd(what: BenchCmd, quiet: bool) -> Result<(), Failure> {
+    match what {
+        BenchCmd::Copy(a) => copy::cmd(bulkmem::Op::Copy, a, quiet),
+        BenchCmd::Clear(a) => copy::cmd(bulkmem::Op::Clear, a, quiet),
+        BenchCmd::Batch(a) => batch::cmd(a, quiet),
+        BenchCmd::Fill(a) => fill::cmd(a, quiet),
+        BenchCmd::Move(a) => moves::cmd(a, quiet),
+        BenchCmd::Fault(a) => fault::cmd(a, quiet),
+        BenchCmd::Migrate(a) => migrate::cmd(a, quiet),
+        BenchCmd::Preload(a) => preload::cmd(a, quiet),
+    }
+}

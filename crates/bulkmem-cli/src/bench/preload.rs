@@ -1,0 +1,37 @@
+//! `bulkmem bench preload`: unmodified workloads in child processes,
+//! without and with the preload library (the measuring is in
+//! `crate::preload_cmd`, beside `bulkmem run`).
+
+use clap::Args;
+
+use crate::cli::{
+    check_memory, check_outputs, publish, twice_the_largest, usage, with_progress, Failure, Output,
+};
+use crate::preload_cmd;
+use crate::size;
+
+#[derive(Args)]
+pub struct PreloadArgs {
+    /// Bytes of the large-copy workloads.
+    #[arg(long, value_parser = size::parse_size, default_value = "1G")]
+    size: usize,
+    /// Child processes per workload and setting (median).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    #[command(flatten)]
+    out: Output,
+}
+
+pub fn cmd(a: PreloadArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.out.json.as_deref(), None)?;
+    check_memory(&[twice_the_largest(
+        "--size",
+        &[a.size],
+        "each workload's source and destination",
+    )])?;
+    preload_cmd::library().map_err(usage)?;
+    let runs = a.runs as usize;
+    let units = preload_cmd::units(runs);
+    let rows = with_progress(quiet, units, |p| preload_cmd::bench(a.size, runs, p))?;
+    publish(&a.out, &preload_cmd::table(&rows), &rows, None)
+}

@@ -1,0 +1,322 @@
+//! Plumbing every subcommand shares: failures and exit codes, the flags
+//! common to the benches, progress bars, CPU pinning, strategy lists, and
+//! publishing a result (table, JSON, plot).
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use bulkmem::{Hint, Op, Strategy};
+
+use crate::arena;
+use crate::chart;
+use crate::harness::Rounds;
+use crate::info;
+use crate::preflight::{self, times, Need};
+use crate::report::{self, Row};
+use crate::size::fmt_size;
+use crate::table::{Format, Table};
+
+/// How much a bench measures.
+#[derive(Args, Clone, Copy, Debug)]
+pub struct Measure {
+    /// Timed runs per cell (the tables show median ± stdev over them).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub runs: u32,
+    /// Untimed rounds over every cell before the timed ones (page faults,
+    /// clock ramp-up, caches).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    pub warmup: u32,
+}
+
+impl Measure {
+    pub fn rounds(&self) -> Rounds {
+        Rounds {
+            runs: self.runs as usize,
+            warmup: self.warmup as usize,
+        }
+    }
+}
+
+/// Where and how a bench's results go.
+#[derive(Args, Clone, Debug)]
+pub struct Output {
+    /// Write the results as JSON to FILE (`-` for stdout; the tables then go
+    /// to stderr). The format is docs/bench-schema.json.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Table format: aligned text, Markdown, or CSV.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: Format,
+    /// Cut text tables into blocks of columns at most this wide (80 for a
+    /// patch cover letter).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(40..))]
+    pub width: u16,
+}
+
+/// A failure, with the exit code it deserves (2: bad usage).
+pub struct Failure {
+    pub code: u8,
+    pub msg: String,
+}
+
+pub fn usage(msg: impl Into<String>) -> Failure {
+    Failure {
+        code: 2,
+        msg: msg.into(),
+    }
+}
+
+pub fn runtime(msg: impl Into<String>) -> Failure {
+    Failure {
+        code: 1,
+        msg: msg.into(),
+    }
+}
+
+/// `--json` and `--plot` of any subcommand, checked before it measures.
+pub fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<(), Failure> {
+    preflight::check_outputs(json, plot).map_err(usage)
+}
+
+/// The memory a run needs against what is available (see
+/// [`preflight::check_memory`] for the rule of each subcommand).
+pub fn check_memory(needs: &[Need]) -> Result<(), Failure> {
+    preflight::check_memory(needs).map_err(usage)
+}
+
+/// A region and its copy (or destination) of the largest of `sizes`.
+pub fn twice_the_largest(flag: &str, sizes: &[usize], what: &str) -> Need {
+    let max = sizes.iter().copied().max().unwrap_or(0);
+    Need {
+        bytes: times(2, max),
+        flags: format!("{flag} {}", fmt_size(max)),
+        what: what.to_string(),
+    }
+}
+
+/// The strategies to run for `op`: (runnable, "name (needs x)" not runnable).
+pub fn pick_strategies(op: Op, list: &str) -> Result<(Vec<Strategy>, Vec<String>), Failure> {
+    let features = &bulkmem::cpu::info().features;
+    let named: Vec<Strategy> = if list.trim() == "all" {
+        let mut v = Strategy::for_op(op).to_vec();
+        v.push(Strategy::Auto);
+        v
+    } else {
+        let mut v = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let s: Strategy = name
+                .parse()
+                .map_err(|e: bulkmem::ParseNameError| usage(e.to_string()))?;
+            if !s.supports(op) {
+                let valid: Vec<&str> = Strategy::for_op(op).iter().map(|s| s.name()).collect();
+                return Err(usage(format!(
+                    "strategy '{s}' cannot {op}; {op} strategies are: auto, {}",
+                    valid.join(", ")
+                )));
+            }
+            if !v.contains(&s) {
+                v.push(s);
+            }
+        }
+        v
+    };
+    if named.is_empty() {
+        return Err(usage("--strategies names no strategy"));
+    }
+    let mut run = Vec::new();
+    let mut skipped = Vec::new();
+    for s in named {
+        match s.missing_feature(features) {
+            None => run.push(s),
+            Some(needs) => skipped.push(format!("{s} (needs {needs})")),
+        }
+    }
+    if run.is_empty() {
+        return Err(usage(format!(
+            "none of the strategies can run here: {}",
+            skipped.join(", ")
+        )));
+    }
+    Ok((run, skipped))
+}
+
+/// The CPUs measuring threads pin to: `named` in order, or the current
+/// CPU then every other online one. Pins the caller to the first.
+pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
+    let online = &bulkmem::cpu::info().topology.online_cpus;
+    let mut cpus = match named {
+        Some(list) => list.to_vec(),
+        None => vec![arena::current_cpu()],
+    };
+    if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
+        return Err(usage(format!(
+            "--cpus: {bad} is not an online CPU (online: {})",
+            info::cpu_list(online)
+        )));
+    }
+    let first = cpus[0];
+    bulkmem::placement::pin_to(first)
+        .map_err(|e| runtime(format!("cannot pin to CPU {first}: {e}")))?;
+    if named.is_none() {
+        cpus.extend(online.iter().copied().filter(|&c| c != first));
+    }
+    Ok(cpus)
+}
+
+/// CPUs named on the command line, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+/// A CPU list in numactl/sysfs syntax: `0-3,8,10-11`.
+pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |t: &str| {
+            t.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("'{t}' in '{s}' is not a CPU number"))
+        };
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(part)?, num(part)?),
+        };
+        if lo > hi {
+            return Err(format!("'{part}': the range runs backwards"));
+        }
+        for c in lo..=hi {
+            if !cpus.contains(&c) {
+                cpus.push(c);
+            }
+        }
+    }
+    if cpus.is_empty() {
+        return Err("no CPUs named".into());
+    }
+    Ok(CpuList(cpus))
+}
+
+/// `copy` or `clear`.
+pub fn parse_op(s: &str) -> Result<Op, String> {
+    match s {
+        "copy" => Ok(Op::Copy),
+        "clear" => Ok(Op::Clear),
+        _ => Err(format!("'{s}': expected copy or clear")),
+    }
+}
+
+pub fn progress_bar(quiet: bool, len: usize) -> ProgressBar {
+    let pb = ProgressBar::with_draw_target(
+        Some(len as u64),
+        if quiet {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        },
+    );
+    pb.set_style(
+        ProgressStyle::with_template("{elapsed:>4} [{bar:30}] {pos}/{len} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb
+}
+
+/// Runs `work` under a progress bar of `groups` units on stderr.
+pub fn with_progress<T>(
+    quiet: bool,
+    groups: usize,
+    work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>,
+) -> Result<T, Failure> {
+    let pb = progress_bar(quiet, groups);
+    let out = work(&mut |done, _, label| {
+        pb.set_position(done as u64);
+        pb.set_message(label.to_string());
+    });
+    pb.finish_and_clear();
+    out.map_err(runtime)
+}
+
+/// How one row is drawn: its line's name, colour index and dash; `None`
+/// leaves the row out of the plot.
+pub type Style<'a> = &'a dyn Fn(&Row) -> Option<(String, usize, bool)>;
+
+/// Prints the tables in `out`'s format (to stderr when the JSON goes to
+/// stdout), writes the JSON, and plots GB/s against size: one line per
+/// distinct style name, one panel per regime.
+pub fn publish(
+    out: &Output,
+    tables: &[Table],
+    rows: &[Row],
+    plot: Option<(&Path, &str, &str, Style)>,
+) -> Result<(), Failure> {
+    let text: String = tables
+        .iter()
+        .map(|t| t.render(out.format, out.width.into()))
+        .collect();
+    if out.json.as_deref() == Some(Path::new("-")) {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    if let Some(path) = out.json.as_deref() {
+        report::write_json(path, rows).map_err(runtime)?;
+    }
+    let Some((path, what, x_label, style)) = plot else {
+        return Ok(());
+    };
+    let mut panels: Vec<chart::Panel> = Vec::new();
+    for r in rows {
+        let Some((name, color, dashed)) = style(r) else {
+            continue;
+        };
+        let panel = match panels.iter_mut().position(|p| p.name == r.regime) {
+            Some(i) => &mut panels[i],
+            None => {
+                panels.push(chart::Panel {
+                    name: r.regime.to_string(),
+                    series: Vec::new(),
+                });
+                panels.last_mut().expect("just pushed")
+            }
+        };
+        let point = chart::Point {
+            x: r.size as f64,
+            y: r.gbps.median,
+            lo: r.gbps.min,
+            hi: r.gbps.max,
+        };
+        match panel.series.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push(point),
+            None => panel.series.push(chart::Series {
+                name,
+                points: vec![point],
+                color,
+                dashed,
+            }),
+        }
+    }
+    let title = format!("bulkmem {what}: {}", bulkmem::cpu::info().brand);
+    chart::write(
+        path,
+        &chart::Chart {
+            title: &title,
+            x_label,
+            y_label: "GB/s (median, min-max bars)",
+            panels: &panels,
+            log_x: true,
+        },
+    )
+    .map_err(runtime)
+}
+
+pub fn parse_hint(s: &str) -> Result<Hint, String> {
+    s.parse()
+        .map_err(|e: bulkmem::ParseNameError| e.to_string())
+}
+
+pub fn parse_placement(s: &str) -> Result<bulkmem::Placement, String> {
+    s.parse()
+        .map_err(|e: bulkmem::ParseNameError| e.to_string())
+}

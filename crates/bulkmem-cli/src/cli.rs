@@ -297,6 +297,34 @@ pub fn publish(
             }),
         }
     }
+    // Regimes that split the sizes between them (fill: small regions hot,
+    // large ones cold) share one panel: apart, each would be a single column.
+    let disjoint = panels.iter().enumerate().all(|(i, a)| {
+        panels[i + 1..].iter().all(|b| {
+            a.series
+                .iter()
+                .flat_map(|s| &s.points)
+                .all(|p| b.series.iter().flat_map(|s| &s.points).all(|q| q.x != p.x))
+        })
+    });
+    if panels.len() > 1 && disjoint {
+        let name = panels
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" / ");
+        let mut one = chart::Panel {
+            name,
+            series: Vec::new(),
+        };
+        for s in panels.drain(..).flat_map(|p| p.series) {
+            match one.series.iter_mut().find(|o| o.name == s.name) {
+                Some(o) => o.points.extend(s.points),
+                None => one.series.push(s),
+            }
+        }
+        panels.push(one);
+    }
     let title = format!("bulkmem {what}: {}", bulkmem::cpu::info().brand);
     chart::write(
         path,

@@ -352,6 +352,25 @@ pub fn pivot(rows: &[Row], p: Pivot) -> Table {
     t
 }
 
+/// [`pivot`] with a row per strategy, in one table.
+pub fn by_strategy(
+    rows: &[Row],
+    title: String,
+    col: &dyn Fn(&Row) -> String,
+    baseline: &str,
+) -> Vec<Table> {
+    vec![pivot(
+        rows,
+        Pivot {
+            title,
+            corner: "strategy",
+            row: &|r| Some(r.strategy.clone()),
+            col,
+            baseline,
+        },
+    )]
+}
+
 /// One line per op: which primitive wins each cell here and by how much over
 /// per-page, and the range `auto` achieved.
 pub fn summary(rows: &[Row]) -> Vec<String> {

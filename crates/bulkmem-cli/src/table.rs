@@ -73,8 +73,8 @@ impl Table {
 
     fn text(&self, width: usize) -> String {
         let w = self.widths();
-        let mut out = String::new();
-        let _ = writeln!(out, "\n{}", self.title);
+        let mut out = String::from("\n");
+        out.push_str(&wrap(&self.title, width));
         if w.is_empty() {
             return out;
         }
@@ -107,7 +107,7 @@ impl Table {
             }
         }
         for n in &self.notes {
-            let _ = writeln!(out, "{n}");
+            out.push_str(&wrap(n, width));
         }
         out
     }
@@ -152,6 +152,27 @@ impl Table {
         }
         out
     }
+}
+
+/// `text` broken at spaces into lines of at most `width` columns (a word
+/// longer than that keeps its own line), continuation lines indented.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = String::from("  ");
+        } else if len > 0 {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+    out
 }
 
 /// A measured cell: `median±stdev` and, if given, the speed-up; `~` marks
@@ -232,8 +253,14 @@ mod tests {
             lines[1].starts_with("strategy") && lines[1].ends_with("256M"),
             "{wide}"
         );
-        let narrow = sample().render(Format::Text, 40);
+        let mut t = sample();
+        t.title = "copy, hot (same buffers every call; 1 thread): GB/s median of 7 runs".into();
+        let narrow = t.render(Format::Text, 40);
         assert!(narrow.lines().all(|l| l.chars().count() <= 40), "{narrow}");
+        assert!(
+            narrow.contains("copy, hot") && narrow.contains("7 runs"),
+            "{narrow}"
+        );
         // Every block repeats the row names.
         assert_eq!(narrow.matches("avx2-nt").count(), 3, "{narrow}");
         assert!(

@@ -881,3 +881,60 @@ fn info_names_the_cpus_the_process_may_use() {
         assert!(out.contains("may use CPUs 0 (of"), "{out}");
     }
 }
+
+#[test]
+fn tables_come_as_text_markdown_or_csv_and_fit_a_width() {
+    let base = [
+        "bench",
+        "copy",
+        "--sizes",
+        "4K,64K,2M,32M",
+        "--regime",
+        "hot",
+        "--strategies",
+        "per-page,rep-movsb,auto",
+        "--runs",
+        "2",
+        "--warmup",
+        "1",
+        "--quiet",
+    ];
+    let run = |extra: &[&str]| {
+        let args: Vec<&str> = base.iter().chain(extra).copied().collect();
+        let o = bulkmem(&args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let narrow = run(&["--width", "80"]);
+    assert!(narrow.lines().all(|l| l.chars().count() <= 80), "{narrow}");
+    assert!(narrow.contains('±') && narrow.contains("32M"), "{narrow}");
+    let md = run(&["--format", "md"]);
+    assert!(md.contains("| strategy | 4K | 64K | 2M | 32M |"), "{md}");
+    let csv = run(&["--format", "csv"]);
+    assert!(csv.contains("\nstrategy,4K,64K,2M,32M\n"), "{csv}");
+    assert!(csv.lines().any(|l| l.starts_with("per-page,")), "{csv}");
+    let o = bulkmem(&["bench", "copy", "--cpus", "3-1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("runs backwards"), "{}", stderr(&o));
+}
+
+#[test]
+fn version_completions_and_man_page_describe_this_build() {
+    let o = bulkmem(&["--version"]);
+    let v = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        v.contains("commit ") && v.contains("target features"),
+        "{v}"
+    );
+    let o = bulkmem(&["generate", "completions", "bash"]);
+    let bash = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && bash.contains("bulkmem") && bash.contains("--warmup"),
+        "{bash}"
+    );
+    let o = bulkmem(&["generate", "man"]);
+    let man = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && man.contains(".TH bulkmem"), "{man}");
+    let o = bulkmem(&["generate", "completions"]);
+    assert_eq!(o.status.code(), Some(2), "a shell is required");
+}

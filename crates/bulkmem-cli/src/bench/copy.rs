@@ -26,8 +26,10 @@ pub struct MemArgs {
     /// much larger than the LLC, evicted before each run; or both.
     #[arg(long, default_value = "both", value_parser = parse_regimes)]
     regime: Regimes,
-    /// Comma-separated strategy names (and `auto`), or `all`. Names: see
-    /// `bulkmem info`.
+    /// Comma-separated strategy names, or `all`: auto, per-page, rep-movsq,
+    /// rep-movsb (copy), rep-stosq, rep-stosb (clear), libc, avx2, avx2-nt,
+    /// avx512, avx512-nt, clzero (clear), portable. `bulkmem info` says which
+    /// this CPU runs.
     #[arg(long, default_value = "all")]
     strategies: String,
     /// Threads measuring at once, each pinned to its own CPU. Cold cells

@@ -19,7 +19,7 @@ use bulkmem::{Control, Engine, Hint};
 
 use crate::arena;
 use crate::harness::{gbps, interleave, Rounds};
-use crate::report::{pivot, FillCell, Pivot, Row};
+use crate::report::{by_strategy, FillCell, Row};
 use crate::size::fmt_size;
 use crate::table::Table;
 
@@ -219,19 +219,15 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
         let el = r.fill.as_ref().map_or(0, |f| f.element);
         format!("{el}B/{} {}", fmt_size(r.size), r.regime)
     };
-    vec![pivot(
+    by_strategy(
         rows,
-        Pivot {
-            title: format!(
-                "fill (first 8 bytes of each element patched with its index): GB/s median±stdev of {} runs; x = over memcpy-patch",
-                rows.first().map_or(0, |r| r.runs)
-            ),
-            corner: "strategy",
-            row: &|r| Some(r.strategy.clone()),
-            col: &col,
-            baseline: "memcpy-patch",
-        },
-    )]
+        format!(
+            "fill (first 8 bytes of each element patched with its index): GB/s median±stdev of {} runs; x = over memcpy-patch",
+            rows.first().map_or(0, |r| r.runs)
+        ),
+        &col,
+        "memcpy-patch",
+    )
 }
 
 /// Fills `speedup` relative to `memcpy-patch` of the same element and size.

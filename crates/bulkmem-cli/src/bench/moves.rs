@@ -19,7 +19,7 @@ use bulkmem::uffd::{MoveOptions, Mover};
 
 use crate::arena::{populate, region, PageKind};
 use crate::harness::{interleave, Rounds};
-use crate::report::{pivot, MoveCell, Pivot, Row};
+use crate::report::{by_strategy, MoveCell, Row};
 use crate::size::fmt_size;
 use crate::stats::Stats;
 use crate::table::Table;
@@ -195,19 +195,15 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
         let page = r.moved.as_ref().map_or("", |m| m.page);
         format!("{page} {}", fmt_size(r.size))
     };
-    vec![pivot(
+    by_strategy(
         rows,
-        Pivot {
-            title: format!(
-                "move (fresh source and destination each run): GB/s median±stdev of {} runs; x = over per-page-ioctl",
-                rows.first().map_or(0, |r| r.runs)
-            ),
-            corner: "strategy",
-            row: &|r| Some(r.strategy.clone()),
-            col: &col,
-            baseline: "per-page-ioctl",
-        },
-    )]
+        format!(
+            "move (fresh source and destination each run): GB/s median±stdev of {} runs; x = over per-page-ioctl",
+            rows.first().map_or(0, |r| r.runs)
+        ),
+        &col,
+        "per-page-ioctl",
+    )
 }
 
 #[derive(Args)]

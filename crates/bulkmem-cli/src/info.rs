@@ -54,13 +54,12 @@ struct Info {
     /// CPUs this process may run on (sched_getaffinity: taskset, numactl,
     /// cpusets); the engine's workers are placed among them.
     allowed_cpus: Vec<usize>,
-    numa_nodes: Vec<(usize, Vec<usize>)>,
-    /// Per node: memory, free memory and SLIT distances (bulkmem::numa).
-    numa: Vec<NodeMemory>,
+    /// Every node: its CPUs, memory, free memory and SLIT distances.
+    numa_nodes: Vec<NodeInfo>,
     huge_page_sizes: Vec<usize>,
     strategies: Vec<Availability>,
     /// Strategies with a checked (SIGBUS-surviving) form runnable here.
-    checked: Vec<(&'static str, Vec<&'static str>)>,
+    checked: Checked,
     /// What `auto` follows: a tuned profile or the built-in rules, and why.
     profile: ProfileInfo,
     /// `BULKMEM_STRATEGY` / `BULKMEM_NT_THRESHOLD` in force, and the
@@ -98,11 +97,19 @@ struct OverrideInfo {
 }
 
 #[derive(Serialize)]
-struct NodeMemory {
+struct NodeInfo {
     id: usize,
+    cpus: Vec<usize>,
     mem_total: u64,
     mem_free: u64,
     distances: Vec<u32>,
+}
+
+/// Per operation, the checked strategies this CPU runs (besides `auto`).
+#[derive(Serialize)]
+struct Checked {
+    copy: Vec<&'static str>,
+    clear: Vec<&'static str>,
 }
 
 fn kind(k: CacheKind) -> &'static str {
@@ -192,16 +199,13 @@ fn gather() -> Info {
             .collect(),
         llc_domains: t.llc_domains.clone(),
         allowed_cpus: bulkmem::engine::allowed_cpus().unwrap_or_else(|| t.online_cpus.clone()),
-        numa_nodes: t
-            .numa_nodes
-            .iter()
-            .map(|n| (n.id, n.cpus.clone()))
-            .collect(),
-        numa: bulkmem::numa::Nodes::detect()
+        // Read now, not from the cached topology: free memory moves.
+        numa_nodes: bulkmem::numa::Nodes::detect()
             .nodes
             .into_iter()
-            .map(|n| NodeMemory {
+            .map(|n| NodeInfo {
                 id: n.id,
+                cpus: n.cpus,
                 mem_total: n.mem_total,
                 mem_free: n.mem_free,
                 distances: n.distances,
@@ -209,20 +213,18 @@ fn gather() -> Info {
             .collect(),
         huge_page_sizes: t.huge_page_sizes.clone(),
         strategies,
-        checked: [
-            ("copy", bulkmem::fault::CHECKED_COPY),
-            ("clear", bulkmem::fault::CHECKED_CLEAR),
-        ]
-        .into_iter()
-        .map(|(op, list)| {
-            let names = list
-                .iter()
-                .filter(|s| s.available())
-                .map(|s| s.name())
-                .collect();
-            (op, names)
-        })
-        .collect(),
+        checked: {
+            let runnable = |list: &[bulkmem::Strategy]| {
+                list.iter()
+                    .filter(|s| s.available())
+                    .map(|s| s.name())
+                    .collect()
+            };
+            Checked {
+                copy: runnable(bulkmem::fault::CHECKED_COPY),
+                clear: runnable(bulkmem::fault::CHECKED_CLEAR),
+            }
+        },
         profile,
         overrides,
         auto: choices,
@@ -331,14 +333,13 @@ pub fn text() -> String {
     let nodes: Vec<String> = info
         .numa_nodes
         .iter()
-        .map(|(id, cpus)| {
-            let mem = info
-                .numa
-                .iter()
-                .find(|n| n.id == *id && n.mem_total > 0)
-                .map(|n| format!(" {} ({} free)", gib(n.mem_total), gib(n.mem_free)))
-                .unwrap_or_default();
-            format!("node{id} [{}]{mem}", cpu_list(cpus))
+        .map(|n| {
+            let mem = if n.mem_total > 0 {
+                format!(" {} ({} free)", gib(n.mem_total), gib(n.mem_free))
+            } else {
+                String::new()
+            };
+            format!("node{} [{}]{mem}", n.id, cpu_list(&n.cpus))
         })
         .collect();
     let _ = writeln!(
@@ -347,9 +348,9 @@ pub fn text() -> String {
         nodes.len(),
         nodes.join(" ")
     );
-    if info.numa.len() > 1 {
+    if info.numa_nodes.len() > 1 {
         let rows: Vec<String> = info
-            .numa
+            .numa_nodes
             .iter()
             .map(|n| {
                 let d: Vec<String> = n.distances.iter().map(|d| d.to_string()).collect();
@@ -382,7 +383,7 @@ pub fn text() -> String {
             .collect();
         let _ = writeln!(o, "{op:<6} strategies: {}", list.join(" "));
     }
-    for (op, list) in &info.checked {
+    for (op, list) in [("copy", &info.checked.copy), ("clear", &info.checked.clear)] {
         let _ = writeln!(
             o,
             "checked {op:<5} (survive SIGBUS): auto {}",

@@ -131,8 +131,10 @@ pub struct Machine {
     pub disabled: Vec<String>,
     pub llc_bytes: usize,
     pub cpus: usize,
-    pub llc_domains: usize,
-    pub numa_nodes: usize,
+    /// How many LLC domains (`bulkmem info --json` lists their CPUs).
+    pub llc_domain_count: usize,
+    /// How many NUMA nodes.
+    pub numa_node_count: usize,
     pub page_size: usize,
     pub thp: Option<String>,
     /// What `auto` followed: `tuned` (a profile) or `built-in` (the rules).
@@ -152,8 +154,8 @@ impl Machine {
             disabled: i.disabled.clone(),
             llc_bytes: i.llc_bytes(),
             cpus: t.online_cpus.len(),
-            llc_domains: t.llc_domains.len(),
-            numa_nodes: t.numa_nodes.len(),
+            llc_domain_count: t.llc_domains.len(),
+            numa_node_count: t.numa_nodes.len(),
             page_size: t.page_size,
             thp: t.thp_mode.clone(),
             auto: auto_kind(),

@@ -339,6 +339,8 @@ fn measure_shape(
             warmup: 0,
         },
         total,
+        src_node: None,
+        dst_node: None,
         cpus: cpus.to_vec(),
         thp: true,
         checked: false,

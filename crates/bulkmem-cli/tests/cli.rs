@@ -942,3 +942,33 @@ fn version_completions_and_man_page_describe_this_build() {
     let o = bulkmem(&["generate", "completions"]);
     assert_eq!(o.status.code(), Some(2), "a shell is required");
 }
+
+#[test]
+fn copy_places_sources_and_destinations_on_named_nodes() {
+    let node = bulkmem::numa::Nodes::detect().with_memory[0].to_string();
+    let o = bulkmem(&[
+        "bench",
+        "copy",
+        "--sizes",
+        "64K",
+        "--strategies",
+        "per-page",
+        "--runs",
+        "1",
+        "--total",
+        "4M",
+        "--src-node",
+        &node,
+        "--dst-node",
+        &node,
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = bulkmem(&["bench", "clear", "--dst-node", "999", "--sizes", "4K"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--dst-node: there is no NUMA node 999"),
+        "{}",
+        stderr(&o)
+    );
+}

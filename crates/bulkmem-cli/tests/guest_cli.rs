@@ -110,3 +110,32 @@ fn migrate_self_test_and_another_process() {
         text(&o.stderr)
     );
 }
+
+#[test]
+#[ignore = "runs in the qemu guest: scripts/guest/test"]
+fn bench_copy_reads_from_one_node_and_writes_to_the_other() {
+    let o = bulkmem(&[
+        "bench",
+        "copy",
+        "--sizes",
+        "64K,2M",
+        "--strategies",
+        "per-page,auto",
+        "--runs",
+        "1",
+        "--total",
+        "16M",
+        "--src-node",
+        "0",
+        "--dst-node",
+        "1",
+        "--json",
+        "-",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let argv = v["provenance"]["command"].as_array().expect("argv");
+    assert!(argv.iter().any(|a| a == "--dst-node"), "{argv:?}");
+    assert!(v["results"].as_array().unwrap().len() >= 4);
+}

@@ -10,7 +10,7 @@ use bulkmem::{Hint, Op};
 use super::mem::{self, parse_regimes, Plan, Regime, Regimes};
 use crate::cli::{
     check_memory, check_outputs, measuring_cpus, parse_cpus, parse_hint, pick_strategies, publish,
-    with_progress, CpuList, Failure, Measure, Output, Style,
+    usage, with_progress, CpuList, Failure, Measure, Output, Style,
 };
 use crate::harness::Rounds;
 use crate::report::{self, Row};
@@ -46,6 +46,13 @@ pub struct MemArgs {
     /// first is the caller's [default: where it starts, then the others].
     #[arg(long, alias = "cpu", value_parser = parse_cpus)]
     cpus: Option<CpuList>,
+    /// Put the sources on this NUMA node (move_pages after prefaulting):
+    /// seed 000's DRAM0 -> DRAM1 / CXL rows.
+    #[arg(long)]
+    src_node: Option<usize>,
+    /// Put the destinations on this NUMA node.
+    #[arg(long)]
+    dst_node: Option<usize>,
     /// Do not ask for transparent huge pages on the benchmark arenas.
     #[arg(long)]
     no_thp: bool,
@@ -62,6 +69,12 @@ pub struct MemArgs {
 pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
     let (strategies, skipped) = pick_strategies(op, &a.strategies)?;
+    let nodes = bulkmem::numa::Nodes::detect();
+    for (flag, node) in [("--src-node", a.src_node), ("--dst-node", a.dst_node)] {
+        if let Some(n) = node {
+            nodes.target(n).map_err(|e| usage(format!("{flag}: {e}")))?;
+        }
+    }
     let threads = a.threads as usize;
     let regimes = a.regime.0;
     check_memory(&mem::needs(&a.sizes, &regimes, threads, a.total))?;
@@ -86,6 +99,8 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         threads,
         rounds: a.measure.rounds(),
         total: a.total,
+        src_node: a.src_node,
+        dst_node: a.dst_node,
         cpus: measuring_cpus(a.cpus.as_ref().map(|c| c.0.as_slice()))?,
         thp: !a.no_thp,
         checked: false,
@@ -137,6 +152,8 @@ pub fn default_report(quiet: bool) -> Result<(), Failure> {
             threads: 1,
             rounds: Rounds { runs: 7, warmup: 0 },
             total: 256 << 20,
+            src_node: None,
+            dst_node: None,
             cpus: cpus.clone(),
             thp: true,
             checked: false,

@@ -189,6 +189,8 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
         threads: 1,
         rounds: a.measure.rounds(),
         total: a.total,
+        src_node: None,
+        dst_node: None,
         cpus: measuring_cpus(a.cpu.map(|c| vec![c]).as_deref())?,
         thp: !a.no_thp,
         checked: true,

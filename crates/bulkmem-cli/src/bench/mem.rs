@@ -57,6 +57,10 @@ pub struct Plan {
     pub rounds: Rounds,
     /// Bytes per cold run.
     pub total: usize,
+    /// NUMA nodes to place the sources and destinations on (seed 000's
+    /// DRAM0 -> DRAM1 / CXL rows); `None` leaves them where they faulted in.
+    pub src_node: Option<usize>,
+    pub dst_node: Option<usize>,
     /// CPUs to pin worker i to (`cpus[i % len]`); worker 0 is the caller.
     pub cpus: Vec<usize>,
     pub thp: bool,
@@ -116,11 +120,13 @@ pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
                     .max(plan.total);
                 let mut src = arena::prefaulted(total, plan.thp, 0)
                     .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
+                place(&src, plan.src_node, "source")?;
                 if plan.op == Op::Copy {
                     fill_pattern(src.as_mut_slice());
                 }
                 let mut dst = arena::prefaulted(total, plan.thp, POISON)
                     .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
+                place(&dst, plan.dst_node, "destination")?;
                 let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
                     .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
                 for &size in &plan.sizes {
@@ -147,12 +153,35 @@ impl HotBufs {
             let mut src = arena::prefaulted(size, plan.thp, 0)
                 .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
             fill_pattern(src.as_mut_slice());
+            place(&src, plan.src_node, "source")?;
             let dst = arena::prefaulted(size, plan.thp, POISON)
                 .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
+            place(&dst, plan.dst_node, "destination")?;
             pairs.push((src, dst));
         }
         Ok(HotBufs { pairs })
     }
+}
+
+/// Moves every page of `m` to `node` (`move_pages`), so a cell measures
+/// that node's memory; every page must get there.
+fn place(m: &Mapping, node: Option<usize>, what: &str) -> Result<(), String> {
+    let Some(node) = node else { return Ok(()) };
+    let r = bulkmem::numa::migrate(
+        m.as_ptr() as usize,
+        m.len(),
+        node,
+        bulkmem::numa::MigrateOptions::default(),
+    )
+    .map_err(|e| format!("cannot place the {what} on node {node}: {e}"))?;
+    if !r.is_complete() {
+        return Err(format!(
+            "only {} of the {what}'s pages reached node {node} ({} failed)",
+            r.moved + r.already,
+            r.failed.len()
+        ));
+    }
+    Ok(())
 }
 
 /// How one call executes: a resolved kernel, the same through the
@@ -589,6 +618,8 @@ mod tests {
             threads,
             rounds: crate::harness::Rounds { runs: 1, warmup: 0 },
             total: 1 << 20,
+            src_node: None,
+            dst_node: None,
             cpus: vec![arena::current_cpu()],
             thp: false,
             checked: false,

@@ -34,6 +34,7 @@ pub struct CompareArgs {
     /// significant, however consistent.
     #[arg(long, default_value = "2%", value_parser = parse_threshold)]
     pub threshold: f64,
+    /// Table format: aligned text, Markdown, or CSV.
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
 }

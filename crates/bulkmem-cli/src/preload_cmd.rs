@@ -308,7 +308,9 @@ pub fn run_cmd(a: RunArgs) -> Result<(), crate::cli::Failure> {
 
 #[derive(clap::Args)]
 pub struct WorkloadArgs {
+    /// copy, fresh, small or python-bytes.
     kind: String,
+    /// Bytes of the large-copy workloads.
     #[arg(value_parser = crate::size::parse_size)]
     size: Option<usize>,
 }

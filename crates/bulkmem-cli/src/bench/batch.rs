@@ -360,6 +360,7 @@ pub struct BatchArgs {
     /// CPU for the single-thread per-page baseline (default: where it starts).
     #[arg(long)]
     cpu: Option<usize>,
+    /// Do not ask for transparent huge pages on the benchmark arenas.
     #[arg(long)]
     no_thp: bool,
     #[command(flatten)]

@@ -146,6 +146,8 @@ pub struct FaultArgs {
     /// Extent sizes (K, M, G are powers of two).
     #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,2M,256M")]
     sizes: Vec<usize>,
+    /// hot: same buffers every call; cold: distinct extents over an arena
+    /// much larger than the LLC, evicted before each run; or both.
     #[arg(long, default_value = "both", value_parser = mem::parse_regimes)]
     regime: Regimes,
     #[command(flatten)]
@@ -159,6 +161,7 @@ pub struct FaultArgs {
     /// CPU to pin the measuring thread to (default: where it starts).
     #[arg(long)]
     cpu: Option<usize>,
+    /// Do not ask for transparent huge pages on the benchmark arenas.
     #[arg(long)]
     no_thp: bool,
     #[command(flatten)]

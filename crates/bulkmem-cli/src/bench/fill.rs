@@ -248,6 +248,7 @@ pub struct FillArgs {
     threads: u32,
     #[command(flatten)]
     measure: Measure,
+    /// Do not ask for transparent huge pages on the benchmark arenas.
     #[arg(long)]
     no_thp: bool,
     #[command(flatten)]

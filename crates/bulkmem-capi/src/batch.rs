@@ -209,19 +209,7 @@ unsafe fn run(
     };
     if hooks.cancelled() {
         let total = v.iter().map(|x| x.len).sum();
-        write_report(
-            out,
-            &Report {
-                strategy: Strategy::Auto,
-                total,
-                bytes_done: 0,
-                extents_done: 0,
-                partial: None,
-                cancelled: true,
-                chunks: 0,
-                workers: 0,
-            },
-        );
+        write_report(out, &Report::cancelled_before_start(total));
         return Err(fail(libc::ECANCELED, "cancelled before it started"));
     }
     let token = CancelToken::new();

@@ -75,12 +75,10 @@ pub unsafe extern "C" fn bm_mover_move(
         if flags & !7 != 0 {
             return Err(invalid(format!("unknown move flags {flags:#x}")));
         }
-        let opts = MoveOptions {
-            allow_src_holes: flags & 1 != 0,
-            fallback_copy: flags & 2 != 0,
-            dont_wake: flags & 4 != 0,
-            max_ioctl: 0,
-        };
+        let opts = MoveOptions::default()
+            .allow_src_holes(flags & 1 != 0)
+            .fallback_copy(flags & 2 != 0)
+            .dont_wake(flags & 4 != 0);
         let guard = mover(m)?;
         // SAFETY: the header's contract: private anonymous ranges of this
         // process that nothing else touches during the call; move_range

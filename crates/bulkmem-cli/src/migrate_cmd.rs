@@ -181,10 +181,7 @@ pub fn describe(r: &Totals) -> String {
 
 /// move_pages on process `pid`, [`WINDOW`] by window.
 pub fn migrate_pid(pid: i32, addr: usize, len: usize, to: usize) -> Result<(String, bool), String> {
-    let mut opts = MigrateOptions {
-        pid,
-        ..Default::default()
-    };
+    let mut opts = MigrateOptions::default().pid(pid);
     let mut t = Totals::new(to);
     let mut off = 0;
     while off < len {
@@ -248,10 +245,7 @@ pub fn self_test(size: usize, to: Option<usize>) -> Result<String, String> {
                         }
                         format!("{} moved, {} already there", r.moved, r.already)
                     } else {
-                        let opts = CopyOptions {
-                            threads: Some(2),
-                            ..Default::default()
-                        };
+                        let opts = CopyOptions::default().threads(2);
                         // SAFETY: our own region, untouched by anyone else.
                         let r =
                             unsafe { numa::migrate_by_copy(map.as_mut_ptr(), size, dest, opts) }

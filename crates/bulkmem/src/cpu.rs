@@ -16,12 +16,18 @@ use crate::topology::Topology;
 /// CPU vendor, as far as the kernels' choices care.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vendor {
+    /// CPUID vendor "AuthenticAMD" (or Hygon's "HygonGenuine", a Zen
+    /// derivative).
     Amd,
+    /// CPUID vendor "GenuineIntel".
     Intel,
+    /// Any other vendor, or no CPUID (not x86-64).
     Other,
 }
 
 impl Vendor {
+    /// Short name, as [`CpuInfo`]'s `Display` prints it: "AMD", "Intel" or
+    /// "other".
     pub fn name(self) -> &'static str {
         match self {
             Vendor::Amd => "AMD",
@@ -75,8 +81,12 @@ features! {
     fsrs = "fsrs",
     /// Fast short REP CMPSB/SCASB.
     fsrc = "fsrc",
+    /// 256-bit AVX2 integer vectors (with OS support for YMM state).
     avx2 = "avx2",
+    /// AVX-512 Foundation (with OS support for ZMM and mask state).
     avx512f = "avx512f",
+    /// AVX-512 byte and word instructions: the masked byte loads and stores
+    /// of the AVX-512 kernels' heads and tails.
     avx512bw = "avx512bw",
     /// AMD CLZERO: zero one cache line without reading it.
     clzero = "clzero",
@@ -90,17 +100,26 @@ features! {
 /// Everything bulkmem knows about the machine it runs on.
 #[derive(Clone, Debug)]
 pub struct CpuInfo {
+    /// Who made the CPU.
     pub vendor: Vendor,
     /// Brand string from CPUID, e.g. "AMD EPYC 9655 96-Core Processor".
     pub brand: String,
+    /// Display family from CPUID leaf 1 (base plus extended family where
+    /// the base is 0xf, e.g. 0x1a for Zen 5); 0 without CPUID.
     pub family: u32,
+    /// Display model from CPUID leaf 1 (extended model included for
+    /// families 0x6 and 0xf); 0 without CPUID.
     pub model: u32,
+    /// Stepping from CPUID leaf 1; 0 without CPUID.
     pub stepping: u32,
+    /// The features the kernels may use: detected, minus those hidden by
+    /// `BULKMEM_DISABLE`.
     pub features: Features,
     /// Feature names hidden by `BULKMEM_DISABLE` (only ones that were present).
     pub disabled: Vec<String>,
     /// Names in `BULKMEM_DISABLE` that are not features; reported by `info`.
     pub unknown_disabled: Vec<String>,
+    /// Caches, CPUs, NUMA nodes and page sizes, from sysfs.
     pub topology: Topology,
 }
 

@@ -13,32 +13,63 @@ pub enum Error {
     /// Destination and source lengths differ; `index` is the extent's
     /// position in a batch (`None` for a single copy).
     LengthMismatch {
+        /// The extent's position in the batch; `None` for a single copy.
         index: Option<usize>,
+        /// The destination's length in bytes.
         dst: usize,
+        /// The source's length in bytes.
         src: usize,
     },
     /// The CPU (or `BULKMEM_DISABLE`) lacks a feature the strategy needs.
     Unavailable {
+        /// The strategy asked for.
         strategy: Strategy,
+        /// The first missing CPU feature, as `/proc/cpuinfo` names it
+        /// (e.g. `"avx2"`, `"avx512bw"`, `"clzero"`).
         needs: &'static str,
     },
     /// The strategy does not implement this operation (e.g. `clzero` copy).
-    Unsupported { strategy: Strategy, op: Op },
+    Unsupported {
+        /// The strategy asked for (`Auto` where a concrete kernel is
+        /// required).
+        strategy: Strategy,
+        /// The operation it was asked to do.
+        op: Op,
+    },
     /// Extent `index` is the first that overlaps an earlier extent `with`
     /// (a destination overlapping another destination or any source), or
     /// itself (`with == index`: its destination overlaps its own source).
-    Overlap { index: usize, with: usize },
+    Overlap {
+        /// The later of the two extents, in batch order.
+        index: usize,
+        /// The extent it overlaps (`index` itself for an extent whose
+        /// destination overlaps its own source).
+        with: usize,
+    },
     /// Extent `index` cannot be valid memory (null or wrapping around).
-    BadExtent { index: usize, reason: &'static str },
+    BadExtent {
+        /// The extent's position in the batch.
+        index: usize,
+        /// What is wrong with it, in words.
+        reason: &'static str,
+    },
     /// A fill's template is empty, or `dst` is not a whole number of
     /// templates.
-    BadFill { dst: usize, template: usize },
+    BadFill {
+        /// The destination's length in bytes.
+        dst: usize,
+        /// The template's length in bytes (0: empty).
+        template: usize,
+    },
     /// An engine could not be built as asked.
     Config(String),
     /// A callback (a progress callback, or a fill's patch) panicked; the
     /// batch stopped and the report names the completed prefix.
     WorkerPanicked {
+        /// The panic's message when its payload is a string, otherwise
+        /// `"a callback panicked"`.
         message: String,
+        /// What the batch had done when it stopped.
         report: Box<Report>,
     },
     /// A progress callback or patch closure submitted work to the engine
@@ -46,41 +77,77 @@ pub enum Error {
     Reentrant,
     /// The strategy has no checked (fault-surviving) form; see
     /// `fault::CHECKED_COPY` / `CHECKED_CLEAR`.
-    NotChecked { strategy: Strategy, op: Op },
+    NotChecked {
+        /// The strategy asked for.
+        strategy: Strategy,
+        /// The operation it was asked to do checked.
+        op: Op,
+    },
     /// A checked copy or clear stopped at a SIGBUS: the bytes before
     /// `Fault::offset` are done, nothing after it was written.
     #[cfg(target_arch = "x86_64")]
     Fault(Fault),
     /// No NUMA node `node` with memory; `nodes` are the ones there are.
-    NoSuchNode { node: usize, nodes: Vec<usize> },
+    NoSuchNode {
+        /// The node asked for.
+        node: usize,
+        /// The nodes with memory, ascending.
+        nodes: Vec<usize>,
+    },
     /// A memory range cannot be used as asked.
     BadRange {
+        /// The range's first address.
         addr: usize,
+        /// The range's length in bytes.
         len: usize,
+        /// What is wrong with it, in words.
         why: String,
     },
     /// A system call failed before anything changed.
-    Syscall { call: &'static str, errno: i32 },
+    Syscall {
+        /// The call's name, as in its man page (e.g. `"userfaultfd"`).
+        call: &'static str,
+        /// The `errno` it set.
+        errno: i32,
+    },
     /// The target node has too little free memory for the migration.
-    NotEnoughMemory { node: usize, need: u64, free: u64 },
+    NotEnoughMemory {
+        /// The target node.
+        node: usize,
+        /// Bytes the migration would allocate there.
+        need: u64,
+        /// Bytes free there when asked.
+        free: u64,
+    },
     /// `numa::migrate_by_copy` stopped at `stage`; `intact` says whether
     /// the original memory (contents, addresses, protection) is unchanged.
     MigrationFailed {
+        /// The step that failed, in words, as it reads after "migration by
+        /// copy failed" (e.g. "mapping the new region").
         stage: String,
+        /// The failing call's `errno` (`EIO` where none set one).
         errno: i32,
+        /// Whether the original memory is unchanged.
         intact: bool,
     },
     /// The kernel lacks something asked for (`what`: a system call, a
     /// feature, or an operation on a kind of memory), e.g. `UFFDIO_MOVE`
     /// before Linux 6.8.
-    NotSupportedHere { what: String },
+    NotSupportedHere {
+        /// What is missing, in words.
+        what: String,
+    },
     /// A userfaultfd ioctl (`op`) failed at `addr` in a way the
     /// [`Mover`](crate::uffd::Mover) does not recover from; `report` says
     /// what had been done before it (pages moved or copied stay moved).
     Ioctl {
+        /// The ioctl's name (e.g. `"UFFDIO_MOVE"`).
         op: &'static str,
+        /// The destination address the failing ioctl was given.
         addr: usize,
+        /// The `errno` it failed with.
         errno: i32,
+        /// The pages handled before the failure.
         report: Box<crate::move_report::MoveReport>,
     },
 }
@@ -244,7 +311,9 @@ pub enum Side {
 
 /// Where a checked copy or clear stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Fault {
+    /// Whether reading the source or writing the destination faulted.
     pub side: Side,
     /// The first byte not copied (or zeroed): everything before it is done,
     /// nothing after it was written.

@@ -13,8 +13,13 @@ use crate::strategy::Op;
 /// by clears.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
+    /// First byte of the destination; null (or `dst + len` wrapping) is
+    /// refused unless `len` is 0.
     pub dst: *mut u8,
+    /// First byte of the source, checked as `dst` for copies; ignored (may
+    /// be null) for clears.
     pub src: *const u8,
+    /// Bytes to copy or zero.
     pub len: usize,
 }
 

@@ -45,6 +45,7 @@ pub fn check(dst_len: usize, template_len: usize) -> Result<usize, Error> {
 /// How a fill stores: the non-temporal copy kernel, or temporal stores.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
+    /// Ordinary stores through the cache (elements built in place).
     Temporal,
     /// Streams windows with this unfenced non-temporal copy kernel.
     Stream(Strategy),
@@ -442,6 +443,7 @@ impl NtWriter {
         }
     }
 
+    /// How this writer stores: chosen once, when it was made.
     pub fn mode(&self) -> Mode {
         self.mode
     }

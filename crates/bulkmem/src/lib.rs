@@ -39,6 +39,8 @@
 //! outside the slices it is given. Non-temporal strategies end with a store
 //! fence, so their data is ordered before anything the caller does next.
 
+#![warn(missing_docs)]
+
 pub mod auto;
 pub mod cpu;
 mod descriptor;
@@ -56,7 +58,7 @@ mod mc;
 mod move_report;
 pub mod numa;
 pub mod placement;
-pub mod plan;
+pub(crate) mod plan;
 mod report;
 mod strategy;
 pub mod topology;
@@ -75,7 +77,12 @@ pub use strategy::{Hint, Op, ParseNameError, Strategy};
 use plan::Run;
 
 /// How a batch (or a single call) should be executed.
+///
+/// Build it with [`Options::default`] (auto, no hint), [`Options::strategy`]
+/// or [`Options::hint`]; it may gain fields, so it cannot be written as a
+/// struct literal outside the crate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Options {
     /// `Auto` (the default) or a concrete strategy.
     pub strategy: Strategy,
@@ -84,6 +91,9 @@ pub struct Options {
 }
 
 impl Options {
+    /// Runs `strategy` as named: `Auto` chooses, a concrete one is checked
+    /// (supported for the operation, available on this CPU) and then used
+    /// for every byte. The hint is `Auto`, which a concrete strategy ignores.
     pub fn strategy(strategy: Strategy) -> Options {
         Options {
             strategy,
@@ -91,6 +101,8 @@ impl Options {
         }
     }
 
+    /// Lets `auto` choose (strategy `Auto`), told what happens to the
+    /// destination next.
     pub fn hint(hint: Hint) -> Options {
         Options {
             strategy: Strategy::Auto,
@@ -119,6 +131,13 @@ pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, Error> {
 }
 
 /// Copies `src` into `dst` with the primitive `auto` picks for this size.
+///
+/// ```
+/// let src = b"bulk memory ".repeat(10_000); // 120 000 bytes
+/// let mut dst = vec![0u8; src.len()];
+/// bulkmem::copy(&mut dst, &src);
+/// assert_eq!(dst, src);
+/// ```
 ///
 /// # Panics
 /// If the lengths differ, like `copy_from_slice`.

@@ -5,7 +5,12 @@
 const PAGE: usize = 4096;
 
 /// Options of [`Mover::move_range`](crate::uffd::Mover::move_range).
+///
+/// Start from [`MoveOptions::default`] (everything off, whole range per
+/// ioctl) and set what you need with the methods of the same names:
+/// `MoveOptions::default().fallback_copy(true)`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MoveOptions {
     /// Skip source pages that are not populated (holes) instead of reporting
     /// them; they are counted in [`MoveReport::holes`].
@@ -18,6 +23,36 @@ pub struct MoveOptions {
     /// Largest length per ioctl (0: the whole range). For benchmarks: 4096
     /// gives the per-page loop.
     pub max_ioctl: usize,
+}
+
+impl MoveOptions {
+    /// Sets [`allow_src_holes`](MoveOptions::allow_src_holes).
+    #[must_use]
+    pub fn allow_src_holes(mut self, on: bool) -> MoveOptions {
+        self.allow_src_holes = on;
+        self
+    }
+
+    /// Sets [`dont_wake`](MoveOptions::dont_wake).
+    #[must_use]
+    pub fn dont_wake(mut self, on: bool) -> MoveOptions {
+        self.dont_wake = on;
+        self
+    }
+
+    /// Sets [`fallback_copy`](MoveOptions::fallback_copy).
+    #[must_use]
+    pub fn fallback_copy(mut self, on: bool) -> MoveOptions {
+        self.fallback_copy = on;
+        self
+    }
+
+    /// Sets [`max_ioctl`](MoveOptions::max_ioctl), in bytes (0: no limit).
+    #[must_use]
+    pub fn max_ioctl(mut self, bytes: usize) -> MoveOptions {
+        self.max_ioctl = bytes;
+        self
+    }
 }
 
 /// A page that could not be moved (nor copied).
@@ -36,6 +71,7 @@ pub struct MoveFailure {
 /// [`Mover::move_range`](crate::uffd::Mover::move_range) returns `Ok`, their sum
 /// is the range's page count.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MoveReport {
     /// Pages moved by `UFFDIO_MOVE` (not the source holes it skipped).
     pub moved: usize,

@@ -21,8 +21,11 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// Every placement, the default first.
     pub const ALL: &'static [Placement] = &[Placement::Spread, Placement::Fill];
 
+    /// The placement's name as the CLI and the JSON write it (what
+    /// [`FromStr`] accepts): "spread" or "fill".
     pub fn name(self) -> &'static str {
         match self {
             Placement::Spread => "spread",

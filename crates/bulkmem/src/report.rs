@@ -15,14 +15,19 @@ use crate::strategy::Strategy;
 pub struct CancelToken(Arc<AtomicBool>);
 
 impl CancelToken {
+    /// A token not (yet) cancelled.
     pub fn new() -> CancelToken {
         CancelToken::default()
     }
 
+    /// Asks every batch given this token (or a clone) to stop: workers take
+    /// no new chunk, the chunks in flight finish. It cannot be undone.
     pub fn cancel(&self) {
         self.0.store(true, Ordering::Relaxed);
     }
 
+    /// Whether [`cancel`](CancelToken::cancel) was called on this token or
+    /// a clone.
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
@@ -30,14 +35,20 @@ impl CancelToken {
 
 /// Bytes done so far, as reported after each chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Progress {
+    /// Bytes in the chunks finished so far (not necessarily a prefix of
+    /// the batch: workers finish chunks out of order).
     pub done: usize,
+    /// Bytes in the whole batch.
     pub total: usize,
 }
 
 /// Optional hooks for one batch.
 #[derive(Clone, Copy, Default)]
 pub struct Control<'a> {
+    /// Checked before each chunk: once cancelled, the batch stops and its
+    /// report says `cancelled`. `None`: the batch runs to the end.
     pub cancel: Option<&'a CancelToken>,
     /// Called by a worker after each chunk, concurrently from several
     /// workers; `done` only grows. A panic here stops the batch and is
@@ -47,6 +58,7 @@ pub struct Control<'a> {
 
 /// What a batch did.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Report {
     /// The primitive every chunk used.
     pub strategy: Strategy,
@@ -60,14 +72,36 @@ pub struct Report {
     /// The extent that was cut short, and how many of its leading bytes
     /// were written (the rest are untouched).
     pub partial: Option<(usize, usize)>,
+    /// The batch stopped short because its [`CancelToken`] was cancelled.
     pub cancelled: bool,
-    /// Chunks the batch was cut into, and threads that executed some.
+    /// Chunks the batch was cut into.
     pub chunks: usize,
+    /// Threads that executed at least one chunk (the caller's included
+    /// when it ran the batch inline).
     pub workers: usize,
 }
 
 impl Report {
+    /// Whether every byte of the batch was written (`bytes_done == total`);
+    /// an empty batch is complete.
     pub fn is_complete(&self) -> bool {
         self.bytes_done == self.total
+    }
+
+    /// The report of a batch of `total` bytes cancelled before any of it
+    /// ran (for wrappers whose own cancel hook fires before they call the
+    /// engine): nothing written, no chunks, no workers, and `strategy`
+    /// [`Strategy::Auto`] because none was chosen.
+    pub fn cancelled_before_start(total: usize) -> Report {
+        Report {
+            strategy: Strategy::Auto,
+            total,
+            bytes_done: 0,
+            extents_done: 0,
+            partial: None,
+            cancelled: true,
+            chunks: 0,
+            workers: 0,
+        }
     }
 }

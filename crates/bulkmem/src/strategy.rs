@@ -9,11 +9,15 @@ use std::str::FromStr;
 /// A bulk memory operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// Copy a source into a destination of the same length.
     Copy,
+    /// Zero a destination.
     Clear,
 }
 
 impl Op {
+    /// The operation's name as the CLI and the JSON write it: "copy" or
+    /// "clear".
     pub fn name(self) -> &'static str {
         match self {
             Op::Copy => "copy",
@@ -40,9 +44,16 @@ pub enum Strategy {
     Auto,
     /// The kernel's baseline: `rep movsq` / `rep stosq` once per 4 KiB page.
     PerPage,
+    /// Copy only: `rep movsq` over the 8-byte words, `rep movsb` for the
+    /// last 0-7 bytes.
     RepMovsq,
+    /// Copy only: one `rep movsb` over the whole range (fast with
+    /// ERMS/FSRM, slow without).
     RepMovsb,
+    /// Clear only: `rep stosq` over the 8-byte words, `rep stosb` for the
+    /// last 0-7 bytes.
     RepStosq,
+    /// Clear only: one `rep stosb` over the whole range.
     RepStosb,
     /// The C library's `memcpy` / `memset`.
     Libc,
@@ -50,7 +61,10 @@ pub enum Strategy {
     Avx2,
     /// 256-bit loads, non-temporal 256-bit stores, then a store fence.
     Avx2Nt,
+    /// 512-bit loads and stores through the cache, masked byte heads and
+    /// tails (AVX-512F and BW).
     Avx512,
+    /// 512-bit loads, non-temporal 512-bit stores, then a store fence.
     Avx512Nt,
     /// AMD `clzero` per cache line, then a store fence.
     Clzero,
@@ -67,8 +81,11 @@ impl fmt::Display for Strategy {
 /// An unknown strategy or hint name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseNameError {
+    /// What was being parsed: "strategy", "hint" or "placement".
     pub what: &'static str,
+    /// The text as given (before trimming and case folding).
     pub given: String,
+    /// Every name that would have been accepted.
     pub expected: Vec<&'static str>,
 }
 
@@ -105,6 +122,7 @@ impl FromStr for Strategy {
 
 /// What the caller expects to do with the destination next.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Hint {
     /// Let bulkmem decide from the size and the batch total.
     #[default]
@@ -116,8 +134,11 @@ pub enum Hint {
 }
 
 impl Hint {
+    /// Every hint, in declaration order.
     pub const ALL: &'static [Hint] = &[Hint::Auto, Hint::Reuse, Hint::Stream];
 
+    /// The hint's name as the CLI and the JSON write it (what
+    /// [`FromStr`] accepts): "auto", "reuse" or "stream".
     pub fn name(self) -> &'static str {
         match self {
             Hint::Auto => "auto",

@@ -9,17 +9,24 @@ use std::path::{Path, PathBuf};
 /// What a cache holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CacheKind {
+    /// Data only (sysfs `type` "Data", e.g. L1d).
     Data,
+    /// Instructions only (sysfs `type` "Instruction", L1i): never the LLC.
     Instruction,
+    /// Data and instructions (sysfs `type` "Unified", L2 and L3).
     Unified,
 }
 
 /// One cache as seen from one CPU.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cache {
+    /// 1 for L1, 2 for L2, ...
     pub level: u8,
+    /// What the cache holds.
     pub kind: CacheKind,
+    /// Capacity of this instance in bytes.
     pub size: usize,
+    /// Coherency line size in bytes (64 where sysfs does not say).
     pub line: usize,
     /// CPUs that share this cache instance.
     pub shared_cpus: Vec<usize>,
@@ -33,6 +40,7 @@ pub type NumaNode = Node;
 /// The layout of the machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
+    /// Online CPU ids, ascending (sysfs `cpu/online`; `[0]` if unreadable).
     pub online_cpus: Vec<usize>,
     /// Caches of the first online CPU, lowest level first.
     pub caches: Vec<Cache>,

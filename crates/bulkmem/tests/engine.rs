@@ -150,10 +150,10 @@ fn raw_extents_are_validated_before_anything_is_written() {
     let mut buf = vec![0u8; 64 << 10];
     let src = vec![9u8; 64 << 10];
     let base = buf.as_mut_ptr();
-    // SAFETY (all pointer arithmetic here): offsets stay inside `buf`/`src`.
     let ext = |d: usize, s: usize, len: usize| Extent {
+        // SAFETY: every call below passes d + len within `buf` (64 KiB).
         dst: unsafe { base.add(d) },
-        // SAFETY: s + len stays inside `src`.
+        // SAFETY: every call below passes s + len within `src` (64 KiB).
         src: unsafe { src.as_ptr().add(s) },
         len,
     };

@@ -84,18 +84,9 @@ fn copy_and_remap_moves_256m_to_node1_and_back() {
         assert_eq!(r.pages_on(from), pages);
         let t = Instant::now();
         // SAFETY: our own region, no other users.
-        let rep = unsafe {
-            numa::migrate_by_copy(
-                r.ptr,
-                r.len,
-                to,
-                CopyOptions {
-                    threads: Some(2),
-                    ..Default::default()
-                },
-            )
-        }
-        .unwrap();
+        let rep =
+            unsafe { numa::migrate_by_copy(r.ptr, r.len, to, CopyOptions::default().threads(2)) }
+                .unwrap();
         eprintln!(
             "migrate_by_copy 256 MiB 4K pages {from}->{to}: {:.3} s, {} thread(s) on CPUs {:?}, {} (TCG)",
             t.elapsed().as_secs_f64(),
@@ -150,10 +141,7 @@ fn partial_failures_are_reported_per_page() {
         r.ptr as usize,
         r.len,
         1,
-        MigrateOptions {
-            batch_pages: 16,
-            ..Default::default()
-        },
+        MigrateOptions::default().batch_pages(16),
     )
     .unwrap();
     assert_eq!(rep.moved, 56, "{rep:?}");
@@ -186,10 +174,7 @@ fn timings_of_both_paths_for_4k_pages() {
             r.ptr as usize,
             r.len,
             1,
-            MigrateOptions {
-                batch_pages: batch,
-                ..Default::default()
-            },
+            MigrateOptions::default().batch_pages(batch),
         )
         .unwrap();
         let a = t.elapsed().as_secs_f64();
@@ -203,15 +188,7 @@ fn timings_of_both_paths_for_4k_pages() {
         let t = Instant::now();
         // SAFETY: our own region.
         let rep = unsafe {
-            numa::migrate_by_copy(
-                r.ptr,
-                r.len,
-                1,
-                CopyOptions {
-                    threads: Some(threads),
-                    ..Default::default()
-                },
-            )
+            numa::migrate_by_copy(r.ptr, r.len, 1, CopyOptions::default().threads(threads))
         }
         .unwrap();
         let a = t.elapsed().as_secs_f64();
@@ -243,10 +220,7 @@ fn a_page_held_by_a_pipe_is_reported_busy_and_the_rest_move() {
         };
         assert_eq!(libc::vmsplice(fds[1], &iov, 1, 0), PAGE as isize);
     }
-    let opts = MigrateOptions {
-        retries: 3,
-        ..Default::default()
-    };
+    let opts = MigrateOptions::default().retries(3);
     let rep = numa::migrate(r.ptr as usize, r.len, 1, opts).unwrap();
     let failed: Vec<usize> = rep
         .failed

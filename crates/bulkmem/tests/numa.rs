@@ -107,10 +107,7 @@ fn move_pages_to_the_node_they_are_on_reports_already_there() {
         r.ptr as usize,
         r.len,
         node,
-        MigrateOptions {
-            batch_pages: 7,
-            ..Default::default()
-        },
+        MigrateOptions::default().batch_pages(7),
     )
     .unwrap();
     assert_eq!(rep.status.len(), 64);
@@ -184,15 +181,7 @@ fn copy_and_remap_keeps_contents_addresses_protection_and_thp() {
         let thp_before = r.anon_huge_kb();
         // SAFETY: our own region, no other users.
         let rep = unsafe {
-            numa::migrate_by_copy(
-                r.ptr,
-                r.len,
-                this_node(),
-                CopyOptions {
-                    threads: Some(2),
-                    ..Default::default()
-                },
-            )
+            numa::migrate_by_copy(r.ptr, r.len, this_node(), CopyOptions::default().threads(2))
         }
         .unwrap();
         assert_eq!(rep.hugepage, huge);
@@ -211,11 +200,7 @@ fn copy_and_remap_keeps_contents_addresses_protection_and_thp() {
 #[test]
 fn an_injected_failure_leaves_the_original_intact_and_writable() {
     let r = Region::new(8 << 20, false);
-    let opts = CopyOptions {
-        threads: Some(2),
-        fail_after: Some(1),
-        ..Default::default()
-    };
+    let opts = CopyOptions::default().threads(2).fail_after(1);
     // SAFETY: our own region, no other users.
     let e = unsafe { numa::migrate_by_copy(r.ptr, r.len, this_node(), opts) }.unwrap_err();
     match &e {
@@ -251,11 +236,7 @@ fn a_write_during_the_copy_faults_instead_of_being_lost() {
             // SAFETY: deliberately writing the range being migrated.
             unsafe { (target as *mut u8).write_volatile(1) };
         };
-        let opts = CopyOptions {
-            threads: Some(1),
-            progress: Some(&write),
-            ..Default::default()
-        };
+        let opts = CopyOptions::default().threads(1).progress(&write);
         // SAFETY: our own region.
         let r = unsafe { numa::migrate_by_copy(r.ptr, r.len, this_node(), opts) };
         panic!("the write during the copy did not fault: {r:?}");
@@ -344,17 +325,7 @@ fn advise(p: *mut u8, len: usize, advice: i32) {
 
 fn copy_to_this_node(p: *mut u8, len: usize) -> Result<numa::CopyReport, Error> {
     // SAFETY: the test's own mapping, no other users.
-    unsafe {
-        numa::migrate_by_copy(
-            p,
-            len,
-            this_node(),
-            CopyOptions {
-                threads: Some(2),
-                ..Default::default()
-            },
-        )
-    }
+    unsafe { numa::migrate_by_copy(p, len, this_node(), CopyOptions::default().threads(2)) }
 }
 
 #[test]

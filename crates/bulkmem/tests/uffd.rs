@@ -63,11 +63,10 @@ impl Map {
 
     fn resident(&self, i: usize) -> bool {
         let mut v = [0u8; 1];
-        // SAFETY: one page of our mapping; mincore only writes `v`.
-        assert_eq!(
-            unsafe { libc::mincore(self.at(i * PAGE).cast(), PAGE, v.as_mut_ptr()) },
-            0
-        );
+        // SAFETY: one page of our mapping; mincore only writes `v`, which
+        // has room for the one page asked about.
+        let rc = unsafe { libc::mincore(self.at(i * PAGE).cast(), PAGE, v.as_mut_ptr()) };
+        assert_eq!(rc, 0);
         v[0] & 1 == 1
     }
 }
@@ -122,10 +121,7 @@ fn holes_are_skipped_on_request_and_reported_otherwise() {
         );
         (0..n).step_by(2).for_each(|i| src.fill_page(i, 3));
         m.register(dst.base, dst.len).unwrap();
-        let opts = MoveOptions {
-            allow_src_holes: allow,
-            ..MoveOptions::default()
-        };
+        let opts = MoveOptions::default().allow_src_holes(allow);
         // SAFETY: as above.
         let r = unsafe { m.move_range(dst.base, src.base, n * PAGE, opts) }.unwrap();
         assert_eq!(r.moved, n / 2, "{allow}: {r:?}");
@@ -278,10 +274,7 @@ fn huge_pages_move_whole_or_split() {
         let dst = Map::new(HUGE + PAGE, HUGE, true);
         let at = if split { dst.at(PAGE) } else { dst.base };
         m.register(dst.base, dst.len).unwrap();
-        let opts = MoveOptions {
-            fallback_copy: true,
-            ..MoveOptions::default()
-        };
+        let opts = MoveOptions::default().fallback_copy(true);
         // SAFETY: as above.
         let r = unsafe { m.move_range(at, src.base, HUGE, opts) }.unwrap();
         assert!(r.is_complete(), "split {split}: {r:?}");
@@ -330,10 +323,7 @@ fn pages_shared_after_fork_fall_back_to_copy() {
         r.failures.iter().all(|f| f.errno == libc::EBUSY) && r.failures.len() == n,
         "{r:?}"
     );
-    let opts = MoveOptions {
-        fallback_copy: true,
-        ..MoveOptions::default()
-    };
+    let opts = MoveOptions::default().fallback_copy(true);
     // SAFETY: as above.
     let r = unsafe { m.move_range(dst.base, src.base, n * PAGE, opts) }.unwrap();
     assert_eq!((r.moved, r.copied), (0, n), "{r:?}");
@@ -404,10 +394,7 @@ fn holes_over_populated_destination_pages_are_counted_once() {
     (0..4).for_each(|i| src.fill_page(i, 3));
     (4..8).for_each(|i| dst.fill_page(i, 8));
     m.register(dst.base, dst.len).unwrap();
-    let opts = MoveOptions {
-        allow_src_holes: true,
-        ..MoveOptions::default()
-    };
+    let opts = MoveOptions::default().allow_src_holes(true);
     // SAFETY: both mappings are ours; no reference points into them.
     let r = unsafe { m.move_range(dst.base, src.base, n * PAGE, opts) }.unwrap();
     // Pages 0..4 moved; the holes 4..8 were not skipped but refused

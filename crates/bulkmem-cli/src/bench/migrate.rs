@@ -97,10 +97,7 @@ fn one(map: &Mapping, cell: Cell, to: usize) -> Result<(f64, Option<(usize, Stri
             None
         }
         Cell::CopyRemap(threads) => {
-            let opts = CopyOptions {
-                threads: Some(threads),
-                ..Default::default()
-            };
+            let opts = CopyOptions::default().threads(threads);
             // SAFETY: the benchmark owns the region and nothing else
             // touches it during the call.
             let r = unsafe { numa::migrate_by_copy(map.as_mut_ptr(), map.len(), to, opts) }

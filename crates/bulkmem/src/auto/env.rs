@@ -23,8 +23,15 @@ use crate::strategy::{Op, Strategy};
 /// The validated overrides.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Overrides {
+    /// The strategy every copy is forced to (`BULKMEM_STRATEGY`); `None`:
+    /// `auto` chooses. Only a strategy that copies and that this CPU can
+    /// run ends up here.
     pub copy: Option<Strategy>,
+    /// As `copy`, for clears.
     pub clear: Option<Strategy>,
+    /// `BULKMEM_NT_THRESHOLD` in bytes: with hint `Auto`, batch totals at
+    /// or above it stream, smaller ones stay in the cache. `None`: the
+    /// profile or the rules decide.
     pub nt_threshold: Option<usize>,
     /// One line per unusable setting, naming the variable and the value.
     pub warnings: Vec<String>,

@@ -20,22 +20,48 @@ use super::profile::{Identity, Profile, FORMAT};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProfileStatus {
     /// A profile measured on this CPU by this bulkmem is in use.
-    Tuned { path: PathBuf, age: Duration },
+    Tuned {
+        /// The profile file.
+        path: PathBuf,
+        /// Time since it was measured (its `created`), 0 if that lies in
+        /// the future.
+        age: Duration,
+    },
     /// `BULKMEM_PROFILE=off`.
     Off,
     /// No profile at the path: `bulkmem tune` writes one.
-    Missing { path: PathBuf },
+    Missing {
+        /// Where it was looked for.
+        path: PathBuf,
+    },
     /// Neither `BULKMEM_PROFILE`, `XDG_CACHE_HOME` nor `HOME` gives a path.
     NoPath,
     /// The file could not be read or parsed (corrupt, truncated, garbage).
-    Invalid { path: PathBuf, why: String },
+    Invalid {
+        /// The profile file.
+        path: PathBuf,
+        /// What is wrong with it, in words.
+        why: String,
+    },
     /// Measured on another CPU (or with other features disabled).
-    Foreign { path: PathBuf, why: String },
+    Foreign {
+        /// The profile file.
+        path: PathBuf,
+        /// The first difference from this CPU, or the strategy it names
+        /// that this CPU cannot run.
+        why: String,
+    },
     /// Written by another bulkmem version or profile format.
-    Outdated { path: PathBuf, why: String },
+    Outdated {
+        /// The profile file.
+        path: PathBuf,
+        /// Which version or format wrote it, and which this one reads.
+        why: String,
+    },
 }
 
 impl ProfileStatus {
+    /// Whether a profile is in use ([`ProfileStatus::Tuned`]).
     pub fn is_tuned(&self) -> bool {
         matches!(self, ProfileStatus::Tuned { .. })
     }

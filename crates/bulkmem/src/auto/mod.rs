@@ -27,6 +27,7 @@ mod env;
 mod load;
 mod profile;
 pub mod rules;
+mod toml;
 
 use std::sync::OnceLock;
 
@@ -44,7 +45,9 @@ pub use rules::{decide, ERMS_MIN_RUN, NT_MIN_RUN, STREAM_FACTOR};
 /// the running machine; tests build others to check the rules elsewhere.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Machine {
+    /// Who made the CPU (some rules differ between AMD and Intel).
     pub vendor: Vendor,
+    /// The features the kernels may use (after `BULKMEM_DISABLE`).
     pub features: Features,
     /// Bytes of L1 data cache per core.
     pub l1d_bytes: usize,
@@ -89,9 +92,14 @@ impl Machine {
 /// contiguous runs (after coalescing), with the caller's hint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {
+    /// Copy or clear.
     pub op: Op,
+    /// Bytes in the whole batch (or the single call).
     pub total: usize,
+    /// Contiguous runs the bytes arrive in, after adjacent extents are
+    /// merged (1 for a single call; 0 for an empty batch).
     pub runs: usize,
+    /// What the caller expects to do with the destination next.
     pub hint: Hint,
 }
 
@@ -121,7 +129,10 @@ impl Request {
 /// A decision and the rule that made it, for `bulkmem info` and reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Choice {
+    /// The strategy chosen (never `Auto`).
     pub strategy: Strategy,
+    /// Why, in a few words: the rule, profile cell or environment variable
+    /// that decided.
     pub reason: &'static str,
 }
 
@@ -135,8 +146,12 @@ pub fn choose(m: &Machine, req: &Request) -> Strategy {
 /// Everything `auto` consults, as values: a pure function of them decides.
 #[derive(Clone, Copy, Debug)]
 pub struct Policy<'a> {
+    /// The CPU the built-in rules are applied to.
     pub machine: &'a Machine,
+    /// Measured winners that take precedence over the rules where they
+    /// cover the request; `None`: the rules alone.
     pub profile: Option<&'a Profile>,
+    /// Environment overrides, which take precedence over both.
     pub overrides: &'a Overrides,
 }
 

@@ -39,6 +39,7 @@ use std::fmt::Write as _;
 use crate::cpu::{self, CpuInfo};
 use crate::strategy::{Hint, Op, Strategy};
 
+use super::toml::{value, Table};
 use super::{rules::NT_MIN_RUN, Choice, Request};
 
 /// The profile format this bulkmem reads and writes.
@@ -55,15 +56,24 @@ pub const SMALL_EXTENT_MAX: usize = 32 << 10;
 /// share them all change which primitive wins.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identity {
+    /// [`Vendor::name`](crate::cpu::Vendor::name): "AMD", "Intel" or
+    /// "other".
     pub vendor: String,
+    /// CPUID display family ([`CpuInfo::family`]).
     pub family: u32,
+    /// CPUID display model ([`CpuInfo::model`]).
     pub model: u32,
+    /// CPUID stepping.
     pub stepping: u32,
     /// Feature names, space-separated, in `Features::names` order.
     pub features: String,
+    /// Bytes of the first CPU's L1 data cache (0: unknown).
     pub l1d: usize,
+    /// Bytes of the first CPU's L2 (0: unknown).
     pub l2: usize,
+    /// Bytes of one LLC domain (assumed 32 MiB where sysfs does not say).
     pub llc: usize,
+    /// CPUs sharing one LLC domain.
     pub llc_cpus: usize,
     /// Online CPUs.
     pub cpus: usize,
@@ -75,6 +85,7 @@ impl Identity {
         Identity::of(cpu::info())
     }
 
+    /// The identity of the machine `i` describes.
     pub fn of(i: &CpuInfo) -> Identity {
         Identity {
             vendor: i.vendor.name().to_string(),
@@ -162,8 +173,11 @@ pub enum Shape {
 }
 
 impl Shape {
+    /// Every shape, in the order the tuner measures and the file lists them.
     pub const ALL: [Shape; 3] = [Shape::Single, Shape::SmallExtents, Shape::LargeExtents];
 
+    /// The shape's name in the profile file: "single", "batch-4K" or
+    /// "batch-2M".
     pub fn name(self) -> &'static str {
         match self {
             Shape::Single => "single",
@@ -200,13 +214,17 @@ impl Shape {
 /// One measured class: an operation, a shape and a size.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cell {
+    /// The operation measured.
     pub op: Op,
+    /// The request shape measured.
     pub shape: Shape,
-    /// A single call's length, or a batch's total.
+    /// A single call's length, or a batch's total, in bytes.
     pub size: usize,
+    /// The strategy with the highest median GB/s.
     pub winner: Strategy,
+    /// The second fastest; `None` when only one strategy was measured.
     pub runner_up: Option<Strategy>,
-    /// Winner's GB/s over the runner-up's.
+    /// Winner's GB/s over the runner-up's (1.0 without a runner-up).
     pub margin: f64,
     /// What `auto` uses here with hint `Auto`.
     pub choice: Strategy,
@@ -242,6 +260,7 @@ impl Cell {
 /// A parsed, validated profile.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Profile {
+    /// The file format version ([`FORMAT`] for every profile that loads).
     pub format: u32,
     /// The bulkmem version that measured it.
     pub bulkmem: String,
@@ -249,6 +268,8 @@ pub struct Profile {
     pub created: u64,
     /// Measured with `bulkmem tune --quick` (fewer sizes and runs).
     pub quick: bool,
+    /// The machine it was measured on; a profile applies only where this
+    /// equals [`Identity::this`].
     pub cpu: Identity,
     /// Sorted by (op, shape, size).
     pub cells: Vec<Cell>,
@@ -510,86 +531,6 @@ enum Section {
     Top,
     Cpu,
     Cell,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-enum Value {
-    Str(String),
-    Int(u64),
-    Float(f64),
-    Bool(bool),
-}
-
-/// A TOML value: "string" (no escapes: profiles never need them), an
-/// unsigned integer, a float or a boolean, then an optional # comment.
-fn value(v: &str) -> Result<Value, String> {
-    let v = v.trim();
-    if let Some(rest) = v.strip_prefix('"') {
-        let end = rest
-            .find('"')
-            .ok_or_else(|| format!("unterminated string {v}"))?;
-        let tail = rest[end + 1..].trim();
-        if !(tail.is_empty() || tail.starts_with('#')) {
-            return Err(format!("unexpected {tail:?} after a string"));
-        }
-        return Ok(Value::Str(rest[..end].to_string()));
-    }
-    let v = v.split('#').next().unwrap_or("").trim();
-    match v {
-        "true" => Ok(Value::Bool(true)),
-        "false" => Ok(Value::Bool(false)),
-        _ => v
-            .parse::<u64>()
-            .map(Value::Int)
-            .or_else(|_| v.parse::<f64>().map(Value::Float))
-            .map_err(|_| format!("cannot read value {v:?}")),
-    }
-}
-
-#[derive(Default)]
-struct Table(Vec<(String, Value)>);
-
-impl Table {
-    fn has(&self, k: &str) -> bool {
-        self.0.iter().any(|(key, _)| key == k)
-    }
-
-    fn get(&self, k: &str) -> Result<&Value, String> {
-        self.0
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v)
-            .ok_or_else(|| format!("missing '{k}'"))
-    }
-
-    fn str(&self, k: &str) -> Result<&str, String> {
-        match self.get(k)? {
-            Value::Str(s) => Ok(s),
-            v => Err(format!("'{k}' should be a string, not {v:?}")),
-        }
-    }
-
-    fn int(&self, k: &str) -> Result<u64, String> {
-        match self.get(k)? {
-            Value::Int(n) => Ok(*n),
-            v => Err(format!("'{k}' should be an integer, not {v:?}")),
-        }
-    }
-
-    fn float(&self, k: &str) -> Result<f64, String> {
-        match self.get(k)? {
-            Value::Float(f) => Ok(*f),
-            Value::Int(n) => Ok(*n as f64),
-            v => Err(format!("'{k}' should be a number, not {v:?}")),
-        }
-    }
-
-    fn bool(&self, k: &str) -> Result<bool, String> {
-        match self.get(k)? {
-            Value::Bool(b) => Ok(*b),
-            v => Err(format!("'{k}' should be true or false, not {v:?}")),
-        }
-    }
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@ impl EngineBuilder {
         self
     }
 
+    /// How workers are assigned to CPUs (default [`Placement::Spread`]).
     pub fn placement(mut self, p: Placement) -> Self {
         self.placement = p;
         self
@@ -73,11 +74,16 @@ impl EngineBuilder {
         self
     }
 
+    /// The primitive every batch uses (default `Auto`: chosen per batch
+    /// from its total size). A concrete one this CPU cannot run makes
+    /// [`build`](EngineBuilder::build) fail with [`Error::Unavailable`].
     pub fn strategy(mut self, s: Strategy) -> Self {
         self.opts.strategy = s;
         self
     }
 
+    /// What happens to the destinations next, for `Auto`'s choice
+    /// (default [`Hint::Auto`]).
     pub fn hint(mut self, h: Hint) -> Self {
         self.opts.hint = h;
         self
@@ -139,6 +145,11 @@ impl EngineBuilder {
         placement::place(t, &cpus, n, self.placement)
     }
 
+    /// Checks the configuration and starts the workers.
+    ///
+    /// Fails with [`Error::Unavailable`] for a strategy this CPU lacks, and
+    /// with [`Error::Config`] for zero threads, a zero or oversized chunk,
+    /// no usable CPU, or a worker that cannot be started or pinned.
     pub fn build(self) -> Result<Engine, Error> {
         let bad = |what: String| Err(Error::Config(what));
         if self.threads == Some(0) {

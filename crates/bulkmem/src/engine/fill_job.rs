@@ -20,6 +20,8 @@ impl Engine {
         self.fill_with_control(dst, template, Control::default())
     }
 
+    /// As [`Engine::fill`], with a cancel token and a progress callback
+    /// (see [`Control`]).
     pub fn fill_with_control(
         &self,
         dst: &mut [u8],

@@ -70,6 +70,26 @@ pub const INLINE_MAX: usize = 4 << 20;
 const SPLIT_ALIGN: usize = 4096;
 
 /// A pool of pinned workers that executes batches. See the module docs.
+///
+/// Build one once (starting its threads costs far more than a batch) and
+/// submit batches to it from any thread; batches run one at a time.
+///
+/// ```
+/// use bulkmem::{Engine, Strategy};
+///
+/// let engine = Engine::builder().threads(2).chunk(1 << 20).build()?;
+/// let src = vec![7u8; 4 << 20];
+/// let mut dst = vec![0u8; 4 << 20];
+/// // Two extents of one batch: one 1 MiB copy and one 3 MiB copy.
+/// let (a, b) = dst.split_at_mut(1 << 20);
+/// let mut batch = [(a, &src[..1 << 20]), (b, &src[1 << 20..])];
+/// let report = engine.copy_batch(&mut batch)?;
+/// assert!(report.is_complete());
+/// assert_eq!((report.total, report.extents_done), (4 << 20, 2));
+/// assert_ne!(report.strategy, Strategy::Auto); // what `auto` chose
+/// assert!(dst.iter().all(|&b| b == 7));
+/// # Ok::<(), bulkmem::Error>(())
+/// ```
 pub struct Engine {
     /// Locked by `dispatch` (inside a batch's `scratch` lock) and by drop.
     pool: Mutex<Pool>,
@@ -110,6 +130,8 @@ struct Scratch {
 unsafe impl Send for Scratch {}
 
 impl Engine {
+    /// A builder with every default: one worker per physical core (at most
+    /// two per LLC domain), spread placement, 32 MiB chunks, pinned.
     pub fn builder() -> EngineBuilder {
         EngineBuilder::default()
     }
@@ -124,14 +146,18 @@ impl Engine {
         &self.cpus
     }
 
+    /// Number of worker threads (one per entry of [`Engine::cpus`]).
     pub fn threads(&self) -> usize {
         self.cpus.len()
     }
 
+    /// The placement policy the workers' CPUs were chosen with.
     pub fn placement(&self) -> Placement {
         self.placement
     }
 
+    /// Largest chunk in bytes (a multiple of 4 KiB): the most work a worker
+    /// does between two looks at the cancel token.
     pub fn chunk(&self) -> usize {
         self.chunk
     }
@@ -143,6 +169,8 @@ impl Engine {
         self.copy_batch_with(ops, Control::default())
     }
 
+    /// As [`Engine::copy_batch`], with a cancel token and a progress
+    /// callback (see [`Control`]).
     pub fn copy_batch_with(
         &self,
         ops: &mut [(&mut [u8], &[u8])],
@@ -152,10 +180,14 @@ impl Engine {
         self.run(Op::Copy, &CopySlices(ops), false, ctl)
     }
 
+    /// Zeroes every extent; the borrows guarantee that none overlaps
+    /// another.
     pub fn clear_batch(&self, ops: &mut [&mut [u8]]) -> Result<Report, Error> {
         self.clear_batch_with(ops, Control::default())
     }
 
+    /// As [`Engine::clear_batch`], with a cancel token and a progress
+    /// callback (see [`Control`]).
     pub fn clear_batch_with(
         &self,
         ops: &mut [&mut [u8]],

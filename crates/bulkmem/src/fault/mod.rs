@@ -95,6 +95,17 @@ pub const CHECKED_CLEAR: &[Strategy] = &descriptor::CHECKED_CLEAR;
 /// Copies `src` into `dst`, stopping at the first byte that cannot be read
 /// or written. Uses the checked form of what `auto` would pick.
 ///
+/// ```
+/// let src = vec![5u8; 1 << 20];
+/// let mut dst = vec![0u8; 1 << 20];
+/// match bulkmem::copy_checked(&mut dst, &src) {
+///     Ok(()) => assert_eq!(dst, src),
+///     // Only a SIGBUS (a poisoned page, a file mapping truncated under
+///     // the reader) ends up here; the copy stopped at `f.offset`.
+///     Err(f) => eprintln!("{f}; bytes 0..{} are copied", f.offset),
+/// }
+/// ```
+///
 /// # Panics
 /// If the lengths differ, like `copy_from_slice`.
 pub fn copy_checked(dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {

@@ -28,8 +28,11 @@ pub enum Outcome {
 /// batches; faulted bytes count as processed) and one outcome per extent,
 /// in the caller's order.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CheckedReport {
+    /// The batch as a whole; bytes of faulted extents count as processed.
     pub report: Report,
+    /// One outcome per extent, in the caller's order.
     pub extents: Vec<Outcome>,
 }
 

@@ -20,7 +20,7 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
         // SAFETY: forwarded contract.
         return unsafe { copy_upto_64(dst, src, len) };
     }
-    // SAFETY (whole block): len > 64. head covers [0, 32), tail covers
+    // SAFETY: (whole block) len > 64. head covers [0, 32), tail covers
     // [len - 32, len); the body starts at k in 1..=32, where dst + k is
     // 32-aligned, and each iteration stays below len by its loop condition.
     unsafe {
@@ -55,7 +55,7 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
 #[target_feature(enable = "avx2")]
 pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     let head = to_line(dst).min(len);
-    // SAFETY (whole block): the head is [0, head) with head <= len; the body
+    // SAFETY: (whole block) the head is [0, head) with head <= len; the body
     // starts 64-aligned at `head` and each iteration ends at or before len;
     // the tail is exactly [k, len) with len - k < 64.
     unsafe {
@@ -96,7 +96,7 @@ pub unsafe fn clear(dst: *mut u8, len: usize) {
         return unsafe { zero_upto_64(dst, len) };
     }
     let z = _mm256_setzero_si256();
-    // SAFETY (whole block): len > 64; the head [0, 32) and tail
+    // SAFETY: (whole block) len > 64; the head [0, 32) and tail
     // [len - 32, len) are in range, and the aligned body starts at k in 1..=32
     // and stays below len by its loop conditions.
     unsafe {
@@ -125,7 +125,9 @@ pub unsafe fn clear(dst: *mut u8, len: usize) {
 pub unsafe fn clear_nt_unfenced(dst: *mut u8, len: usize) {
     let head = to_line(dst).min(len);
     let z = _mm256_setzero_si256();
-    // SAFETY (whole block): as in copy_nt.
+    // SAFETY: (whole block) as in copy_nt_unfenced: the head is [0, head)
+    // with head <= len, the streamed body is 64-aligned from `head` and ends
+    // at or before len, and the tail is exactly [k, len) with len - k < 64.
     unsafe {
         zero_upto_64(dst, head);
         let mut k = head;

@@ -45,7 +45,7 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
         // SAFETY: forwarded contract.
         return unsafe { copy_masked(dst, src, len) };
     }
-    // SAFETY (whole block): len > 64. head covers [0, 64), tail covers
+    // SAFETY: (whole block) len > 64. head covers [0, 64), tail covers
     // [len - 64, len); the body starts at k in 1..=64 with dst + k 64-aligned,
     // and each iteration ends at or before len by its loop condition.
     unsafe {
@@ -79,7 +79,7 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
 #[target_feature(enable = "avx512f,avx512bw")]
 pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     let head = to_line(dst).min(len);
-    // SAFETY (whole block): head is [0, head); the body is 64-aligned from
+    // SAFETY: (whole block) head is [0, head); the body is 64-aligned from
     // `head` and ends at or before len; the tail is exactly [k, len).
     unsafe {
         copy_masked(dst, src, head);
@@ -113,7 +113,7 @@ pub unsafe fn clear(dst: *mut u8, len: usize) {
         return unsafe { zero_masked(dst, len) };
     }
     let z = _mm512_setzero_si512();
-    // SAFETY (whole block): len > 64; head [0, 64) and tail [len - 64, len)
+    // SAFETY: (whole block) len > 64; head [0, 64) and tail [len - 64, len)
     // are in range; the aligned body starts at k in 1..=64 and stays below
     // len by its loop conditions.
     unsafe {
@@ -142,7 +142,9 @@ pub unsafe fn clear(dst: *mut u8, len: usize) {
 pub unsafe fn clear_nt_unfenced(dst: *mut u8, len: usize) {
     let head = to_line(dst).min(len);
     let z = _mm512_setzero_si512();
-    // SAFETY (whole block): as in copy_nt.
+    // SAFETY: (whole block) as in copy_nt_unfenced: the head is [0, head)
+    // with head <= len, the streamed body is 64-aligned from `head` and ends
+    // at or before len, and the tail is exactly [k, len) with len - k < 64.
     unsafe {
         zero_masked(dst, head);
         let mut k = head;

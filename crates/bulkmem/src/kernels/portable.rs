@@ -8,7 +8,7 @@ use core::ptr::{read_unaligned, write_unaligned};
 /// `src` readable and `dst` writable for `len` bytes, not overlapping.
 pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
     let mut i = 0;
-    // SAFETY (all accesses): each word lies within [0, len) by the loop
+    // SAFETY: (all accesses) each word lies within [0, len) by the loop
     // bounds, so stays inside both ranges.
     unsafe {
         while i + 32 <= len {
@@ -40,7 +40,7 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
 /// `dst` writable for `len` bytes.
 pub unsafe fn clear(dst: *mut u8, len: usize) {
     let mut i = 0;
-    // SAFETY (all stores): within [0, len) by the loop bounds.
+    // SAFETY: (all stores) within [0, len) by the loop bounds.
     unsafe {
         while i + 32 <= len {
             write_unaligned(dst.add(i) as *mut [u64; 4], [0; 4]);

@@ -11,7 +11,7 @@ use core::ptr::{read_unaligned, write_unaligned};
 #[inline(always)]
 pub unsafe fn copy_upto_64(dst: *mut u8, src: *const u8, len: usize) {
     debug_assert!(len <= 64);
-    // SAFETY (whole body): every access below lies in [0, len) of its buffer,
+    // SAFETY: (whole body) every access below lies in [0, len) of its buffer,
     // because each pair covers [0, w) and [len - w, len) with w <= len.
     unsafe {
         if len > 32 {
@@ -52,7 +52,7 @@ pub unsafe fn copy_upto_64(dst: *mut u8, src: *const u8, len: usize) {
 #[inline(always)]
 pub unsafe fn zero_upto_64(dst: *mut u8, len: usize) {
     debug_assert!(len <= 64);
-    // SAFETY (whole body): as in copy_upto_64, each store pair covers
+    // SAFETY: (whole body) as in copy_upto_64, each store pair covers
     // [0, w) and [len - w, len) with w <= len.
     unsafe {
         if len > 32 {

@@ -75,7 +75,11 @@ fn flag_meaning(flag: &str) -> &'static str {
 }
 
 /// Options of [`migrate_by_copy`].
+///
+/// Start from [`CopyOptions::default`] and set what you need with the
+/// methods of the same names: `CopyOptions::default().threads(4)`.
 #[derive(Clone, Copy, Default)]
+#[non_exhaustive]
 pub struct CopyOptions<'a> {
     /// Copy threads (default 2), at most one per CPU of the target node
     /// (of all online CPUs for a memory-only node): [`CopyReport::cpus`]
@@ -95,14 +99,58 @@ pub struct CopyOptions<'a> {
     pub fail_after: Option<usize>,
 }
 
+impl<'a> CopyOptions<'a> {
+    /// Copies with `n` threads (see [`threads`](CopyOptions::threads)).
+    #[must_use]
+    pub fn threads(mut self, n: usize) -> CopyOptions<'a> {
+        self.threads = Some(n);
+        self
+    }
+
+    /// Copies with `engine` as it is (see [`engine`](CopyOptions::engine)).
+    #[must_use]
+    pub fn engine(mut self, engine: &'a Engine) -> CopyOptions<'a> {
+        self.engine = Some(engine);
+        self
+    }
+
+    /// Backs the new pages with transparent huge pages or not, instead of
+    /// following the source (see [`hugepage`](CopyOptions::hugepage)).
+    #[must_use]
+    pub fn hugepage(mut self, on: bool) -> CopyOptions<'a> {
+        self.hugepage = Some(on);
+        self
+    }
+
+    /// Calls `f` after each chunk of the copy, from the copying threads.
+    #[must_use]
+    pub fn progress(mut self, f: &'a (dyn Fn(Progress) + Sync)) -> CopyOptions<'a> {
+        self.progress = Some(f);
+        self
+    }
+
+    /// Test hook: fail the copy once `bytes` are done.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn fail_after(mut self, bytes: usize) -> CopyOptions<'a> {
+        self.fail_after = Some(bytes);
+        self
+    }
+}
+
 /// What [`migrate_by_copy`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CopyReport {
+    /// The node the range now lives on.
     pub to: usize,
+    /// Bytes copied: the whole range.
     pub bytes: usize,
-    /// The CPUs that copied, and the primitive they used.
+    /// The CPUs that copied.
     pub cpus: Vec<usize>,
+    /// The primitive they copied with.
     pub strategy: Strategy,
+    /// Whether the new pages were asked for as transparent huge pages
+    /// (MADV_HUGEPAGE); otherwise they are MADV_NOHUGEPAGE.
     pub hugepage: bool,
 }
 

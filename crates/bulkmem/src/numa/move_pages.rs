@@ -33,7 +33,14 @@ pub enum PageStatus {
     Failed(i32),
 }
 
+/// Options of [`migrate`].
+///
+/// Start from [`MigrateOptions::default`] (the caller's pages,
+/// [`DEFAULT_BATCH`] pages per call, 8 retries, MPOL_MF_MOVE_ALL asked for)
+/// and set what you need with the methods of the same names:
+/// `MigrateOptions::default().pid(pid)`.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct MigrateOptions {
     /// Process whose pages to move; 0 is the caller.
     pub pid: i32,
@@ -45,6 +52,37 @@ pub struct MigrateOptions {
     /// when the caller has CAP_SYS_NICE; without it the flag is dropped
     /// and the report says so.
     pub move_all: bool,
+}
+
+impl MigrateOptions {
+    /// Moves the pages of process `pid` (0: the caller).
+    #[must_use]
+    pub fn pid(mut self, pid: i32) -> MigrateOptions {
+        self.pid = pid;
+        self
+    }
+
+    /// Asks about and moves `n` pages per system call; [`migrate`] refuses
+    /// 0 with [`Error::Config`].
+    #[must_use]
+    pub fn batch_pages(mut self, n: usize) -> MigrateOptions {
+        self.batch_pages = n;
+        self
+    }
+
+    /// Retries busy pages `n` more times.
+    #[must_use]
+    pub fn retries(mut self, n: usize) -> MigrateOptions {
+        self.retries = n;
+        self
+    }
+
+    /// Asks for MPOL_MF_MOVE_ALL (see [`move_all`](MigrateOptions::move_all)).
+    #[must_use]
+    pub fn move_all(mut self, on: bool) -> MigrateOptions {
+        self.move_all = on;
+        self
+    }
 }
 
 impl Default for MigrateOptions {
@@ -61,15 +99,22 @@ impl Default for MigrateOptions {
 /// Per-page outcome of [`migrate`], and totals.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MigrateReport {
+    /// The target node.
     pub to: usize,
     /// One entry per 4 KiB page of the range, in order.
     pub status: Vec<PageStatus>,
+    /// Pages now on `to` that were elsewhere before ([`PageStatus::Moved`]).
     pub moved: usize,
+    /// Pages that were on `to` already ([`PageStatus::AlreadyThere`]).
     pub already: usize,
+    /// Pages with nothing to move ([`PageStatus::NotPresent`]).
     pub not_present: usize,
     /// Address and errno of every page that failed.
     pub failed: Vec<(usize, i32)>,
+    /// `move_pages` calls made, queries included.
     pub syscalls: usize,
+    /// Rounds of retrying busy pages (each one call for all of a batch's
+    /// busy pages).
     pub retries: usize,
     /// Whether MPOL_MF_MOVE_ALL was in effect.
     pub move_all: bool,
@@ -129,6 +174,22 @@ pub fn node_of_pages(pid: i32, addr: usize, len: usize) -> Result<Vec<i32>, Erro
 /// left alone; busy pages are retried; every page gets a status. Errors
 /// (bad node or range, no such process, no permission) come before any
 /// page moved.
+///
+/// Needs a machine with a NUMA node 1, hence `no_run`:
+///
+/// ```no_run
+/// use bulkmem::mapping::Mapping;
+/// use bulkmem::numa::{self, MigrateOptions};
+///
+/// let mut buf = Mapping::anonymous(64 << 20)?;
+/// buf.as_mut_slice().fill(1); // touched pages: something to move
+/// let r = numa::migrate(buf.as_ptr() as usize, buf.len(), 1, MigrateOptions::default())?;
+/// println!("{} pages moved, {} were on node 1 already", r.moved, r.already);
+/// for (addr, errno) in &r.failed {
+///     eprintln!("page {addr:#x} stayed: errno {errno}");
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn migrate(
     addr: usize,
     len: usize,

@@ -46,6 +46,30 @@ pub use ioctl::{UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES, UFFDIO_MOVE_MODE_DONTWAKE};
 const PAGE: usize = 4096;
 
 /// Owns a userfaultfd and the destination ranges registered with it.
+///
+/// Needs Linux 6.8 or later and permission to open a userfaultfd, hence
+/// `no_run`:
+///
+/// ```no_run
+/// use bulkmem::mapping::Mapping;
+/// use bulkmem::uffd::{MoveOptions, Mover};
+///
+/// let mut src = Mapping::anonymous(2 << 20)?;
+/// src.as_mut_slice().fill(7); // populated source pages
+/// let dst = Mapping::anonymous(2 << 20)?; // unpopulated destination
+/// let mut mover = Mover::new()?;
+/// mover.register(dst.as_mut_ptr(), dst.len())?;
+/// let opts = MoveOptions::default().fallback_copy(true);
+/// // SAFETY: both ranges are private anonymous mappings of this process
+/// // with the same protection; nothing else touches them during the call
+/// // and no reference points into them across it.
+/// let report = unsafe { mover.move_range(dst.as_mut_ptr(), src.as_mut_ptr(), dst.len(), opts) }?;
+/// assert!(report.is_complete());
+/// assert_eq!(report.moved + report.copied, dst.len() / 4096);
+/// mover.unregister(dst.as_mut_ptr(), dst.len())?;
+/// assert!(dst.as_slice().iter().all(|&b| b == 7));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct Mover {
     fd: OwnedFd,

@@ -39,10 +39,8 @@ pub fn poisoned_pages(n: usize, pages: &[usize]) -> Option<(Guarded, Mover)> {
         let page = g.start().wrapping_add(p * PAGE);
         // SAFETY: page p lies in g's usable region; dropping it only makes
         // the next access a missing-page fault, which the poison answers.
-        assert_eq!(
-            unsafe { libc::madvise(page.cast(), PAGE, libc::MADV_DONTNEED) },
-            0
-        );
+        let rc = unsafe { libc::madvise(page.cast(), PAGE, libc::MADV_DONTNEED) };
+        assert_eq!(rc, 0);
         m.register(page, PAGE).unwrap();
         // SAFETY: the test never reads page p except through checked copies.
         unsafe { m.poison(page, PAGE) }.unwrap();

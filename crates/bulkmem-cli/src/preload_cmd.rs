@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
+use crate::harness::{interleave, Rounds};
 use crate::report::{pivot, Pivot, Row};
-use crate::stats::Stats;
 use crate::table::Table;
 
 /// Where `libbulkmem_preload.so` is: `$BULKMEM_PRELOAD_LIB`, else beside the
@@ -162,7 +162,7 @@ pub fn units(runs: usize) -> usize {
 /// `regime`: the workload, GB/s from the child's own timing.
 pub fn bench(
     size: usize,
-    runs: usize,
+    rounds: Rounds,
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Vec<Row>, String> {
     let lib = library()?;
@@ -203,46 +203,45 @@ pub fn bench(
             size,
         });
     }
-    let of = works.len() * runs * 2;
+    let of = works.len() * (rounds.runs + rounds.warmup) * 2;
     let mut done = 0;
     let mut rows = Vec::new();
     for w in &works {
-        let mut samples = [Vec::new(), Vec::new()];
-        for _ in 0..runs {
-            for (i, on) in [false, true].into_iter().enumerate() {
-                progress(
-                    done,
-                    of,
-                    &format!("preload {} {}", w.name, if on { "on" } else { "off" }),
-                );
-                let mut c = Command::new(&w.cmd[0]);
-                c.args(&w.cmd[1..]).env_remove("BULKMEM_PRELOAD_STATS");
-                if on {
-                    c.env("LD_PRELOAD", ld_preload(&lib));
-                } else {
-                    c.env_remove("LD_PRELOAD");
-                }
-                let o = c
-                    .output()
-                    .map_err(|e| format!("cannot run the {} workload: {e}", w.name))?;
-                let out = String::from_utf8_lossy(&o.stdout);
-                if !o.status.success() {
-                    return Err(format!(
-                        "the {} workload failed ({}): {}{}",
-                        w.name,
-                        o.status,
-                        out,
-                        String::from_utf8_lossy(&o.stderr)
-                    ));
-                }
-                let mut f = out.split_whitespace().map(|x| x.parse::<f64>());
-                let (Some(Ok(secs)), Some(Ok(bytes))) = (f.next(), f.next()) else {
-                    return Err(format!("the {} workload printed {out:?}", w.name));
-                };
-                samples[i].push(bytes / secs.max(1e-9) / 1e9);
-                done += 1;
+        // Cell 0 without the preload, cell 1 with it, interleaved.
+        let stats = interleave(2, rounds, |i| {
+            let on = i == 1;
+            progress(
+                done,
+                of,
+                &format!("preload {} {}", w.name, if on { "on" } else { "off" }),
+            );
+            let mut c = Command::new(&w.cmd[0]);
+            c.args(&w.cmd[1..]).env_remove("BULKMEM_PRELOAD_STATS");
+            if on {
+                c.env("LD_PRELOAD", ld_preload(&lib));
+            } else {
+                c.env_remove("LD_PRELOAD");
             }
-        }
+            let o = c
+                .output()
+                .map_err(|e| format!("cannot run the {} workload: {e}", w.name))?;
+            let out = String::from_utf8_lossy(&o.stdout);
+            if !o.status.success() {
+                return Err(format!(
+                    "the {} workload failed ({}): {}{}",
+                    w.name,
+                    o.status,
+                    out,
+                    String::from_utf8_lossy(&o.stderr)
+                ));
+            }
+            let mut f = out.split_whitespace().map(|x| x.parse::<f64>());
+            let (Some(Ok(secs)), Some(Ok(bytes))) = (f.next(), f.next()) else {
+                return Err(format!("the {} workload printed {out:?}", w.name));
+            };
+            done += 1;
+            Ok(bytes / secs.max(1e-9) / 1e9)
+        })?;
         for (i, name) in ["off", "on"].into_iter().enumerate() {
             rows.push(Row {
                 op: "preload",
@@ -253,8 +252,8 @@ pub fn bench(
                 total: w.size,
                 regime: w.name,
                 threads: 1,
-                runs,
-                gbps: Stats::of(&samples[i]).ok_or("no samples")?,
+                runs: rounds.runs,
+                gbps: stats[i].clone(),
                 speedup: None,
                 batch: None,
                 fill: None,

@@ -7,6 +7,7 @@ use clap::Args;
 use crate::cli::{
     check_memory, check_outputs, publish, twice_the_largest, usage, with_progress, Failure, Output,
 };
+use crate::harness::Rounds;
 use crate::preload_cmd;
 use crate::size;
 
@@ -18,6 +19,9 @@ pub struct PreloadArgs {
     /// Child processes per workload and setting (median).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: u32,
+    /// Untimed rounds (child processes, off and on) before the timed ones.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1000))]
+    warmup: u32,
     #[command(flatten)]
     out: Output,
 }
@@ -30,8 +34,11 @@ pub fn cmd(a: PreloadArgs, quiet: bool) -> Result<(), Failure> {
         "each workload's source and destination",
     )])?;
     preload_cmd::library().map_err(usage)?;
-    let runs = a.runs as usize;
-    let units = preload_cmd::units(runs);
-    let rows = with_progress(quiet, units, |p| preload_cmd::bench(a.size, runs, p))?;
+    let rounds = Rounds {
+        runs: a.runs as usize,
+        warmup: a.warmup as usize,
+    };
+    let units = preload_cmd::units(rounds.runs + rounds.warmup);
+    let rows = with_progress(quiet, units, |p| preload_cmd::bench(a.size, rounds, p))?;
     publish(&a.out, &preload_cmd::table(&rows), &rows, None)
 }

@@ -201,6 +201,30 @@ int bm_engine_clear_batch_ctl(bm_engine *e, const bm_extent *ext, size_t n,
 /* Stop the workers and free the engine (NULL is allowed). */
 void bm_engine_free(bm_engine *e);
 
+/* ---- offload: copy channels beside the workers -------------------------- */
+
+#define BM_OFFLOAD_GPU 1      /* a GPU's copy engines (CUDA driver, loaded at run time) */
+#define BM_OFFLOAD_EMULATED 2 /* CPU threads with a delay: the scheduling, anywhere */
+
+/* As bm_engine_new, with `channels` copy channels (0: 2) of `kind` on CUDA
+ * device `device` (ignored for BM_OFFLOAD_EMULATED). Copy batches larger
+ * than the inline limit give each channel a thread taking chunks from the
+ * same counter as the workers; a chunk goes to a channel only if all of it
+ * lies in registered memory, and one a channel fails on is redone on the
+ * CPU. NULL with errno ENOTSUP where there is no driver or GPU (and
+ * bm_last_error() says which), EINVAL for bad arguments. */
+bm_engine *bm_engine_new_offload(const bm_engine_opts *opts, int kind, int device,
+                                 size_t channels);
+
+/* Register [addr, addr + len) for the channels (a GPU pins it: costly, so
+ * for long-lived buffers); it must stay mapped until unregistered or the
+ * engine is freed. 0, or -EINVAL (no offload, an overlap with a registered
+ * range) or the backend's error. */
+int bm_engine_register(bm_engine *e, const void *addr, size_t len);
+
+/* Undo bm_engine_register of exactly that range, between batches. */
+int bm_engine_unregister(bm_engine *e, const void *addr, size_t len);
+
 /* ---- template fill ----------------------------------------------------- */
 
 /* Called once per element, in index order, on the element's copy before it

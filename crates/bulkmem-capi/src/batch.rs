@@ -7,7 +7,9 @@ use bulkmem_core::{
     CancelToken, Control, Engine, Extent, Options, Placement, Progress, Report, Strategy,
 };
 
-use crate::status::{self, call, call_ptr, fail, hint, invalid, strategy, Res};
+use bulkmem_core::offload::{EmulatedOptions, GpuOptions, Offload};
+
+use crate::status::{self, call, call_ptr, fail, hint, invalid, strategy, Fail, Res};
 
 /// The C `bm_extent`.
 #[repr(C)]
@@ -80,6 +82,88 @@ pub struct BmEngine(Engine);
 #[no_mangle]
 pub unsafe extern "C" fn bm_engine_new(opts: *const BmEngineOpts) -> *mut BmEngine {
     call_ptr(|| {
+        // SAFETY: forwarded contract: `opts` is NULL or a bm_engine_opts.
+        let b = unsafe { builder(opts) }?;
+        Ok(Box::into_raw(Box::new(BmEngine(b.build()?))))
+    })
+}
+
+/// `BM_OFFLOAD_GPU`.
+const OFFLOAD_GPU: c_int = 1;
+/// `BM_OFFLOAD_EMULATED`.
+const OFFLOAD_EMULATED: c_int = 2;
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_engine_new_offload(
+    opts: *const BmEngineOpts,
+    kind: c_int,
+    device: c_int,
+    channels: usize,
+) -> *mut BmEngine {
+    call_ptr(|| {
+        let channels = if channels == 0 { 2 } else { channels };
+        let o = match kind {
+            OFFLOAD_GPU => {
+                let device = usize::try_from(device)
+                    .map_err(|_| invalid(format!("device {device} is negative")))?;
+                Offload::gpu(GpuOptions::default().device(device).channels(channels))?
+            }
+            OFFLOAD_EMULATED => Offload::emulated(EmulatedOptions::default().channels(channels)),
+            k => {
+                return Err(invalid(format!(
+                    "offload kind {k} is not BM_OFFLOAD_GPU (1) or BM_OFFLOAD_EMULATED (2)"
+                )))
+            }
+        };
+        // SAFETY: forwarded contract.
+        let b = unsafe { builder(opts) }?.offload(o);
+        Ok(Box::into_raw(Box::new(BmEngine(b.build()?))))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_engine_register(
+    e: *mut BmEngine,
+    addr: *const c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        let e = engine_ref(e)?;
+        // SAFETY: the C contract: the range stays mapped until unregistered
+        // or the engine is freed.
+        unsafe { e.register(addr.cast(), len) }?;
+        Ok(0)
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn bm_engine_unregister(
+    e: *mut BmEngine,
+    addr: *const c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        engine_ref(e)?.unregister(addr.cast(), len)?;
+        Ok(0)
+    })
+}
+
+/// The engine behind a C handle, or EINVAL for NULL.
+fn engine_ref<'a>(e: *mut BmEngine) -> Result<&'a Engine, Fail> {
+    if e.is_null() {
+        return Err(invalid("engine is NULL"));
+    }
+    // SAFETY: a non-NULL engine came from bm_engine_new* (the contract) and
+    // lives until bm_engine_free.
+    Ok(&unsafe { &*e }.0)
+}
+
+/// An engine builder from the C options (NULL: all defaults).
+///
+/// # Safety
+/// `opts` is NULL or points to a `bm_engine_opts`.
+unsafe fn builder(opts: *const BmEngineOpts) -> Result<bulkmem_core::EngineBuilder, Fail> {
+    {
         let mut b = Engine::builder();
         if !opts.is_null() {
             // SAFETY: a non-NULL `opts` points to a bm_engine_opts.
@@ -105,8 +189,8 @@ pub unsafe extern "C" fn bm_engine_new(opts: *const BmEngineOpts) -> *mut BmEngi
             }
             b = b.hint(hint(o.hint)?);
         }
-        Ok(Box::into_raw(Box::new(BmEngine(b.build()?))))
-    })
+        Ok(b)
+    }
 }
 
 #[no_mangle]

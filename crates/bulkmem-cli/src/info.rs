@@ -65,6 +65,9 @@ struct Info {
     /// `BULKMEM_STRATEGY` / `BULKMEM_NT_THRESHOLD` in force, and the
     /// settings that were ignored (one line each).
     overrides: OverrideInfo,
+    /// Copy engines the engine can offload to (`bench batch --offload gpu`),
+    /// or why there are none.
+    offload: OffloadInfo,
     auto: Vec<AutoChoice>,
 }
 
@@ -94,6 +97,23 @@ struct OverrideInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     nt_threshold: Option<usize>,
     warnings: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct OffloadInfo {
+    gpus: Vec<GpuRow>,
+    /// Why there is no GPU offload here (absent when there is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    none: Option<String>,
+}
+
+#[derive(Serialize)]
+struct GpuRow {
+    ordinal: usize,
+    name: String,
+    copy_engines: u32,
+    pci: String,
+    memory: u64,
 }
 
 #[derive(Serialize)]
@@ -227,6 +247,29 @@ fn gather() -> Info {
         },
         profile,
         overrides,
+        offload: match bulkmem::offload::gpus() {
+            Ok(g) if !g.is_empty() => OffloadInfo {
+                gpus: g
+                    .into_iter()
+                    .map(|g| GpuRow {
+                        ordinal: g.ordinal,
+                        name: g.name,
+                        copy_engines: g.copy_engines,
+                        pci: g.pci,
+                        memory: g.memory,
+                    })
+                    .collect(),
+                none: None,
+            },
+            Ok(_) => OffloadInfo {
+                gpus: Vec::new(),
+                none: Some("the CUDA driver sees no GPU".into()),
+            },
+            Err(why) => OffloadInfo {
+                gpus: Vec::new(),
+                none: Some(why),
+            },
+        },
         auto: choices,
     }
 }
@@ -358,6 +401,24 @@ pub fn text() -> String {
             })
             .collect();
         let _ = writeln!(o, "distances:   {}", rows.join("; "));
+    }
+    match &info.offload.none {
+        Some(why) => {
+            let _ = writeln!(o, "offload:     none ({why})");
+        }
+        None => {
+            for g in &info.offload.gpus {
+                let _ = writeln!(
+                    o,
+                    "offload:     gpu {} {} ({} copy engines, PCI {}, {}): bench batch --offload gpu",
+                    g.ordinal,
+                    g.name,
+                    g.copy_engines,
+                    g.pci,
+                    gib(g.memory)
+                );
+            }
+        }
     }
     let huge: Vec<String> = info.huge_page_sizes.iter().map(|&s| fmt_size(s)).collect();
     let _ = writeln!(

@@ -972,3 +972,44 @@ fn copy_places_sources_and_destinations_on_named_nodes() {
         stderr(&o)
     );
 }
+
+#[test]
+fn batch_offload_rows_or_one_line_saying_why_not() {
+    let o = bulkmem(&[
+        "bench",
+        "batch",
+        "--offload",
+        "emulated:2",
+        "--folio",
+        "2M",
+        "--threads",
+        "1",
+        "--total",
+        "16M",
+        "--runs",
+        "1",
+        "--json",
+        "-",
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    for want in ["per-page", "engine", "engine+emulated", "emulated only"] {
+        assert!(names.contains(&want), "{want} missing: {names:?}");
+    }
+    if bulkmem::offload::gpus().is_err() {
+        let o = bulkmem(&["bench", "batch", "--offload", "gpu"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(err.contains("GPU offload"), "{err}");
+    }
+    let o = bulkmem(&["bench", "batch", "--offload", "tpu"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -57,6 +57,7 @@ pub mod mapping;
 mod mc;
 mod move_report;
 pub mod numa;
+pub mod offload;
 pub mod placement;
 pub(crate) mod plan;
 mod report;

@@ -79,6 +79,10 @@ pub struct Report {
     /// Threads that executed at least one chunk (the caller's included
     /// when it ran the batch inline).
     pub workers: usize,
+    /// Bytes copied by offload channels (`crate::offload`); 0 without one.
+    pub offloaded: usize,
+    /// Chunks a channel failed on and the CPU copied again instead.
+    pub offload_redone: usize,
 }
 
 impl Report {
@@ -102,6 +106,8 @@ impl Report {
             cancelled: true,
             chunks: 0,
             workers: 0,
+            offloaded: 0,
+            offload_redone: 0,
         }
     }
 }

@@ -264,6 +264,51 @@ static void test_cancel(bm_engine *e)
     free(s), free(d);
 }
 
+/* Copy batches through emulated channels, registered and not: exact
+ * either way; a GPU offload either works the same or says why not. */
+static void test_offload(void)
+{
+    bm_engine_opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = 1, o.chunk = MIB;
+    bm_engine *e = bm_engine_new_offload(&o, BM_OFFLOAD_EMULATED, 0, 2);
+    CHECKF(e != NULL, "emulated offload: errno %d: %s", errno, bm_last_error());
+    if (!e) return;
+    size_t n = 24, each = MIB + 4 * KIB, len = n * each;
+    unsigned char *s = alloc_pattern(len, 11), *d = malloc(len);
+    bm_extent *ext = malloc(n * sizeof *ext);
+    CHECK_EQ_INT(bm_engine_register(e, s, len), 0);
+    CHECK_EQ_INT(bm_engine_register(e, d, len), 0);
+    CHECK_EQ_INT(bm_engine_register(e, d + 8, 16), -EINVAL); /* overlaps */
+    for (int round = 0; round < 2; round++) {
+        memset(d, CANARY, len);
+        make_batch(ext, n, each, d, s, 5);
+        bm_report r;
+        CHECK_EQ_INT(bm_engine_copy_batch_ctl(e, ext, n, NULL, &r), 0);
+        CHECK_EQ_SIZE(r.bytes_done, len);
+        int same = 1;
+        for (size_t i = 0; i < n; i++)
+            same &= memcmp(ext[i].dst, ext[i].src, each) == 0;
+        CHECKF(same, "offload round %d: copies differ", round);
+        /* The second round runs unregistered: all on the CPU. */
+        CHECK_EQ_INT(bm_engine_unregister(e, d, len), round == 0 ? 0 : -EINVAL);
+    }
+    bm_engine_free(e);
+    bm_engine *g = bm_engine_new_offload(NULL, BM_OFFLOAD_GPU, 0, 1);
+    if (g) {
+        check_note("a GPU offload is available: %s", "engine built");
+        bm_engine_free(g);
+    } else {
+        CHECKF(errno == ENOTSUP, "no GPU: errno %d (want ENOTSUP): %s", errno, bm_last_error());
+        CHECK_STR_NONEMPTY(bm_last_error());
+        check_note("no GPU offload here: %s", bm_last_error());
+    }
+    errno = 0;
+    CHECK(bm_engine_new_offload(NULL, 7, 0, 1) == NULL && errno == EINVAL);
+    CHECK_EQ_INT(bm_engine_register(NULL, s, len), -EINVAL);
+    free(ext), free(d), free(s);
+}
+
 int main(void)
 {
     bm_engine *e0 = bm_engine_new(NULL), *e2;
@@ -284,6 +329,7 @@ int main(void)
     test_cancel(e2);
     test_concurrent(e0);
     test_concurrent(e2);
+    test_offload();
     bm_engine_free(NULL);
     bm_engine_free(e2);
     bm_engine_free(e0);

@@ -13,6 +13,7 @@
 use std::time::Instant;
 
 use bulkmem::mapping::Mapping;
+use bulkmem::offload::{EmulatedOptions, GpuOptions, Offload};
 use bulkmem::{Engine, Kernel, Op, Placement, Strategy};
 
 use crate::arena;
@@ -57,6 +58,9 @@ pub struct Plan {
     pub counts: Vec<usize>,
     pub rounds: Rounds,
     pub thp: bool,
+    /// Copy channels beside the workers: adds `engine N + <kind>` rows and
+    /// one `<kind> only` row (the sources and destinations are registered).
+    pub offload: Option<(Offload, &'static str)>,
 }
 
 /// Folio size of the count experiment, as in seed 002.
@@ -115,15 +119,42 @@ pub fn run(
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Vec<Row>, String> {
     let mut engines = Vec::new();
+    let offload = plan.offload.as_ref().filter(|_| plan.op == Op::Copy);
     for &p in &plan.placements {
         for &t in &plan.threads {
-            let e = Engine::builder()
-                .threads(t)
-                .placement(p)
-                .build()
-                .map_err(|e| format!("cannot start a {t}-thread engine: {e}"))?;
-            engines.push((p, t, e));
+            let b = Engine::builder().threads(t).placement(p);
+            let start = |b: bulkmem::EngineBuilder| {
+                b.build()
+                    .map_err(|e| format!("cannot start a {t}-thread engine: {e}"))
+            };
+            engines.push(Config {
+                label: "engine".into(),
+                placement: p,
+                threads: t,
+                engine: start(b.clone())?,
+            });
+            if let Some((o, kind)) = offload {
+                engines.push(Config {
+                    label: format!("engine+{kind}"),
+                    placement: p,
+                    threads: t,
+                    engine: start(b.offload(o.clone()))?,
+                });
+            }
         }
+    }
+    if let Some((o, kind)) = offload {
+        engines.push(Config {
+            label: format!("{kind} only"),
+            placement: plan.placements[0],
+            threads: o.channels(),
+            engine: Engine::builder()
+                .threads(1)
+                .offload(o.clone())
+                .offload_only(true)
+                .build()
+                .map_err(|e| format!("cannot start the offload-only engine: {e}"))?,
+        });
     }
     let bytes = plan.arena_bytes();
     let map = |fill| {
@@ -135,6 +166,27 @@ pub fn run(
         fill_pattern(src.as_mut_slice());
     }
     let mut dst = map(POISON)?;
+    // Declared after the arenas, so dropped (unregistering them) first.
+    let mut registered = Registered(Vec::new());
+    if let Some((o, kind)) = offload {
+        // Pinned once, as a long-lived buffer would be; what pinning costs
+        // is said, not hidden in the rows.
+        let t = Instant::now();
+        for m in [&src, &dst] {
+            // SAFETY: the arenas stay mapped until `registered` is dropped,
+            // which unregisters them first.
+            unsafe { o.register(m.as_ptr(), m.len()) }
+                .map_err(|e| format!("cannot register the arenas with the {kind}: {e}"))?;
+            registered.0.push((o.clone(), m.as_ptr(), m.len()));
+        }
+        let secs = t.elapsed().as_secs_f64();
+        eprintln!(
+            "bulkmem: registered 2 x {} with the {kind} in {:.0} ms ({:.1} GB/s)",
+            crate::size::fmt_size(bytes),
+            secs * 1e3,
+            gbps(2 * bytes, t.elapsed())
+        );
+    }
     let llc = bulkmem::cpu::info().llc_bytes();
     let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
         .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
@@ -163,10 +215,31 @@ pub fn run(
     Ok(rows)
 }
 
+/// Ranges registered with an offload, unregistered when it goes.
+struct Registered(Vec<(Offload, *const u8, usize)>);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        for (o, addr, len) in &self.0 {
+            let _ = o.unregister(*addr, *len);
+        }
+    }
+}
+
+/// One engine configuration measured in every shape.
+struct Config {
+    /// The row's strategy: `engine`, `engine+gpu`, `gpu only`.
+    label: String,
+    placement: Placement,
+    /// CPU workers (channels for an offload-only engine).
+    threads: usize,
+    engine: Engine,
+}
+
 fn measure_shape(
     plan: &Plan,
     shape: Shape,
-    engines: &[(Placement, usize, Engine)],
+    engines: &[Config],
     dst: &mut Mapping,
     src: &Mapping,
     evict: &Mapping,
@@ -240,10 +313,10 @@ fn measure_shape(
 
     // Verify every configuration once, from a poisoned destination.
     let mut chose = Vec::new();
-    for (_, _, e) in engines {
+    for c in engines {
         poison(&mut ops, &mut clears);
-        chose.push(run_engine(e, &mut ops, &mut clears)?);
-        check(&ops, &clears, "the engine")?;
+        chose.push(run_engine(&c.engine, &mut ops, &mut clears)?);
+        check(&ops, &clears, &c.label)?;
     }
     poison(&mut ops, &mut clears);
     baseline(&mut ops, &mut clears);
@@ -256,7 +329,7 @@ fn measure_shape(
         match i {
             0 => baseline(&mut ops, &mut clears),
             _ => {
-                run_engine(&engines[i - 1].2, &mut ops, &mut clears)?;
+                run_engine(&engines[i - 1].engine, &mut ops, &mut clears)?;
             }
         }
         Ok(gbps(total, t.elapsed()))
@@ -284,8 +357,14 @@ fn measure_shape(
         migrated: None,
     };
     let mut rows = vec![row("per-page", Strategy::PerPage, 1, "-", &stats[0])];
-    for (i, (p, t, _)) in engines.iter().enumerate() {
-        rows.push(row("engine", chose[i], *t, p.name(), &stats[i + 1]));
+    for (i, c) in engines.iter().enumerate() {
+        rows.push(row(
+            &c.label,
+            chose[i],
+            c.threads,
+            c.placement.name(),
+            &stats[i + 1],
+        ));
     }
     Ok(rows)
 }
@@ -295,7 +374,7 @@ fn measure_shape(
 pub fn tables(rows: &[Row]) -> Vec<Table> {
     let batch = |r: &Row| r.batch.clone().expect("batch rows");
     let mut groups: Vec<(&'static str, &'static str)> = Vec::new();
-    for r in rows.iter().filter(|r| r.strategy == "engine") {
+    for r in rows.iter().filter(|r| r.strategy.starts_with("engine")) {
         let b = batch(r);
         if !groups.contains(&(b.layout, b.placement)) {
             groups.push((b.layout, b.placement));
@@ -311,7 +390,13 @@ pub fn tables(rows: &[Row]) -> Vec<Table> {
                 match r.strategy.as_str() {
                     _ if b.layout != layout => None,
                     "per-page" => Some("per-page".to_string()),
-                    _ if b.placement == placement => Some(format!("engine {}", r.threads)),
+                    s if s.ends_with(" only") => Some(format!("{s} ({} ch)", r.threads)),
+                    "engine" if b.placement == placement => Some(format!("engine {}", r.threads)),
+                    s if b.placement == placement => Some(format!(
+                        "engine {} + {}",
+                        r.threads,
+                        s.trim_start_matches("engine+")
+                    )),
                     _ => None,
                 }
             };
@@ -349,6 +434,12 @@ pub struct BatchArgs {
     /// Also measure these folio counts at 2M (seed 002 experiment 2).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
     counts: Vec<u32>,
+    /// Copy channels beside the workers: gpu[:CHANNELS] (the CUDA driver's
+    /// copy engines; the arenas are pinned once) or emulated[:CHANNELS]
+    /// (CPU threads with a delay, to try the scheduling without a GPU).
+    /// Adds `engine N + gpu` rows and a `gpu only` row (copies only).
+    #[arg(long, value_name = "KIND[:CHANNELS]", value_parser = parse_offload)]
+    offload: Option<OffloadSpec>,
     /// spread: round-robin over LLC domains; fill: one domain first.
     #[arg(long, value_delimiter = ',', default_value = "spread", value_parser = crate::cli::parse_placement)]
     placement: Vec<bulkmem::Placement>,
@@ -423,6 +514,7 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
         counts: a.counts.iter().map(|&c| c as usize).collect(),
         rounds: a.measure.rounds(),
         thp: !a.no_thp,
+        offload: a.offload.map(open_offload).transpose()?,
     };
     let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, first, p))?;
     report::add_speedups(&mut rows);
@@ -432,19 +524,33 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
         if b.count != (plan.total / r.size).max(1) || !plan.folios.contains(&r.size) {
             return None;
         }
-        let mut name = if r.strategy == "engine" {
-            format!("engine {}", r.threads)
-        } else {
-            "per-page 1".to_string()
+        let engine = r.strategy.starts_with("engine");
+        let mut name = match r.strategy.as_str() {
+            "engine" => format!("engine {}", r.threads),
+            "per-page" => "per-page 1".to_string(),
+            s if engine => format!("engine {} + {}", r.threads, &s["engine+".len()..]),
+            s => s.to_string(),
         };
-        if plan.placements.len() > 1 && r.strategy == "engine" {
+        if plan.placements.len() > 1 && engine {
             name = format!("{name} {}", b.placement);
         }
         if plan.layouts.len() > 1 {
             name = format!("{name} {}", b.layout);
         }
-        let color = if r.strategy == "engine" { r.threads } else { 0 };
-        Some((name, color, b.layout == "adjacent" || b.placement == "fill"))
+        // Offloaded rows share their thread count's colour, dashed.
+        let offloaded = r.strategy != "engine" && r.strategy != "per-page";
+        let color = if engine {
+            r.threads
+        } else if offloaded {
+            11
+        } else {
+            0
+        };
+        Some((
+            name,
+            color,
+            offloaded || b.layout == "adjacent" || b.placement == "fill",
+        ))
     };
     let what = format!("batch {}", plan.op);
     publish(
@@ -455,6 +561,46 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
             .as_deref()
             .map(|p| (p, what.as_str(), "folio size", &style as Style)),
     )
+}
+
+/// `--offload KIND[:CHANNELS]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffloadSpec {
+    gpu: bool,
+    channels: usize,
+}
+
+fn parse_offload(s: &str) -> Result<OffloadSpec, String> {
+    let (kind, n) = s.split_once(':').unwrap_or((s, "2"));
+    let channels = n
+        .parse::<usize>()
+        .ok()
+        .filter(|&c| (1..=64).contains(&c))
+        .ok_or_else(|| format!("'{n}': channels must be 1 to 64"))?;
+    match kind {
+        "gpu" => Ok(OffloadSpec {
+            gpu: true,
+            channels,
+        }),
+        "emulated" => Ok(OffloadSpec {
+            gpu: false,
+            channels,
+        }),
+        _ => Err(format!("'{kind}': expected gpu or emulated")),
+    }
+}
+
+/// Opens the offload now, so a machine without one is told at once
+/// (usage error, exit 2), before anything is measured.
+fn open_offload(spec: OffloadSpec) -> Result<(Offload, &'static str), Failure> {
+    if spec.gpu {
+        let o = Offload::gpu(GpuOptions::default().channels(spec.channels))
+            .map_err(|e| usage(e.to_string()))?;
+        Ok((o, "gpu"))
+    } else {
+        let o = Offload::emulated(EmulatedOptions::default().channels(spec.channels));
+        Ok((o, "emulated"))
+    }
 }
 
 #[cfg(test)]
@@ -472,6 +618,7 @@ mod tests {
             counts: vec![],
             rounds: crate::harness::Rounds { runs: 1, warmup: 0 },
             thp: false,
+            offload: None,
         }
     }
 

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use super::pool::Pool;
 use super::{Engine, Scratch, DEFAULT_CHUNK, INLINE_MAX, SPLIT_ALIGN};
 use crate::error::Error;
+use crate::offload::Offload;
 use crate::placement::{self, Placement};
 use crate::strategy::{Hint, Strategy};
 use crate::topology::Topology;
@@ -23,6 +24,8 @@ pub struct EngineBuilder {
     opts: Options,
     pin: bool,
     topology: Option<Topology>,
+    offload: Option<Offload>,
+    offload_only: bool,
 }
 
 impl Default for EngineBuilder {
@@ -36,6 +39,8 @@ impl Default for EngineBuilder {
             opts: Options::default(),
             pin: true,
             topology: None,
+            offload: None,
+            offload_only: false,
         }
     }
 }
@@ -71,6 +76,22 @@ impl EngineBuilder {
     /// (default [`INLINE_MAX`]); 0 sends every batch to the workers.
     pub fn inline_max(mut self, bytes: usize) -> Self {
         self.inline_max = bytes;
+        self
+    }
+
+    /// Copy channels beside the CPU workers ([`crate::offload`]): copy
+    /// batches larger than [`inline_max`](EngineBuilder::inline_max) give
+    /// each channel an offload thread taking chunks from the same counter.
+    /// Only memory registered with [`Engine::register`] goes to a channel.
+    pub fn offload(mut self, o: Offload) -> Self {
+        self.offload = Some(o);
+        self
+    }
+
+    /// Copy batches run on the offload threads alone (no CPU workers):
+    /// what the channels do by themselves. Needs [`offload`](Self::offload).
+    pub fn offload_only(mut self, only: bool) -> Self {
+        self.offload_only = only;
         self
     }
 
@@ -173,6 +194,9 @@ impl EngineBuilder {
                 });
             }
         }
+        if self.offload_only && self.offload.is_none() {
+            return bad("offload_only needs an offload (EngineBuilder::offload)".into());
+        }
         let cpus = self.planned_cpus();
         if cpus.is_empty() {
             let allowed = format!("{:?}", allowed_cpus().unwrap_or_default());
@@ -195,6 +219,8 @@ impl EngineBuilder {
             opts: self.opts,
             placement: self.placement,
             scratch: Mutex::new(Scratch::default()),
+            offload: self.offload,
+            offload_only: self.offload_only,
         })
     }
 }

@@ -16,6 +16,7 @@ use super::{Engine, MIN_CHUNK};
 use crate::error::Error;
 use crate::extent::Batch;
 use crate::kernels::{self, ClearFn, CopyFn};
+use crate::offload::{Offload, Piece};
 use crate::plan::Run;
 use crate::report::{Control, Progress, Report};
 use crate::strategy::{Hint, Op, Strategy};
@@ -63,6 +64,11 @@ struct Job<'a> {
     /// Distinct threads that executed at least one chunk.
     workers: AtomicUsize,
     ctl: Control<'a>,
+    /// Copy channels for this batch, if the engine has them and the batch
+    /// is a plain copy run on threads.
+    offload: Option<&'a Offload>,
+    offloaded: AtomicUsize,
+    redone: AtomicUsize,
 }
 
 // SAFETY: the workers of one batch share its job. Its only non-Sync
@@ -92,8 +98,60 @@ impl Job<'_> {
     }
 
     /// Takes chunks until there are none left, the batch is cancelled or a
-    /// callback panicked.
+    /// callback panicked, running each with the CPU kernel.
     fn work(&self) {
+        self.work_with(&|r0, o0, r1, o1| self.execute(r0, o0, r1, o1));
+    }
+
+    /// As [`Job::work`] on an offload thread: a chunk wholly inside
+    /// registered memory goes to `channel`, and is redone on the CPU if the
+    /// channel fails; any other chunk is copied here with the CPU kernel.
+    /// The channel returns only when its copies are complete and visible,
+    /// so the chunk is done when it is reported, as a CPU worker's is.
+    fn work_offloaded(&self, o: &Offload, channel: usize) {
+        self.work_with(&|r0, o0, r1, o1| {
+            let pieces = self.pieces(r0, o0, r1, o1);
+            let bytes: usize = pieces.iter().map(|p| p.len).sum();
+            let registered =
+                o.0.registry
+                    .covers(pieces.iter().flat_map(|p| [(p.src, p.len), (p.dst, p.len)]));
+            if registered {
+                let mut ch = lock(&o.0.channels[channel]);
+                // SAFETY: the pieces lie in runs the submitter validated
+                // (disjoint, readable sources, writable destinations) and
+                // keeps for the batch; all of them are registered.
+                match unsafe { ch.copy(&pieces) } {
+                    Ok(()) => {
+                        self.offloaded.fetch_add(bytes, Ordering::Relaxed);
+                        return;
+                    }
+                    Err(_) => {
+                        self.redone.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            self.execute(r0, o0, r1, o1)
+        });
+    }
+
+    /// The pieces of the stream from (r0, o0) up to (r1, o1), for a channel.
+    fn pieces(&self, r0: usize, o0: usize, r1: usize, o1: usize) -> Vec<Piece> {
+        let last = r1.min(self.runs.len().saturating_sub(1));
+        (r0..=last)
+            .filter_map(|i| {
+                let run = self.runs[i];
+                let from = if i == r0 { o0 } else { 0 };
+                let to = if i == r1 { o1 } else { run.len };
+                (to > from).then(|| Piece {
+                    dst: run.dst as usize + from,
+                    src: run.src as usize + from,
+                    len: to - from,
+                })
+            })
+            .collect()
+    }
+
+    fn work_with(&self, run_chunk: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
         let mut took_any = false;
         loop {
             if self.stop.load(Ordering::Relaxed)
@@ -114,7 +172,7 @@ impl Job<'_> {
             let _inside = Inside::enter(self.engine);
             // A fill's patch closure may panic: the worker must survive to
             // report the job finished, or the submitter waits forever.
-            let ran = catch_unwind(AssertUnwindSafe(|| self.execute(r0, o0, r1, o1)));
+            let ran = catch_unwind(AssertUnwindSafe(|| run_chunk(r0, o0, r1, o1)));
             // The chunk's non-temporal stores are ordered before its progress
             // is reported and before this worker reports the job finished.
             kernels::drain();
@@ -213,9 +271,27 @@ impl Engine {
             engine: self.id(),
             workers: AtomicUsize::new(0),
             ctl,
+            offload: match kernel {
+                Kernel::Copy(_) => self.offload.as_ref(),
+                _ => None,
+            },
+            offloaded: AtomicUsize::new(0),
+            redone: AtomicUsize::new(0),
         };
         if total <= self.inline_max || job.nchunks <= 1 {
             job.work();
+        } else if let Some(o) = job.offload {
+            // Offload threads live for the batch; the CPU workers (unless
+            // offload_only) take chunks from the same counter meanwhile.
+            std::thread::scope(|s| {
+                let job = &job;
+                for c in 0..o.channels() {
+                    s.spawn(move || job.work_offloaded(o, c));
+                }
+                if !self.offload_only {
+                    self.dispatch(&|| job.work());
+                }
+            });
         } else {
             self.dispatch(&|| job.work());
         }
@@ -284,5 +360,7 @@ fn completion(
         cancelled: bytes_done < total && job.ctl.cancel.is_some_and(|c| c.is_cancelled()),
         chunks: job.nchunks,
         workers: job.workers.load(Ordering::Relaxed),
+        offloaded: job.offloaded.load(Ordering::Relaxed),
+        offload_redone: job.redone.load(Ordering::Relaxed),
     }
 }

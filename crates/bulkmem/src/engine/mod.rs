@@ -40,6 +40,7 @@ use std::sync::{Mutex, MutexGuard};
 use crate::error::Error;
 use crate::extent::validate;
 use crate::handle;
+use crate::offload::Offload;
 use crate::placement::Placement;
 use crate::plan::{self, Run};
 use crate::resolve;
@@ -100,6 +101,8 @@ pub struct Engine {
     opts: Options,
     placement: Placement,
     scratch: Mutex<Scratch>,
+    offload: Option<Offload>,
+    offload_only: bool,
 }
 
 impl std::fmt::Debug for Engine {
@@ -266,6 +269,33 @@ impl Engine {
             return Err(Error::Reentrant);
         }
         Ok(lock(&self.scratch))
+    }
+}
+
+impl Engine {
+    /// The engine's offload, if it was built with one.
+    pub fn offload(&self) -> Option<&Offload> {
+        self.offload.as_ref()
+    }
+
+    /// [`Offload::register`] on this engine's offload.
+    ///
+    /// # Safety
+    /// As [`Offload::register`].
+    pub unsafe fn register(&self, addr: *const u8, len: usize) -> Result<(), Error> {
+        // SAFETY: the caller's contract.
+        unsafe { self.offload_or_config()?.register(addr, len) }
+    }
+
+    /// [`Offload::unregister`] on this engine's offload.
+    pub fn unregister(&self, addr: *const u8, len: usize) -> Result<(), Error> {
+        self.offload_or_config()?.unregister(addr, len)
+    }
+
+    fn offload_or_config(&self) -> Result<&Offload, Error> {
+        self.offload.as_ref().ok_or_else(|| {
+            Error::Config("this engine has no offload (EngineBuilder::offload)".into())
+        })
     }
 }
 

@@ -1,0 +1,633 @@
+//! The GPU backend: the CUDA driver API, loaded at run time.
+//!
+//! `libcuda.so.1` is opened with `dlopen` the first time a GPU is asked for,
+//! so the crate has no build-time dependency on CUDA and behaves the same as
+//! before on machines without the driver (the functions here then return
+//! why). Symbols are looked up by their exact exported names, which for the
+//! calls whose ABI changed over the driver's life are the `_v2` names
+//! `cuda.h` maps the plain ones to (`cuMemAlloc` -> `cuMemAlloc_v2`, ...):
+//! looking up the plain name would bind the old ABI.
+//!
+//! A channel is a pair of non-blocking streams on the device's primary
+//! context, one for host-to-device and one for device-to-host copies, and
+//! `depth` device staging buffers. Host memory cannot be copied to host
+//! memory by a copy engine directly, so each slice goes up into a staging
+//! buffer and back down to its destination; with two streams and several
+//! buffers, the upload of one slice overlaps the download of the previous
+//! ones, and both directions' copy engines stay busy.
+//!
+//! The context is pushed for the duration of every call that needs it and
+//! popped after, rather than set: `register` runs on the caller's threads,
+//! which may have a CUDA context of their own current, and must find it
+//! current again afterwards.
+
+use std::ffi::c_void;
+use std::marker::PhantomData;
+use std::ptr;
+use std::sync::Arc;
+
+mod driver;
+
+use driver::*;
+
+use super::{Backend, Channel, GpuInfo, GpuOptions, Piece};
+
+/// The GPUs the driver sees, or why there are none to see.
+pub(crate) fn devices() -> Result<Vec<GpuInfo>, String> {
+    let drv = driver()?;
+    (0..drv.device_count()?).map(|i| drv.info(i)).collect()
+}
+
+/// The retained primary context of one device, shared by the backend and
+/// its channels so that it outlives every stream, event and buffer made in
+/// it; released when the last of them is dropped.
+struct Shared {
+    drv: &'static Driver,
+    ordinal: usize,
+    name: String,
+    dev: CUdevice,
+    ctx: CUcontext,
+}
+
+// SAFETY: a CUcontext is a driver handle that any thread may make current
+// and use; the other fields are plain data. Nothing here is thread-bound.
+unsafe impl Send for Shared {}
+// SAFETY: as above; `&Shared` only gives the handle out to driver calls,
+// which are thread-safe.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// Makes the context current on this thread until the guard drops.
+    fn enter(&self) -> Result<Current<'_>, String> {
+        // SAFETY: `ctx` is retained for as long as `self` lives.
+        let r = unsafe { (self.drv.ctx_push_current)(self.ctx) };
+        self.drv.check(r, "cuCtxPushCurrent_v2")?;
+        Ok(Current {
+            shared: self,
+            _thread: PhantomData,
+        })
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // SAFETY: balances the cuDevicePrimaryCtxRetain of `open`; every
+        // channel holding this struct is gone, so nothing uses it after.
+        let _ = unsafe { (self.drv.primary_ctx_release)(self.dev) };
+    }
+}
+
+/// The context pushed on this thread; popped on drop, restoring whatever
+/// the thread had current before.
+struct Current<'a> {
+    shared: &'a Shared,
+    /// The push and pop must happen on the same thread.
+    _thread: PhantomData<*const ()>,
+}
+
+impl Drop for Current<'_> {
+    fn drop(&mut self) {
+        let mut popped: CUcontext = ptr::null_mut();
+        // SAFETY: pops the context `enter` pushed on this thread (the guard
+        // cannot leave it, and guards drop in reverse order).
+        let _ = unsafe { (self.shared.drv.ctx_pop_current)(&mut popped) };
+    }
+}
+
+/// The device side of [`Offload::gpu`](super::Offload::gpu): what register
+/// means (pinning), and the context its channels run in.
+struct GpuBackend {
+    shared: Arc<Shared>,
+    channels: usize,
+    depth: usize,
+    staging: usize,
+}
+
+impl Backend for GpuBackend {
+    fn describe(&self) -> String {
+        let s = &self.shared;
+        format!(
+            "gpu {} ({}), {} channel{} x {} x {} staging",
+            s.ordinal,
+            s.name,
+            self.channels,
+            if self.channels == 1 { "" } else { "s" },
+            self.depth,
+            bytes(self.staging)
+        )
+    }
+
+    unsafe fn register(&self, addr: usize, len: usize) -> Result<(), String> {
+        if len == 0 {
+            return Ok(()); // nothing to pin, and the driver refuses 0 bytes
+        }
+        let _cur = self.shared.enter()?;
+        let p = ptr::with_exposed_provenance_mut::<c_void>(addr);
+        // SAFETY: the range is mapped memory the caller owns until it is
+        // unregistered (the caller's contract); pinning does not touch its
+        // contents. The context is current.
+        let r = unsafe { (self.shared.drv.mem_host_register)(p, len, CU_MEMHOSTREGISTER_PORTABLE) };
+        self.shared
+            .drv
+            .check(r, &format!("cuMemHostRegister_v2({addr:#x}, {len})"))
+    }
+
+    fn unregister(&self, addr: usize, len: usize) -> Result<(), String> {
+        if len == 0 {
+            return Ok(());
+        }
+        let _cur = self.shared.enter()?;
+        let p = ptr::with_exposed_provenance_mut::<c_void>(addr);
+        // SAFETY: unpinning neither reads nor writes the memory; the driver
+        // refuses an address it did not register. The context is current.
+        let r = unsafe { (self.shared.drv.mem_host_unregister)(p) };
+        self.shared
+            .drv
+            .check(r, &format!("cuMemHostUnregister({addr:#x})"))
+    }
+}
+
+fn bytes(n: usize) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// One slice of a piece, staged through one device buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Slice {
+    /// Index of the piece in the call.
+    piece: usize,
+    /// Offset of the slice in the piece.
+    offset: usize,
+    /// Bytes, at most the staging size, never 0.
+    len: usize,
+    /// Staging buffer: the slice's position in the call modulo `depth`, so
+    /// that consecutive slices rotate through the buffers.
+    buffer: usize,
+}
+
+/// Splits `pieces` into slices of at most `staging` bytes, in order, and
+/// gives each a staging buffer in rotation; empty pieces have no slices.
+fn plan(pieces: &[Piece], staging: usize, depth: usize) -> Vec<Slice> {
+    assert!(
+        staging > 0 && depth > 0,
+        "staging and depth must be nonzero"
+    );
+    let mut out = Vec::with_capacity(pieces.iter().map(|p| p.len.div_ceil(staging)).sum());
+    for (piece, p) in pieces.iter().enumerate() {
+        let mut offset = 0;
+        while offset < p.len {
+            let len = (p.len - offset).min(staging);
+            let buffer = out.len() % depth;
+            out.push(Slice {
+                piece,
+                offset,
+                len,
+                buffer,
+            });
+            offset += len;
+        }
+    }
+    out
+}
+
+/// A stream pair and its staging buffers (see the module docs).
+struct GpuChannel {
+    shared: Arc<Shared>,
+    /// Host-to-device copies.
+    h2d: CUstream,
+    /// Device-to-host copies.
+    d2h: CUstream,
+    /// Staging buffers of `staging` bytes each.
+    bufs: Vec<CUdeviceptr>,
+    /// `loaded[b]`: the upload into `bufs[b]` is done (recorded on `h2d`).
+    loaded: Vec<CUevent>,
+    /// `drained[b]`: the download out of `bufs[b]` is done (on `d2h`).
+    drained: Vec<CUevent>,
+    staging: usize,
+}
+
+// SAFETY: the channel owns its streams, events and buffers, which are
+// driver handles usable from any thread that has their context current
+// (every method pushes it first); `Shared` is Send + Sync. Only one thread
+// uses a channel at a time (`&mut self`).
+unsafe impl Send for GpuChannel {}
+
+impl GpuChannel {
+    /// Creates a channel; the context must be current on this thread.
+    /// Whatever was created before a failure is freed by `Drop`.
+    fn new(shared: &Arc<Shared>, depth: usize, staging: usize) -> Result<GpuChannel, String> {
+        if depth == 0 || staging == 0 {
+            return Err(format!(
+                "a channel needs staging buffers (depth {depth}, staging {staging})"
+            ));
+        }
+        let drv = shared.drv;
+        let mut ch = GpuChannel {
+            shared: Arc::clone(shared),
+            h2d: ptr::null_mut(),
+            d2h: ptr::null_mut(),
+            bufs: Vec::with_capacity(depth),
+            loaded: Vec::with_capacity(depth),
+            drained: Vec::with_capacity(depth),
+            staging,
+        };
+        // SAFETY: the handles are valid places to write; the context is
+        // current (the caller's contract).
+        let r = unsafe { (drv.stream_create)(&mut ch.h2d, CU_STREAM_NON_BLOCKING) };
+        drv.check(r, "cuStreamCreate")?;
+        // SAFETY: as above.
+        let r = unsafe { (drv.stream_create)(&mut ch.d2h, CU_STREAM_NON_BLOCKING) };
+        drv.check(r, "cuStreamCreate")?;
+        for _ in 0..depth {
+            let mut buf: CUdeviceptr = 0;
+            // SAFETY: as above.
+            let r = unsafe { (drv.mem_alloc)(&mut buf, staging) };
+            drv.check(r, &format!("cuMemAlloc_v2({staging})"))?;
+            ch.bufs.push(buf);
+            for events in [&mut ch.loaded, &mut ch.drained] {
+                let mut ev: CUevent = ptr::null_mut();
+                // SAFETY: as above.
+                let r = unsafe { (drv.event_create)(&mut ev, CU_EVENT_DISABLE_TIMING) };
+                drv.check(r, "cuEventCreate")?;
+                events.push(ev);
+            }
+        }
+        Ok(ch)
+    }
+
+    /// Queues every slice: slice `i` goes up into its buffer on `h2d` once
+    /// the download of slice `i - depth` out of that buffer is done, and
+    /// comes down on `d2h` once its upload is done.
+    ///
+    /// # Safety
+    /// As [`Channel::copy`] for `pieces`; `slices` planned from them with
+    /// this channel's staging size and depth; the context current.
+    unsafe fn enqueue(&self, pieces: &[Piece], slices: &[Slice]) -> Result<(), String> {
+        let drv = self.shared.drv;
+        let depth = self.bufs.len();
+        for (i, s) in slices.iter().enumerate() {
+            let p = pieces[s.piece];
+            let b = s.buffer;
+            let (buf, loaded, drained) = (self.bufs[b], self.loaded[b], self.drained[b]);
+            let src = ptr::with_exposed_provenance::<c_void>(p.src + s.offset);
+            let dst = ptr::with_exposed_provenance_mut::<c_void>(p.dst + s.offset);
+            // Earlier calls synchronized both streams before returning, so
+            // a buffer's first use in this call has nothing to wait for.
+            if i >= depth {
+                // SAFETY: live handles of this channel; `drained` was
+                // recorded for slice i - depth earlier in this call.
+                let r = unsafe { (drv.stream_wait_event)(self.h2d, drained, 0) };
+                drv.check(r, "cuStreamWaitEvent(h2d)")?;
+            }
+            // SAFETY: `src` is readable for the slice (inside its piece, the
+            // caller's contract) and stays so until the streams are
+            // synchronized before `copy` returns; `buf` holds `staging`
+            // bytes and `s.len <= staging`.
+            let r = unsafe { (drv.memcpy_htod_async)(buf, src, s.len, self.h2d) };
+            drv.check(r, "cuMemcpyHtoDAsync_v2")?;
+            // SAFETY: live handles of this channel.
+            let r = unsafe { (drv.event_record)(loaded, self.h2d) };
+            drv.check(r, "cuEventRecord(loaded)")?;
+            // SAFETY: live handles; `loaded` was just recorded.
+            let r = unsafe { (drv.stream_wait_event)(self.d2h, loaded, 0) };
+            drv.check(r, "cuStreamWaitEvent(d2h)")?;
+            // SAFETY: `dst` is writable for the slice and written by nothing
+            // else until the streams are synchronized (the caller's
+            // contract); `buf` holds the slice once `loaded` fires.
+            let r = unsafe { (drv.memcpy_dtoh_async)(dst, buf, s.len, self.d2h) };
+            drv.check(r, "cuMemcpyDtoHAsync_v2")?;
+            // SAFETY: live handles of this channel.
+            let r = unsafe { (drv.event_record)(drained, self.d2h) };
+            drv.check(r, "cuEventRecord(drained)")?;
+        }
+        Ok(())
+    }
+
+    /// Waits for both streams, the downloads first (the last thing queued).
+    /// On return every queued copy is complete and its writes visible.
+    fn synchronize(&self) -> Result<(), String> {
+        let drv = self.shared.drv;
+        // SAFETY: live streams of this channel; waiting touches no memory.
+        let r = unsafe { (drv.stream_synchronize)(self.d2h) };
+        drv.check(r, "cuStreamSynchronize(d2h)")?;
+        // SAFETY: as above.
+        let r = unsafe { (drv.stream_synchronize)(self.h2d) };
+        drv.check(r, "cuStreamSynchronize(h2d)")
+    }
+
+    /// Waits for both streams whatever happens, so that no DMA into the
+    /// caller's memory outlives the call even when an error cut it short.
+    fn drain_quietly(&self) {
+        let drv = self.shared.drv;
+        for s in [self.d2h, self.h2d] {
+            if !s.is_null() {
+                // SAFETY: a live stream of this channel.
+                let _ = unsafe { (drv.stream_synchronize)(s) };
+            }
+        }
+    }
+}
+
+impl Channel for GpuChannel {
+    unsafe fn copy(&mut self, pieces: &[Piece]) -> Result<(), String> {
+        let slices = plan(pieces, self.staging, self.bufs.len());
+        if slices.is_empty() {
+            return Ok(());
+        }
+        let _cur = self.shared.enter()?;
+        // SAFETY: the pieces are the caller's (same contract); the slices
+        // were planned from them with this channel's sizes; the context is
+        // current.
+        let queued = unsafe { self.enqueue(pieces, &slices) };
+        let done = queued.and_then(|()| self.synchronize());
+        if done.is_err() {
+            self.drain_quietly();
+        }
+        done
+    }
+}
+
+impl Drop for GpuChannel {
+    fn drop(&mut self) {
+        let Ok(_cur) = self.shared.enter() else {
+            return; // the context's release frees what is left
+        };
+        self.drain_quietly();
+        let drv = self.shared.drv;
+        for ev in self.loaded.drain(..).chain(self.drained.drain(..)) {
+            // SAFETY: an event this channel created; no queued work uses it.
+            let _ = unsafe { (drv.event_destroy)(ev) };
+        }
+        for buf in self.bufs.drain(..) {
+            // SAFETY: a buffer this channel allocated; no copy is queued.
+            let _ = unsafe { (drv.mem_free)(buf) };
+        }
+        for s in [self.h2d, self.d2h] {
+            if !s.is_null() {
+                // SAFETY: a stream this channel created, idle.
+                let _ = unsafe { (drv.stream_destroy)(s) };
+            }
+        }
+    }
+}
+
+/// What [`open`] gives [`Offload::gpu`](super::Offload::gpu): the backend
+/// and its channels.
+type Opened = (Box<dyn Backend>, Vec<Box<dyn Channel>>);
+
+/// Opens `opts.channels` channels on GPU `opts.device`, or says why not.
+pub(crate) fn open(opts: &GpuOptions) -> Result<Opened, String> {
+    let drv = driver()?;
+    let info = drv.info(opts.device)?;
+    let dev = drv.device(opts.device)?;
+    let mut ctx: CUcontext = ptr::null_mut();
+    // SAFETY: `ctx` is a valid place to write; `dev` came from cuDeviceGet.
+    let r = unsafe { (drv.primary_ctx_retain)(&mut ctx, dev) };
+    drv.check(r, "cuDevicePrimaryCtxRetain")?;
+    let shared = Arc::new(Shared {
+        drv,
+        ordinal: opts.device,
+        name: info.name,
+        dev,
+        ctx,
+    });
+    let channels = {
+        let _cur = shared.enter()?;
+        (0..opts.channels)
+            .map(|_| {
+                GpuChannel::new(&shared, opts.depth, opts.staging)
+                    .map(|c| Box::new(c) as Box<dyn Channel>)
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let backend = GpuBackend {
+        shared,
+        channels: opts.channels,
+        depth: opts.depth,
+        staging: opts.staging,
+    };
+    Ok((Box::new(backend), channels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(len: usize) -> Piece {
+        Piece {
+            dst: 0x10_0000,
+            src: 0x20_0000,
+            len,
+        }
+    }
+
+    fn sl(piece: usize, offset: usize, len: usize, buffer: usize) -> Slice {
+        Slice {
+            piece,
+            offset,
+            len,
+            buffer,
+        }
+    }
+
+    #[test]
+    fn plan_empty() {
+        assert_eq!(plan(&[], 4096, 4), vec![]);
+        assert_eq!(plan(&[piece(0), piece(0)], 4096, 4), vec![]);
+    }
+
+    #[test]
+    fn plan_one_byte() {
+        assert_eq!(plan(&[piece(1)], 4096, 4), vec![sl(0, 0, 1, 0)]);
+    }
+
+    #[test]
+    fn plan_exactly_staging() {
+        assert_eq!(plan(&[piece(4096)], 4096, 4), vec![sl(0, 0, 4096, 0)]);
+    }
+
+    #[test]
+    fn plan_staging_plus_one() {
+        assert_eq!(
+            plan(&[piece(4097)], 4096, 4),
+            vec![sl(0, 0, 4096, 0), sl(0, 4096, 1, 1)]
+        );
+    }
+
+    #[test]
+    fn plan_many_pieces_rotate_buffers_across_pieces() {
+        let pieces = [piece(10), piece(0), piece(25), piece(3)];
+        assert_eq!(
+            plan(&pieces, 8, 3),
+            vec![
+                sl(0, 0, 8, 0),
+                sl(0, 8, 2, 1),
+                sl(2, 0, 8, 2),
+                sl(2, 8, 8, 0),
+                sl(2, 16, 8, 1),
+                sl(2, 24, 1, 2),
+                sl(3, 0, 3, 0),
+            ]
+        );
+    }
+
+    #[test]
+    fn plan_depth_one_uses_one_buffer() {
+        let s = plan(&[piece(20), piece(5)], 8, 1);
+        assert_eq!(
+            s,
+            vec![
+                sl(0, 0, 8, 0),
+                sl(0, 8, 8, 0),
+                sl(0, 16, 4, 0),
+                sl(1, 0, 5, 0)
+            ]
+        );
+    }
+
+    #[test]
+    fn plan_covers_every_byte_once() {
+        let lens = [0, 1, 4095, 4096, 4097, 3 * 4096, 3 * 4096 + 7, 100_000];
+        let pieces: Vec<Piece> = lens.iter().map(|&l| piece(l)).collect();
+        let s = plan(&pieces, 4096, 4);
+        for (i, &len) in lens.iter().enumerate() {
+            let mut next = 0;
+            for x in s.iter().filter(|x| x.piece == i) {
+                assert_eq!(x.offset, next);
+                assert!(x.len > 0 && x.len <= 4096);
+                next += x.len;
+            }
+            assert_eq!(next, len, "piece {i}");
+        }
+        for (i, x) in s.iter().enumerate() {
+            assert_eq!(x.buffer, i % 4);
+        }
+    }
+
+    #[test]
+    fn sizes_read_naturally() {
+        assert_eq!(bytes(32 << 20), "32 MiB");
+        assert_eq!(bytes(4096), "4 KiB");
+        assert_eq!(bytes(4097), "4097 B");
+        assert_eq!(bytes((1 << 20) + 4096), "1028 KiB");
+    }
+
+    /// Whether this machine has a loadable CUDA driver; the tests below
+    /// check what happens without one, or use the GPU where there is one.
+    fn libcuda_loadable() -> bool {
+        // SAFETY: a C string literal; a driver that loads stays loaded,
+        // as the backend would keep it.
+        let h =
+            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+        !h.is_null()
+    }
+
+    #[test]
+    fn without_driver_devices_says_why() {
+        if libcuda_loadable() {
+            eprintln!("skipped: libcuda.so.1 loads here");
+            return;
+        }
+        let e = devices().unwrap_err();
+        assert!(e.contains("libcuda.so.1"), "{e}");
+    }
+
+    #[test]
+    fn without_driver_open_says_why() {
+        if libcuda_loadable() {
+            eprintln!("skipped: libcuda.so.1 loads here");
+            return;
+        }
+        let e = open(&GpuOptions::default())
+            .err()
+            .expect("open without a driver");
+        assert!(e.contains("libcuda.so.1"), "{e}");
+        match super::super::Offload::gpu(GpuOptions::default()) {
+            Err(crate::Error::NotSupportedHere { what }) => {
+                assert!(what.contains("libcuda.so.1"), "{what}")
+            }
+            other => panic!("expected NotSupportedHere, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn with_driver_devices_describe_themselves() {
+        if !libcuda_loadable() {
+            eprintln!("skipped: no libcuda.so.1 here");
+            return;
+        }
+        let gpus = devices().expect("devices with a driver");
+        for g in &gpus {
+            eprintln!("{g:?}");
+            assert!(!g.name.is_empty());
+            assert!(g.memory > 0);
+            assert_eq!(g.pci.len(), "0000:00:00".len(), "{}", g.pci);
+        }
+    }
+
+    /// Copies through the GPU from two threads (each a fresh thread with no
+    /// context current), then checks every byte and the error path.
+    #[test]
+    fn with_driver_copies_round_trip() {
+        if !libcuda_loadable() || devices().map_or(true, |g| g.is_empty()) {
+            eprintln!("skipped: no GPU here");
+            return;
+        }
+        let half = 4 << 20;
+        let mut m = crate::mapping::Mapping::anonymous(2 * half).unwrap();
+        for (i, b) in m.as_mut_slice()[..half].iter_mut().enumerate() {
+            *b = (i * 7 + i / 4096) as u8;
+        }
+        let base = m.as_mut_ptr().expose_provenance();
+        let opts = GpuOptions::default().channels(2).depth(3).staging(64 << 10);
+        let (backend, channels) = open(&opts).expect("open");
+        eprintln!("{}", backend.describe());
+        // SAFETY: the mapping is ours and outlives the registration.
+        unsafe { backend.register(base, 2 * half) }.expect("register");
+        // SAFETY: as above; registering twice must fail, not pin twice.
+        let again = unsafe { backend.register(base, 2 * half) }.unwrap_err();
+        eprintln!("{again}");
+        assert!(again.contains("cuMemHostRegister_v2"), "{again}");
+        let lens = [0, 1, 4095, 64 << 10, (64 << 10) + 1, (1 << 20) + 13, 3];
+        let mut pieces = Vec::new();
+        let mut off = 5; // unaligned on purpose
+        for &len in &lens {
+            pieces.push(Piece {
+                dst: base + half + off,
+                src: base + off,
+                len,
+            });
+            off += len + 4099;
+        }
+        let (first, second) = pieces.split_at(3);
+        let (second, first) = (second.to_vec(), first.to_vec());
+        let mut chans = channels.into_iter();
+        let mut a = chans.next().unwrap();
+        let mut b = chans.next().unwrap();
+        let t = std::thread::spawn(move || {
+            // SAFETY: the pieces lie in the registered mapping, sources in
+            // the first half and destinations in the second, disjoint.
+            let r = unsafe { b.copy(&second) };
+            (r, b)
+        });
+        // SAFETY: as above, and disjoint from the other thread's pieces.
+        unsafe { a.copy(&first) }.expect("copy on this thread");
+        let (r, b) = t.join().unwrap();
+        r.expect("copy on a fresh thread");
+        let s = m.as_slice();
+        for p in &pieces {
+            let (so, d) = (p.src - base, p.dst - base);
+            assert!(s[so..so + p.len] == s[d..d + p.len], "piece {p:?}");
+        }
+        backend.unregister(base, 2 * half).expect("unregister");
+        // The backend may go first: the channels keep the context alive.
+        drop(backend);
+        drop((a, b));
+    }
+}

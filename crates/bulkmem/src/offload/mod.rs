@@ -1,0 +1,265 @@
+//! Copy engines beside the CPU workers (seed 002's DMA offload): an
+//! [`Offload`] gives the batch engine channels that copy host memory to
+//! host memory without the CPU, such as a GPU's copy engines (H2D and D2H
+//! streams through device staging buffers). Offload threads take chunks
+//! from the same counter as the CPU workers, so CPU and channels share one
+//! batch and finish together, and the engine's guarantees hold unchanged:
+//! chunks are taken in order and finished by their taker (an exact prefix
+//! on cancel), progress is reported between chunks, and the batch returns
+//! only when every copy is complete and visible to the CPU.
+//!
+//! Only chunks whose every source and destination byte lies in memory
+//! registered with [`crate::Engine::register`] go to a channel (a GPU can
+//! DMA only pinned memory, and pinning costs more than copying once); the
+//! offload thread copies other chunks itself with the CPU kernel. A channel
+//! that fails on a chunk has that chunk redone on the CPU, and the report
+//! counts it ([`crate::Report::offload_redone`]).
+//!
+//! Backends: [`Offload::gpu`] (the CUDA driver, loaded at run time with
+//! `dlopen("libcuda.so.1")`: no build-time dependency, and nothing changes
+//! on machines without it) and [`Offload::emulated`] (CPU threads that copy
+//! with a delay and fail on request, to test the scheduling anywhere).
+
+#[cfg(target_os = "linux")]
+mod cuda;
+mod emulated;
+mod registry;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::error::Error;
+
+pub use emulated::EmulatedOptions;
+pub(crate) use registry::Registry;
+
+/// One piece of a chunk for a channel: `len` bytes from `src` to `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// Destination address.
+    pub dst: usize,
+    /// Source address.
+    pub src: usize,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// A copy engine: copies pieces of registered host memory.
+pub trait Channel: Send {
+    /// Copies every piece and returns once the copies are complete and
+    /// visible to every CPU, or the first error (pieces may then be partly
+    /// copied; the engine redoes the whole chunk on the CPU).
+    ///
+    /// # Safety
+    /// Every piece's source is readable and destination writable for its
+    /// length, registered with this channel's backend, and no destination
+    /// overlaps another piece's source or destination.
+    unsafe fn copy(&mut self, pieces: &[Piece]) -> Result<(), String>;
+}
+
+/// What registering memory means to a backend (pinning it, for a GPU).
+pub trait Backend: Send + Sync {
+    /// What the backend is, for reports (`gpu 0 (NVIDIA H100), 2 channels`).
+    fn describe(&self) -> String;
+    /// Makes `[addr, addr + len)` usable by the channels.
+    ///
+    /// # Safety
+    /// The range is mapped memory the caller owns and keeps mapped until
+    /// [`Backend::unregister`].
+    unsafe fn register(&self, addr: usize, len: usize) -> Result<(), String>;
+    /// Undoes [`Backend::register`] of the same range.
+    fn unregister(&self, addr: usize, len: usize) -> Result<(), String>;
+}
+
+/// Copy channels and the memory registered with them, for
+/// [`crate::EngineBuilder::offload`]. Cheap to clone: clones share the
+/// channels and the registrations, so several engines can use one GPU's
+/// pinned memory; what is still registered when the last clone goes is
+/// unregistered then.
+#[derive(Clone)]
+pub struct Offload(pub(crate) Arc<Inner>);
+
+pub(crate) struct Inner {
+    pub(crate) backend: Box<dyn Backend>,
+    pub(crate) channels: Vec<Mutex<Box<dyn Channel>>>,
+    pub(crate) registry: Registry,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for (addr, len) in self.registry.take_all() {
+            let _ = self.backend.unregister(addr, len);
+        }
+    }
+}
+
+impl std::fmt::Debug for Offload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Offload")
+            .field("backend", &self.0.backend.describe())
+            .field("channels", &self.0.channels.len())
+            .finish()
+    }
+}
+
+/// How [`Offload::gpu`] sets up its channels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GpuOptions {
+    /// CUDA device ordinal.
+    pub device: usize,
+    /// Stream pairs (H2D + D2H), each an offload thread.
+    pub channels: usize,
+    /// Device staging buffers per channel (2: double buffering).
+    pub depth: usize,
+    /// Bytes of each staging buffer.
+    pub staging: usize,
+}
+
+impl Default for GpuOptions {
+    fn default() -> GpuOptions {
+        GpuOptions {
+            device: 0,
+            channels: 2,
+            depth: 4,
+            staging: 32 << 20,
+        }
+    }
+}
+
+impl GpuOptions {
+    /// Sets [`GpuOptions::device`].
+    pub fn device(mut self, ordinal: usize) -> Self {
+        self.device = ordinal;
+        self
+    }
+    /// Sets [`GpuOptions::channels`].
+    pub fn channels(mut self, n: usize) -> Self {
+        self.channels = n;
+        self
+    }
+    /// Sets [`GpuOptions::depth`].
+    pub fn depth(mut self, n: usize) -> Self {
+        self.depth = n;
+        self
+    }
+    /// Sets [`GpuOptions::staging`].
+    pub fn staging(mut self, bytes: usize) -> Self {
+        self.staging = bytes;
+        self
+    }
+}
+
+impl Offload {
+    /// Channels on a GPU's copy engines through the CUDA driver, loaded
+    /// now. [`Error::NotSupportedHere`] says why not where there is no
+    /// driver or device.
+    pub fn gpu(opts: GpuOptions) -> Result<Offload, Error> {
+        if opts.channels == 0 || opts.depth == 0 || opts.staging < 4096 {
+            return Err(Error::Config(format!(
+                "offload: channels and depth must be at least 1 and staging at least 4 KiB ({opts:?})"
+            )));
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let (backend, channels) =
+                cuda::open(&opts).map_err(|what| Error::NotSupportedHere {
+                    what: format!("GPU offload: {what}"),
+                })?;
+            Ok(Offload::new(backend, channels))
+        }
+        #[cfg(not(target_os = "linux"))]
+        Err(Error::NotSupportedHere {
+            what: "GPU offload: the CUDA driver is loaded on Linux only".into(),
+        })
+    }
+
+    /// Channels that copy on CPU threads after a delay, failing on request:
+    /// the engine's offload scheduling (prefix, cancel, redo on error)
+    /// tested where there is no copy engine.
+    pub fn emulated(opts: EmulatedOptions) -> Offload {
+        let (backend, channels) = emulated::open(&opts);
+        Offload::new(backend, channels)
+    }
+
+    fn new(backend: Box<dyn Backend>, channels: Vec<Box<dyn Channel>>) -> Offload {
+        Offload(Arc::new(Inner {
+            backend,
+            channels: channels.into_iter().map(Mutex::new).collect(),
+            registry: Registry::default(),
+        }))
+    }
+
+    /// Registers `[addr, addr + len)` with the backend (a GPU pins it), so
+    /// that chunks wholly inside registered memory go to the channels.
+    /// Pinning costs more than copying once: register long-lived buffers.
+    /// Errors: an overlap with a registered range, or the backend's refusal
+    /// (nothing is registered then).
+    ///
+    /// # Safety
+    /// The range is mapped memory the caller owns and keeps mapped until it
+    /// is unregistered or the last clone of this offload is dropped.
+    pub unsafe fn register(&self, addr: *const u8, len: usize) -> Result<(), Error> {
+        let addr = addr as usize;
+        self.0.registry.add(addr, len).map_err(Error::Config)?;
+        // SAFETY: the caller's contract.
+        if let Err(e) = unsafe { self.0.backend.register(addr, len) } {
+            let _ = self.0.registry.remove(addr, len);
+            return Err(Error::Config(format!("offload: cannot register: {e}")));
+        }
+        Ok(())
+    }
+
+    /// Undoes [`Offload::register`] of exactly that range. A batch running
+    /// meanwhile on another thread may still use it: unregister between
+    /// batches.
+    pub fn unregister(&self, addr: *const u8, len: usize) -> Result<(), Error> {
+        let addr = addr as usize;
+        self.0.registry.remove(addr, len).map_err(Error::Config)?;
+        self.0
+            .backend
+            .unregister(addr, len)
+            .map_err(|e| Error::Config(format!("offload: cannot unregister: {e}")))
+    }
+
+    /// What the offload is (backend and channel count).
+    pub fn describe(&self) -> String {
+        self.0.backend.describe()
+    }
+
+    /// How many channels (offload threads per batch).
+    pub fn channels(&self) -> usize {
+        self.0.channels.len()
+    }
+}
+
+/// The GPUs the CUDA driver sees (name, copy engines, PCIe link), or why
+/// there are none here, for `bulkmem info`.
+pub fn gpus() -> Result<Vec<GpuInfo>, String> {
+    #[cfg(target_os = "linux")]
+    {
+        cuda::devices()
+    }
+    #[cfg(not(target_os = "linux"))]
+    Err("the CUDA driver is loaded on Linux only".into())
+}
+
+/// One GPU as the driver describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GpuInfo {
+    /// CUDA device ordinal.
+    pub ordinal: usize,
+    /// Marketing name (`NVIDIA H100 80GB HBM3`).
+    pub name: String,
+    /// Asynchronous copy engines (`CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT`).
+    pub copy_engines: u32,
+    /// PCI address, `domain:bus:device`.
+    pub pci: String,
+    /// Device memory in bytes.
+    pub memory: u64,
+}
+
+/// How long [`EmulatedOptions`] channels take per MiB by default: slow
+/// enough that CPU workers take chunks meanwhile.
+pub const EMULATED_DELAY_PER_MIB: Duration = Duration::from_micros(200);

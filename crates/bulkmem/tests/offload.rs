@@ -1,0 +1,191 @@
+//! The engine's offload scheduling, with emulated channels (CPU threads
+//! that copy after a delay and fail on request) everywhere, and with a GPU
+//! where the CUDA driver sees one (skipped with a message elsewhere).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bulkmem::offload::{EmulatedOptions, GpuOptions, Offload};
+use bulkmem::{CancelToken, Control, Engine, Extent, Progress};
+
+const MIB: usize = 1 << 20;
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn engine(o: Offload, threads: usize, only: bool) -> Engine {
+    Engine::builder()
+        .threads(threads)
+        .chunk(MIB)
+        .inline_max(0)
+        .pin(false)
+        .offload(o)
+        .offload_only(only)
+        .build()
+        .expect("engine")
+}
+
+/// 24 extents of 1 MiB + 4 KiB (so chunks cut extents), source `src`,
+/// destinations in `dst`.
+fn extents(dst: &mut [u8], src: &[u8]) -> Vec<Extent> {
+    let n = MIB + 4096;
+    dst.chunks_exact_mut(n)
+        .zip(src.chunks_exact(n))
+        .map(|(d, s)| Extent {
+            dst: d.as_mut_ptr(),
+            src: s.as_ptr(),
+            len: n,
+        })
+        .collect()
+}
+
+const LEN: usize = 24 * (MIB + 4096);
+
+fn registered_batch(
+    o: Offload,
+    threads: usize,
+    only: bool,
+    register: (bool, bool),
+) -> (bulkmem::Report, bool) {
+    let e = engine(o, threads, only);
+    let src = pattern(LEN, 7);
+    let mut dst = vec![0u8; LEN];
+    // SAFETY: both buffers live, unmoved, until after the engine is dropped.
+    unsafe {
+        if register.0 {
+            e.register(src.as_ptr(), src.len()).unwrap();
+        }
+        if register.1 {
+            e.register(dst.as_ptr(), dst.len()).unwrap();
+        }
+    }
+    let ext = extents(&mut dst, &src);
+    // SAFETY: the extents name the two live vectors, disjoint.
+    let r = unsafe { e.copy_extents(&ext, Control::default()) }.unwrap();
+    drop(e);
+    (r, dst == src)
+}
+
+#[test]
+fn registered_chunks_go_to_the_channels_and_arrive_intact() {
+    let o = Offload::emulated(EmulatedOptions::default().channels(2));
+    let (r, exact) = registered_batch(o, 2, false, (true, true));
+    assert!(exact, "byte-exact");
+    assert!(r.is_complete(), "{r:?}");
+    assert!(
+        r.offloaded > 0 && r.offloaded < r.total,
+        "CPU and channels share: {r:?}"
+    );
+    assert_eq!(r.offload_redone, 0);
+}
+
+#[test]
+fn offload_only_moves_everything_through_the_channels() {
+    let o = Offload::emulated(EmulatedOptions::default().channels(2));
+    let (r, exact) = registered_batch(o, 1, true, (true, true));
+    assert!(exact && r.is_complete(), "{r:?}");
+    assert_eq!(r.offloaded, r.total, "{r:?}");
+}
+
+#[test]
+fn unregistered_memory_never_reaches_a_channel() {
+    for register in [(false, false), (true, false), (false, true)] {
+        let o = Offload::emulated(EmulatedOptions::default());
+        let (r, exact) = registered_batch(o, 1, true, register);
+        assert!(exact && r.is_complete(), "{register:?}: {r:?}");
+        assert_eq!(r.offloaded, 0, "{register:?}: {r:?}");
+    }
+}
+
+#[test]
+fn a_failing_channel_has_its_chunk_redone_on_the_cpu() {
+    let o = Offload::emulated(EmulatedOptions::default().fail_every(2));
+    let (r, exact) = registered_batch(o, 1, true, (true, true));
+    assert!(exact, "the CPU redo overwrote the channel's partial write");
+    assert!(r.is_complete(), "{r:?}");
+    assert!(r.offload_redone > 0, "{r:?}");
+    assert_eq!(r.offloaded + r.offload_redone * MIB, r.total, "{r:?}");
+}
+
+#[test]
+fn cancel_leaves_an_exact_prefix_with_channels_in_flight() {
+    let o = Offload::emulated(
+        EmulatedOptions::default()
+            .channels(2)
+            .delay_per_mib(Duration::from_millis(2)),
+    );
+    let e = engine(o, 2, false);
+    let src = pattern(LEN, 9);
+    let mut dst = vec![0u8; LEN];
+    // SAFETY: both buffers outlive the engine.
+    unsafe {
+        e.register(src.as_ptr(), LEN).unwrap();
+        e.register(dst.as_ptr(), LEN).unwrap();
+    }
+    let ext = extents(&mut dst, &src);
+    let token = CancelToken::new();
+    let seen = AtomicUsize::new(0);
+    let progress = |p: Progress| {
+        assert!(p.done <= p.total);
+        if seen.fetch_add(1, Ordering::Relaxed) == 3 {
+            token.cancel();
+        }
+    };
+    let ctl = Control {
+        cancel: Some(&token),
+        progress: Some(&progress),
+    };
+    // SAFETY: the extents name the two live vectors, disjoint.
+    let r = unsafe { e.copy_extents(&ext, ctl) }.unwrap();
+    drop(e);
+    assert!(r.cancelled && !r.is_complete(), "{r:?}");
+    assert_eq!(
+        dst[..r.bytes_done],
+        src[..r.bytes_done],
+        "the prefix is done"
+    );
+    assert!(
+        dst[r.bytes_done..].iter().all(|&b| b == 0),
+        "nothing after it was written"
+    );
+}
+
+#[test]
+fn registration_errors_say_what_was_wrong() {
+    let plain = Engine::builder().threads(1).pin(false).build().unwrap();
+    let buf = vec![0u8; 4096];
+    // SAFETY: buf outlives the call (which fails anyway).
+    let e = unsafe { plain.register(buf.as_ptr(), buf.len()) }.unwrap_err();
+    assert!(e.to_string().contains("no offload"), "{e}");
+    let o = engine(Offload::emulated(EmulatedOptions::default()), 1, false);
+    // SAFETY: buf outlives the engine.
+    unsafe { o.register(buf.as_ptr(), 4096) }.unwrap();
+    // SAFETY: as above.
+    let twice = unsafe { o.register(buf.as_ptr().wrapping_add(100), 10) }.unwrap_err();
+    assert!(twice.to_string().contains("overlaps"), "{twice}");
+    assert!(o.unregister(buf.as_ptr(), 100).is_err());
+    o.unregister(buf.as_ptr(), 4096).unwrap();
+    assert!(Engine::builder().offload_only(true).build().is_err());
+}
+
+#[test]
+fn a_gpu_offload_copies_exactly_or_says_why_it_cannot() {
+    let gpu = match Offload::gpu(GpuOptions::default()) {
+        Ok(g) => g,
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.contains("GPU offload"), "{msg}");
+            eprintln!("skipping the GPU test: {msg}");
+            return;
+        }
+    };
+    let (r, exact) = registered_batch(gpu, 2, false, (true, true));
+    assert!(exact && r.is_complete(), "{r:?}");
+    assert!(r.offloaded > 0, "{r:?}");
+    let gpu = Offload::gpu(GpuOptions::default()).unwrap();
+    let (r, exact) = registered_batch(gpu, 1, true, (true, false));
+    assert!(exact && r.is_complete() && r.offloaded == 0, "{r:?}");
+}

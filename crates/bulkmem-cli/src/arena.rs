@@ -20,13 +20,6 @@ pub fn prefaulted(len: usize, thp: bool, fill: u8) -> io::Result<Mapping> {
     Ok(m)
 }
 
-/// The CPU the calling thread runs on now.
-pub fn current_cpu() -> usize {
-    // SAFETY: sched_getcpu has no preconditions.
-    let c = unsafe { libc::sched_getcpu() };
-    c.max(0) as usize
-}
-
 /// Reads `buf` one cache line at a time so that, afterwards, the LLC holds
 /// it instead of whatever was measured before (the seeds' eviction pass).
 pub fn evict_through(buf: &Mapping) {

@@ -9,7 +9,6 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use bulkmem::{Hint, Op, Strategy};
 
-use crate::arena;
 use crate::chart;
 use crate::harness::Rounds;
 use crate::info;
@@ -148,7 +147,7 @@ pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
     let online = &bulkmem::cpu::info().topology.online_cpus;
     let mut cpus = match named {
         Some(list) => list.to_vec(),
-        None => vec![arena::current_cpu()],
+        None => vec![bulkmem::placement::current_cpu()],
     };
     if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
         return Err(usage(format!(

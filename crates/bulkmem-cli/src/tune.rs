@@ -659,7 +659,7 @@ mod tests {
             runs: 1,
             quick: true,
         };
-        let cpus = vec![crate::arena::current_cpu()];
+        let cpus = vec![bulkmem::placement::current_cpu()];
         let mut steps = 0;
         let p = measure(&l, &cpus, &mut |_, _, _| steps += 1).unwrap();
         assert_eq!(steps, l.units() + 1);

@@ -147,6 +147,14 @@ pub fn default_threads(t: &Topology, allowed: &[usize]) -> usize {
     cores.min(2 * doms).max(1)
 }
 
+/// The CPU the calling thread runs on now (it may move the next moment,
+/// unless pinned); 0 if the kernel will not say.
+pub fn current_cpu() -> usize {
+    // SAFETY: sched_getcpu has no preconditions and touches no memory.
+    let c = unsafe { libc::sched_getcpu() };
+    usize::try_from(c).unwrap_or(0)
+}
+
 /// Pins the calling thread to `cpu` (sched_setaffinity), so that what it
 /// measures or copies runs where its placement says, and memory it touches
 /// first is allocated on that CPU's node.

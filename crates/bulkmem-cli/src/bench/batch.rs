@@ -627,7 +627,7 @@ mod tests {
         for op in [Op::Copy, Op::Clear] {
             let mut p = plan();
             p.op = op;
-            let mut rows = run(&p, arena::current_cpu(), &mut |_, _, _| {}).unwrap();
+            let mut rows = run(&p, bulkmem::placement::current_cpu(), &mut |_, _, _| {}).unwrap();
             crate::report::add_speedups(&mut rows);
             assert_eq!(
                 rows.len(),

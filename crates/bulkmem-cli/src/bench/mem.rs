@@ -620,7 +620,7 @@ mod tests {
             total: 1 << 20,
             src_node: None,
             dst_node: None,
-            cpus: vec![arena::current_cpu()],
+            cpus: vec![bulkmem::placement::current_cpu()],
             thp: false,
             checked: false,
             named_batches: false,

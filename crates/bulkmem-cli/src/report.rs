@@ -78,6 +78,10 @@ pub struct BatchCell {
     pub layout: &'static str,
     /// Folios in the batch (`total / size`).
     pub count: usize,
+    /// Process CPU time over wall time during the batch (median over runs):
+    /// how much CPU a configuration spends, offload rows included.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_busy: Option<f64>,
 }
 
 impl Row {

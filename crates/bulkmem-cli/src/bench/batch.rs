@@ -21,7 +21,7 @@ use crate::cli::{
     check_memory, check_outputs, measuring_cpus, publish, usage, with_progress, Failure, Measure,
     Output, Style,
 };
-use crate::harness::{fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
+use crate::harness::{cpu_time, fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
 use crate::preflight::{self, eviction_bytes, times, Need};
 use crate::report;
 use crate::report::{pivot, BatchCell, Pivot, Row};
@@ -323,8 +323,12 @@ fn measure_shape(
     check(&ops, &clears, "per-page")?;
 
     // Cell 0 is the per-page baseline, cell i + 1 engine configuration i.
+    // Beside GB/s, each run's CPU time over wall time (warm-up runs too:
+    // the median is over many runs anyway).
+    let mut busy = vec![Vec::new(); engines.len() + 1];
     let stats = interleave(engines.len() + 1, plan.rounds, |i| {
         arena::evict_through(evict);
+        let cpu = cpu_time();
         let t = Instant::now();
         match i {
             0 => baseline(&mut ops, &mut clears),
@@ -332,10 +336,21 @@ fn measure_shape(
                 run_engine(&engines[i - 1].engine, &mut ops, &mut clears)?;
             }
         }
-        Ok(gbps(total, t.elapsed()))
+        let wall = t.elapsed();
+        busy[i].push((cpu_time() - cpu).as_secs_f64() / wall.as_secs_f64().max(1e-9));
+        Ok(gbps(total, wall))
     })?;
+    let busy: Vec<Option<f64>> = busy
+        .iter()
+        .map(|b| Stats::of(b).map(|s| s.median))
+        .collect();
 
-    let row = |strategy: &str, chose: Strategy, threads, placement: &'static str, s: &Stats| Row {
+    let row = |strategy: &str,
+               chose: Strategy,
+               threads,
+               placement: &'static str,
+               s: &Stats,
+               cpu_busy: Option<f64>| Row {
         op: plan.op.name(),
         strategy: strategy.to_string(),
         chose: chose.name().to_string(),
@@ -351,12 +366,20 @@ fn measure_shape(
             placement,
             layout: layout.name(),
             count,
+            cpu_busy,
         }),
         fill: None,
         moved: None,
         migrated: None,
     };
-    let mut rows = vec![row("per-page", Strategy::PerPage, 1, "-", &stats[0])];
+    let mut rows = vec![row(
+        "per-page",
+        Strategy::PerPage,
+        1,
+        "-",
+        &stats[0],
+        busy[0],
+    )];
     for (i, c) in engines.iter().enumerate() {
         rows.push(row(
             &c.label,
@@ -364,6 +387,7 @@ fn measure_shape(
             c.threads,
             c.placement.name(),
             &stats[i + 1],
+            busy[i + 1],
         ));
     }
     Ok(rows)
@@ -401,7 +425,7 @@ pub fn tables(rows: &[Row]) -> Vec<Table> {
                 }
             };
             let col = |r: &Row| format!("{}x{}", batch(r).count, fmt_size(r.size));
-            pivot(
+            let mut t = pivot(
                 rows,
                 Pivot {
                     title: format!(
@@ -412,7 +436,32 @@ pub fn tables(rows: &[Row]) -> Vec<Table> {
                     col: &col,
                     baseline: "per-page",
                 },
-            )
+            );
+            // With copy engines, what the CPU spent is half the story.
+            if rows.iter().any(|r| r.strategy.contains('+')) {
+                let mut busy: Vec<(String, Vec<f64>)> = Vec::new();
+                for r in rows {
+                    let (Some(name), Some(b)) = (row(r), batch(r).cpu_busy) else {
+                        continue;
+                    };
+                    match busy.iter_mut().find(|(n, _)| *n == name) {
+                        Some((_, v)) => v.push(b),
+                        None => busy.push((name, vec![b])),
+                    }
+                }
+                let cells: Vec<String> = busy
+                    .iter()
+                    .map(|(n, v)| {
+                        let s = Stats::or_zero(v);
+                        format!("{n} {}", crate::table::fixed(s.median))
+                    })
+                    .collect();
+                t.notes.push(format!(
+                    "CPU busy (process CPU time / wall time, median over the columns): {}",
+                    cells.join(", ")
+                ));
+            }
+            t
         })
         .collect()
 }

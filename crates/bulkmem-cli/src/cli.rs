@@ -142,7 +142,9 @@ pub fn pick_strategies(op: Op, list: &str) -> Result<(Vec<Strategy>, Vec<String>
 }
 
 /// The CPUs measuring threads pin to: `named` in order, or the current
-/// CPU then every other online one. Pins the caller to the first.
+/// CPU then every other one this process may use (its affinity: taskset,
+/// numactl, cpusets), as the engine's workers do. Pins the caller to the
+/// first.
 pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
     let online = &bulkmem::cpu::info().topology.online_cpus;
     let mut cpus = match named {
@@ -159,7 +161,13 @@ pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
     bulkmem::placement::pin_to(first)
         .map_err(|e| runtime(format!("cannot pin to CPU {first}: {e}")))?;
     if named.is_none() {
-        cpus.extend(online.iter().copied().filter(|&c| c != first));
+        let allowed = bulkmem::engine::allowed_cpus().unwrap_or_else(|| online.clone());
+        cpus.extend(
+            online
+                .iter()
+                .copied()
+                .filter(|&c| c != first && allowed.contains(&c)),
+        );
     }
     Ok(cpus)
 }

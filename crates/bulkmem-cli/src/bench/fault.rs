@@ -14,18 +14,20 @@ use bulkmem::{Engine, Extent};
 use crate::harness::fill_pattern;
 use crate::size::fmt_size;
 
+use std::path::PathBuf;
+
 use clap::Args;
 
 use bulkmem::{Hint, Op, Strategy};
 
 use super::mem::{self, Plan, Regimes};
-use crate::report;
+use crate::report::{self, Row};
 use crate::size;
 use std::path::Path;
 
 use crate::cli::{
     check_memory, check_outputs, measuring_cpus, publish, twice_the_largest, usage, with_progress,
-    Failure, Measure, Output,
+    Failure, Measure, Output, Style,
 };
 
 const PAGE: usize = 4096;
@@ -166,10 +168,13 @@ pub struct FaultArgs {
     no_thp: bool,
     #[command(flatten)]
     out: Output,
+    /// GB/s against size, auto and checked, a panel per regime (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
 pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
-    check_outputs(a.out.json.as_deref(), None)?;
+    check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
     if a.demo < 64 << 10 {
         return Err(usage(
             "--demo must be at least 64K (16 extents of whole pages)",
@@ -201,11 +206,20 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
     report::add_speedups_over(&mut rows, "auto");
+    let style = |r: &Row| {
+        Some((
+            r.strategy.clone(),
+            usize::from(r.strategy == "checked"),
+            false,
+        ))
+    };
     publish(
         &a.out,
         &report::tables_over(&rows, &[], "auto"),
         &rows,
-        None,
+        a.plot
+            .as_deref()
+            .map(|p| (p, "fault", "extent size", &style as Style)),
     )?;
     // The demonstration needs UFFDIO_POISON; its absence is not a failure
     // of the benchmark, only of the demonstration.

@@ -25,10 +25,13 @@ use crate::table::Table;
 
 use crate::migrate_cmd;
 use crate::size;
+use std::path::PathBuf;
+
 use clap::Args;
 
 use crate::cli::{
     check_memory, check_outputs, publish, twice_the_largest, usage, with_progress, Failure, Output,
+    Style,
 };
 
 #[derive(Clone, Debug)]
@@ -265,13 +268,16 @@ pub struct BenchMigrateArgs {
     warmup: u32,
     #[command(flatten)]
     out: Output,
+    /// GB/s against size, a line per strategy, pages and direction (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
 /// The exit code of a bench that had nothing to measure here.
 pub const SKIPPED: u8 = 77;
 
 pub fn cmd(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
-    check_outputs(a.out.json.as_deref(), None)?;
+    check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
     let nodes = bulkmem::numa::Nodes::detect();
     let pair = match a.nodes.as_deref() {
         Some(s) => migrate_cmd::parse_node_flag("--nodes", s, &nodes).map_err(usage)?,
@@ -315,5 +321,28 @@ pub fn cmd(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
         b: pair[1],
     };
     let rows = with_progress(quiet, plan.groups(), |p| run(&plan, p))?;
-    publish(&a.out, &table(&rows), &rows, None)
+    let style = |r: &Row| {
+        let m = r.migrated.as_ref()?;
+        let name = match r.strategy.as_str() {
+            "copy-remap" => format!(
+                "copy-remap {} thr {} {}->{}",
+                r.threads, m.page, m.from, m.to
+            ),
+            s => format!("{s} {} {}->{}", m.page, m.from, m.to),
+        };
+        let color = if r.strategy == "copy-remap" {
+            r.threads
+        } else {
+            0
+        };
+        Some((name, color, m.page == "thp"))
+    };
+    publish(
+        &a.out,
+        &table(&rows),
+        &rows,
+        a.plot
+            .as_deref()
+            .map(|p| (p, "migrate", "bytes migrated", &style as Style)),
+    )
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::size::fmt_size;
+use crate::stats::Stats;
 use crate::table::{fixed, Format, Table};
 
 /// Fields that are measured (or follow from a measurement, like what `auto`
@@ -208,25 +209,9 @@ fn plain(v: &Value) -> String {
     }
 }
 
-/// Median, stdev and samples of a row's `gbps`.
-struct Measured {
-    median: f64,
-    stdev: f64,
-    samples: Vec<f64>,
-}
-
-fn measured(row: &Map<String, Value>) -> Measured {
-    let g = &row["gbps"];
-    let num = |f: &str| g.get(f).and_then(Value::as_f64).unwrap_or(0.0);
-    Measured {
-        median: num("median"),
-        stdev: num("stdev"),
-        samples: g
-            .get("samples")
-            .and_then(Value::as_array)
-            .map(|s| s.iter().filter_map(Value::as_f64).collect())
-            .unwrap_or_default(),
-    }
+/// A row's `gbps` (fields a document lacks read as 0 / no samples).
+fn measured(row: &Map<String, Value>) -> Stats {
+    serde_json::from_value(row["gbps"].clone()).unwrap_or_default()
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,13 +250,6 @@ fn t_critical(df: f64) -> f64 {
     }
 }
 
-fn mean_var(x: &[f64]) -> (f64, f64) {
-    let n = x.len() as f64;
-    let mean = x.iter().sum::<f64>() / n;
-    let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    (mean, var)
-}
-
 /// Welch's t-test at 5%, two-sided: `Some(sign of mean(b) - mean(a))` when
 /// the means differ significantly, `Some(0)` when not, `None` when either
 /// side has fewer than two samples (no variance to test against).
@@ -279,8 +257,9 @@ fn welch(a: &[f64], b: &[f64]) -> Option<i8> {
     if a.len() < 2 || b.len() < 2 {
         return None;
     }
-    let (ma, va) = mean_var(a);
-    let (mb, vb) = mean_var(b);
+    let (a_, b_) = (Stats::of(a)?, Stats::of(b)?);
+    let (ma, va) = (a_.mean, a_.stdev * a_.stdev);
+    let (mb, vb) = (b_.mean, b_.stdev * b_.stdev);
     let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
     let se2 = sa + sb;
     let sign = if mb > ma { 1 } else { -1 };
@@ -293,7 +272,7 @@ fn welch(a: &[f64], b: &[f64]) -> Option<i8> {
     Some(if t.abs() > t_critical(df) { sign } else { 0 })
 }
 
-fn verdict(a: &Measured, b: &Measured, threshold: f64) -> (Option<f64>, Verdict) {
+fn verdict(a: &Stats, b: &Stats, threshold: f64) -> (Option<f64>, Verdict) {
     let ratio = (a.median > 0.0 && b.median.is_finite()).then(|| b.median / a.median);
     let Some(r) = ratio else {
         return (None, Verdict::Unknown);
@@ -475,11 +454,7 @@ mod tests {
 
     #[test]
     fn threshold_gates_small_significant_changes() {
-        let m = |s: &[f64]| Measured {
-            median: crate::stats::Stats::or_zero(s).median,
-            stdev: 0.0,
-            samples: s.to_vec(),
-        };
+        let m = |s: &[f64]| Stats::or_zero(s);
         let a = m(&[10.0, 10.001, 9.999, 10.0]);
         let b = m(&[10.1, 10.101, 10.099, 10.1]);
         assert_eq!(verdict(&a, &b, 0.02).1, Verdict::Same);

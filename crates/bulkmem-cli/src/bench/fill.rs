@@ -43,6 +43,9 @@ pub const STRATEGIES: &[&str] = &[
     "engine",
 ];
 
+/// What the speed-ups are over: a plain per-element copy and patch.
+const BASELINE: &str = "memcpy-patch";
+
 const HOT_MAX: usize = 1 << 20;
 const HOT_BYTES: usize = 64 << 20;
 
@@ -226,13 +229,8 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
             rows.first().map_or(0, |r| r.runs)
         ),
         &col,
-        "memcpy-patch",
+        BASELINE,
     )
-}
-
-/// Fills `speedup` relative to `memcpy-patch` of the same element and size.
-pub fn add_speedups(rows: &mut [Row]) {
-    crate::report::add_speedups_over(rows, "memcpy-patch")
 }
 
 #[derive(Args)]
@@ -287,7 +285,7 @@ pub fn cmd(a: FillArgs, quiet: bool) -> Result<(), Failure> {
     };
     measuring_cpus(None)?;
     let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, p))?;
-    add_speedups(&mut rows);
+    crate::report::add_speedups_over(&mut rows, BASELINE);
     let style = |r: &Row| {
         let el = r.fill.as_ref()?.element;
         let color = STRATEGIES
@@ -327,7 +325,7 @@ mod tests {
         plan64.elements = vec![64];
         plan64.sizes = vec![64 << 10, 2 << 20];
         let mut rows = run(&plan64, &mut |_, _, _| {}).unwrap();
-        add_speedups(&mut rows);
+        crate::report::add_speedups_over(&mut rows, BASELINE);
         assert_eq!(rows.len(), 2 * STRATEGIES.len());
         for r in &rows {
             assert!(r.gbps.median > 0.0, "{r:?}");

@@ -136,19 +136,30 @@ impl Job<'_> {
 
     /// The pieces of the stream from (r0, o0) up to (r1, o1), for a channel.
     fn pieces(&self, r0: usize, o0: usize, r1: usize, o1: usize) -> Vec<Piece> {
-        let last = r1.min(self.runs.len().saturating_sub(1));
-        (r0..=last)
-            .filter_map(|i| {
-                let run = self.runs[i];
-                let from = if i == r0 { o0 } else { 0 };
-                let to = if i == r1 { o1 } else { run.len };
-                (to > from).then(|| Piece {
-                    dst: run.dst as usize + from,
-                    src: run.src as usize + from,
-                    len: to - from,
-                })
+        self.spans(r0, o0, r1, o1)
+            .map(|(i, from, to)| Piece {
+                dst: self.runs[i].dst as usize + from,
+                src: self.runs[i].src as usize + from,
+                len: to - from,
             })
             .collect()
+    }
+
+    /// The non-empty `(run, from, to)` spans of the stream from (r0, o0) up
+    /// to (r1, o1): what one chunk covers.
+    fn spans(
+        &self,
+        r0: usize,
+        o0: usize,
+        r1: usize,
+        o1: usize,
+    ) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let last = r1.min(self.runs.len().saturating_sub(1));
+        (r0..=last).filter_map(move |i| {
+            let from = if i == r0 { o0 } else { 0 };
+            let to = if i == r1 { o1 } else { self.runs[i].len };
+            (to > from).then_some((i, from, to))
+        })
     }
 
     fn work_with(&self, run_chunk: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
@@ -203,14 +214,8 @@ impl Job<'_> {
 
     /// Runs the kernel over the stream from (r0, o0) up to (r1, o1).
     fn execute(&self, r0: usize, o0: usize, r1: usize, o1: usize) {
-        let last = r1.min(self.runs.len().saturating_sub(1));
-        for i in r0..=last {
+        for (i, from, to) in self.spans(r0, o0, r1, o1) {
             let run = self.runs[i];
-            let from = if i == r0 { o0 } else { 0 };
-            let to = if i == r1 { o1 } else { run.len };
-            if to <= from {
-                continue;
-            }
             // The kernel is unfenced: `work` drains after the chunk.
             // SAFETY: [from, to) lies in run i, validated (or borrowed) by the
             // submitter, who waits for the job; the kernel suits this CPU.

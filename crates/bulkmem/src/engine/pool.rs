@@ -158,10 +158,9 @@ fn worker_loop(shared: &Shared) {
             seen = slot.generation;
             slot.job
         };
-        // SAFETY: the submitter keeps the job (and the reference to it that
-        // `job` points at) alive until every worker has decremented `active`
-        // below, published it with this generation, and this worker does not
-        // touch it after that.
+        // SAFETY: the submitter published the job with this generation and
+        // keeps it alive until every worker has decremented `active` below;
+        // this worker does not touch it after that.
         let job: Work<'_> = unsafe { *(job as *const Work<'_>) };
         job();
         let mut slot = lock(&shared.slot);

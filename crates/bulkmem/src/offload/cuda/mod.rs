@@ -285,10 +285,9 @@ impl GpuChannel {
                 let r = unsafe { (drv.stream_wait_event)(self.h2d, drained, 0) };
                 drv.check(r, "cuStreamWaitEvent(h2d)")?;
             }
-            // SAFETY: `src` is readable for the slice (inside its piece, the
-            // caller's contract) and stays so until the streams are
-            // synchronized before `copy` returns; `buf` holds `staging`
-            // bytes and `s.len <= staging`.
+            // SAFETY: `src` is readable for the slice (the caller's contract)
+            // until the streams are synchronized before `copy` returns; `buf`
+            // holds `staging` bytes and `s.len <= staging`.
             let r = unsafe { (drv.memcpy_htod_async)(buf, src, s.len, self.h2d) };
             drv.check(r, "cuMemcpyHtoDAsync_v2")?;
             // SAFETY: live handles of this channel.

@@ -11,7 +11,6 @@ use bulkmem::{Hint, Op, Strategy};
 
 use crate::chart;
 use crate::harness::Rounds;
-use crate::info;
 use crate::preflight::{self, times, Need};
 use crate::report::{self, Row};
 use crate::size::fmt_size;
@@ -154,7 +153,7 @@ pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
     if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
         return Err(usage(format!(
             "--cpus: {bad} is not an online CPU (online: {})",
-            info::cpu_list(online)
+            bulkmem::topology::format_cpu_list(online)
         )));
     }
     let first = cpus[0];
@@ -178,26 +177,7 @@ pub struct CpuList(pub Vec<usize>);
 
 /// A CPU list in numactl/sysfs syntax: `0-3,8,10-11`.
 pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    let mut cpus = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |t: &str| {
-            t.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("'{t}' in '{s}' is not a CPU number"))
-        };
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (num(a)?, num(b)?),
-            None => (num(part)?, num(part)?),
-        };
-        if lo > hi {
-            return Err(format!("'{part}': the range runs backwards"));
-        }
-        for c in lo..=hi {
-            if !cpus.contains(&c) {
-                cpus.push(c);
-            }
-        }
-    }
+    let cpus = bulkmem::topology::parse_cpu_list(s)?;
     if cpus.is_empty() {
         return Err("no CPUs named".into());
     }
@@ -206,11 +186,8 @@ pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
 
 /// `copy` or `clear`.
 pub fn parse_op(s: &str) -> Result<Op, String> {
-    match s {
-        "copy" => Ok(Op::Copy),
-        "clear" => Ok(Op::Clear),
-        _ => Err(format!("'{s}': expected copy or clear")),
-    }
+    s.parse()
+        .map_err(|e: bulkmem::ParseNameError| e.to_string())
 }
 
 pub fn progress_bar(quiet: bool, len: usize) -> ProgressBar {

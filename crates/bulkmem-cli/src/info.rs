@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use bulkmem::topology::CacheKind;
+use bulkmem::topology::{format_cpu_list, CacheKind};
 use bulkmem::{auto, Hint, Machine, Op, Request, Strategy};
 
 use crate::report;
@@ -279,25 +279,6 @@ fn gib(bytes: u64) -> String {
     format!("{:.1}G", bytes as f64 / (1u64 << 30) as f64)
 }
 
-/// Compact CPU list: `0-3,8`.
-pub fn cpu_list(cpus: &[usize]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            cpus[i].to_string()
-        } else {
-            format!("{}-{}", cpus[i], cpus[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
-}
-
 pub fn json() -> String {
     serde_json::to_string_pretty(&gather()).expect("info serialises")
 }
@@ -341,7 +322,7 @@ pub fn text() -> String {
                 "L{}{k} {} (CPUs {})",
                 c.level,
                 fmt_size(c.size),
-                cpu_list(&c.shared_cpus)
+                format_cpu_list(&c.shared_cpus)
             )
         })
         .collect();
@@ -354,7 +335,7 @@ pub fn text() -> String {
     let domains: Vec<String> = info
         .llc_domains
         .iter()
-        .map(|d| format!("[{}]", cpu_list(d)))
+        .map(|d| format!("[{}]", format_cpu_list(d)))
         .collect();
     let _ = writeln!(
         o,
@@ -367,7 +348,7 @@ pub fn text() -> String {
         let _ = writeln!(
             o,
             "affinity:    this process may use CPUs {} (of {} online): the engine's workers stay there",
-            cpu_list(&info.allowed_cpus),
+            format_cpu_list(&info.allowed_cpus),
             info.machine.cpus
         );
     } else {
@@ -382,7 +363,7 @@ pub fn text() -> String {
             } else {
                 String::new()
             };
-            format!("node{} [{}]{mem}", n.id, cpu_list(&n.cpus))
+            format!("node{} [{}]{mem}", n.id, format_cpu_list(&n.cpus))
         })
         .collect();
     let _ = writeln!(
@@ -460,7 +441,7 @@ pub fn text() -> String {
                 "             (measured with --quick: fewer sizes and runs)"
             );
         }
-        for line in crate::tune::summary(profile) {
+        for line in bulkmem::auto::calibrate::summary(profile) {
             let _ = writeln!(o, "             {line}");
         }
     } else {
@@ -536,13 +517,6 @@ pub fn cmd(a: InfoArgs) -> Result<(), crate::cli::Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists_compress_ranges() {
-        assert_eq!(cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(cpu_list(&[]), "");
-        assert_eq!(cpu_list(&[5]), "5");
-    }
 
     #[test]
     fn json_lists_every_strategy_and_a_batch_choice() {

@@ -1,38 +1,14 @@
 //! Sizes on the command line and in tables: `4K`, `2M`, `1G` (powers of
 //! two), plain byte counts, and their short human form.
 
-/// Parses one size such as `4K`, `2m`, `256M`, `1G`, `4KiB` or `4096`.
+/// Parses one size such as `4K`, `2m`, `256M`, `1G`, `4KiB` or `4096`
+/// (`bulkmem::parse_bytes`, the project's one byte-count parser); sizes on
+/// the command line must be greater than zero.
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, suffix) = t.split_at(digits_end);
-    if num.is_empty() {
-        return Err(format!(
-            "size '{s}' does not start with a number (e.g. 4K, 2M, 1G)"
-        ));
+    match bulkmem::parse_bytes(s)? {
+        0 => Err(format!("size '{s}' must be greater than zero")),
+        n => Ok(n),
     }
-    let shift = match suffix.to_ascii_uppercase().as_str() {
-        "" | "B" => 0,
-        "K" | "KB" | "KIB" => 10,
-        "M" | "MB" | "MIB" => 20,
-        "G" | "GB" | "GIB" => 30,
-        "T" | "TB" | "TIB" => 40,
-        _ => {
-            return Err(format!(
-                "size '{s}' has unknown suffix '{suffix}' (use K, M, G or T)"
-            ))
-        }
-    };
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("size '{s}' is too large"))?;
-    let bytes = n
-        .checked_mul(1usize << shift)
-        .ok_or_else(|| format!("size '{s}' is too large"))?;
-    if bytes == 0 {
-        return Err(format!("size '{s}' must be greater than zero"));
-    }
-    Ok(bytes)
 }
 
 /// The shortest exact form: `4K`, `2M`, `1G`, or the byte count.

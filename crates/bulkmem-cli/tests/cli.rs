@@ -474,7 +474,7 @@ fn bad_overrides_warn_once_and_are_ignored() {
         "{err}"
     );
     assert!(
-        err.contains("'avx3'") && err.contains("BULKMEM_NT_THRESHOLD=\"lots\""),
+        err.contains("'avx3'") && err.contains("BULKMEM_NT_THRESHOLD: size 'lots'"),
         "{err}"
     );
     let out = stdout(&o);

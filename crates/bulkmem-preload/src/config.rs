@@ -90,10 +90,8 @@ fn bytes(
 ) -> usize {
     match get(name) {
         None => default,
-        Some(v) => bulkmem::auto::parse_bytes(&v).unwrap_or_else(|| {
-            warnings.push(format!(
-                "{name}={v:?} is not a byte count (e.g. 1M); ignored"
-            ));
+        Some(v) => bulkmem::parse_bytes(&v).unwrap_or_else(|why| {
+            warnings.push(format!("{name}: {why}; ignored"));
             default
         }),
     }

@@ -161,7 +161,7 @@ fn stats_name_every_path_and_the_process() {
             ("BULKMEM_PRELOAD_THREADS", "0"),
         ],
     );
-    assert!(out.contains("BULKMEM_PRELOAD_MIN=\"lots\""), "{out}");
+    assert!(out.contains("BULKMEM_PRELOAD_MIN: size 'lots'"), "{out}");
     assert!(out.contains("BULKMEM_PRELOAD_THREADS=\"0\""), "{out}");
     assert_all_passed(&out, "test_semantics with bad settings");
 }

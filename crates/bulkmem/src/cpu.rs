@@ -38,7 +38,27 @@ impl Vendor {
 }
 
 macro_rules! features {
-    ($( $(#[$doc:meta])* $field:ident = $name:literal ),* $(,)?) => {
+    ($( $(#[$doc:meta])* $variant:ident $field:ident = $name:literal ),* $(,)?) => {
+        /// One feature of [`Features`], by name: what a strategy needs
+        /// (generated with `Features` from one list, so the two cannot
+        /// drift apart).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Feature {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl Feature {
+            /// Every feature, in `Features::names` order.
+            pub const ALL: &'static [Feature] = &[$(Feature::$variant),*];
+
+            /// The name `BULKMEM_DISABLE`, profiles and `bulkmem info` use.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $( Feature::$variant => $name, )*
+                }
+            }
+        }
+
         /// Instruction-set features relevant to bulk copy and clear.
         ///
         /// AVX2/AVX-512 are only reported when the OS also saves their
@@ -59,6 +79,13 @@ macro_rules! features {
                 v
             }
 
+            /// Whether `feature` is present.
+            pub const fn has(&self, feature: Feature) -> bool {
+                match feature {
+                    $( Feature::$variant => self.$field, )*
+                }
+            }
+
             /// Turns off the named feature; `false` if the name is unknown.
             pub fn disable(&mut self, name: &str) -> bool {
                 match name {
@@ -72,29 +99,29 @@ macro_rules! features {
 
 features! {
     /// Enhanced REP MOVSB/STOSB: byte-granular string ops run at full speed.
-    erms = "erms",
+    Erms erms = "erms",
     /// Fast short REP MOVSB: no start-up penalty for short copies.
-    fsrm = "fsrm",
+    Fsrm fsrm = "fsrm",
     /// Fast zero-length REP MOVSB.
-    fzrm = "fzrm",
+    Fzrm fzrm = "fzrm",
     /// Fast short REP STOSB.
-    fsrs = "fsrs",
+    Fsrs fsrs = "fsrs",
     /// Fast short REP CMPSB/SCASB.
-    fsrc = "fsrc",
+    Fsrc fsrc = "fsrc",
     /// 256-bit AVX2 integer vectors (with OS support for YMM state).
-    avx2 = "avx2",
+    Avx2 avx2 = "avx2",
     /// AVX-512 Foundation (with OS support for ZMM and mask state).
-    avx512f = "avx512f",
+    Avx512f avx512f = "avx512f",
     /// AVX-512 byte and word instructions: the masked byte loads and stores
     /// of the AVX-512 kernels' heads and tails.
-    avx512bw = "avx512bw",
+    Avx512bw avx512bw = "avx512bw",
     /// AMD CLZERO: zero one cache line without reading it.
-    clzero = "clzero",
+    Clzero clzero = "clzero",
     /// 64-byte direct store (Intel).
-    movdir64b = "movdir64b",
+    Movdir64b movdir64b = "movdir64b",
     /// Linux's judgement that REP string ops are good here (/proc/cpuinfo
     /// `rep_good`); informational, CPUID has no such bit.
-    rep_good = "rep_good",
+    RepGood rep_good = "rep_good",
 }
 
 /// Everything bulkmem knows about the machine it runs on.
@@ -163,7 +190,7 @@ pub fn info() -> &'static CpuInfo {
         let mut features = raw.features;
         let mut disabled = Vec::new();
         let mut unknown_disabled = Vec::new();
-        if let Ok(list) = std::env::var("BULKMEM_DISABLE") {
+        if let Some(list) = crate::environment::var("BULKMEM_DISABLE") {
             for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 let name = name.to_ascii_lowercase();
                 let was_on = features.names().contains(&name.as_str());

@@ -7,7 +7,7 @@
 //! the enum's order: a compile-time check holds them together) and one
 //! kernel file under `kernels/` (see docs/design.md, "Strategies").
 
-use crate::cpu::{self, Features};
+use crate::cpu::{self, Feature, Features};
 use crate::kernels::{libc_mem, per_page, portable, ClearFn, CopyFn};
 use crate::strategy::{Op, Strategy};
 
@@ -17,7 +17,7 @@ use crate::kernels::{avx2, avx512, clzero, rep};
 use crate::mc::{clear_mc, copy_mc, McClear, McCopy};
 
 // The x86-only kernels stand behind this macro: elsewhere the row keeps its
-// shape with `$other`, and the feature list (which includes `X86_64`) keeps
+// shape with `$other`, and `x86_only` keeps
 // the kernel from ever being handed out.
 #[cfg(target_arch = "x86_64")]
 macro_rules! x86 {
@@ -36,38 +36,6 @@ macro_rules! x86 {
 pub(crate) type McCopy = ();
 #[cfg(not(target_arch = "x86_64"))]
 pub(crate) type McClear = ();
-
-/// A CPU feature a strategy needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Needs {
-    X86_64,
-    Avx2,
-    Avx512f,
-    Avx512bw,
-    Clzero,
-}
-
-impl Needs {
-    pub(crate) const fn name(self) -> &'static str {
-        match self {
-            Needs::X86_64 => "x86_64",
-            Needs::Avx2 => "avx2",
-            Needs::Avx512f => "avx512f",
-            Needs::Avx512bw => "avx512bw",
-            Needs::Clzero => "clzero",
-        }
-    }
-
-    fn present(self, f: &Features) -> bool {
-        match self {
-            Needs::X86_64 => cfg!(target_arch = "x86_64"),
-            Needs::Avx2 => f.avx2,
-            Needs::Avx512f => f.avx512f,
-            Needs::Avx512bw => f.avx512bw,
-            Needs::Clzero => f.clzero,
-        }
-    }
-}
 
 /// The fault-surviving form of one operation of a strategy.
 pub(crate) struct Checked<F: 'static> {
@@ -94,7 +62,9 @@ pub(crate) struct Descriptor {
     /// The CLI's and the JSON's name; never changes.
     pub name: &'static str,
     /// CPU features, all of which must be present.
-    pub needs: &'static [Needs],
+    pub needs: &'static [Feature],
+    /// Only x86-64 runs it (string instructions, x86 vector kernels).
+    pub x86_only: bool,
     /// Stores bypass the cache (so the kernel ends with a store fence).
     pub non_temporal: bool,
     pub copy: Option<Kernels<CopyFn, McCopy>>,
@@ -143,6 +113,7 @@ const ROWS: &[Descriptor] = &[
         strategy: Strategy::Auto,
         name: "auto",
         needs: &[],
+        x86_only: false,
         non_temporal: false,
         copy: None,
         clear: None,
@@ -151,6 +122,7 @@ const ROWS: &[Descriptor] = &[
         strategy: Strategy::PerPage,
         name: "per-page",
         needs: &[],
+        x86_only: false,
         non_temporal: false,
         copy: temporal(per_page::copy, like(COPY_BASE)),
         clear: temporal(per_page::clear, like(CLEAR_BASE)),
@@ -158,7 +130,8 @@ const ROWS: &[Descriptor] = &[
     Descriptor {
         strategy: Strategy::RepMovsq,
         name: "rep-movsq",
-        needs: &[Needs::X86_64],
+        needs: &[],
+        x86_only: true,
         non_temporal: false,
         copy: temporal(
             x86!(rep::copy_movsq, portable::copy),
@@ -176,7 +149,8 @@ const ROWS: &[Descriptor] = &[
     Descriptor {
         strategy: Strategy::RepMovsb,
         name: "rep-movsb",
-        needs: &[Needs::X86_64],
+        needs: &[],
+        x86_only: true,
         non_temporal: false,
         copy: temporal(
             x86!(rep::copy_movsb, portable::copy),
@@ -194,7 +168,8 @@ const ROWS: &[Descriptor] = &[
     Descriptor {
         strategy: Strategy::RepStosq,
         name: "rep-stosq",
-        needs: &[Needs::X86_64],
+        needs: &[],
+        x86_only: true,
         non_temporal: false,
         copy: None,
         clear: temporal(x86!(rep::clear_stosq, portable::clear), like(CLEAR_BASE)),
@@ -202,7 +177,8 @@ const ROWS: &[Descriptor] = &[
     Descriptor {
         strategy: Strategy::RepStosb,
         name: "rep-stosb",
-        needs: &[Needs::X86_64],
+        needs: &[],
+        x86_only: true,
         non_temporal: false,
         copy: None,
         clear: temporal(
@@ -221,6 +197,7 @@ const ROWS: &[Descriptor] = &[
         strategy: Strategy::Libc,
         name: "libc",
         needs: &[],
+        x86_only: false,
         non_temporal: false,
         copy: temporal(libc_mem::copy, like(&[Strategy::RepMovsb])),
         clear: temporal(libc_mem::clear, like(CLEAR_BASE)),
@@ -228,7 +205,8 @@ const ROWS: &[Descriptor] = &[
     Descriptor {
         strategy: Strategy::Avx2,
         name: "avx2",
-        needs: &[Needs::Avx2],
+        needs: &[Feature::Avx2],
+        x86_only: true,
         non_temporal: false,
         copy: temporal(
             x86!(avx2::copy, portable::copy),
@@ -246,7 +224,8 @@ const ROWS: &[Descriptor] = &[
     Descriptor {
         strategy: Strategy::Avx2Nt,
         name: "avx2-nt",
-        needs: &[Needs::Avx2],
+        needs: &[Feature::Avx2],
+        x86_only: true,
         non_temporal: true,
         copy: streaming(
             x86!(avx2::copy_nt, portable::copy),
@@ -276,7 +255,8 @@ const ROWS: &[Descriptor] = &[
     Descriptor {
         strategy: Strategy::Avx512,
         name: "avx512",
-        needs: &[Needs::Avx512f, Needs::Avx512bw],
+        needs: &[Feature::Avx512f, Feature::Avx512bw],
+        x86_only: true,
         non_temporal: false,
         copy: temporal(
             x86!(avx512::copy, portable::copy),
@@ -294,7 +274,8 @@ const ROWS: &[Descriptor] = &[
     Descriptor {
         strategy: Strategy::Avx512Nt,
         name: "avx512-nt",
-        needs: &[Needs::Avx512f, Needs::Avx512bw],
+        needs: &[Feature::Avx512f, Feature::Avx512bw],
+        x86_only: true,
         non_temporal: true,
         copy: streaming(
             x86!(avx512::copy_nt, portable::copy),
@@ -310,7 +291,8 @@ const ROWS: &[Descriptor] = &[
     Descriptor {
         strategy: Strategy::Clzero,
         name: "clzero",
-        needs: &[Needs::Clzero],
+        needs: &[Feature::Clzero],
+        x86_only: true,
         non_temporal: true,
         copy: None,
         clear: streaming(
@@ -323,6 +305,7 @@ const ROWS: &[Descriptor] = &[
         strategy: Strategy::Portable,
         name: "portable",
         needs: &[],
+        x86_only: false,
         non_temporal: false,
         copy: temporal(portable::copy, like(COPY_VECTOR)),
         clear: temporal(portable::clear, like(CLEAR_BASE)),
@@ -352,7 +335,10 @@ pub(crate) fn row(s: Strategy) -> &'static Descriptor {
 impl Descriptor {
     /// The first feature in `needs` that `f` lacks.
     pub(crate) fn missing(&self, f: &Features) -> Option<&'static str> {
-        self.needs.iter().find(|n| !n.present(f)).map(|n| n.name())
+        if self.x86_only && !cfg!(target_arch = "x86_64") {
+            return Some("x86_64");
+        }
+        self.needs.iter().find(|n| !f.has(**n)).map(|n| n.name())
     }
 
     pub(crate) fn implements(&self, op: Op) -> bool {
@@ -363,6 +349,7 @@ impl Descriptor {
     }
 
     /// Whether it has a checked routine of its own for `op`.
+    #[cfg(test)]
     pub(crate) fn checked(&self, op: Op) -> bool {
         match op {
             Op::Copy => self.copy.as_ref().is_some_and(|k| k.checked.own.is_some()),
@@ -554,7 +541,7 @@ mod tests {
                 let list = d.stand_ins(op);
                 let last = *list.last().unwrap_or_else(|| panic!("{} {op}", d.name));
                 assert!(row(last).checked(op), "{} {op}: {last}", d.name);
-                assert_eq!(row(last).needs, &[Needs::X86_64], "{} {op}", d.name);
+                assert!(row(last).needs.is_empty(), "{} {op}", d.name);
                 for s in list {
                     assert!(row(*s).checked(op), "{} {op}: {s} is not checked", d.name);
                 }

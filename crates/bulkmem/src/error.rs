@@ -130,6 +130,13 @@ pub enum Error {
         /// Whether the original memory is unchanged.
         intact: bool,
     },
+    /// Calibration (`auto::calibrate`) could not measure: a buffer could
+    /// not be mapped, or a strategy wrote wrong bytes (its numbers would
+    /// be meaningless).
+    Calibration {
+        /// What went wrong, in words.
+        what: String,
+    },
     /// The kernel lacks something asked for (`what`: a system call, a
     /// feature, or an operation on a kind of memory), e.g. `UFFDIO_MOVE`
     /// before Linux 6.8.
@@ -187,6 +194,7 @@ impl fmt::Display for Error {
                 "a destination of {dst} bytes is not a whole number of {template}-byte templates"
             ),
             Error::Config(what) => write!(f, "engine: {what}"),
+            Error::Calibration { what } => write!(f, "calibration failed: {what}"),
             Error::WorkerPanicked { message, report } => write!(
                 f,
                 "a callback panicked in the engine ({message}); extents 0..{} are complete",

@@ -165,6 +165,22 @@ fn conflicts(
     false
 }
 
+/// The first `(dst, src)` pair whose lengths differ, as an error.
+pub(crate) fn check_lengths(ops: &[(&mut [u8], &[u8])]) -> Result<(), Error> {
+    match ops
+        .iter()
+        .enumerate()
+        .find(|(_, (d, s))| d.len() != s.len())
+    {
+        Some((index, (d, s))) => Err(Error::LengthMismatch {
+            index: Some(index),
+            dst: d.len(),
+            src: s.len(),
+        }),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,9 +15,9 @@
 
 use std::marker::PhantomData;
 
-use crate::auto::{Machine, NT_MIN_RUN, STREAM_FACTOR};
+use crate::auto;
 use crate::error::Error;
-use crate::handle;
+use crate::handle::Kernel;
 use crate::kernels::{self, CopyFn};
 use crate::strategy::{Hint, Strategy};
 
@@ -42,49 +42,26 @@ pub fn check(dst_len: usize, template_len: usize) -> Result<usize, Error> {
     Ok(dst_len / template_len)
 }
 
-/// How a fill stores: the non-temporal copy kernel, or temporal stores.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Ordinary stores through the cache (elements built in place).
-    Temporal,
-    /// Streams windows with this unfenced non-temporal copy kernel.
-    Stream(Strategy),
+pub use crate::auto::FillMode as Mode;
+
+/// A decided fill: the mode reports show, and the CPU-checked kernel that
+/// streams its windows (`None`: temporal stores).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Store {
+    mode: Mode,
+    nt: Option<Kernel>,
 }
 
-impl Mode {
-    /// The strategy name reports use: the NT kernel, or `Temporal`'s
-    /// stand-in `Libc` (element copies go through `copy_from_slice`).
-    pub fn strategy(self) -> Strategy {
-        match self {
-            Mode::Temporal => Strategy::Libc,
-            Mode::Stream(s) => s,
-        }
+impl Store {
+    /// What the policy picks for filling `len` bytes with `hint`.
+    fn auto(len: usize, hint: Hint) -> Store {
+        let (mode, nt) = auto::fill(len, hint);
+        Store { mode, nt }
     }
 
+    /// The unfenced streaming kernel, if the fill streams.
     fn kernel(self) -> Option<CopyFn> {
-        match self {
-            Mode::Temporal => None,
-            Mode::Stream(s) => Some(handle::copy_fn_unfenced(s)),
-        }
-    }
-}
-
-/// The mode `auto` picks for filling `len` bytes with `hint`: stream when
-/// told to or when the region is at least [`STREAM_FACTOR`] x one thread's
-/// share of the LLC (as `auto` does for copies), and
-/// only where a non-temporal kernel exists.
-pub fn choose(m: &Machine, len: usize, hint: Hint) -> Mode {
-    let stream = match hint {
-        Hint::Reuse => false,
-        Hint::Stream => len >= NT_MIN_RUN,
-        Hint::Auto => len >= STREAM_FACTOR.saturating_mul(m.llc_share()),
-    };
-    let f = &m.features;
-    match () {
-        _ if !stream => Mode::Temporal,
-        _ if f.avx2 => Mode::Stream(Strategy::Avx2Nt),
-        _ if f.avx512f && f.avx512bw => Mode::Stream(Strategy::Avx512Nt),
-        _ => Mode::Temporal,
+        self.nt.map(|k| k.copy_fn(false))
     }
 }
 
@@ -98,12 +75,21 @@ pub fn fill(dst: &mut [u8], template: &[u8]) -> Result<Mode, Error> {
 /// As [`fill`], telling `auto` whether the region will be read soon.
 pub fn fill_hint(dst: &mut [u8], template: &[u8], hint: Hint) -> Result<Mode, Error> {
     check(dst.len(), template.len())?;
-    let mode = choose(Machine::this(), dst.len(), hint);
-    // SAFETY: `dst` is a valid exclusive slice; the mode's kernel was chosen
-    // from this CPU's features.
-    unsafe { fill_range(dst.as_mut_ptr(), dst.len(), template, 0, mode, &mut NoPatch) };
-    drain_if_streamed(mode);
-    Ok(mode)
+    let store = Store::auto(dst.len(), hint);
+    // SAFETY: `dst` is a valid exclusive slice; the store's kernel was
+    // checked against this CPU.
+    unsafe {
+        fill_range(
+            dst.as_mut_ptr(),
+            dst.len(),
+            template,
+            0,
+            store,
+            &mut NoPatch,
+        )
+    };
+    drain_if_streamed(store);
+    Ok(store.mode)
 }
 
 /// Repeats `template` across `dst`, letting `patch(index, element)` edit
@@ -126,7 +112,7 @@ pub fn fill_with_hint<P: FnMut(usize, &mut [u8])>(
     mut patch: P,
 ) -> Result<Mode, Error> {
     check(dst.len(), template.len())?;
-    let mode = choose(Machine::this(), dst.len(), hint);
+    let store = Store::auto(dst.len(), hint);
     // SAFETY: as in fill_hint.
     unsafe {
         fill_range(
@@ -134,18 +120,18 @@ pub fn fill_with_hint<P: FnMut(usize, &mut [u8])>(
             dst.len(),
             template,
             0,
-            mode,
+            store,
             &mut Patcher(&mut patch),
         )
     };
-    drain_if_streamed(mode);
-    Ok(mode)
+    drain_if_streamed(store);
+    Ok(store.mode)
 }
 
 /// The closing fence, only where non-temporal stores were issued (temporal
 /// stores are already ordered; the fence cost 5% on 16 KiB fills).
-fn drain_if_streamed(mode: Mode) {
-    if mode != Mode::Temporal {
+fn drain_if_streamed(store: Store) {
+    if store.nt.is_some() {
         kernels::drain();
     }
 }
@@ -210,18 +196,18 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 ///
 /// # Safety
 /// `dst` writable for `len` bytes and not accessed by anyone else meanwhile;
-/// `len` a multiple of `template.len() > 0`; the mode's kernel runs here.
-pub unsafe fn fill_range<P: Patch>(
+/// `len` a multiple of `template.len() > 0`.
+pub(crate) unsafe fn fill_range<P: Patch>(
     dst: *mut u8,
     len: usize,
     template: &[u8],
     first: usize,
-    mode: Mode,
+    store: Store,
     patch: &mut P,
 ) {
     let l = template.len();
     let count = len / l;
-    let Some(kernel) = mode.kernel() else {
+    let Some(kernel) = store.kernel() else {
         // Temporal: build elements in place; without a patch, copy the
         // growing filled prefix onto the rest (log2(count) calls).
         // SAFETY: the caller guarantees `dst..dst+len` is ours.
@@ -282,7 +268,7 @@ pub unsafe fn fill_range<P: Patch>(
 /// caller needs neither the modes nor the patch machinery.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Plan {
-    mode: Mode,
+    store: Store,
     element: usize,
 }
 
@@ -292,14 +278,14 @@ impl Plan {
     pub(crate) fn new(dst_len: usize, template_len: usize, hint: Hint) -> Result<Plan, Error> {
         check(dst_len, template_len)?;
         Ok(Plan {
-            mode: choose(Machine::this(), dst_len, hint),
+            store: Store::auto(dst_len, hint),
             element: template_len,
         })
     }
 
     /// The strategy name reports use ([`Mode::strategy`]).
     pub(crate) fn strategy(self) -> Strategy {
-        self.mode.strategy()
+        self.store.mode.strategy()
     }
 
     /// Pieces must start and end on multiples of this: whole staging
@@ -317,7 +303,7 @@ impl Plan {
     /// the template length this plan was made for; run on this machine.
     pub(crate) unsafe fn run(self, dst: *mut u8, len: usize, template: &[u8], first: usize) {
         // SAFETY: forwarded contract.
-        unsafe { fill_range(dst, len, template, first, self.mode, &mut NoPatch) }
+        unsafe { fill_range(dst, len, template, first, self.store, &mut NoPatch) }
     }
 
     /// As [`Plan::run`], applying `patch(index, element)` to every element
@@ -334,7 +320,7 @@ impl Plan {
         patch: &mut P,
     ) {
         // SAFETY: forwarded contract.
-        unsafe { fill_range(dst, len, template, first, self.mode, &mut Patcher(patch)) }
+        unsafe { fill_range(dst, len, template, first, self.store, &mut Patcher(patch)) }
     }
 }
 
@@ -377,9 +363,8 @@ fn build<P: Patch>(out: &mut [u8], template: &[u8], first: usize, patch: &mut P,
         }
         return;
     }
-    // Not `copy_from_slice`: glibc's memcpy uses `rep movsb` from 2 KiB on,
-    // and interleaved with the window's non-temporal stores that ran at 17
-    // GB/s against 39 with a vector loop (4 KiB templates, Zen 5).
+    // Not `copy_from_slice`: glibc's memcpy uses `rep movsb` from 2 KiB on
+    // (see `auto::element_copy`).
     let copy = element_copy();
     for (i, e) in out.chunks_exact_mut(template.len()).enumerate() {
         // SAFETY: `e` and `template` have the same length and cannot
@@ -389,15 +374,10 @@ fn build<P: Patch>(out: &mut [u8], template: &[u8], first: usize, patch: &mut P,
     }
 }
 
-/// A temporal vector copy for assembling elements (never `rep movs`).
+/// The temporal vector copy elements are assembled with (the policy's
+/// pick, never `rep movs`).
 fn element_copy() -> CopyFn {
-    let f = &Machine::this().features;
-    let s = if f.avx2 {
-        Strategy::Avx2
-    } else {
-        Strategy::Portable
-    };
-    handle::copy_fn(s)
+    auto::element_copy().copy_fn(true)
 }
 
 #[inline(always)]
@@ -421,7 +401,7 @@ fn build_fixed<const N: usize, P: Patch>(
 /// the writer drains. A writer belongs to the thread that made it (the
 /// fence orders that thread's stores), so it is neither `Send` nor `Sync`.
 pub struct NtWriter {
-    mode: Mode,
+    store: Store,
     dirty: bool,
     _thread_bound: PhantomData<*const ()>,
 }
@@ -437,7 +417,7 @@ impl NtWriter {
     /// stores where it has none, which need no drain).
     pub fn new() -> NtWriter {
         NtWriter {
-            mode: choose(Machine::this(), usize::MAX, Hint::Stream),
+            store: Store::auto(usize::MAX, Hint::Stream),
             dirty: false,
             _thread_bound: PhantomData,
         }
@@ -445,7 +425,7 @@ impl NtWriter {
 
     /// How this writer stores: chosen once, when it was made.
     pub fn mode(&self) -> Mode {
-        self.mode
+        self.store.mode
     }
 
     /// As [`fill`] with non-temporal stores, without the fence.
@@ -459,7 +439,7 @@ impl NtWriter {
                 dst.len(),
                 template,
                 0,
-                self.mode,
+                self.store,
                 &mut NoPatch,
             )
         };
@@ -482,7 +462,7 @@ impl NtWriter {
                 dst.len(),
                 template,
                 0,
-                self.mode,
+                self.store,
                 &mut Patcher(&mut patch),
             )
         };
@@ -496,7 +476,7 @@ impl NtWriter {
     pub fn copy(&mut self, dst: &mut [u8], src: &[u8]) {
         assert_eq!(dst.len(), src.len(), "NtWriter::copy: lengths differ");
         self.dirty = true;
-        match self.mode.kernel() {
+        match self.store.kernel() {
             // SAFETY: equal-length slices that cannot overlap; kernel chosen
             // for this CPU.
             Some(k) => unsafe { k(dst.as_mut_ptr(), src.as_ptr(), dst.len()) },

@@ -6,6 +6,8 @@ use crate::cpu;
 use crate::descriptor::{self, Descriptor};
 use crate::error::Error;
 use crate::kernels::{ClearFn, CopyFn};
+#[cfg(target_arch = "x86_64")]
+use crate::mc::{McClear, McCopy};
 use crate::strategy::{Op, Strategy};
 
 /// One concrete strategy's copy or clear kernel, checked against this CPU
@@ -25,10 +27,12 @@ pub struct Kernel {
     call: Call,
 }
 
+/// The fenced kernel and the same without its closing store fence (one
+/// function for temporal strategies).
 #[derive(Clone, Copy, Debug)]
 enum Call {
-    Copy(CopyFn),
-    Clear(ClearFn),
+    Copy { fenced: CopyFn, unfenced: CopyFn },
+    Clear { fenced: ClearFn, unfenced: ClearFn },
 }
 
 impl Kernel {
@@ -36,15 +40,46 @@ impl Kernel {
     /// [`Error::Unsupported`] if the strategy does not implement `op` (and
     /// for `Auto`, which is a choice per call, not a kernel),
     /// [`Error::Unavailable`] if the CPU lacks a feature it needs.
+    ///
+    /// This is the only way from a [`Strategy`] to code: `auto`, the
+    /// engine, fills and the batch calls all hold `Kernel`s, so a strategy
+    /// this CPU cannot run never reaches an instruction.
     pub fn new(strategy: Strategy, op: Op) -> Result<Kernel, Error> {
         let d = descriptor::row(strategy);
         let call = match op {
-            Op::Copy => d.copy.as_ref().map(|k| Call::Copy(k.fenced)),
-            Op::Clear => d.clear.as_ref().map(|k| Call::Clear(k.fenced)),
+            Op::Copy => d.copy.as_ref().map(|k| Call::Copy {
+                fenced: k.fenced,
+                unfenced: k.unfenced,
+            }),
+            Op::Clear => d.clear.as_ref().map(|k| Call::Clear {
+                fenced: k.fenced,
+                unfenced: k.unfenced,
+            }),
         };
         let call = call.ok_or(Error::Unsupported { strategy, op })?;
         available(d)?;
         Ok(Kernel { strategy, call })
+    }
+
+    /// The kernel every CPU runs for `op` (`per-page`): what a choice
+    /// falls back to when nothing better can be had.
+    pub fn baseline(op: Op) -> Kernel {
+        let d = descriptor::row(Strategy::PerPage);
+        let call = match op {
+            Op::Copy => d.copy.as_ref().map(|k| Call::Copy {
+                fenced: k.fenced,
+                unfenced: k.unfenced,
+            }),
+            Op::Clear => d.clear.as_ref().map(|k| Call::Clear {
+                fenced: k.fenced,
+                unfenced: k.unfenced,
+            }),
+        };
+        debug_assert!(d.needs.is_empty() && !d.x86_only);
+        Kernel {
+            strategy: Strategy::PerPage,
+            call: call.expect("per-page implements both operations"),
+        }
     }
 
     /// The strategy this kernel belongs to.
@@ -55,8 +90,8 @@ impl Kernel {
     /// The operation it performs.
     pub fn op(&self) -> Op {
         match self.call {
-            Call::Copy(_) => Op::Copy,
-            Call::Clear(_) => Op::Clear,
+            Call::Copy { .. } => Op::Copy,
+            Call::Clear { .. } => Op::Clear,
         }
     }
 
@@ -98,15 +133,10 @@ impl Kernel {
     /// If this is a clear kernel.
     #[inline]
     pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) {
-        match self.call {
-            // SAFETY: the caller's contract for the ranges; `new` checked
-            // the CPU runs the kernel.
-            Call::Copy(k) => unsafe { k(dst, src, len) },
-            Call::Clear(_) => panic!(
-                "bulkmem::Kernel: {} clear kernel asked to copy",
-                self.strategy
-            ),
-        }
+        let k = self.copy_fn(true);
+        // SAFETY: the caller's contract for the ranges; `new` checked the
+        // CPU runs the kernel.
+        unsafe { k(dst, src, len) }
     }
 
     /// [`Kernel::clear`] on a raw pointer.
@@ -118,11 +148,56 @@ impl Kernel {
     /// If this is a copy kernel.
     #[inline]
     pub unsafe fn clear_raw(&self, dst: *mut u8, len: usize) {
+        let k = self.clear_fn(true);
+        // SAFETY: the caller's contract for the range; `new` checked the CPU
+        // runs the kernel.
+        unsafe { k(dst, len) }
+    }
+
+    /// The copy function, fenced or not (then the caller drains with
+    /// `kernels::drain` before anyone can see the data). Only a `Kernel`
+    /// hands out a kernel's address, so only CPU-checked code is called.
+    ///
+    /// # Panics
+    /// If this is a clear kernel.
+    #[inline]
+    pub(crate) fn copy_fn(&self, fenced: bool) -> CopyFn {
         match self.call {
-            // SAFETY: the caller's contract for the range; `new` checked the
-            // CPU runs the kernel.
-            Call::Clear(k) => unsafe { k(dst, len) },
-            Call::Copy(_) => panic!(
+            Call::Copy {
+                fenced: f,
+                unfenced: u,
+            } => {
+                if fenced {
+                    f
+                } else {
+                    u
+                }
+            }
+            Call::Clear { .. } => panic!(
+                "bulkmem::Kernel: {} clear kernel asked to copy",
+                self.strategy
+            ),
+        }
+    }
+
+    /// As [`Kernel::copy_fn`], for clears.
+    ///
+    /// # Panics
+    /// If this is a copy kernel.
+    #[inline]
+    pub(crate) fn clear_fn(&self, fenced: bool) -> ClearFn {
+        match self.call {
+            Call::Clear {
+                fenced: f,
+                unfenced: u,
+            } => {
+                if fenced {
+                    f
+                } else {
+                    u
+                }
+            }
+            Call::Copy { .. } => panic!(
                 "bulkmem::Kernel: {} copy kernel asked to clear",
                 self.strategy
             ),
@@ -140,37 +215,90 @@ fn available(d: &Descriptor) -> Result<(), Error> {
     }
 }
 
-/// The fenced copy kernel of a strategy already resolved for `Op::Copy`
-/// on this CPU (by [`crate::resolve`] or `auto`).
-#[inline]
-pub(crate) fn copy_fn(s: Strategy) -> CopyFn {
-    resolved(descriptor::row(s).copy.as_ref(), s).fenced
+/// The fault-surviving routine of one checked strategy, checked against
+/// this CPU when made: the checked path's counterpart of [`Kernel`].
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CheckedKernel {
+    strategy: Strategy,
+    call: CheckedCall,
 }
 
-/// As [`copy_fn`] without the closing fence of non-temporal kernels: the
-/// caller drains (`kernels::drain`) before anyone can see the data.
-#[inline]
-pub(crate) fn copy_fn_unfenced(s: Strategy) -> CopyFn {
-    resolved(descriptor::row(s).copy.as_ref(), s).unfenced
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug)]
+enum CheckedCall {
+    Copy { fenced: McCopy, unfenced: McCopy },
+    Clear { fenced: McClear, unfenced: McClear },
 }
 
-/// The fenced clear kernel of a strategy resolved for `Op::Clear`.
-#[inline]
-pub(crate) fn clear_fn(s: Strategy) -> ClearFn {
-    resolved(descriptor::row(s).clear.as_ref(), s).fenced
-}
+#[cfg(target_arch = "x86_64")]
+impl CheckedKernel {
+    /// The checked routine of `strategy` for `op`: [`Error::NotChecked`]
+    /// if it has none of its own, [`Error::Unavailable`] if the CPU lacks
+    /// what it needs.
+    pub(crate) fn new(strategy: Strategy, op: Op) -> Result<CheckedKernel, Error> {
+        let d = descriptor::row(strategy);
+        let call = match op {
+            Op::Copy => d
+                .copy
+                .as_ref()
+                .and_then(|k| k.checked.own)
+                .map(|(fenced, unfenced)| CheckedCall::Copy { fenced, unfenced }),
+            Op::Clear => d
+                .clear
+                .as_ref()
+                .and_then(|k| k.checked.own)
+                .map(|(fenced, unfenced)| CheckedCall::Clear { fenced, unfenced }),
+        };
+        let call = call.ok_or(Error::NotChecked { strategy, op })?;
+        available(d)?;
+        Ok(CheckedKernel { strategy, call })
+    }
 
-/// As [`clear_fn`] without the closing fence of non-temporal kernels.
-#[inline]
-pub(crate) fn clear_fn_unfenced(s: Strategy) -> ClearFn {
-    resolved(descriptor::row(s).clear.as_ref(), s).unfenced
-}
+    /// The strategy whose checked routine this is.
+    pub(crate) fn strategy(&self) -> Strategy {
+        self.strategy
+    }
 
-#[inline]
-fn resolved<T>(k: Option<&T>, s: Strategy) -> &T {
-    match k {
-        Some(k) => k,
-        None => unreachable!("{s} was resolved for an operation it lacks"),
+    /// The checked copy routine, fenced or without the closing fence of a
+    /// non-temporal one (the caller drains).
+    ///
+    /// # Panics
+    /// If this is a clear routine.
+    pub(crate) fn copy_fn(&self, fenced: bool) -> McCopy {
+        match self.call {
+            CheckedCall::Copy {
+                fenced: f,
+                unfenced: u,
+            } => {
+                if fenced {
+                    f
+                } else {
+                    u
+                }
+            }
+            CheckedCall::Clear { .. } => panic!("{} checked clear asked to copy", self.strategy),
+        }
+    }
+
+    /// As [`CheckedKernel::copy_fn`], for clears.
+    ///
+    /// # Panics
+    /// If this is a copy routine.
+    pub(crate) fn clear_fn(&self, fenced: bool) -> McClear {
+        match self.call {
+            CheckedCall::Clear {
+                fenced: f,
+                unfenced: u,
+            } => {
+                if fenced {
+                    f
+                } else {
+                    u
+                }
+            }
+            CheckedCall::Copy { .. } => panic!("{} checked copy asked to clear", self.strategy),
+        }
     }
 }
 

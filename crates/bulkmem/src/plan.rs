@@ -60,6 +60,17 @@ pub fn shape<I: IntoIterator<Item = Run>>(runs: I) -> (usize, usize) {
     coalesce(runs).fold((0, 0), |(t, n), r| (t + r.len, n + 1))
 }
 
+// A merged run spans several borrows, so the pointer that walks it must be
+// allowed to reach all of them: it is rebuilt from an address whose extents'
+// provenance has been exposed, rather than derived from one extent's borrow.
+pub(crate) fn exposed_mut(p: *const u8) -> *mut u8 {
+    core::ptr::with_exposed_provenance_mut(p.expose_provenance())
+}
+
+pub(crate) fn exposed(p: *const u8) -> *const u8 {
+    core::ptr::with_exposed_provenance(p.expose_provenance())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

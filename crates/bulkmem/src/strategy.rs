@@ -26,6 +26,24 @@ impl Op {
     }
 }
 
+impl FromStr for Op {
+    type Err = ParseNameError;
+
+    /// "copy" or "clear", as [`Op::name`] writes them (case and
+    /// surrounding spaces ignored, as for strategy names).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase();
+        [Op::Copy, Op::Clear]
+            .into_iter()
+            .find(|op| op.name() == wanted)
+            .ok_or_else(|| ParseNameError {
+                what: "operation",
+                given: s.to_string(),
+                expected: vec!["copy", "clear"],
+            })
+    }
+}
+
 impl fmt::Display for Op {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -81,7 +99,8 @@ impl fmt::Display for Strategy {
 /// An unknown strategy or hint name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseNameError {
-    /// What was being parsed: "strategy", "hint" or "placement".
+    /// What was being parsed: "strategy", "hint", "operation" or
+    /// "placement".
     pub what: &'static str,
     /// The text as given (before trimming and case folding).
     pub given: String,
@@ -171,8 +190,52 @@ impl FromStr for Hint {
     }
 }
 
+/// How a batch (or a single call) should be executed.
+///
+/// Build it with [`Options::default`] (auto, no hint), [`Options::strategy`]
+/// or [`Options::hint`]; it may gain fields, so it cannot be written as a
+/// struct literal outside the crate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {
+    /// `Auto` (the default) or a concrete strategy.
+    pub strategy: Strategy,
+    /// Only consulted by `Auto`.
+    pub hint: Hint,
+}
+
+impl Options {
+    /// Runs `strategy` as named: `Auto` chooses, a concrete one is checked
+    /// (supported for the operation, available on this CPU) and then used
+    /// for every byte. The hint is `Auto`, which a concrete strategy ignores.
+    pub fn strategy(strategy: Strategy) -> Options {
+        Options {
+            strategy,
+            hint: Hint::Auto,
+        }
+    }
+
+    /// Lets `auto` choose (strategy `Auto`), told what happens to the
+    /// destination next.
+    pub fn hint(hint: Hint) -> Options {
+        Options {
+            strategy: Strategy::Auto,
+            hint,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn ops_parse_from_their_names() {
+        use super::Op;
+        assert_eq!("copy".parse::<Op>(), Ok(Op::Copy));
+        assert_eq!(" Clear ".parse::<Op>(), Ok(Op::Clear));
+        let e = "move".parse::<Op>().unwrap_err();
+        assert!(e.to_string().contains("unknown operation 'move'"), "{e}");
+    }
+
     use super::*;
     use crate::cpu::Features;
 

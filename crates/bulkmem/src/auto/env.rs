@@ -51,14 +51,14 @@ impl Overrides {
     pub fn from_env() -> &'static Overrides {
         static ENV: OnceLock<Overrides> = OnceLock::new();
         ENV.get_or_init(|| {
-            let get = |k| std::env::var(k).ok();
+            let get = crate::environment::var;
             let o = Overrides::parse(
                 get("BULKMEM_STRATEGY").as_deref(),
                 get("BULKMEM_NT_THRESHOLD").as_deref(),
                 &cpu::info().features,
             );
             for w in &o.warnings {
-                eprintln!("bulkmem: warning: {w}");
+                crate::environment::warn(w);
             }
             o
         })
@@ -76,11 +76,11 @@ impl Overrides {
             o.parse_strategy(v, features);
         }
         if let Some(v) = nt_threshold {
-            match parse_bytes(v) {
-                Some(n) => o.nt_threshold = Some(n),
-                None => o.warnings.push(format!(
-                    "BULKMEM_NT_THRESHOLD={v:?} is not a byte count (e.g. 4194304, 512K, 64M); ignored"
-                )),
+            match crate::units::parse_bytes(v) {
+                Ok(n) => o.nt_threshold = Some(n),
+                Err(why) => o
+                    .warnings
+                    .push(format!("BULKMEM_NT_THRESHOLD: {why}; ignored")),
             }
         }
         o
@@ -162,24 +162,6 @@ impl Overrides {
     pub fn any(&self) -> bool {
         self.copy.is_some() || self.clear.is_some() || self.nt_threshold.is_some()
     }
-}
-
-/// `4096`, `512K`, `64M`, `1G` (also `KiB`/`k` forms), or `None`.
-pub fn parse_bytes(s: &str) -> Option<usize> {
-    let s = s.trim();
-    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    if digits == 0 {
-        return None;
-    }
-    let n: usize = s[..digits].parse().ok()?;
-    let shift = match s[digits..].trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        _ => return None,
-    };
-    n.checked_mul(1usize << shift)
 }
 
 #[cfg(test)]

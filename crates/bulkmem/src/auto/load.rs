@@ -15,9 +15,12 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::profile::{Identity, Profile, FORMAT};
+use crate::cpu;
+use crate::environment;
 
 /// Why `auto` follows a profile or the built-in rules.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ProfileStatus {
     /// A profile measured on this CPU by this bulkmem is in use.
     Tuned {
@@ -27,8 +30,12 @@ pub enum ProfileStatus {
         /// the future.
         age: Duration,
     },
-    /// `BULKMEM_PROFILE=off`.
+    /// `BULKMEM_PROFILE=off` (or `OFF`, `0`, `none`: any case).
     Off,
+    /// The process is `AT_SECURE` (setuid, setgid, file capabilities):
+    /// `BULKMEM_*`, `HOME` and `XDG_CACHE_HOME` belong to the user who
+    /// started it, so no profile is read and the built-in rules apply.
+    Secure,
     /// No profile at the path: `bulkmem tune` writes one.
     Missing {
         /// Where it was looked for.
@@ -74,7 +81,7 @@ impl ProfileStatus {
             | ProfileStatus::Invalid { path, .. }
             | ProfileStatus::Foreign { path, .. }
             | ProfileStatus::Outdated { path, .. } => Some(path),
-            ProfileStatus::Off | ProfileStatus::NoPath => None,
+            ProfileStatus::Off | ProfileStatus::Secure | ProfileStatus::NoPath => None,
         }
     }
 }
@@ -92,6 +99,10 @@ impl fmt::Display for ProfileStatus {
                 )
             }
             ProfileStatus::Off => write!(f, "BULKMEM_PROFILE=off: {rules}"),
+            ProfileStatus::Secure => write!(
+                f,
+                "AT_SECURE process (setuid/setgid): BULKMEM_* and user profiles ignored; {rules}"
+            ),
             ProfileStatus::Missing { path } => write!(
                 f,
                 "no profile at {}: {rules} (`bulkmem tune` measures one)",
@@ -132,6 +143,9 @@ fn fmt_age(d: Duration) -> String {
 /// `id` under the environment's `XDG_CACHE_HOME`/`HOME` (ignoring
 /// `BULKMEM_PROFILE`).
 pub fn default_profile_path(id: &Identity) -> Option<PathBuf> {
+    if environment::is_secure() {
+        return None;
+    }
     let base = std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -148,22 +162,23 @@ pub fn default_profile_path(id: &Identity) -> Option<PathBuf> {
 
 /// Reads the profile at `path` and checks it against the CPU `id` and this
 /// bulkmem: the profile, or why not.
+///
+/// Only a regular file of at most [`MAX_BYTES`] is read, opened without
+/// blocking (a FIFO, a device or `/dev/zero` is refused after one `fstat`,
+/// before any read), and no message quotes its text: the status names the
+/// file, the line or cell, and what is wrong.
 pub fn load_profile(path: &Path, id: &Identity) -> Result<Profile, ProfileStatus> {
     let path_buf = || path.to_path_buf();
-    let text = match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes).map_err(|_| ProfileStatus::Invalid {
-            path: path_buf(),
-            why: "not UTF-8 text".into(),
-        })?,
+    let invalid = |why: String| ProfileStatus::Invalid {
+        path: path_buf(),
+        why,
+    };
+    let text = match read_small_regular(path) {
+        Ok(bytes) => String::from_utf8(bytes).map_err(|_| invalid("not UTF-8 text".into()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(ProfileStatus::Missing { path: path_buf() })
         }
-        Err(e) => {
-            return Err(ProfileStatus::Invalid {
-                path: path_buf(),
-                why: e.to_string(),
-            })
-        }
+        Err(e) => return Err(invalid(e.to_string())),
     };
     let p = Profile::parse(&text).map_err(|why| {
         if why.starts_with("format ") {
@@ -192,18 +207,79 @@ pub fn load_profile(path: &Path, id: &Identity) -> Result<Profile, ProfileStatus
             why: format!("profile vs this CPU, {d}"),
         });
     }
-    if let Some(s) = p
-        .cells
-        .iter()
-        .flat_map(|c| [c.choice, c.winner])
-        .find(|s| !s.available())
-    {
-        return Err(ProfileStatus::Foreign {
+    p.check_runs_on(&cpu::info().features)
+        .map_err(|why| ProfileStatus::Foreign {
             path: path_buf(),
-            why: format!("it names {s}, which this CPU cannot run"),
-        });
-    }
+            why,
+        })?;
     Ok(p)
+}
+
+/// The largest profile read: `bulkmem tune` writes about 20 KiB.
+pub const MAX_BYTES: u64 = 1 << 20;
+
+/// Reads `path` if it is a regular file of at most [`MAX_BYTES`]. The open
+/// does not block (`O_NONBLOCK`: a FIFO with no writer would hang every
+/// process at its first copy), the type and size come from `fstat` on the
+/// opened file (so a symlink is judged by what it points to, with no race
+/// between check and read), and the read stops past the cap whatever the
+/// file claims.
+fn read_small_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, device or directory is never read)",
+        ));
+    }
+    let too_big = || {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("larger than {} KiB", MAX_BYTES >> 10),
+        )
+    };
+    if meta.len() > MAX_BYTES {
+        return Err(too_big());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(too_big());
+    }
+    Ok(bytes)
+}
+
+/// What `BULKMEM_PROFILE`'s value means: `off` (also `OFF`, `Off`, `0`,
+/// `none`: case is ignored) turns profiles off; empty is unset; anything
+/// else is a file path.
+pub fn profile_setting(v: &std::ffi::OsStr) -> Option<ProfileSetting> {
+    if v.is_empty() {
+        return None;
+    }
+    let off = v
+        .to_str()
+        .map(|s| ["off", "0", "none"].contains(&s.trim().to_ascii_lowercase().as_str()))
+        .unwrap_or(false);
+    Some(if off {
+        ProfileSetting::Off
+    } else {
+        ProfileSetting::File(PathBuf::from(v))
+    })
+}
+
+/// A `BULKMEM_PROFILE` value, read by [`profile_setting`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProfileSetting {
+    /// Use no profile.
+    Off,
+    /// Read (and `bulkmem tune` writes) this file.
+    File(PathBuf),
 }
 
 static LOADS: AtomicUsize = AtomicUsize::new(0);
@@ -212,11 +288,15 @@ fn loaded() -> &'static (Option<Profile>, ProfileStatus) {
     static PROFILE: OnceLock<(Option<Profile>, ProfileStatus)> = OnceLock::new();
     PROFILE.get_or_init(|| {
         LOADS.fetch_add(1, Ordering::Relaxed);
+        if environment::is_secure() {
+            return (None, ProfileStatus::Secure);
+        }
         let id = Identity::this();
-        let path = match std::env::var_os("BULKMEM_PROFILE") {
-            Some(v) if v == "off" || v == "OFF" => return (None, ProfileStatus::Off),
-            Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
-            _ => default_profile_path(&id),
+        let setting = environment::var_os("BULKMEM_PROFILE").and_then(|v| profile_setting(&v));
+        let path = match setting {
+            Some(ProfileSetting::Off) => return (None, ProfileStatus::Off),
+            Some(ProfileSetting::File(p)) => Some(p),
+            None => default_profile_path(&id),
         };
         let Some(path) = path else {
             return (None, ProfileStatus::NoPath);

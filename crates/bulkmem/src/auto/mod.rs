@@ -23,6 +23,8 @@
 //! single call then costs a short scan of precompiled length bands
 //! ([`bands`]), a batch one [`Policy::decide`].
 
+mod bands;
+pub mod calibrate;
 mod env;
 mod load;
 mod profile;
@@ -32,13 +34,21 @@ mod toml;
 use std::sync::OnceLock;
 
 use crate::cpu::{self, Features, Vendor};
-use crate::strategy::{Hint, Op, Strategy};
+use crate::error::Error;
+#[cfg(target_arch = "x86_64")]
+use crate::handle::CheckedKernel;
+use crate::handle::Kernel;
+use crate::strategy::{Hint, Op, Options, Strategy};
 
-pub use env::{parse_bytes, Overrides};
+pub use bands::Bands;
+use bands::Compiled;
+
+pub use env::Overrides;
 pub use load::{
-    default_profile_path, load_profile, profile, profile_loads, profile_status, ProfileStatus,
+    default_profile_path, load_profile, profile, profile_loads, profile_setting, profile_status,
+    ProfileSetting, ProfileStatus, MAX_BYTES,
 };
-pub use profile::{Cell, Identity, Profile, Shape, FORMAT, SMALL_EXTENT_MAX};
+pub use profile::{Cell, Identity, Profile, Shape, FORMAT, MAX_CELLS, SMALL_EXTENT_MAX};
 pub use rules::{decide, ERMS_MIN_RUN, NT_MIN_RUN, STREAM_FACTOR};
 
 /// The facts about a CPU that the rules consult. [`Machine::this`] describes
@@ -213,6 +223,17 @@ impl Policy<'_> {
         e
     }
 
+    /// What `auto` runs for `req` on this CPU: the decision as a kernel.
+    /// A decision this CPU cannot run (never for the running process's
+    /// policy, whose profile and overrides are checked when they load, but
+    /// possible for a policy built on another machine's description) falls
+    /// to the built-in rules for this CPU, then to `per-page`.
+    pub fn kernel(&self, req: &Request) -> Kernel {
+        Kernel::new(self.decide(req).strategy, req.op)
+            .or_else(|_| Kernel::new(decide(Machine::this(), req).strategy, req.op))
+            .unwrap_or_else(|_| Kernel::baseline(req.op))
+    }
+
     /// The decisions for single calls of `op` with `hint`, as length bands.
     pub fn bands(&self, op: Op, hint: Hint) -> Bands {
         Bands::build(&self.edges(op), |len| {
@@ -227,107 +248,159 @@ pub fn here(req: &Request) -> Choice {
     Policy::here().decide(req)
 }
 
-/// Single-call decisions compiled into length bands: a decision only
-/// changes at a few lengths, so a call costs a short scan instead of the
-/// whole evaluation (which, for a 64-byte copy, costs more than the copy).
-/// When every band starts at a power of two (a tuned profile's do), a call
-/// costs one table load indexed by the length's bit count instead: with
-/// the scan, tuned `auto` measured 0.91-0.95x of its own kernel at 4 KiB.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Bands {
-    /// (first length of the band, strategy), ascending; `len` used.
-    bands: [(usize, Strategy); Bands::CAP],
-    len: usize,
-    /// The strategy for lengths of each bit count (0 for length 0, 1 for 1,
-    /// 2 for 2..=3, ...), when every band starts at a power of two.
-    by_bits: Option<[Strategy; 65]>,
+/// This process's policy compiled once: per op and hint, the single-call
+/// bands and their kernels.
+struct Here {
+    bands: [[Bands; 3]; 2],
+    compiled: [[Compiled; 3]; 2],
 }
 
-impl Bands {
-    /// Enough for every edge of the rules plus a tuned ladder (`bulkmem
-    /// tune` measures about 22 single-call sizes).
-    pub const CAP: usize = 48;
-
-    /// Bands from `decide` evaluated at each of `edges` (sorted ascending;
-    /// the first should be 0). Between two edges the decision must not
-    /// change. Past [`Bands::CAP`] changes the last band absorbs the rest.
-    pub fn build(edges: &[usize], decide: impl Fn(usize) -> Strategy) -> Bands {
-        let mut b = Bands {
-            bands: [(0, Strategy::Auto); Bands::CAP],
-            len: 0,
-            by_bits: None,
-        };
-        for &e in edges {
-            let s = decide(e);
-            if b.len == 0 || (b.bands[b.len - 1].1 != s && b.len < Bands::CAP) {
-                b.bands[b.len] = (if b.len == 0 { 0 } else { e }, s);
-                b.len += 1;
-            }
-        }
-        if b.as_slice()[1..]
-            .iter()
-            .all(|&(start, _)| start.is_power_of_two())
-        {
-            let mut t = [Strategy::Auto; 65];
-            for (bits, slot) in t.iter_mut().enumerate() {
-                // The shortest length with this bit count; the band is the
-                // same up to the next power of two.
-                let shortest = if bits == 0 { 0 } else { 1usize << (bits - 1) };
-                *slot = b.scan(shortest);
-            }
-            b.by_bits = Some(t);
-        }
-        b
-    }
-
-    /// The strategy for a single call of `len` bytes.
-    #[inline]
-    pub fn lookup(&self, len: usize) -> Strategy {
-        match &self.by_bits {
-            Some(t) => t[(usize::BITS - len.leading_zeros()) as usize],
-            None => self.scan(len),
-        }
-    }
-
-    #[inline]
-    fn scan(&self, len: usize) -> Strategy {
-        let mut s = self.bands[0].1;
-        for &(start, st) in &self.bands[1..self.len] {
-            if len < start {
-                break;
-            }
-            s = st;
-        }
-        s
-    }
-
-    /// The bands as (first length, strategy).
-    pub fn as_slice(&self) -> &[(usize, Strategy)] {
-        &self.bands[..self.len]
-    }
-
-    /// Whether a lookup is one table load (every band starts at a power of
-    /// two) rather than a scan.
-    pub fn is_table(&self) -> bool {
-        self.by_bits.is_some()
-    }
-}
-
-/// This process's bands, per op and hint, built once.
-#[inline]
-pub fn bands(op: Op, hint: Hint) -> &'static Bands {
-    static ALL: OnceLock<[[Bands; 3]; 2]> = OnceLock::new();
-    let all = ALL.get_or_init(|| {
+fn compiled_here() -> &'static Here {
+    static HERE: OnceLock<Here> = OnceLock::new();
+    HERE.get_or_init(|| {
         let p = Policy::here();
-        [Op::Copy, Op::Clear]
-            .map(|op| [Hint::Auto, Hint::Reuse, Hint::Stream].map(|h| p.bands(op, h)))
-    });
-    let h = match hint {
+        let bands = [Op::Copy, Op::Clear].map(|op| HINTS.map(|h| p.bands(op, h)));
+        let compiled = [Op::Copy, Op::Clear].map(|op| {
+            let row = &bands[(op == Op::Clear) as usize];
+            [0, 1, 2].map(|h| {
+                Compiled::new(row[h], op, |len| {
+                    p.kernel(&Request::single(op, len, HINTS[h]))
+                })
+            })
+        });
+        Here { bands, compiled }
+    })
+}
+
+/// The hints in [`hint_ix`] order.
+const HINTS: [Hint; 3] = [Hint::Auto, Hint::Reuse, Hint::Stream];
+
+#[inline]
+fn hint_ix(hint: Hint) -> usize {
+    match hint {
         Hint::Auto => 0,
         Hint::Reuse => 1,
         Hint::Stream => 2,
+    }
+}
+
+/// This process's single-call decisions for `op` and `hint`, as bands.
+#[inline]
+pub fn bands(op: Op, hint: Hint) -> &'static Bands {
+    &compiled_here().bands[(op == Op::Clear) as usize][hint_ix(hint)]
+}
+
+/// The kernel `auto` runs for one call of `len` bytes: a band lookup.
+#[inline]
+pub(crate) fn single(op: Op, hint: Hint, len: usize) -> Kernel {
+    compiled_here().compiled[(op == Op::Clear) as usize][hint_ix(hint)].kernel(len)
+}
+
+/// The kernel `opts` means for `req`: `auto`'s decision, or the named
+/// strategy once the CPU is checked ([`Error::Unsupported`] /
+/// [`Error::Unavailable`] otherwise). Every copy and clear outside the
+/// checked path gets its kernel here or from [`single`].
+#[inline]
+pub(crate) fn kernel(opts: Options, req: &Request) -> Result<Kernel, Error> {
+    if opts.strategy == Strategy::Auto {
+        return Ok(if req.runs <= 1 {
+            single(req.op, req.hint, req.total)
+        } else {
+            Policy::here().kernel(req)
+        });
+    }
+    Kernel::new(opts.strategy, req.op)
+}
+
+/// The checked routine `strategy` means for `req`: itself if it has one
+/// (and the CPU runs it), else for `Auto` the checked routine closest to
+/// what `auto` picks (the descriptor's stand-ins: the same instruction
+/// where there is one, AVX2 for the wider vector loops, non-temporal for
+/// streams).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn checked(strategy: Strategy, req: &Request) -> Result<CheckedKernel, Error> {
+    if strategy != Strategy::Auto {
+        return CheckedKernel::new(strategy, req.op);
+    }
+    let pick = if req.runs <= 1 {
+        single(req.op, req.hint, req.total).strategy()
+    } else {
+        here(req).strategy
     };
-    &all[(op == Op::Clear) as usize][h]
+    stand_in(req.op, pick)
+}
+
+/// The checked routine closest to `pick`.
+#[cfg(target_arch = "x86_64")]
+fn stand_in(op: Op, pick: Strategy) -> Result<CheckedKernel, Error> {
+    let stand_ins = crate::descriptor::row(pick).stand_ins(op);
+    std::iter::once(pick)
+        .chain(stand_ins.iter().copied())
+        .find_map(|s| CheckedKernel::new(s, op).ok())
+        // Every stand-in list ends in a routine all x86-64 CPUs run (a
+        // descriptor test checks it); this is for the type, not for use.
+        .ok_or(Error::NotChecked { strategy: pick, op })
+}
+
+/// How a fill stores: temporal stores, or windows streamed with a
+/// non-temporal copy kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FillMode {
+    /// Ordinary stores through the cache (elements built in place).
+    Temporal,
+    /// Streams windows with this non-temporal copy strategy.
+    Stream(Strategy),
+}
+
+impl FillMode {
+    /// The strategy name reports use: the NT kernel, or `Temporal`'s
+    /// stand-in `Libc` (element copies go through `copy_from_slice`).
+    pub fn strategy(self) -> Strategy {
+        match self {
+            FillMode::Temporal => Strategy::Libc,
+            FillMode::Stream(s) => s,
+        }
+    }
+}
+
+/// The mode `auto` picks for filling `len` bytes with `hint` on `m`:
+/// stream when told to or when the region is at least [`STREAM_FACTOR`] x
+/// one thread's share of the LLC (as `auto` does for copies), and only
+/// where a non-temporal kernel exists.
+pub fn fill_mode(m: &Machine, len: usize, hint: Hint) -> FillMode {
+    let stream = match hint {
+        Hint::Reuse => false,
+        Hint::Stream => len >= NT_MIN_RUN,
+        Hint::Auto => len >= STREAM_FACTOR.saturating_mul(m.llc_share()),
+    };
+    let f = &m.features;
+    match () {
+        _ if !stream => FillMode::Temporal,
+        _ if f.avx2 => FillMode::Stream(Strategy::Avx2Nt),
+        _ if f.avx512f && f.avx512bw => FillMode::Stream(Strategy::Avx512Nt),
+        _ => FillMode::Temporal,
+    }
+}
+
+/// [`fill_mode`] in this process, with the streaming kernel checked:
+/// `Temporal` (and no kernel) where it cannot run.
+pub(crate) fn fill(len: usize, hint: Hint) -> (FillMode, Option<Kernel>) {
+    match fill_mode(Machine::this(), len, hint) {
+        FillMode::Stream(s) => match Kernel::new(s, Op::Copy) {
+            Ok(k) => (FillMode::Stream(s), Some(k)),
+            Err(_) => (FillMode::Temporal, None),
+        },
+        FillMode::Temporal => (FillMode::Temporal, None),
+    }
+}
+
+/// The temporal vector copy fills assemble elements with: never `rep
+/// movs`, whose start-up interleaved with a window's non-temporal stores
+/// ran at 17 GB/s against 39 for a vector loop (4 KiB templates, Zen 5).
+pub(crate) fn element_copy() -> Kernel {
+    Kernel::new(Strategy::Avx2, Op::Copy)
+        .or_else(|_| Kernel::new(Strategy::Portable, Op::Copy))
+        .unwrap_or_else(|_| Kernel::baseline(Op::Copy))
 }
 
 /// Whether `auto` in this process follows a tuned profile (for labels:

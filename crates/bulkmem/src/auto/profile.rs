@@ -45,6 +45,11 @@ use super::{rules::NT_MIN_RUN, Choice, Request};
 /// The profile format this bulkmem reads and writes.
 pub const FORMAT: u32 = 1;
 
+/// The most cells a profile may hold: `bulkmem tune` writes about 90, and
+/// building the length bands from a profile runs in every process that
+/// uses `auto` (every preloaded one), so a file cannot make that costly.
+pub const MAX_CELLS: usize = 4096;
+
 /// Batches whose mean run is below this are measured and looked up as
 /// batches of small (4 KiB) extents; the rest as batches of 2 MiB extents.
 /// Below it the per-run start-up of a primitive still shows; above it only
@@ -123,7 +128,9 @@ impl Identity {
         )
     }
 
-    /// The first field that differs from `other`, as "what: ours vs theirs".
+    /// The first field that differs from `other` (the running CPU's), as
+    /// "what differs (this CPU: value)": only `other`'s value is shown, so
+    /// a message never quotes a profile file's text.
     pub fn difference(&self, other: &Identity) -> Option<String> {
         let fields: [(&str, String, String); 10] = [
             ("vendor", self.vendor.clone(), other.vendor.clone()),
@@ -156,7 +163,7 @@ impl Identity {
         fields
             .into_iter()
             .find(|(_, a, b)| a != b)
-            .map(|(what, a, b)| format!("{what}: '{a}' vs '{b}'"))
+            .map(|(what, _, b)| format!("{what} differs (this CPU: '{b}')"))
     }
 }
 
@@ -292,11 +299,42 @@ impl Profile {
     /// mean of neighbours).
     pub fn cell_for(&self, op: Op, shape: Shape, size: usize) -> Option<&Cell> {
         let cells = self.cells_of(op, shape);
-        let i = cells
-            .windows(2)
-            .position(|w| size < boundary(w[0].size, w[1].size))
-            .unwrap_or(cells.len().saturating_sub(1));
-        cells.get(i)
+        // Boundaries ascend with the cells (sizes are distinct and sorted,
+        // each boundary lies in (a, b]), so a binary search finds the
+        // first one above `size`: bands over N cells build in N log N.
+        let (mut lo, mut hi) = (0, cells.len().saturating_sub(1));
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if size < boundary(cells[mid].size, cells[mid + 1].size) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        cells.get(lo)
+    }
+
+    /// Checks that this CPU (with `features`) runs every strategy every
+    /// cell names: a profile that names one it cannot run is refused as a
+    /// whole, so `auto` never follows it to an instruction the CPU lacks.
+    pub fn check_runs_on(&self, features: &crate::cpu::Features) -> Result<(), String> {
+        for c in &self.cells {
+            let named = [c.winner, c.choice]
+                .into_iter()
+                .chain(c.runner_up)
+                .chain(c.gbps.iter().map(|g| g.0));
+            for s in named {
+                if let Some(needs) = s.missing_feature(features) {
+                    return Err(format!(
+                        "cell {} {} {}: {s} needs {needs}, which this CPU lacks",
+                        c.op,
+                        c.shape.name(),
+                        c.size
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// What the profile picks for `req`, or `None` when it measured nothing
@@ -397,14 +435,17 @@ impl Profile {
             match line {
                 "[cpu]" => section = Section::Cpu,
                 "[[cell]]" => {
+                    if cells.len() == MAX_CELLS {
+                        return Err(at(format!("more than {MAX_CELLS} cells")));
+                    }
                     cells.push(Table::default());
                     section = Section::Cell;
                 }
-                _ if line.starts_with('[') => return Err(at(format!("unknown table {line}"))),
+                _ if line.starts_with('[') => return Err(at("unknown table header".into())),
                 _ => {
                     let (k, v) = line
                         .split_once('=')
-                        .ok_or_else(|| at(format!("expected key = value, found {line:?}")))?;
+                        .ok_or_else(|| at("expected key = value".into()))?;
                     let v = value(v).map_err(at)?;
                     let t = match section {
                         Section::Top => &mut top,
@@ -415,13 +456,13 @@ impl Profile {
                 }
             }
         }
-        let format = top.int("format")? as u32;
+        let format = narrow::<u32>(top.int("format")?, "format")?;
         if format != FORMAT {
             return Err(format!(
                 "format {format}, this bulkmem reads format {FORMAT}"
             ));
         }
-        let count = top.int("cells")? as usize;
+        let count = narrow::<usize>(top.int("cells")?, "cells")?;
         if cells.len() != count {
             return Err(format!(
                 "{} of its {count} cells present (truncated?)",
@@ -430,15 +471,15 @@ impl Profile {
         }
         let identity = Identity {
             vendor: cpu.str("vendor")?.to_string(),
-            family: cpu.int("family")? as u32,
-            model: cpu.int("model")? as u32,
-            stepping: cpu.int("stepping")? as u32,
+            family: narrow(cpu.int("family")?, "family")?,
+            model: narrow(cpu.int("model")?, "model")?,
+            stepping: narrow(cpu.int("stepping")?, "stepping")?,
             features: cpu.str("features")?.to_string(),
-            l1d: cpu.int("l1d")? as usize,
-            l2: cpu.int("l2")? as usize,
-            llc: cpu.int("llc")? as usize,
-            llc_cpus: cpu.int("llc_cpus")? as usize,
-            cpus: cpu.int("cpus")? as usize,
+            l1d: narrow(cpu.int("l1d")?, "l1d")?,
+            l2: narrow(cpu.int("l2")?, "l2")?,
+            llc: narrow(cpu.int("llc")?, "llc")?,
+            llc_cpus: narrow(cpu.int("llc_cpus")?, "llc_cpus")?,
+            cpus: narrow(cpu.int("cpus")?, "cpus")?,
         };
         let mut parsed = Vec::with_capacity(cells.len());
         for (i, t) in cells.iter().enumerate() {
@@ -464,6 +505,11 @@ impl Profile {
     }
 }
 
+/// An integer that must fit `T` (a `format = 4294967297` is not format 1).
+fn narrow<T: TryFrom<u64>>(n: u64, key: &str) -> Result<T, String> {
+    T::try_from(n).map_err(|_| format!("'{key}' is out of range"))
+}
+
 fn op_ix(op: Op) -> u8 {
     (op == Op::Clear) as u8
 }
@@ -485,37 +531,39 @@ fn boundary(a: usize, b: usize) -> usize {
 }
 
 fn cell(t: &Table) -> Result<Cell, String> {
-    let op = match t.str("op")? {
-        "copy" => Op::Copy,
-        "clear" => Op::Clear,
-        other => return Err(format!("op '{other}' is not copy or clear")),
-    };
-    let shape = t.str("shape")?;
-    let shape = Shape::parse(shape).ok_or_else(|| format!("unknown shape '{shape}'"))?;
-    let strategy = |k: &str| -> Result<Strategy, String> {
-        let s: Strategy = t.str(k)?.parse().map_err(|e| format!("{k}: {e}"))?;
+    // Messages name the key and what is wrong, never the file's text.
+    let op: Op = t
+        .str("op")?
+        .parse()
+        .map_err(|_| "op is not copy or clear".to_string())?;
+    let shape = Shape::parse(t.str("shape")?).ok_or_else(|| "unknown shape".to_string())?;
+    let known = |k: &str, name: &str| -> Result<Strategy, String> {
+        let s: Strategy = name
+            .parse()
+            .map_err(|_| format!("{k}: unknown strategy name"))?;
         if s == Strategy::Auto || !s.supports(op) {
-            return Err(format!("{k}: '{s}' is not a {op} strategy"));
+            return Err(format!("{k}: {s} is not a {op} strategy"));
         }
         Ok(s)
     };
+    let strategy = |k: &str| known(k, t.str(k)?);
     let mut gbps = Vec::new();
     for item in t.str("gbps")?.split_whitespace() {
         let (name, g) = item
             .split_once('=')
-            .ok_or_else(|| format!("gbps: expected name=GB/s, found '{item}'"))?;
-        let s: Strategy = name.parse().map_err(|e| format!("gbps: {e}"))?;
+            .ok_or_else(|| "gbps: expected name=GB/s items".to_string())?;
+        let s = known("gbps", name)?;
         let g: f64 = g
             .parse()
             .ok()
             .filter(|g: &f64| g.is_finite() && *g >= 0.0)
-            .ok_or_else(|| format!("gbps: '{g}' is not a rate"))?;
+            .ok_or_else(|| "gbps: a rate that is not a non-negative number".to_string())?;
         gbps.push((s, g));
     }
     Ok(Cell {
         op,
         shape,
-        size: t.int("size")? as usize,
+        size: narrow(t.int("size")?, "size")?,
         winner: strategy("winner")?,
         runner_up: t
             .has("runner_up")

@@ -18,10 +18,10 @@ pub(super) fn value(v: &str) -> Result<Value, String> {
     if let Some(rest) = v.strip_prefix('"') {
         let end = rest
             .find('"')
-            .ok_or_else(|| format!("unterminated string {v}"))?;
+            .ok_or_else(|| "unterminated string".to_string())?;
         let tail = rest[end + 1..].trim();
         if !(tail.is_empty() || tail.starts_with('#')) {
-            return Err(format!("unexpected {tail:?} after a string"));
+            return Err("unexpected text after a string".to_string());
         }
         return Ok(Value::Str(rest[..end].to_string()));
     }
@@ -33,7 +33,19 @@ pub(super) fn value(v: &str) -> Result<Value, String> {
             .parse::<u64>()
             .map(Value::Int)
             .or_else(|_| v.parse::<f64>().map(Value::Float))
-            .map_err(|_| format!("cannot read value {v:?}")),
+            .map_err(|_| "a value that is not a string, number or boolean".to_string()),
+    }
+}
+
+impl Value {
+    /// The value's type, for messages (which never quote a file's text).
+    fn kind(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "a string",
+            Value::Int(_) => "an integer",
+            Value::Float(_) => "a float",
+            Value::Bool(_) => "a boolean",
+        }
     }
 }
 
@@ -56,14 +68,14 @@ impl Table {
     pub(super) fn str(&self, k: &str) -> Result<&str, String> {
         match self.get(k)? {
             Value::Str(s) => Ok(s),
-            v => Err(format!("'{k}' should be a string, not {v:?}")),
+            v => Err(format!("'{k}' should be a string, not {}", v.kind())),
         }
     }
 
     pub(super) fn int(&self, k: &str) -> Result<u64, String> {
         match self.get(k)? {
             Value::Int(n) => Ok(*n),
-            v => Err(format!("'{k}' should be an integer, not {v:?}")),
+            v => Err(format!("'{k}' should be an integer, not {}", v.kind())),
         }
     }
 
@@ -71,14 +83,14 @@ impl Table {
         match self.get(k)? {
             Value::Float(f) => Ok(*f),
             Value::Int(n) => Ok(*n as f64),
-            v => Err(format!("'{k}' should be a number, not {v:?}")),
+            v => Err(format!("'{k}' should be a number, not {}", v.kind())),
         }
     }
 
     pub(super) fn bool(&self, k: &str) -> Result<bool, String> {
         match self.get(k)? {
             Value::Bool(b) => Ok(*b),
-            v => Err(format!("'{k}' should be true or false, not {v:?}")),
+            v => Err(format!("'{k}' should be true or false, not {}", v.kind())),
         }
     }
 }

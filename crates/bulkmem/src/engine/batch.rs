@@ -7,7 +7,7 @@ pub(super) use crate::extent::{Batch, Raw};
 use crate::plan::Run;
 // Pointers for writing are rebuilt from exposed addresses: a merged run
 // spans several borrows (see lib.rs).
-use crate::{exposed, exposed_mut};
+use crate::plan::{exposed, exposed_mut};
 
 /// A fill's destination seen as a batch of one extent, for the report.
 pub(super) struct FillShape(pub(super) usize);

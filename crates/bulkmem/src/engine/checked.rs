@@ -17,7 +17,7 @@ use super::job::{stream, Kernel};
 use super::{Engine, SPLIT_ALIGN};
 use crate::error::Error;
 use crate::extent::{validate, Extent};
-use crate::fault::{self, CheckedReport};
+use crate::fault::CheckedReport;
 use crate::report::Control;
 use crate::strategy::Op;
 
@@ -31,7 +31,7 @@ impl Engine {
         ops: &mut [(&mut [u8], &[u8])],
         ctl: Control<'_>,
     ) -> Result<CheckedReport, Error> {
-        crate::check_lengths(ops)?;
+        crate::extent::check_lengths(ops)?;
         self.run_checked(Op::Copy, &CopySlices(ops), false, ctl)
     }
 
@@ -91,10 +91,11 @@ impl Engine {
             }
         }
         let req = stream(op, &scratch.runs, &mut scratch.ends, self.opts.hint);
-        let strategy = fault::checked_form(self.opts.strategy, &req)?;
+        let k = crate::auto::checked(self.opts.strategy, &req)?;
+        let strategy = k.strategy();
         let kernel = match op {
-            Op::Copy => Kernel::CopyChecked(fault::copy_fn(strategy, false), &log),
-            Op::Clear => Kernel::ClearChecked(fault::clear_fn(strategy, false), &log),
+            Op::Copy => Kernel::CopyChecked(k.copy_fn(false), &log),
+            Op::Clear => Kernel::ClearChecked(k.clear_fn(false), &log),
         };
         let report = self.execute(
             &scratch.runs,

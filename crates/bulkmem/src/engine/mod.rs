@@ -39,11 +39,9 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::error::Error;
 use crate::extent::validate;
-use crate::handle;
 use crate::offload::Offload;
 use crate::placement::Placement;
 use crate::plan::{self, Run};
-use crate::resolve;
 use crate::strategy::Op;
 use crate::Options;
 use batch::{Batch, ClearSlices, CopySlices, Raw};
@@ -179,7 +177,7 @@ impl Engine {
         ops: &mut [(&mut [u8], &[u8])],
         ctl: Control<'_>,
     ) -> Result<Report, Error> {
-        crate::check_lengths(ops)?;
+        crate::extent::check_lengths(ops)?;
         self.run(Op::Copy, &CopySlices(ops), false, ctl)
     }
 
@@ -239,10 +237,11 @@ impl Engine {
             .runs
             .extend(plan::coalesce((0..batch.count()).map(|i| batch.get(i))));
         let req = stream(op, &scratch.runs, &mut scratch.ends, self.opts.hint);
-        let strategy = resolve(self.opts, &req)?;
+        let k = crate::auto::kernel(self.opts, &req)?;
+        let strategy = k.strategy();
         let kernel = match op {
-            Op::Copy => Kernel::Copy(handle::copy_fn_unfenced(strategy)),
-            Op::Clear => Kernel::Clear(handle::clear_fn_unfenced(strategy)),
+            Op::Copy => Kernel::Copy(k.copy_fn(false)),
+            Op::Clear => Kernel::Clear(k.clear_fn(false)),
         };
         self.execute(
             &scratch.runs,

@@ -59,11 +59,11 @@
 
 mod outcome;
 
-use crate::cpu;
+use crate::auto::{self, Request};
 use crate::descriptor;
 use crate::error::Error;
+use crate::extent::check_lengths;
 use crate::strategy::{Hint, Op, Strategy};
-use crate::{auto, Request};
 
 pub use crate::error::{Fault, Side};
 pub use crate::mc::handler::is_installed;
@@ -135,19 +135,20 @@ pub fn copy_checked_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Resu
             src: src.len(),
         });
     }
-    let s = single(Op::Copy, strategy, dst.len())?;
-    let k = copy_fn(s, true);
+    let req = Request::single(Op::Copy, dst.len(), Hint::Auto);
+    let k = auto::checked(strategy, &req)?.copy_fn(true);
     // SAFETY: the slices are valid and disjoint (one is borrowed mutably);
-    // checked_form checked the CPU.
+    // the routine came from a CheckedKernel, checked against this CPU.
     unsafe { copy_exact(k, dst.as_mut_ptr(), src.as_ptr(), dst.len()) }.map_err(Error::Fault)
 }
 
 /// As [`clear_checked`] with a named strategy (`Auto` or one of
 /// [`CHECKED_CLEAR`]).
 pub fn clear_checked_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Error> {
-    let s = single(Op::Clear, strategy, dst.len())?;
-    let k = clear_fn(s, true);
-    // SAFETY: `dst` is a valid writable slice; checked_form checked the CPU.
+    let req = Request::single(Op::Clear, dst.len(), Hint::Auto);
+    let k = auto::checked(strategy, &req)?.clear_fn(true);
+    // SAFETY: `dst` is a valid writable slice; the routine came from a
+    // CheckedKernel, checked against this CPU.
     unsafe { clear_exact(k, dst.as_mut_ptr(), dst.len()) }.map_err(Error::Fault)
 }
 
@@ -161,14 +162,14 @@ pub fn copy_batch_checked(
     strategy: Strategy,
     ops: &mut [(&mut [u8], &[u8])],
 ) -> Result<Vec<Outcome>, Error> {
-    crate::check_lengths(ops)?;
+    check_lengths(ops)?;
     let req = Request {
         op: Op::Copy,
         total: ops.iter().map(|(d, _)| d.len()).sum(),
         runs: ops.len(),
         hint: Hint::Auto,
     };
-    let k = copy_fn(checked_form(strategy, &req)?, false);
+    let k = auto::checked(strategy, &req)?.copy_fn(false);
     let out = ops
         .iter_mut()
         .map(|(d, s)| {
@@ -196,7 +197,7 @@ pub fn clear_batch_checked(
         runs: ops.len(),
         hint: Hint::Auto,
     };
-    let k = clear_fn(checked_form(strategy, &req)?, false);
+    let k = auto::checked(strategy, &req)?.clear_fn(false);
     let out = ops
         .iter_mut()
         .map(|d| {
@@ -211,79 +212,12 @@ pub fn clear_batch_checked(
     Ok(out)
 }
 
-/// The checked routine of a checked strategy (from [`checked_form`]).
-/// `fenced: false` gives the non-temporal routine without its closing
-/// fence, for batches that drain once per chunk.
-pub(crate) fn copy_fn(s: Strategy, fenced: bool) -> McCopy {
-    let own = descriptor::row(s).copy.as_ref().and_then(|k| k.checked.own);
-    match own {
-        Some((f, u)) => {
-            if fenced {
-                f
-            } else {
-                u
-            }
-        }
-        None => unreachable!("{s} has no checked copy"),
-    }
-}
-
-pub(crate) fn clear_fn(s: Strategy, fenced: bool) -> McClear {
-    let own = descriptor::row(s)
-        .clear
-        .as_ref()
-        .and_then(|k| k.checked.own);
-    match own {
-        Some((f, u)) => {
-            if fenced {
-                f
-            } else {
-                u
-            }
-        }
-        None => unreachable!("{s} has no checked clear"),
-    }
-}
-
 /// The checked strategy that runs for `strategy` on `req`: itself if it
 /// has a checked form (and the CPU can run it), else for `Auto` the
-/// checked routine closest to what auto would pick (the descriptor's
-/// stand-ins: the same instruction where there is one, AVX2 for the wider
-/// vector loops, non-temporal for streams).
+/// checked routine closest to what auto would pick (the policy's stand-in;
+/// see `crate::auto`).
 pub fn checked_form(strategy: Strategy, req: &Request) -> Result<Strategy, Error> {
-    let op = req.op;
-    if strategy != Strategy::Auto {
-        let d = descriptor::row(strategy);
-        if !d.checked(op) {
-            return Err(Error::NotChecked { strategy, op });
-        }
-        if let Some(needs) = d.missing(&cpu::info().features) {
-            return Err(Error::Unavailable { strategy, needs });
-        }
-        return Ok(strategy);
-    }
-    Ok(stand_in(op, auto::here(req).strategy))
-}
-
-/// The checked routine closest to auto's `pick`.
-fn stand_in(op: Op, pick: Strategy) -> Strategy {
-    let features = &cpu::info().features;
-    let d = descriptor::row(pick);
-    let own = (d.checked(op) && d.missing(features).is_none()).then_some(pick);
-    own.into_iter()
-        .chain(d.stand_ins(op).iter().copied())
-        .find(|s| descriptor::row(*s).missing(features).is_none())
-        .expect("every stand-in list ends in a routine all x86_64 CPUs run")
-}
-
-/// [`checked_form`] for one call of `len` bytes: `Auto` through auto's
-/// compiled length bands (a few compares, as `copy` does), which matters
-/// for 4 KiB calls that take tens of nanoseconds.
-fn single(op: Op, strategy: Strategy, len: usize) -> Result<Strategy, Error> {
-    if strategy == Strategy::Auto {
-        return Ok(stand_in(op, auto::bands(op, Hint::Auto).lookup(len)));
-    }
-    checked_form(strategy, &Request::single(op, len, Hint::Auto))
+    auto::checked(strategy, req).map(|k| k.strategy())
 }
 
 /// Runs `k` and, after a fault, the byte-wise routine from where `k`

@@ -36,9 +36,9 @@ pub fn parse_nodes(s: &str, nodes: &Nodes) -> Result<Vec<usize>, Error> {
     let list = if s.trim() == "all" {
         nodes.with_memory.clone()
     } else {
-        parse_cpu_list(s).ok_or_else(|| {
+        parse_cpu_list(s).map_err(|why| {
             Error::Config(format!(
-                "{s:?} is not a node list (examples: 1, 0,2, 0-3, all)"
+                "{s:?} is not a node list ({why}; examples: 1, 0,2, 0-3, all)"
             ))
         })?
     };

@@ -1,0 +1,502 @@
+//! Calibration: measure every strategy on this machine and build the
+//! profile `auto` follows (docs/design.md, "Calibration"). `bulkmem tune`
+//! is a thin command over [`calibrate`] and [`write_profile`]; a program
+//! can calibrate itself the same way.
+//!
+//! Three shapes per operation, on a ladder of sizes ([`ladder`]):
+//!
+//! * single calls, hot, from 64 B to the top of the ladder;
+//! * batches of 4 KiB extents and of 2 MiB extents, cold, from 1 MiB
+//!   (4 MiB for 2 MiB extents) to the top.
+//!
+//! The top is at least 1 GiB and 32x one thread's LLC share, so the
+//! largest requests are measured rather than left to the last cell (with
+//! the ladder stopping at 4x the share, 64 MiB on a Zen 3 VM, glibc's
+//! memcpy beat the `avx2-nt` chosen for 256 MiB and 1 GiB by 6%); it is
+//! capped at an eighth of physical memory.
+
+mod choose;
+mod measure;
+
+use std::io::Write as _;
+use std::path::Path;
+
+use super::{decide, Cell, Identity, Machine, Profile, Request, Shape, FORMAT};
+use crate::cpu;
+use crate::error::Error;
+use crate::strategy::{Hint, Op, Strategy};
+
+pub use choose::{choose, recheck, Measured, Prior, KEEP};
+pub use measure::HOT_BYTES;
+
+/// How to calibrate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CalibrateOptions {
+    /// Fewer sizes (x4 steps) and runs (3); the profile records it.
+    pub quick: bool,
+    /// Runs per cell (median); `None`: 7, or 3 with `quick`.
+    pub runs: Option<usize>,
+    /// Pin the calling thread to this CPU for the measurement (it stays
+    /// pinned afterwards); `None` measures where the thread runs.
+    pub cpu: Option<usize>,
+}
+
+impl CalibrateOptions {
+    /// The full calibration (x2 steps for single calls, 7 runs).
+    pub fn full() -> CalibrateOptions {
+        CalibrateOptions {
+            quick: false,
+            runs: None,
+            cpu: None,
+        }
+    }
+
+    /// The quick calibration.
+    pub fn quick() -> CalibrateOptions {
+        CalibrateOptions {
+            quick: true,
+            ..CalibrateOptions::full()
+        }
+    }
+
+    /// Sets the runs per cell.
+    pub fn runs(mut self, runs: usize) -> CalibrateOptions {
+        self.runs = Some(runs.max(1));
+        self
+    }
+
+    /// Sets the CPU to measure on.
+    pub fn cpu(mut self, cpu: usize) -> CalibrateOptions {
+        self.cpu = Some(cpu);
+        self
+    }
+}
+
+/// Where a calibration is, for a progress display.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct Step<'a> {
+    /// Cells finished (measured or re-checked).
+    pub done: usize,
+    /// Cells in all ([`Ladder::units`]).
+    pub of: usize,
+    /// What is being measured now, e.g. "copy single 4K".
+    pub label: &'a str,
+}
+
+/// The sizes calibration measures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ladder {
+    /// Single-call lengths.
+    pub singles: Vec<usize>,
+    /// Batch totals of 4 KiB extents.
+    pub small: Vec<usize>,
+    /// Batch totals of 2 MiB extents.
+    pub large: Vec<usize>,
+    /// Runs per cell.
+    pub runs: usize,
+    /// Whether this is the quick ladder.
+    pub quick: bool,
+}
+
+/// The ladder's top: at least 1 GiB and 32x one thread's LLC `share`,
+/// capped at an eighth of `memory` (a copy cell maps its total twice),
+/// and never under 4 MiB.
+pub fn ladder_top(share: usize, memory: usize) -> usize {
+    let want = share.saturating_mul(32).max(1 << 30);
+    want.min(memory / 8).max(4 << 20)
+}
+
+/// The ladder for a machine whose threads each get `share` bytes of LLC
+/// and that has `memory` bytes of RAM.
+pub fn ladder(share: usize, memory: usize, quick: bool) -> Ladder {
+    let top = ladder_top(share, memory);
+    // Geometric from `from`, by `step`, up to the first point at or past
+    // `top`: larger requests use the last cell.
+    let geo = |from: usize, step: usize| {
+        let mut v = vec![from];
+        while let Some(&last) = v.last().filter(|&&l| l < top) {
+            v.push(last.saturating_mul(step));
+        }
+        v
+    };
+    let (single_step, runs) = if quick { (4, 3) } else { (2, 7) };
+    Ladder {
+        singles: geo(64, single_step),
+        small: geo(1 << 20, if quick { 8 } else { 4 }),
+        large: geo(4 << 20, 4),
+        runs,
+        quick,
+    }
+}
+
+impl Ladder {
+    /// The sizes of one shape.
+    pub fn sizes(&self, shape: Shape) -> &[usize] {
+        match shape {
+            Shape::Single => &self.singles,
+            Shape::SmallExtents => &self.small,
+            Shape::LargeExtents => &self.large,
+        }
+    }
+
+    /// Progress units: one per (op, shape, size), measured and re-checked.
+    pub fn units(&self) -> usize {
+        2 * 2 * (self.singles.len() + self.small.len() + self.large.len())
+    }
+}
+
+/// Bytes of physical memory (sysconf), or 8 GiB where it cannot be told.
+fn physical_memory() -> usize {
+    // SAFETY: sysconf has no preconditions; it returns -1 for unknown names.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && page > 0 {
+        (pages as usize).saturating_mul(page as usize)
+    } else {
+        8 << 30
+    }
+}
+
+/// The built-in rules' choice on this machine for a cell (no profile, no
+/// overrides): what a profile departs from only where it measured better.
+pub fn rules_choice(op: Op, shape: Shape, size: usize) -> Strategy {
+    let req = match shape {
+        Shape::Single => Request::single(op, size, Hint::Auto),
+        _ => Request {
+            op,
+            total: size,
+            runs: (size / shape.extent()).max(2),
+            hint: Hint::Auto,
+        },
+    };
+    decide(Machine::this(), &req).strategy
+}
+
+/// The ladder [`calibrate`] measures with `opts` on this machine.
+pub fn ladder_here(opts: &CalibrateOptions) -> Ladder {
+    let mut l = ladder(Machine::this().llc_share(), physical_memory(), opts.quick);
+    if let Some(r) = opts.runs {
+        l.runs = r.max(1);
+    }
+    l
+}
+
+/// Measures every strategy this CPU runs, for both operations, on the
+/// ladder `opts` describes, on the calling thread, and returns the profile
+/// (not yet written: see [`write_profile`]). `progress` is called before
+/// each cell and once at the end. Takes from seconds (`quick`) to a few
+/// minutes, and maps up to twice the ladder's top in memory.
+pub fn calibrate(
+    opts: &CalibrateOptions,
+    progress: &mut dyn FnMut(Step<'_>),
+) -> Result<Profile, Error> {
+    if let Some(c) = opts.cpu {
+        crate::placement::pin_to(c).map_err(|e| Error::Calibration {
+            what: format!("cannot pin to CPU {c}: {e}"),
+        })?;
+    }
+    measure_ladder(&ladder_here(opts), progress)
+}
+
+/// [`calibrate`] over an explicit ladder.
+pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<Profile, Error> {
+    let of = l.units();
+    let mut done = 0;
+    let mut step = |label: String| {
+        progress(Step {
+            done,
+            of,
+            label: &label,
+        });
+        done += 1;
+    };
+    let mut cells = Vec::new();
+    for op in [Op::Copy, Op::Clear] {
+        let strategies: Vec<Strategy> = Strategy::for_op(op)
+            .iter()
+            .copied()
+            .filter(|s| s.available())
+            .collect();
+        let measured = measure_shapes(l, op, &|_| strategies.clone(), "", &mut step)?;
+        let mut chosen = choose(&measured, &rules_choice);
+        // Re-check each cell's choice against the rules' and per-page,
+        // interleaved anew.
+        let again = measure_shapes(
+            l,
+            op,
+            &|(shape, size)| {
+                let mut v = vec![Strategy::PerPage];
+                let c = chosen
+                    .iter()
+                    .find(|c| c.shape == shape && c.size == size)
+                    .map(|c| c.choice);
+                for s in c.into_iter().chain([rules_choice(op, shape, size)]) {
+                    if !v.contains(&s) {
+                        v.push(s);
+                    }
+                }
+                v
+            },
+            "re-check ",
+            &mut step,
+        )?;
+        recheck(&mut chosen, &again, &rules_choice);
+        cells.extend(chosen);
+    }
+    progress(Step {
+        done: of,
+        of,
+        label: "done",
+    });
+    Ok(Profile {
+        format: FORMAT,
+        bulkmem: env!("CARGO_PKG_VERSION").to_string(),
+        created: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        quick: l.quick,
+        cpu: Identity::this(),
+        cells,
+    })
+}
+
+/// Every shape's cells of `op`, each with `strategies((shape, size))`.
+fn measure_shapes(
+    l: &Ladder,
+    op: Op,
+    strategies: &dyn Fn((Shape, usize)) -> Vec<Strategy>,
+    prefix: &str,
+    step: &mut dyn FnMut(String),
+) -> Result<Vec<Measured>, Error> {
+    let mut out = Vec::new();
+    for shape in Shape::ALL {
+        let sizes = l.sizes(shape);
+        let mut arenas = match shape {
+            Shape::Single => None,
+            _ => Some(measure::Arenas::new(
+                op,
+                sizes.iter().copied().max().unwrap_or(0),
+                cpu::info().llc_bytes(),
+            )?),
+        };
+        for &size in sizes {
+            step(format!("{prefix}{op} {} {}", shape.name(), human(size)));
+            let s = strategies((shape, size));
+            out.push(match arenas.as_mut() {
+                None => measure::hot(op, size, &s, l.runs)?,
+                Some(a) => measure::cold(op, shape, size, &s, l.runs, a)?,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// `4K`, `2M`, `1G` or the byte count.
+fn human(n: usize) -> String {
+    for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
+/// The profile's choices as bands, one line per (op, shape):
+/// `copy single     64+ avx2 (1.51x libc) | 16K+ rep-movsb ...`.
+pub fn summary(p: &Profile) -> Vec<String> {
+    let mut lines = Vec::new();
+    for op in [Op::Copy, Op::Clear] {
+        for shape in Shape::ALL {
+            let cells = p.cells_of(op, shape);
+            if cells.is_empty() {
+                continue;
+            }
+            let mut parts: Vec<String> = Vec::new();
+            let mut last = None;
+            for c in cells {
+                if last == Some(c.choice) {
+                    continue;
+                }
+                last = Some(c.choice);
+                parts.push(format!("{}+ {}{}", human(c.size), c.choice, why(c)));
+            }
+            lines.push(format!("{op} {:<9} {}", shape.name(), parts.join(" | ")));
+        }
+    }
+    lines
+}
+
+fn why(c: &Cell) -> String {
+    if c.choice == c.winner {
+        match c.runner_up {
+            Some(r) => format!(" ({:.2}x {r})", c.margin),
+            None => String::new(),
+        }
+    } else if c.choice == rules_choice(c.op, c.shape, c.size) {
+        format!(" (rules; {} won by little or not again)", c.winner)
+    } else if c.choice == Strategy::PerPage {
+        format!(" ({} lost to per-page on re-check)", c.winner)
+    } else {
+        format!(" (kept; {} won by little)", c.winner)
+    }
+}
+
+/// Writes `p` to `path` atomically and without harm to what is there:
+///
+/// * a target that exists and is not a regular file (a device node, a
+///   FIFO, a directory) is refused: `BULKMEM_PROFILE=/dev/null bulkmem
+///   tune` as root must not replace `/dev/null`;
+/// * the temporary is created beside the target with `O_CREAT | O_EXCL |
+///   O_NOFOLLOW` under a name no other process chose (so a planted symlink
+///   or file is never written through), synced, then renamed over the
+///   target; on any failure it is removed.
+pub fn write_profile(path: &Path, p: &Profile) -> std::io::Result<()> {
+    check_target(path)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("the profile path names no file"))?;
+    let (tmp, mut f) = create_temporary(dir, &name.to_string_lossy())?;
+    let written = f
+        .write_all(p.to_toml().as_bytes())
+        .and_then(|()| f.sync_all())
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Checks up front that [`write_profile`] can write `path` (the target is
+/// a regular file or absent, its directory exists or can be made, and a
+/// temporary can be created there), so a long calibration does not end in
+/// a failed write.
+pub fn check_writable(path: &Path) -> std::io::Result<()> {
+    check_target(path)?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    let (tmp, _) = create_temporary(dir, "check")?;
+    std::fs::remove_file(tmp)
+}
+
+/// Refuses a target that exists and is not a regular file (symlinks are
+/// judged by what they point to: the rename replaces the link itself).
+pub fn check_target(path: &Path) -> std::io::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it exists and is not a regular file (refusing to replace it)",
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// A new file in `dir` named after `base`, created exclusively.
+fn create_temporary(
+    dir: &Path,
+    base: &str,
+) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut last = None;
+    for i in 0..64u32 {
+        let tmp = dir.join(format!(
+            ".{base}.{}.{:08x}.tmp",
+            std::process::id(),
+            seed.wrapping_add(i.wrapping_mul(0x9E37_79B9))
+        ));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no temporary name was free")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladders_reach_1_gib_and_32_shares_within_an_eighth_of_memory() {
+        let mem = 24 << 30;
+        for (share, top) in [(16 << 20, 1 << 30), (64 << 20, 2 << 30), (0, 1 << 30)] {
+            assert_eq!(ladder_top(share, mem), top, "{share}");
+            for quick in [false, true] {
+                let l = ladder(share, mem, quick);
+                assert_eq!(l.singles[0], 64);
+                for v in [&l.singles, &l.small, &l.large] {
+                    assert!(*v.last().unwrap() >= top, "{v:?}");
+                    assert!(v[v.len() - 2] < top, "stops at the first point past: {v:?}");
+                    assert!(v.windows(2).all(|w| w[1] > w[0]));
+                }
+                assert_eq!(l.small[0], 1 << 20);
+                assert!(l.large[0] >= 2 * (2 << 20), "at least two 2 MiB extents");
+            }
+        }
+        // A small machine caps the top at an eighth of its memory.
+        assert_eq!(ladder_top(16 << 20, 2 << 30), 256 << 20);
+        assert_eq!(ladder_top(16 << 20, 0), 4 << 20);
+        let (full, quick) = (ladder(16 << 20, mem, false), ladder(16 << 20, mem, true));
+        assert!(quick.units() < full.units());
+        assert!(quick.runs < full.runs);
+    }
+
+    #[test]
+    fn a_tiny_measured_profile_is_complete_and_follows_its_cells() {
+        let l = Ladder {
+            singles: vec![4096, 65536],
+            small: vec![1 << 20],
+            large: vec![4 << 20],
+            runs: 1,
+            quick: true,
+        };
+        let mut steps = 0;
+        let p = measure_ladder(&l, &mut |s| {
+            assert!(s.done <= s.of);
+            steps += 1
+        })
+        .unwrap();
+        assert_eq!(steps, l.units() + 1);
+        assert_eq!(p.cells.len(), 2 * 4);
+        for c in &p.cells {
+            assert!(c.choice.supports(c.op) && c.choice.available(), "{c:?}");
+            let n = Strategy::for_op(c.op)
+                .iter()
+                .filter(|s| s.available())
+                .count();
+            assert_eq!(c.gbps.len(), n, "{c:?}");
+            assert!(c.gbps.iter().all(|g| g.1 > 0.0));
+        }
+        let back = Profile::parse(&p.to_toml()).unwrap();
+        assert_eq!(back.cells.len(), p.cells.len());
+        assert_eq!(back.cpu, Identity::this());
+        assert!(back.check_runs_on(&cpu::info().features).is_ok());
+        assert_eq!(summary(&p).len(), 6);
+    }
+}

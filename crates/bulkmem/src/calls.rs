@@ -1,0 +1,243 @@
+//! The calling-thread entry points: single copies and clears, batches of
+//! slices and batches of raw extents. Each gets its kernel from the policy
+//! (`crate::auto`), as a CPU-checked [`Kernel`]: nothing here chooses a
+//! strategy or turns one into code.
+
+use crate::auto::{self, Request};
+use crate::error::Error;
+use crate::extent::{check_lengths, validate_extents, Extent};
+use crate::handle::Kernel;
+use crate::kernels;
+use crate::plan::{self, exposed, exposed_mut, Run};
+use crate::strategy::{Hint, Op, Options, Strategy};
+
+/// The concrete strategy `opts` means for `req`, or why it cannot run.
+#[inline]
+pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, Error> {
+    auto::kernel(opts, req).map(|k| k.strategy())
+}
+
+/// Copies `src` into `dst` with the primitive `auto` picks for this size.
+///
+/// ```
+/// let src = b"bulk memory ".repeat(10_000); // 120 000 bytes
+/// let mut dst = vec![0u8; src.len()];
+/// bulkmem::copy(&mut dst, &src);
+/// assert_eq!(dst, src);
+/// ```
+///
+/// # Panics
+/// If the lengths differ, like `copy_from_slice`.
+#[inline]
+pub fn copy(dst: &mut [u8], src: &[u8]) {
+    copy_hint(dst, src, Hint::Auto)
+}
+
+/// As [`copy`], telling `auto` what happens to `dst` next.
+///
+/// ```
+/// use bulkmem::Hint;
+/// let src = vec![3u8; 1 << 20];
+/// let mut dst = vec![0u8; 1 << 20];
+/// bulkmem::copy_hint(&mut dst, &src, Hint::Stream); // write-once: fenced NT stores
+/// assert_eq!(dst, src);
+/// ```
+///
+/// # Panics
+/// If the lengths differ.
+#[inline]
+pub fn copy_hint(dst: &mut [u8], src: &[u8], hint: Hint) {
+    if dst.len() != src.len() {
+        let e = Error::LengthMismatch {
+            index: None,
+            dst: dst.len(),
+            src: src.len(),
+        };
+        panic!("bulkmem::copy: {e}");
+    }
+    auto::single(Op::Copy, hint, dst.len()).copy(dst, src);
+}
+
+/// Copies with the named strategy (`Auto` allowed).
+pub fn copy_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Result<(), Error> {
+    copy_opts(Options::strategy(strategy), dst, src).map(drop)
+}
+
+/// Copies with full options; returns the strategy that ran.
+#[inline]
+pub fn copy_opts(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, Error> {
+    if dst.len() != src.len() {
+        return Err(Error::LengthMismatch {
+            index: None,
+            dst: dst.len(),
+            src: src.len(),
+        });
+    }
+    let k = auto::kernel(opts, &Request::single(Op::Copy, dst.len(), opts.hint))?;
+    k.copy(dst, src);
+    Ok(k.strategy())
+}
+
+/// Zeroes `dst` with the primitive `auto` picks for this size.
+#[inline]
+pub fn clear(dst: &mut [u8]) {
+    clear_hint(dst, Hint::Auto)
+}
+
+/// As [`clear`], telling `auto` what happens to `dst` next.
+#[inline]
+pub fn clear_hint(dst: &mut [u8], hint: Hint) {
+    auto::single(Op::Clear, hint, dst.len()).clear(dst);
+}
+
+/// Zeroes with the named strategy (`Auto` allowed).
+pub fn clear_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Error> {
+    clear_opts(Options::strategy(strategy), dst).map(drop)
+}
+
+/// Zeroes with full options; returns the strategy that ran.
+#[inline]
+pub fn clear_opts(opts: Options, dst: &mut [u8]) -> Result<Strategy, Error> {
+    let k = auto::kernel(opts, &Request::single(Op::Clear, dst.len(), opts.hint))?;
+    k.clear(dst);
+    Ok(k.strategy())
+}
+
+/// Copies every `(dst, src)` pair, choosing one primitive for the whole batch
+/// from its total size (see [`auto`]). Adjacent extents are merged first.
+/// Returns the strategy used. On a length mismatch nothing is written and the
+/// error names the first bad extent.
+pub fn copy_batch(ops: &mut [(&mut [u8], &[u8])]) -> Result<Strategy, Error> {
+    copy_batch_with(Options::default(), ops)
+}
+
+/// As [`copy_batch`] with a strategy or hint.
+pub fn copy_batch_with(opts: Options, ops: &mut [(&mut [u8], &[u8])]) -> Result<Strategy, Error> {
+    check_lengths(ops)?;
+    let (total, count) = plan::shape(ops.iter().map(|(d, s)| Run {
+        dst: d.as_ptr() as *mut u8,
+        src: s.as_ptr(),
+        len: d.len(),
+    }));
+    let k = auto::kernel(opts, &batch(Op::Copy, total, count, opts.hint))?;
+    let runs = ops.iter_mut().map(|(d, s)| Run {
+        dst: exposed_mut(d.as_mut_ptr()),
+        src: exposed(s.as_ptr()),
+        len: d.len(),
+    });
+    // SAFETY: the runs lie inside slices lent mutably (dst) and shared
+    // (src), disjoint by the borrow rules.
+    unsafe { copy_runs(k, runs) };
+    Ok(k.strategy())
+}
+
+fn batch(op: Op, total: usize, runs: usize, hint: Hint) -> Request {
+    Request {
+        op,
+        total,
+        runs,
+        hint,
+    }
+}
+
+/// Runs `k` unfenced over the coalesced `runs`, asking for each next run's
+/// source while copying the current one, then fences once for the whole
+/// batch, before the caller can see it returned.
+///
+/// # Safety
+/// Every run's `src` readable and `dst` writable for its `len`, no
+/// destination overlapping anything else.
+unsafe fn copy_runs(k: Kernel, runs: impl Iterator<Item = Run>) {
+    let kernel = k.copy_fn(false);
+    let mut runs = plan::coalesce(runs).peekable();
+    while let Some(r) = runs.next() {
+        if let Some(next) = runs.peek() {
+            kernels::prefetch_ahead(next.src, next.len);
+        }
+        // SAFETY: a run is one extent or several continuing ones (the
+        // caller's contract); `k` was checked against this CPU.
+        unsafe { kernel(r.dst, r.src, r.len) };
+    }
+    kernels::drain();
+}
+
+/// As [`copy_runs`], zeroing.
+///
+/// # Safety
+/// Every run's `dst` writable for its `len`.
+unsafe fn clear_runs(k: Kernel, runs: impl Iterator<Item = Run>) {
+    let kernel = k.clear_fn(false);
+    for r in plan::coalesce(runs) {
+        // SAFETY: the caller's contract; `k` was checked against this CPU.
+        unsafe { kernel(r.dst, r.len) };
+    }
+    kernels::drain();
+}
+
+/// Zeroes every extent, choosing one primitive for the whole batch.
+pub fn clear_batch(ops: &mut [&mut [u8]]) -> Result<Strategy, Error> {
+    clear_batch_with(Options::default(), ops)
+}
+
+/// As [`clear_batch`] with a strategy or hint.
+pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy, Error> {
+    let (total, count) = plan::shape(ops.iter().map(|d| Run {
+        dst: d.as_ptr() as *mut u8,
+        src: core::ptr::null(),
+        len: d.len(),
+    }));
+    let k = auto::kernel(opts, &batch(Op::Clear, total, count, opts.hint))?;
+    let runs = ops.iter_mut().map(|d| Run {
+        dst: exposed_mut(d.as_mut_ptr()),
+        src: core::ptr::null(),
+        len: d.len(),
+    });
+    // SAFETY: each run lies inside mutably borrowed extents (merged only
+    // where they continue each other).
+    unsafe { clear_runs(k, runs) };
+    Ok(k.strategy())
+}
+
+/// Copies extents given by address on the calling thread, choosing one
+/// primitive for the batch as [`copy_batch`] does. The batch is checked
+/// first, as [`crate::Engine::copy_extents`] checks it (no null pointer, no
+/// destination overlapping another extent or its own source), and nothing is
+/// written when it fails. This is what C callers' batches go through.
+///
+/// # Safety
+/// Every `src` readable and every `dst` writable for its `len` for the
+/// duration of the call, and nothing else accessing the destinations.
+pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Error> {
+    validate_extents(Op::Copy, ops)?;
+    let runs = ops.iter().map(|e| Run {
+        dst: e.dst,
+        src: e.src,
+        len: e.len,
+    });
+    let (total, count) = plan::shape(runs.clone());
+    let k = auto::kernel(opts, &batch(Op::Copy, total, count, opts.hint))?;
+    // SAFETY: the caller vouches for each extent; validation found no null
+    // pointer and no destination overlapping anything else.
+    unsafe { copy_runs(k, runs) };
+    Ok(k.strategy())
+}
+
+/// Zeroes extents given by address (`src` ignored); checked and chosen as
+/// [`copy_extents`].
+///
+/// # Safety
+/// Every `dst` writable for its `len` for the duration of the call, and
+/// nothing else accessing them.
+pub unsafe fn clear_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Error> {
+    validate_extents(Op::Clear, ops)?;
+    let runs = ops.iter().map(|e| Run {
+        dst: e.dst,
+        src: core::ptr::null(),
+        len: e.len,
+    });
+    let (total, count) = plan::shape(runs.clone());
+    let k = auto::kernel(opts, &batch(Op::Clear, total, count, opts.hint))?;
+    // SAFETY: as in copy_extents.
+    unsafe { clear_runs(k, runs) };
+    Ok(k.strategy())
+}

@@ -6,11 +6,14 @@
 //! Documents are read as untyped JSON so that every bench kind, and
 //! documents written before or after this build, can be compared.
 
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
+use crate::cli::{runtime, Failure};
+use crate::out;
 use crate::size::fmt_size;
 use crate::stats::Stats;
 use crate::table::{fixed, Format, Table};
@@ -59,14 +62,13 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-pub fn cmd(args: CompareArgs) -> Result<(), String> {
-    let a = Doc::load(&args.a)?;
-    let b = Doc::load(&args.b)?;
+pub fn cmd(args: CompareArgs) -> Result<(), Failure> {
+    let a = Doc::load(&args.a).map_err(runtime)?;
+    let b = Doc::load(&args.b).map_err(runtime)?;
     for w in warnings(&a, &b) {
         eprintln!("bulkmem: warning: {w}");
     }
-    print!("{}", report(&a, &b, args.threshold, args.format));
-    Ok(())
+    out::print(&report(&a, &b, args.threshold, args.format))
 }
 
 /// One bench document: its rows, and the provenance to warn about.
@@ -126,8 +128,11 @@ fn warnings(a: &Doc, b: &Doc) -> Vec<String> {
         if let (Some(x), Some(y)) = (a.origin(field), b.origin(field)) {
             if x != y {
                 out.push(format!(
-                    "{} and {} come from different {what} ({x} / {y}): differences may not be the code's",
-                    a.name, b.name
+                    "{} and {} come from different {what} ({} / {}): differences may not be the code's",
+                    a.name,
+                    b.name,
+                    printable(x),
+                    printable(y)
                 ));
             }
         }
@@ -146,9 +151,12 @@ fn warnings(a: &Doc, b: &Doc) -> Vec<String> {
     out
 }
 
+/// A cell's identity: (field, value as JSON) pairs.
+type Key = Vec<(String, String)>;
+
 /// What identifies a cell: every configured field, sorted by name so that
 /// field order in the file does not matter.
-fn key(row: &Map<String, Value>) -> Vec<(String, String)> {
+fn key(row: &Map<String, Value>) -> Key {
     let mut k: Vec<(String, String)> = row
         .iter()
         .filter(|(f, _)| !MEASURED.contains(&f.as_str()))
@@ -158,8 +166,14 @@ fn key(row: &Map<String, Value>) -> Vec<(String, String)> {
     k
 }
 
+/// `s` without control characters: labels come from the documents, and an
+/// ANSI escape in one must not reach the terminal.
+fn printable(s: &str) -> String {
+    s.chars().filter(|c| !c.is_control()).collect()
+}
+
 /// `copy per-page 4K hot 1t` and any extras as `k=v`; `total` only where it
-/// is needed to tell rows apart.
+/// is needed to tell rows apart. Free of control characters.
 fn label(row: &Map<String, Value>, with_total: bool) -> String {
     let size_of = |f: &str| match row.get(f) {
         Some(Value::Number(n)) => n
@@ -193,7 +207,7 @@ fn label(row: &Map<String, Value>, with_total: bool) -> String {
     if with_total && row.contains_key("total") {
         parts.push(format!("total={}", size_of("total")));
     }
-    parts.join(" ")
+    printable(&parts.join(" "))
 }
 
 /// `0.02` as `2`, `0.025` as `2.5`: the threshold as the user wrote it.
@@ -288,44 +302,64 @@ fn verdict(a: &Stats, b: &Stats, threshold: f64) -> (Option<f64>, Verdict) {
     (Some(r), v)
 }
 
-/// The whole report, in `format`.
-fn report(a: &Doc, b: &Doc, threshold: f64, format: Format) -> String {
-    let keys_b: Vec<_> = b.rows.iter().map(key).collect();
-    let mut used_b = vec![false; b.rows.len()];
+/// Paired (row of A, row of B), then the rows only in A, only in B.
+type Matching = (Vec<(usize, usize)>, Vec<usize>, Vec<usize>);
+
+/// Rows of `a` and `b` with the same key, paired in order (the first row of
+/// `a` with a key gets the first row of `b` with it, and so on), then the
+/// indices of the rows of each left without a partner. Linear in the rows:
+/// one hash lookup per row, where a scan of `b` for each row of `a` took
+/// 21 s on 40,000 rows.
+fn match_rows(a: &[Key], b: &[Key]) -> Matching {
+    let mut waiting: HashMap<&Key, VecDeque<usize>> = HashMap::with_capacity(b.len());
+    for (j, k) in b.iter().enumerate() {
+        waiting.entry(k).or_default().push_back(j);
+    }
+    let mut used_b = vec![false; b.len()];
     let mut pairs = Vec::new();
     let mut only_a = Vec::new();
-    for ra in &a.rows {
-        let ka = key(ra);
-        match (0..b.rows.len()).find(|&j| !used_b[j] && keys_b[j] == ka) {
+    for (i, k) in a.iter().enumerate() {
+        match waiting.get_mut(k).and_then(VecDeque::pop_front) {
             Some(j) => {
                 used_b[j] = true;
-                pairs.push((ra, &b.rows[j]));
+                pairs.push((i, j));
             }
-            None => only_a.push(ra),
+            None => only_a.push(i),
         }
     }
-    let only_b: Vec<_> = b
-        .rows
-        .iter()
-        .zip(&used_b)
-        .filter(|(_, &u)| !u)
-        .map(|(r, _)| r)
-        .collect();
+    let only_b = (0..b.len()).filter(|&j| !used_b[j]).collect();
+    (pairs, only_a, only_b)
+}
+
+/// The whole report, in `format`.
+fn report(a: &Doc, b: &Doc, threshold: f64, format: Format) -> String {
+    let keys_a: Vec<Key> = a.rows.iter().map(key).collect();
+    let keys_b: Vec<Key> = b.rows.iter().map(key).collect();
+    let (pairs, only_a, only_b) = match_rows(&keys_a, &keys_b);
 
     // `total` is shown only where leaving it out would give two different
-    // cells the same label.
-    let mut seen: Vec<(String, Vec<(String, String)>)> = Vec::new();
-    for r in a.rows.iter().chain(&b.rows) {
-        let e = (label(r, false), key(r));
-        if !seen.contains(&e) {
-            seen.push(e);
-        }
+    // cells the same label: per short label, the first key seen under it and
+    // whether a second one was.
+    let short_a: Vec<String> = a.rows.iter().map(|r| label(r, false)).collect();
+    let short_b: Vec<String> = b.rows.iter().map(|r| label(r, false)).collect();
+    let mut keys_of: HashMap<&str, (&Key, bool)> = HashMap::new();
+    for (l, k) in short_a
+        .iter()
+        .zip(&keys_a)
+        .chain(short_b.iter().zip(&keys_b))
+    {
+        keys_of
+            .entry(l)
+            .and_modify(|(first, more)| *more |= *first != k)
+            .or_insert((k, false));
     }
-    let ambiguous = |r: &Map<String, Value>| {
-        let s = label(r, false);
-        seen.iter().filter(|(l, _)| *l == s).count() > 1
+    let name = |doc: &Doc, short: &[String], i: usize| {
+        if keys_of[short[i].as_str()].1 {
+            label(&doc.rows[i], true)
+        } else {
+            short[i].clone()
+        }
     };
-    let name = |r: &Map<String, Value>| label(r, ambiguous(r));
 
     let mut out = String::new();
     let mut t = Table::new(
@@ -337,8 +371,8 @@ fn report(a: &Doc, b: &Doc, threshold: f64, format: Format) -> String {
     let (mut faster, mut slower, mut same, mut unknown) = (0, 0, 0, 0);
     let mut log_sum = 0.0;
     let mut logs = 0usize;
-    for (ra, rb) in &pairs {
-        let (ma, mb) = (measured(ra), measured(rb));
+    for &(i, j) in &pairs {
+        let (ma, mb) = (measured(&a.rows[i]), measured(&b.rows[j]));
         let (ratio, v) = verdict(&ma, &mb, threshold);
         match v {
             Verdict::Faster => faster += 1,
@@ -351,7 +385,7 @@ fn report(a: &Doc, b: &Doc, threshold: f64, format: Format) -> String {
             logs += 1;
         }
         t.row(vec![
-            name(ra),
+            name(a, &short_a, i),
             format!("{}±{}", fixed(ma.median), fixed(ma.stdev)),
             format!("{}±{}", fixed(mb.median), fixed(mb.stdev)),
             ratio.map_or("-".into(), |r| format!("{r:.3}x")),
@@ -363,13 +397,13 @@ fn report(a: &Doc, b: &Doc, threshold: f64, format: Format) -> String {
         percent(threshold)
     ));
     out.push_str(&t.render(format, WIDTH));
-    for (rows, doc) in [(&only_a, a), (&only_b, b)] {
+    for (rows, doc, short) in [(&only_a, a, &short_a), (&only_b, b, &short_b)] {
         if rows.is_empty() {
             continue;
         }
         let mut t = Table::new(format!("only in {}", doc.name), vec!["cell".into()]);
-        for r in rows {
-            t.row(vec![name(r)]);
+        for &i in rows.iter() {
+            t.row(vec![name(doc, short, i)]);
         }
         out.push_str(&t.render(format, WIDTH));
     }
@@ -540,6 +574,64 @@ mod tests {
         assert!(text.contains("1 faster, 0 slower, 1 unchanged"), "{text}");
         let csv = report(&a, &b, 0.02, Format::Csv);
         assert!(csv.contains("cell,A,B,B/A,verdict"), "{csv}");
+    }
+
+    #[test]
+    fn matching_pairs_rows_by_key_whatever_their_order() {
+        // Large and shuffled: the hash matching must pair every row with
+        // its own cell, and duplicates in order (first with first).
+        let n = 50_000;
+        let keys_a: Vec<Key> = (0..n)
+            .map(|i| vec![("size".to_string(), (i % (n - 10)).to_string())])
+            .collect();
+        let mut order: Vec<usize> = (0..n).collect();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for i in (1..n).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            order.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        let mut keys_b: Vec<Key> = order.iter().map(|&i| keys_a[i].clone()).collect();
+        // One row of B whose cell A lacks, and one of A's cells B lacks.
+        let gone = order[0];
+        keys_b[0] = vec![("size".to_string(), "new".to_string())];
+        let (pairs, only_a, only_b) = match_rows(&keys_a, &keys_b);
+        assert_eq!(pairs.len(), n - 1);
+        assert_eq!(only_b, vec![0]);
+        assert_eq!(only_a.len(), 1);
+        assert_eq!(keys_a[only_a[0]], keys_a[gone]);
+        let mut seen_b = vec![false; n];
+        let mut last_b_of: HashMap<&Key, usize> = HashMap::new();
+        for &(i, j) in &pairs {
+            assert_eq!(keys_a[i], keys_b[j], "row {i} of A paired with {j} of B");
+            assert!(!std::mem::replace(&mut seen_b[j], true), "{j} paired twice");
+            // Rows with the same key pair in order on both sides.
+            if let Some(prev) = last_b_of.insert(&keys_a[i], j) {
+                assert!(prev < j, "duplicates of {:?} out of order", keys_a[i]);
+            }
+        }
+    }
+
+    #[test]
+    fn labels_and_warnings_carry_no_control_characters() {
+        let mut r = row("per-page\u{1b}[31m", 4096, &[1.0, 2.0]);
+        r["note\u{7}"] = "\u{1b}]0;title\u{7}x\ny".into();
+        let l = label(r.as_object().unwrap(), true);
+        assert!(!l.chars().any(char::is_control), "{l:?}");
+        assert!(
+            l.contains("per-page[31m") && l.contains("note=]0;titlexy"),
+            "{l}"
+        );
+        let a = doc("a.json", "CPU \u{1b}[2J", "abc", vec![r.clone()]);
+        let b = doc("b.json", "CPU Y", "abc", vec![r]);
+        let w = warnings(&a, &b);
+        assert!(!w[0].chars().any(char::is_control), "{w:?}");
+        let text = report(&a, &b, 0.02, Format::Text);
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
     }
 
     #[test]

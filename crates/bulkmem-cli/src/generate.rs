@@ -2,8 +2,6 @@
 //! roff man page, made from the same clap definitions the command parses
 //! with, so they never drift from it.
 
-use std::io::Write as _;
-
 use clap::{Args, Command, ValueEnum};
 use clap_complete::Shell;
 
@@ -29,7 +27,9 @@ enum What {
 }
 
 pub fn cmd(a: GenerateArgs, command: &mut Command) -> Result<(), Failure> {
-    let mut out = std::io::stdout().lock();
+    // Made in memory first: clap_complete panics on a failed write, and
+    // `out` turns one into an error.
+    let mut out = Vec::new();
     match a.what {
         What::Completions => {
             let shell = a.shell.expect("clap requires a shell for completions");
@@ -39,6 +39,5 @@ pub fn cmd(a: GenerateArgs, command: &mut Command) -> Result<(), Failure> {
             .render(&mut out)
             .map_err(|e| runtime(format!("cannot write the man page: {e}")))?,
     }
-    out.flush()
-        .map_err(|e| runtime(format!("cannot write: {e}")))
+    crate::out::write_bytes(&out).map_err(crate::out::failed)
 }

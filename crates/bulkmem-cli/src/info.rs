@@ -508,11 +508,10 @@ pub struct InfoArgs {
 
 pub fn cmd(a: InfoArgs) -> Result<(), crate::cli::Failure> {
     if a.json {
-        println!("{}", json());
+        crate::out::print(&(json() + "\n"))
     } else {
-        print!("{}", text());
+        crate::out::print(&text())
     }
-    Ok(())
 }
 #[cfg(test)]
 mod tests {

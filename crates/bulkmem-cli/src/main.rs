@@ -12,6 +12,7 @@ mod generate;
 mod harness;
 mod info;
 mod migrate_cmd;
+mod out;
 mod preflight;
 mod preload_cmd;
 mod provenance;
@@ -21,6 +22,7 @@ mod stats;
 mod table;
 mod tune;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -86,23 +88,30 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    out::catch_print_panics();
     let cli = Cli::parse();
     let quiet = cli.quiet;
     let result = match cli.cmd {
         None => bench::copy::default_report(quiet),
         Some(Cmd::Info(a)) => info::cmd(a),
         Some(Cmd::Bench { what }) => bench::cmd(what, quiet),
-        Some(Cmd::Compare(a)) => compare::cmd(a).map_err(cli::runtime),
+        Some(Cmd::Compare(a)) => compare::cmd(a),
         Some(Cmd::Migrate(a)) => migrate_cmd::cmd(a),
         Some(Cmd::Tune(a)) => tune::cmd(a, quiet),
         Some(Cmd::Run(a)) => preload_cmd::run_cmd(a),
         Some(Cmd::Generate(a)) => generate::cmd(a, &mut Cli::command()),
         Some(Cmd::PreloadWorkload(a)) => preload_cmd::workload_cmd(a),
     };
+    // A failed stdout decides the exit status whatever the command made of
+    // it (see `out`: quiet 0 on a broken pipe, one line and 1 otherwise).
+    if let Some(code) = out::exit_status() {
+        return ExitCode::from(code);
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            eprintln!("bulkmem: error: {}", f.msg);
+            // Not eprintln!: it panics when stderr is gone too.
+            let _ = writeln!(std::io::stderr(), "bulkmem: error: {}", f.msg);
             ExitCode::from(f.code)
         }
     }

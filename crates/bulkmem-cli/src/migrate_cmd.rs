@@ -10,6 +10,7 @@ use bulkmem::Error;
 
 use crate::arena::{self as regions, PageKind};
 use crate::cli::{check_memory, runtime, twice_the_largest, usage, Failure};
+use crate::out;
 use crate::size::{self, fmt_size};
 use clap::Args;
 
@@ -314,8 +315,7 @@ pub fn cmd(a: MigrateArgs) -> Result<(), Failure> {
             &[a.size],
             "the region and its copy on the target node",
         )])?;
-        print!("{}", self_test(a.size, to).map_err(runtime)?);
-        return Ok(());
+        return out::print(&self_test(a.size, to).map_err(runtime)?);
     }
     let (Some(pid), Some(range)) = (a.pid, a.range.as_deref()) else {
         return Err(usage(
@@ -326,7 +326,7 @@ pub fn cmd(a: MigrateArgs) -> Result<(), Failure> {
     let (addr, len) = parse_range(range).map_err(usage)?;
     check_pid(pid).map_err(usage)?;
     let (text, complete) = migrate_pid(pid, addr, len, to).map_err(runtime)?;
-    print!("{text}");
+    out::print(&text)?;
     if complete {
         Ok(())
     } else {

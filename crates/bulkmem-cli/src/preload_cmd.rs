@@ -98,7 +98,7 @@ pub fn workload(kind: &str, size: usize) -> Result<(), String> {
             if dst[size / 2] != 0x5a || dst[size - 1] != 0x5a {
                 return Err("the copy is wrong".into());
             }
-            println!("{dt} {size}");
+            crate::out::print(&format!("{dt} {size}\n")).map_err(|f| f.msg)?;
         }
         "small" => {
             let (src, mut dst) = (vec![1u8; 64 << 10], vec![0u8; 64 << 10]);
@@ -123,7 +123,7 @@ pub fn workload(kind: &str, size: usize) -> Result<(), String> {
             }
             let dt = t.elapsed().as_secs_f64();
             std::hint::black_box(&dst);
-            println!("{dt} {bytes}");
+            crate::out::print(&format!("{dt} {bytes}\n")).map_err(|f| f.msg)?;
         }
         _ => return Err(format!("unknown workload {kind}")),
     }

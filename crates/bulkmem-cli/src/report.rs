@@ -1,7 +1,6 @@
 //! Result rows, the JSON document of docs/design.md, and the human tables.
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 
 use serde::Serialize;
@@ -190,8 +189,8 @@ pub fn write_json(path: &Path, rows: &[Row]) -> Result<(), String> {
     };
     let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
     if path == Path::new("-") {
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "{text}").map_err(|e| format!("cannot write JSON to stdout: {e}"))
+        // Recorded as an output error: `main` exits as for any failed stdout.
+        crate::out::write_bytes((text + "\n").as_bytes()).map_err(|e| crate::out::failed(e).msg)
     } else {
         std::fs::write(path, text + "\n")
             .map_err(|e| format!("cannot write {}: {e}", path.display()))

@@ -1013,3 +1013,117 @@ fn batch_offload_rows_or_one_line_saying_why_not() {
     let o = bulkmem(&["bench", "batch", "--offload", "tpu"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// One small, quick bench: 4K, hot, one run.
+const QUICK_BENCH: [&str; 11] = [
+    "bench",
+    "copy",
+    "--sizes",
+    "4K",
+    "--regime",
+    "hot",
+    "--runs",
+    "1",
+    "--strategies",
+    "per-page",
+    "--quiet",
+];
+
+/// Runs bulkmem with stdout on /dev/full (every write fails with ENOSPC).
+fn bulkmem_into_dev_full(args: &[&str]) -> Output {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+        .args(args)
+        .stdout(full)
+        .output()
+        .expect("run bulkmem")
+}
+
+#[test]
+fn a_full_stdout_is_one_line_of_error_and_exit_1() {
+    // info writes through `out`; the bench tables still print! (cli.rs) and
+    // are caught by the panic hook: both must look the same.
+    for args in [&["info"][..], &["info", "--json"], &QUICK_BENCH] {
+        let o = bulkmem_into_dev_full(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(
+            err.starts_with("bulkmem: error writing output: "),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// A bench document of `n` copy rows whose strategy is `strategy`.
+fn compare_doc(n: usize, strategy: &str) -> String {
+    let rows: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            serde_json::json!({
+                "op": "copy", "strategy": strategy, "chose": strategy,
+                "size": 4096 * (i + 1), "total": 268435456u64, "regime": "hot",
+                "threads": 1, "runs": 3,
+                "gbps": {"min": 1.0, "median": 2.0, "max": 3.0, "mean": 2.0,
+                         "stdev": 1.0, "samples": [1.0, 2.0, 3.0]},
+            })
+        })
+        .collect();
+    serde_json::json!({"bulkmem": "0.1.0", "results": rows}).to_string()
+}
+
+fn scratch_file(name: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("bulkmem-cli-{}-{name}", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn compare_into_a_closed_pipe_exits_quietly() {
+    // Far more than a pipe holds (64 KiB), so writing must meet EPIPE.
+    let doc = scratch_file("pipe.json", &compare_doc(5000, "per-page"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+        .args(["compare", doc.to_str().unwrap(), doc.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run bulkmem");
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&doc);
+    let err = stderr(&o);
+    assert_ne!(o.status.code(), Some(101), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // docs/design.md: a broken pipe exits 0 without a word.
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
+
+#[test]
+fn json_to_a_closed_stdout_is_an_error() {
+    // The shell closes fd 1 (`>&-`) before bulkmem starts.
+    let mut args = vec!["exec \"$0\" \"$@\" >&-", env!("CARGO_BIN_EXE_bulkmem")];
+    args.extend(QUICK_BENCH);
+    args.extend(["--json", "-"]);
+    let o = Command::new("sh").arg("-c").args(&args).output().unwrap();
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("bulkmem: error writing output: "), "{err}");
+}
+
+#[test]
+fn compare_prints_no_escapes_from_the_documents() {
+    let a = scratch_file("esc-a.json", &compare_doc(3, "per-page\u{1b}[31m"));
+    let b = scratch_file("esc-b.json", &compare_doc(4, "per-page\u{1b}[31m"));
+    let o = bulkmem(&["compare", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&a);
+    let _ = std::fs::remove_file(&b);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("per-page[31m"), "{}", stdout(&o));
+    assert!(!o.stdout.contains(&0x1b), "{}", stdout(&o));
+    assert!(!o.stderr.contains(&0x1b), "{}", stderr(&o));
+}

@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use bulkmem::mapping::Mapping;
-use bulkmem::offload::{EmulatedOptions, GpuOptions, Offload};
+use bulkmem::offload::Offload;
 use bulkmem::{Engine, Kernel, Op, Placement, Strategy};
 
 use crate::arena;
@@ -24,12 +24,17 @@ use crate::cli::{
 use crate::harness::{cpu_time, fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
 use crate::preflight::{self, eviction_bytes, times, Need};
 use crate::report;
-use crate::report::{pivot, BatchCell, Pivot, Row};
+use crate::report::{BatchCell, Row};
 use crate::size::{self, fmt_size};
 use crate::stats::Stats;
-use crate::table::Table;
 use clap::Args;
 use std::path::PathBuf;
+
+mod offload;
+mod tables;
+
+use offload::{open_offload, parse_offload, OffloadSpec, Registered};
+pub use tables::tables;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Layout {
@@ -215,17 +220,6 @@ pub fn run(
     Ok(rows)
 }
 
-/// Ranges registered with an offload, unregistered when it goes.
-struct Registered(Vec<(Offload, *const u8, usize)>);
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        for (o, addr, len) in &self.0 {
-            let _ = o.unregister(*addr, *len);
-        }
-    }
-}
-
 /// One engine configuration measured in every shape.
 struct Config {
     /// The row's strategy: `engine`, `engine+gpu`, `gpu only`.
@@ -393,79 +387,6 @@ fn measure_shape(
     Ok(rows)
 }
 
-/// Tables: per (layout, placement), a row per thread count (and the
-/// per-page baseline), a column per shape.
-pub fn tables(rows: &[Row]) -> Vec<Table> {
-    let batch = |r: &Row| r.batch.clone().expect("batch rows");
-    let mut groups: Vec<(&'static str, &'static str)> = Vec::new();
-    for r in rows.iter().filter(|r| r.strategy.starts_with("engine")) {
-        let b = batch(r);
-        if !groups.contains(&(b.layout, b.placement)) {
-            groups.push((b.layout, b.placement));
-        }
-    }
-    let runs = rows.first().map_or(0, |r| r.runs);
-    let op = rows.first().map_or("copy", |r| r.op);
-    groups
-        .into_iter()
-        .map(|(layout, placement)| {
-            let row = |r: &Row| {
-                let b = batch(r);
-                match r.strategy.as_str() {
-                    _ if b.layout != layout => None,
-                    "per-page" => Some("per-page".to_string()),
-                    s if s.ends_with(" only") => Some(format!("{s} ({} ch)", r.threads)),
-                    "engine" if b.placement == placement => Some(format!("engine {}", r.threads)),
-                    s if b.placement == placement => Some(format!(
-                        "engine {} + {}",
-                        r.threads,
-                        s.trim_start_matches("engine+")
-                    )),
-                    _ => None,
-                }
-            };
-            let col = |r: &Row| format!("{}x{}", batch(r).count, fmt_size(r.size));
-            let mut t = pivot(
-                rows,
-                Pivot {
-                    title: format!(
-                        "{op}, cold, {layout} folios, placement {placement}: GB/s median±stdev of {runs} runs (summed over threads); x = over per-page (1 thread)"
-                    ),
-                    corner: "threads",
-                    row: &row,
-                    col: &col,
-                    baseline: "per-page",
-                },
-            );
-            // With copy engines, what the CPU spent is half the story.
-            if rows.iter().any(|r| r.strategy.contains('+')) {
-                let mut busy: Vec<(String, Vec<f64>)> = Vec::new();
-                for r in rows {
-                    let (Some(name), Some(b)) = (row(r), batch(r).cpu_busy) else {
-                        continue;
-                    };
-                    match busy.iter_mut().find(|(n, _)| *n == name) {
-                        Some((_, v)) => v.push(b),
-                        None => busy.push((name, vec![b])),
-                    }
-                }
-                let cells: Vec<String> = busy
-                    .iter()
-                    .map(|(n, v)| {
-                        let s = Stats::or_zero(v);
-                        format!("{n} {}", crate::table::fixed(s.median))
-                    })
-                    .collect();
-                t.notes.push(format!(
-                    "CPU busy (process CPU time / wall time, median over the columns): {}",
-                    cells.join(", ")
-                ));
-            }
-            t
-        })
-        .collect()
-}
-
 #[derive(Args)]
 pub struct BatchArgs {
     /// copy or clear.
@@ -610,46 +531,6 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
             .as_deref()
             .map(|p| (p, what.as_str(), "folio size", &style as Style)),
     )
-}
-
-/// `--offload KIND[:CHANNELS]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct OffloadSpec {
-    gpu: bool,
-    channels: usize,
-}
-
-fn parse_offload(s: &str) -> Result<OffloadSpec, String> {
-    let (kind, n) = s.split_once(':').unwrap_or((s, "2"));
-    let channels = n
-        .parse::<usize>()
-        .ok()
-        .filter(|&c| (1..=64).contains(&c))
-        .ok_or_else(|| format!("'{n}': channels must be 1 to 64"))?;
-    match kind {
-        "gpu" => Ok(OffloadSpec {
-            gpu: true,
-            channels,
-        }),
-        "emulated" => Ok(OffloadSpec {
-            gpu: false,
-            channels,
-        }),
-        _ => Err(format!("'{kind}': expected gpu or emulated")),
-    }
-}
-
-/// Opens the offload now, so a machine without one is told at once
-/// (usage error, exit 2), before anything is measured.
-fn open_offload(spec: OffloadSpec) -> Result<(Offload, &'static str), Failure> {
-    if spec.gpu {
-        let o = Offload::gpu(GpuOptions::default().channels(spec.channels))
-            .map_err(|e| usage(e.to_string()))?;
-        Ok((o, "gpu"))
-    } else {
-        let o = Offload::emulated(EmulatedOptions::default().channels(spec.channels));
-        Ok((o, "emulated"))
-    }
 }
 
 #[cfg(test)]

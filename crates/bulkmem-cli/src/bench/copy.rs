@@ -13,6 +13,7 @@ use crate::cli::{
     usage, with_progress, CpuList, Failure, Measure, Output, Style,
 };
 use crate::harness::Rounds;
+use crate::out;
 use crate::report::{self, Row};
 use crate::size::{self, fmt_size};
 use crate::table;
@@ -131,15 +132,15 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
 pub fn default_report(quiet: bool) -> Result<(), Failure> {
     let cpus = measuring_cpus(None)?;
     let i = bulkmem::cpu::info();
-    println!(
-        "bulkmem {} on {} ({} CPUs, LLC {}, features: {})",
+    out::print(&format!(
+        "bulkmem {} on {} ({} CPUs, LLC {}, features: {})\nauto: {}\n",
         env!("CARGO_PKG_VERSION"),
         i.brand,
         i.topology.online_cpus.len(),
         fmt_size(i.llc_bytes()),
-        i.features.names().join(" ")
-    );
-    println!("auto: {}", bulkmem::auto::profile_status());
+        i.features.names().join(" "),
+        bulkmem::auto::profile_status()
+    ))?;
     let mut all = Vec::new();
     for op in [Op::Copy, Op::Clear] {
         let (strategies, skipped) = pick_strategies(op, "all")?;
@@ -161,13 +162,14 @@ pub fn default_report(quiet: bool) -> Result<(), Failure> {
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
         report::add_speedups(&mut rows);
-        print!("{}", table::text(&report::tables(&rows, &skipped)));
+        out::print(&table::text(&report::tables(&rows, &skipped)))?;
         all.extend(rows);
     }
-    println!();
+    let mut text = String::from("\n");
     for line in report::summary(&all) {
-        println!("{line}");
+        text += &line;
+        text.push('\n');
     }
-    println!("\n(more: `bulkmem info`, `bulkmem bench copy --help`; JSON with --json FILE)");
-    Ok(())
+    text += "\n(more: `bulkmem info`, `bulkmem bench copy --help`; JSON with --json FILE)\n";
+    out::print(&text)
 }

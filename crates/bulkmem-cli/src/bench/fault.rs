@@ -12,6 +12,7 @@ use bulkmem::uffd::Mover;
 use bulkmem::{Engine, Extent};
 
 use crate::harness::fill_pattern;
+use crate::out;
 use crate::size::fmt_size;
 
 use std::path::PathBuf;
@@ -226,7 +227,7 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
     match demonstration(a.demo / 65536 * 65536) {
         // Beside the table: stderr when stdout carries the JSON.
         Ok(text) if a.out.json.as_deref() == Some(Path::new("-")) => eprint!("{text}"),
-        Ok(text) => print!("{text}"),
+        Ok(text) => out::print(&text)?,
         Err(e) => eprintln!("bulkmem: demonstration skipped: {e}"),
     }
     Ok(())

@@ -1,0 +1,79 @@
+//! The tables of `bench batch`.
+
+use crate::report::{pivot, Pivot, Row};
+use crate::size::fmt_size;
+use crate::stats::Stats;
+use crate::table::Table;
+
+/// Tables: per (layout, placement), a row per thread count (and the
+/// per-page baseline), a column per shape.
+pub fn tables(rows: &[Row]) -> Vec<Table> {
+    let batch = |r: &Row| r.batch.clone().expect("batch rows");
+    let mut groups: Vec<(&'static str, &'static str)> = Vec::new();
+    for r in rows.iter().filter(|r| r.strategy.starts_with("engine")) {
+        let b = batch(r);
+        if !groups.contains(&(b.layout, b.placement)) {
+            groups.push((b.layout, b.placement));
+        }
+    }
+    let runs = rows.first().map_or(0, |r| r.runs);
+    let op = rows.first().map_or("copy", |r| r.op);
+    groups
+        .into_iter()
+        .map(|(layout, placement)| {
+            let row = |r: &Row| {
+                let b = batch(r);
+                match r.strategy.as_str() {
+                    _ if b.layout != layout => None,
+                    "per-page" => Some("per-page".to_string()),
+                    s if s.ends_with(" only") => Some(format!("{s} ({} ch)", r.threads)),
+                    "engine" if b.placement == placement => Some(format!("engine {}", r.threads)),
+                    s if b.placement == placement => Some(format!(
+                        "engine {} + {}",
+                        r.threads,
+                        s.trim_start_matches("engine+")
+                    )),
+                    _ => None,
+                }
+            };
+            let col = |r: &Row| format!("{}x{}", batch(r).count, fmt_size(r.size));
+            let mut t = pivot(
+                rows,
+                Pivot {
+                    title: format!(
+                        "{op}, cold, {layout} folios, placement {placement}: GB/s median±stdev of {runs} runs (summed over threads); x = over per-page (1 thread)"
+                    ),
+                    corner: "threads",
+                    row: &row,
+                    col: &col,
+                    baseline: "per-page",
+                },
+            );
+            // With copy engines, what the CPU spent is half the story.
+            if rows.iter().any(|r| r.strategy.contains('+')) {
+                let mut busy: Vec<(String, Vec<f64>)> = Vec::new();
+                for r in rows {
+                    let (Some(name), Some(b)) = (row(r), batch(r).cpu_busy) else {
+                        continue;
+                    };
+                    match busy.iter_mut().find(|(n, _)| *n == name) {
+                        Some((_, v)) => v.push(b),
+                        None => busy.push((name, vec![b])),
+                    }
+                }
+                let cells: Vec<String> = busy
+                    .iter()
+                    .map(|(n, v)| {
+                        let s = Stats::or_zero(v);
+                        format!("{n} {}", crate::table::fixed(s.median))
+                    })
+                    .collect();
+                t.notes.push(format!(
+                    "CPU busy (process CPU time / wall time, median over the columns): {}",
+                    cells.join(", ")
+                ));
+            }
+            t
+        })
+        .collect()
+}

@@ -14,15 +14,26 @@
  *     -EIO        a checked copy stopped at a bad page (-EHWPOISON when the
  *                 signal says hardware poison);
  *     -ECANCELED  an engine batch stopped by its cancel flag;
+ *     -EAGAIN     a thread could not be started (RLIMIT_NPROC, memory);
+ *     -EBUSY      an engine held by a stalled call on another thread;
  *     -ENOTRECOVERABLE  an internal error (a bug): nothing unwinds into C;
  *   others are the errno of a failed system call.
  *   bm_strerror() names a code; bm_last_error() gives the calling thread's
  *   last failure in words ("extent 3 overlaps extent 1 ...").
+ *   An internal panic is caught and reported this way; bulkmem prints
+ *   nothing for it (it installs, once, a panic hook that is silent only
+ *   for panics inside bm_* calls and forwards all others to the hook that
+ *   was there before).
  * - A length of 0 is always valid and does nothing (pointers may be NULL).
  * - Copies never overlap: dst and src must be disjoint (this is memcpy, not
  *   memmove), and in a batch no destination may overlap another extent.
  * - Strategy names are bulkmem's ("auto", "per-page", "rep-movsb",
- *   "avx2-nt", "clzero", ...); bm_strategy_name() lists them.
+ *   "avx2-nt", "clzero", ...); bm_strategy_name() lists them. They are
+ *   matched exactly, as bm_strategy_name() and the CLI print them: lower
+ *   case, '-' not '_', no spaces ("AUTO" and "auto " are -EINVAL).
+ * - Callbacks (bm_progress_fn, bm_patch_fn) must return normally: leaving
+ *   one with longjmp, or a C++ exception, skips bulkmem's cleanup. See
+ *   bm_progress_fn for what bulkmem recovers from.
  * - Non-temporal stores are fenced before any function returns.
  * - Everything is thread-safe unless a function says otherwise.
  */
@@ -134,9 +145,26 @@ typedef struct bm_fault {
 /* Copy (clear) like bm_copy (bm_clear), but a SIGBUS while touching the
  * memory (a poisoned page, a file mapping truncated under the caller) stops
  * the operation and returns -EIO (-EHWPOISON for hardware poison) with *f
- * filled in (f may be NULL). bulkmem installs a SIGBUS handler that chains
- * to the previous one for faults outside its routines. x86_64 only:
- * elsewhere both return -ENOTSUP. */
+ * filled in (f may be NULL). bulkmem installs a SIGBUS handler (on first
+ * use) that chains to the previous one for faults outside its routines.
+ * An application that installs its own SIGBUS handler afterwards replaces
+ * bulkmem's, and checked calls then die on a bad page: keep the old action
+ * sigaction() returns and call it for faults you do not own, e.g.
+ *
+ *     static struct sigaction prev;   (bulkmem's)
+ *     static void on_bus(int sig, siginfo_t *si, void *uc) {
+ *         if (mine(si->si_addr)) { ...; return; }
+ *         if (prev.sa_flags & SA_SIGINFO) prev.sa_sigaction(sig, si, uc);
+ *         else if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN)
+ *             prev.sa_handler(sig);
+ *         else { signal(sig, SIG_DFL); raise(sig); }
+ *     }
+ *     struct sigaction sa = {0};
+ *     sa.sa_sigaction = on_bus; sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+ *     sigaction(SIGBUS, &sa, &prev);
+ *
+ * (To be sure bulkmem's is installed first, make one checked call of
+ * length 0 before.) x86_64 only: elsewhere both return -ENOTSUP. */
 int bm_copy_checked(void *dst, const void *src, size_t len, bm_fault *f);
 int bm_clear_checked(void *dst, size_t len, bm_fault *f);
 
@@ -157,7 +185,10 @@ typedef struct bm_engine_opts {
 typedef struct bm_engine bm_engine;
 
 /* A new engine with pinned, reused worker threads; NULL with errno set on
- * failure (EINVAL: bad options, ENOTSUP: unavailable strategy). */
+ * failure (EINVAL: bad options, among them more threads than 64 per
+ * online CPU (at least 4096); ENOTSUP: unavailable strategy; EAGAIN: a
+ * worker thread could not be started, e.g. under RLIMIT_NPROC; the ones
+ * already started are stopped and joined first, none is left behind). */
 bm_engine *bm_engine_new(const bm_engine_opts *opts);
 
 /* Worker threads of the engine. */
@@ -171,7 +202,18 @@ int bm_engine_clear_batch(bm_engine *e, const bm_extent *ext, size_t n);
 /* Called between chunks, from worker threads, with the bytes completed so
  * far and the batch total. Calls are never concurrent, `done` only grows,
  * and the last call of a complete batch has done == total. It must not
- * submit to the same engine (that call returns -EINVAL). */
+ * submit to the same engine (that call returns -EINVAL).
+ *
+ * It must return normally. Batches of at most 4 MiB (or one chunk) run on
+ * the calling thread, callbacks included; one a callback leaves with
+ * longjmp is abandoned with the engine still marked busy. bulkmem limits
+ * the damage: when the same thread submits to that engine again from a
+ * frame outside the abandoned batch, the mark is taken over and the call
+ * proceeds; another thread waiting for the engine gives up with -EBUSY
+ * once that batch has made no progress for 1 second (so also while a
+ * callback of a batch run on its own thread takes longer than that).
+ * Anything else the abandoned call held (its report, progress) is lost.
+ * This assumes callbacks do not switch stacks (swapcontext, coroutines). */
 typedef void (*bm_progress_fn)(size_t done, size_t total, void *ctx);
 
 typedef struct bm_ctl {
@@ -206,12 +248,14 @@ void bm_engine_free(bm_engine *e);
 #define BM_OFFLOAD_GPU 1      /* a GPU's copy engines (CUDA driver, loaded at run time) */
 #define BM_OFFLOAD_EMULATED 2 /* CPU threads with a delay: the scheduling, anywhere */
 
-/* As bm_engine_new, with `channels` copy channels (0: 2) of `kind` on CUDA
+/* As bm_engine_new, with `channels` copy channels (0: 2, at most what
+ * bm_engine_new allows for threads, else EINVAL) of `kind` on CUDA
  * device `device` (ignored for BM_OFFLOAD_EMULATED). Copy batches larger
  * than the inline limit give each channel a thread taking chunks from the
  * same counter as the workers; a chunk goes to a channel only if all of it
  * lies in registered memory, and one a channel fails on is redone on the
- * CPU. NULL with errno ENOTSUP where there is no driver or GPU (and
+ * CPU, as are its chunks when its thread cannot start (RLIMIT_NPROC).
+ * NULL with errno ENOTSUP where there is no driver or GPU (and
  * bm_last_error() says which), EINVAL for bad arguments. */
 bm_engine *bm_engine_new_offload(const bm_engine_opts *opts, int kind, int device,
                                  size_t channels);
@@ -228,7 +272,8 @@ int bm_engine_unregister(bm_engine *e, const void *addr, size_t len);
 /* ---- template fill ----------------------------------------------------- */
 
 /* Called once per element, in index order, on the element's copy before it
- * is stored: patch per-element fields there. */
+ * is stored: patch per-element fields there. It must return normally (no
+ * longjmp out of it; see the conventions at the top). */
 typedef void (*bm_patch_fn)(size_t index, void *elem, size_t elem_len, void *ctx);
 
 /* Repeat the template (tmpl_len bytes) across dst; len must be a whole
@@ -295,7 +340,10 @@ int bm_numa_nodes(void);
 
 /* Move this process's pages of [addr, addr+len) (page-aligned) to node
  * `node` with move_pages(2); *r may be NULL. -ENODEV for no such node;
- * -EAGAIN if some pages could not move (*r says how many). */
+ * -EAGAIN if some pages could not move (*r says how many); -EINVAL for a
+ * range that wraps or ends beyond user space (2^47 on x86_64 without
+ * 5-level paging); -ENOMEM if the per-page bookkeeping (8 bytes a page)
+ * cannot be allocated. */
 int bm_migrate(void *addr, size_t len, int node, bm_migrate_report *r);
 
 #ifdef __cplusplus

@@ -108,7 +108,9 @@ pub unsafe extern "C" fn bm_engine_new_offload(
                     .map_err(|_| invalid(format!("device {device} is negative")))?;
                 Offload::gpu(GpuOptions::default().device(device).channels(channels))?
             }
-            OFFLOAD_EMULATED => Offload::emulated(EmulatedOptions::default().channels(channels)),
+            OFFLOAD_EMULATED => {
+                Offload::try_emulated(EmulatedOptions::default().channels(channels))?
+            }
             k => {
                 return Err(invalid(format!(
                     "offload kind {k} is not BM_OFFLOAD_GPU (1) or BM_OFFLOAD_EMULATED (2)"

@@ -33,7 +33,7 @@ pub extern "C" fn bm_strerror(err: c_int) -> *const c_char {
         libc::ECANCELED => b"cancelled\0",
         libc::ENOTRECOVERABLE => b"internal error in bulkmem\0",
         libc::ENODEV => b"no such NUMA node\0",
-        libc::EAGAIN => b"some pages were left behind\0",
+        libc::EAGAIN => b"try again: a thread could not be started, or some pages were left behind\0",
         libc::EPERM => b"operation not permitted\0",
         libc::EFAULT => b"bad address\0",
         libc::EBUSY => b"busy\0",
@@ -49,4 +49,13 @@ pub extern "C" fn bm_strerror(err: c_int) -> *const c_char {
 #[no_mangle]
 pub extern "C" fn bm_last_error() -> *const c_char {
     status::last()
+}
+
+/// Not in the header: panics inside a `bm_*` call on purpose and returns
+/// what any entry point returns for an internal error (`-ENOTRECOVERABLE`).
+/// The C suite uses it to check that a caught panic prints nothing.
+#[doc(hidden)]
+#[no_mangle]
+pub extern "C" fn bm__test_panic() -> c_int {
+    status::call(|| panic!("bm__test_panic: a deliberate panic"))
 }

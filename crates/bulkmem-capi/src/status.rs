@@ -2,9 +2,10 @@
 //! library error into a negative errno, records its message for
 //! `bm_last_error`, and catches panics so nothing unwinds into C.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Once;
 
 use bulkmem_core::{Error, Hint, Strategy};
 
@@ -37,6 +38,7 @@ impl From<Error> for Fail {
             | Error::MigrationFailed { errno, .. }
             | Error::Ioctl { errno, .. } => *errno,
             Error::WorkerPanicked { .. } => libc::ENOTRECOVERABLE,
+            Error::Busy { .. } => libc::EBUSY,
             #[cfg(target_arch = "x86_64")]
             Error::Fault(f) => fault_errno(f.code),
             _ => libc::EINVAL,
@@ -84,11 +86,56 @@ pub fn last() -> *const c_char {
     LAST.with(|l| l.borrow().as_ptr().cast())
 }
 
+thread_local! {
+    /// How many `bm_*` calls this thread is inside (nested through
+    /// callbacks): panics here are caught by [`call`] and must not print.
+    static IN_CALL: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Installs, once per process, a panic hook that stays silent for panics
+/// on threads inside a `bm_*` call (they are caught and become
+/// `-ENOTRECOVERABLE` with the message in `bm_last_error`) and hands every
+/// other panic to the hook that was there before (the application's, or
+/// Rust's default).
+fn quiet_caught_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_CALL.with(|c| c.get()) == 0 {
+                previous(info);
+            }
+        }));
+    });
+}
+
+/// Marks this thread as inside a `bm_*` call until dropped (also when a
+/// panic unwinds through it).
+struct InCall;
+
+impl InCall {
+    fn enter() -> InCall {
+        IN_CALL.with(|c| c.set(c.get() + 1));
+        InCall
+    }
+}
+
+impl Drop for InCall {
+    fn drop(&mut self) {
+        IN_CALL.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
 /// Runs an entry point: `Ok(code)` is returned as is, a failure as its
 /// negative errno (its message kept for `bm_last_error`), and a panic as
-/// `-ENOTRECOVERABLE`.
+/// `-ENOTRECOVERABLE`, without the panic printing anything.
 pub fn call(f: impl FnOnce() -> Res<c_int>) -> c_int {
-    match catch_unwind(AssertUnwindSafe(f)) {
+    quiet_caught_panics();
+    let caught = {
+        let _in = InCall::enter();
+        catch_unwind(AssertUnwindSafe(f))
+    };
+    match caught {
         Ok(Ok(code)) => code,
         Ok(Err(e)) => {
             set_last(&e.msg);
@@ -136,8 +183,21 @@ pub fn strategy(name: *const c_char) -> Res<Strategy> {
     let s = unsafe { CStr::from_ptr(name) }
         .to_str()
         .map_err(|_| invalid("the strategy name is not UTF-8"))?;
-    s.parse()
-        .map_err(|e: bulkmem_core::ParseNameError| invalid(e.to_string()))
+    // Exactly the names bm_strategy_name (and the CLI) print: no case
+    // folding, no spaces, no '_' for '-'. The library's own parser is more
+    // forgiving (for command lines); C callers pass constants, and one
+    // spelling keeps a typo from passing silently.
+    Strategy::ALL
+        .iter()
+        .copied()
+        .find(|st| st.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<&str> = Strategy::ALL.iter().map(|st| st.name()).collect();
+            invalid(format!(
+                "unknown strategy {s:?}: names are exact and lower-case, one of {}",
+                names.join(", ")
+            ))
+        })
 }
 
 pub fn hint(h: c_int) -> Res<Hint> {

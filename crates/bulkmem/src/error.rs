@@ -75,6 +75,15 @@ pub enum Error {
     /// A progress callback or patch closure submitted work to the engine
     /// running it (which waits for it): refused, nothing written.
     Reentrant,
+    /// Another thread's batch on this engine, run on that thread, made no
+    /// progress for `stalled_ms` milliseconds (at least
+    /// [`engine::STALL`](crate::engine::STALL)): most likely one of its
+    /// callbacks never returned (a C `longjmp` out of it). Refused instead
+    /// of waiting for ever; nothing written.
+    Busy {
+        /// How long the other batch had made no progress.
+        stalled_ms: u64,
+    },
     /// The strategy has no checked (fault-surviving) form; see
     /// `fault::CHECKED_COPY` / `CHECKED_CLEAR`.
     NotChecked {
@@ -203,6 +212,11 @@ impl fmt::Display for Error {
             Error::Reentrant => write!(
                 f,
                 "a callback submitted a batch to the engine that is running it (it would wait for itself)"
+            ),
+            Error::Busy { stalled_ms } => write!(
+                f,
+                "the engine is running another thread's batch on that thread, which has made no \
+                 progress for {stalled_ms} ms (a callback that never returned?)"
             ),
             Error::NotChecked { strategy, op } => {
                 #[cfg(target_arch = "x86_64")]

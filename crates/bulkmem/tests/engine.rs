@@ -666,3 +666,36 @@ fn an_engine_works_in_a_forked_child_and_drops_cleanly() {
     let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success() && out.contains("1 passed"), "{out}");
 }
+
+#[test]
+fn absurd_thread_and_channel_counts_are_errors_not_aborts() {
+    let max = bulkmem::engine::max_threads();
+    assert!(max >= bulkmem::engine::MAX_THREADS);
+    for n in [max + 1, 1 << 40, usize::MAX] {
+        let e = Engine::builder().threads(n).build().unwrap_err();
+        assert!(
+            matches!(&e, Error::Config(m) if m.contains(&n.to_string()) && m.contains("limit")),
+            "{e}"
+        );
+    }
+    // Capped, so that looking does not allocate for every thread asked for.
+    assert!(Engine::builder().threads(usize::MAX).planned_cpus().len() <= max);
+    let o = bulkmem::offload::Offload::try_emulated(
+        bulkmem::offload::EmulatedOptions::default().channels(1 << 40),
+    )
+    .unwrap_err();
+    assert!(matches!(&o, Error::Config(m) if m.contains("limit")), "{o}");
+}
+
+#[test]
+fn migrate_refuses_ranges_beyond_user_space_instead_of_aborting() {
+    use bulkmem::numa::{migrate, MigrateOptions};
+    for (addr, len) in [(4096, usize::MAX - 8191), (4096, 1usize << 48)] {
+        let e = migrate(addr, len, 0, MigrateOptions::default()).unwrap_err();
+        assert!(
+            matches!(e, Error::BadRange { .. })
+                || matches!(e, Error::Syscall { errno, .. } if errno == libc::ENOMEM),
+            "{e}"
+        );
+    }
+}

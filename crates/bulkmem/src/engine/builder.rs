@@ -5,7 +5,8 @@
 use std::sync::Mutex;
 
 use super::pool::Pool;
-use super::{Engine, Scratch, DEFAULT_CHUNK, INLINE_MAX, SPLIT_ALIGN};
+use super::serial::Serial;
+use super::{Engine, DEFAULT_CHUNK, INLINE_MAX, SPLIT_ALIGN};
 use crate::error::Error;
 use crate::offload::Offload;
 use crate::placement::{self, Placement};
@@ -47,7 +48,8 @@ impl Default for EngineBuilder {
 
 impl EngineBuilder {
     /// Worker threads. Default: one per physical core, at most two per LLC
-    /// domain ([`placement::default_threads`]).
+    /// domain ([`placement::default_threads`]). At most [`max_threads`]:
+    /// [`build`](EngineBuilder::build) refuses more.
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = Some(n);
         self
@@ -160,21 +162,44 @@ impl EngineBuilder {
                 (t, cpus)
             }
         };
+        // More than the limit is refused by `build`; here it is capped so
+        // that an absurd count cannot size an allocation.
         let n = self
             .threads
-            .unwrap_or_else(|| placement::default_threads(t, &cpus));
+            .unwrap_or_else(|| placement::default_threads(t, &cpus))
+            .min(max_threads());
         placement::place(t, &cpus, n, self.placement)
     }
 
     /// Checks the configuration and starts the workers.
     ///
     /// Fails with [`Error::Unavailable`] for a strategy this CPU lacks, and
-    /// with [`Error::Config`] for zero threads, a zero or oversized chunk,
-    /// no usable CPU, or a worker that cannot be started or pinned.
+    /// with [`Error::Config`] for zero threads, more threads or offload
+    /// channels than [`max_threads`], a zero or oversized chunk, no usable
+    /// CPU, or a worker that cannot be pinned. A worker that cannot be
+    /// started at all (`RLIMIT_NPROC`, memory) gives [`Error::Syscall`] with
+    /// `call: "pthread_create"` and its errno (usually `EAGAIN`). Either
+    /// way the workers already started are stopped and joined first.
     pub fn build(self) -> Result<Engine, Error> {
         let bad = |what: String| Err(Error::Config(what));
         if self.threads == Some(0) {
             return bad("an engine needs at least one thread".into());
+        }
+        let max = max_threads();
+        if let Some(n) = self.threads.filter(|&n| n > max) {
+            return bad(format!(
+                "{n} threads is more than the limit of {max} (64 per online CPU, at least {MAX_THREADS})"
+            ));
+        }
+        if let Some(n) = self
+            .offload
+            .as_ref()
+            .map(Offload::channels)
+            .filter(|&n| n > max)
+        {
+            return bad(format!(
+                "{n} offload channels is more than the limit of {max} (64 per online CPU, at least {MAX_THREADS})"
+            ));
         }
         if self.chunk == 0 {
             return bad("the chunk size must be greater than zero".into());
@@ -218,11 +243,27 @@ impl EngineBuilder {
             inline_max: self.inline_max,
             opts: self.opts,
             placement: self.placement,
-            scratch: Mutex::new(Scratch::default()),
+            serial: Serial::new(),
             offload: self.offload,
             offload_only: self.offload_only,
         })
     }
+}
+
+/// The floor of [`max_threads`], whatever the CPU count.
+pub const MAX_THREADS: usize = 4096;
+
+/// The most worker threads (or offload channels) an engine may have: 64
+/// per online CPU, and at least [`MAX_THREADS`]. Far beyond any useful
+/// count; it exists so that a garbage count (a negative number cast to
+/// `size_t`, say) is an error instead of an allocation that aborts.
+pub fn max_threads() -> usize {
+    cpu::info()
+        .topology
+        .online_cpus
+        .len()
+        .saturating_mul(64)
+        .max(MAX_THREADS)
 }
 
 /// The CPUs this thread may run on (`sched_getaffinity`: taskset, numactl,

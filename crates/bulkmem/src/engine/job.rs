@@ -12,6 +12,7 @@ use std::sync::Mutex;
 #[cfg(target_arch = "x86_64")]
 use super::fault_log::FaultLog;
 use super::pool::{lock, panic_message, Inside};
+use super::serial::{stack_addr, Serial};
 use super::{Engine, MIN_CHUNK};
 use crate::error::Error;
 use crate::extent::Batch;
@@ -69,6 +70,11 @@ struct Job<'a> {
     offload: Option<&'a Offload>,
     offloaded: AtomicUsize,
     redone: AtomicUsize,
+    /// The engine's batch marker: heartbeats, and the mark of a batch run
+    /// on the submitting thread.
+    serial: &'a Serial,
+    /// Runs on the submitting thread (callbacks too).
+    inline: bool,
 }
 
 // SAFETY: the workers of one batch share its job. Its only non-Sync
@@ -163,6 +169,18 @@ impl Job<'_> {
     }
 
     fn work_with(&self, run_chunk: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+        if self.inline {
+            // Every callback runs below this frame: a submission from this
+            // thread at or above it means this call was abandoned.
+            self.serial.mark_inline(stack_addr());
+        }
+        self.take_chunks(run_chunk);
+        if self.inline {
+            self.serial.mark_inline(0);
+        }
+    }
+
+    fn take_chunks(&self, run_chunk: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
         let mut took_any = false;
         loop {
             if self.stop.load(Ordering::Relaxed)
@@ -192,6 +210,7 @@ impl Job<'_> {
                 self.failed.fetch_min(k, Ordering::Relaxed);
                 break;
             }
+            self.serial.beat();
             let done = self.done.fetch_add(p1 - p0, Ordering::Relaxed) + (p1 - p0);
             if let Some(cb) = self.ctl.progress {
                 let total = self.total;
@@ -202,6 +221,7 @@ impl Job<'_> {
                     {
                         self.fail(&*e);
                     }
+                    self.serial.beat();
                 }
             }
         }
@@ -282,19 +302,29 @@ impl Engine {
             },
             offloaded: AtomicUsize::new(0),
             redone: AtomicUsize::new(0),
+            serial: &self.serial,
+            inline: total <= self.inline_max || total.div_ceil(chunk) <= 1,
         };
-        if total <= self.inline_max || job.nchunks <= 1 {
+        if job.inline {
             job.work();
         } else if let Some(o) = job.offload {
             // Offload threads live for the batch; the CPU workers (unless
             // offload_only) take chunks from the same counter meanwhile.
+            // A channel thread that cannot start (RLIMIT_NPROC, memory) is
+            // skipped: the others, the CPU workers or, with none of either,
+            // this thread take its chunks from the counter.
             std::thread::scope(|s| {
                 let job = &job;
+                let mut started = 0;
                 for c in 0..o.channels() {
-                    s.spawn(move || job.work_offloaded(o, c));
+                    let spawned = std::thread::Builder::new()
+                        .spawn_scoped(s, move || job.work_offloaded(o, c));
+                    started += usize::from(spawned.is_ok());
                 }
                 if !self.offload_only {
                     self.dispatch(&|| job.work());
+                } else if started == 0 {
+                    job.work();
                 }
             });
         } else {

@@ -34,8 +34,9 @@ mod fault_log;
 mod fill_job;
 mod job;
 mod pool;
+mod serial;
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 
 use crate::error::Error;
 use crate::extent::validate;
@@ -46,9 +47,11 @@ use crate::strategy::Op;
 use crate::Options;
 use batch::{Batch, ClearSlices, CopySlices, Raw};
 use job::{stream, Kernel};
-use pool::{lock, Inside, Pool};
+use pool::Pool;
+use serial::{stack_addr, Serial, SerialGuard};
 
-pub use builder::{allowed_cpus, EngineBuilder};
+pub use builder::{allowed_cpus, max_threads, EngineBuilder, MAX_THREADS};
+pub use serial::STALL;
 // Defined outside the engine so that errors, faults and `uffd` can name them
 // without depending on it; re-exported here, where callers look for them.
 pub use crate::extent::Extent;
@@ -98,7 +101,9 @@ pub struct Engine {
     inline_max: usize,
     opts: Options,
     placement: Placement,
-    scratch: Mutex<Scratch>,
+    /// The busy marker that runs batches one at a time, and the buffers
+    /// its owner uses (see `serial`).
+    serial: Serial,
     offload: Option<Offload>,
     offload_only: bool,
 }
@@ -260,14 +265,16 @@ impl Engine {
         self as *const Engine as usize
     }
 
-    /// Takes the batch lock, unless this thread is running one of this
-    /// engine's callbacks or kernels: that batch holds the lock and waits
-    /// for this thread, so waiting here would never end.
-    fn serial(&self) -> Result<MutexGuard<'_, Scratch>, Error> {
-        if Inside::current() == self.id() {
-            return Err(Error::Reentrant);
-        }
-        Ok(lock(&self.scratch))
+    /// Takes the batch marker, unless this thread is running one of this
+    /// engine's callbacks or kernels ([`Error::Reentrant`]: that batch holds
+    /// the marker and waits for this thread, so waiting here would never
+    /// end), or another thread's inline batch has stalled for
+    /// [`STALL`] ([`Error::Busy`]). A marker left by a call of this thread
+    /// that a callback abandoned (`longjmp`) is taken over: see `serial`.
+    /// Called first thing by every batch entry point, so that its stack
+    /// address is that of the entry point's frame.
+    fn serial(&self) -> Result<SerialGuard<'_>, Error> {
+        self.serial.acquire(self.id(), stack_addr())
     }
 }
 

@@ -54,17 +54,27 @@ impl Pool {
                     if ok {
                         worker_loop(&shared);
                     }
-                })
-                .map_err(|e| Error::Config(format!("cannot start a worker thread: {e}")))?;
-            pool.workers.push(handle);
+                });
+            match handle {
+                Ok(h) => pool.workers.push(h),
+                Err(e) => {
+                    // The workers started so far wait for work that will
+                    // never come: stop and join them before failing, so a
+                    // failed build leaves no thread behind.
+                    pool.stop();
+                    return Err(spawn_error(&e));
+                }
+            }
         }
         drop(tx);
         for _ in 0..cpus.len() {
-            match rx.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(Error::Config(e)),
-                Err(_) => return Err(Error::Config("a worker thread died while starting".into())),
-            }
+            let failed = match rx.recv() {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => Error::Config(e),
+                Err(_) => Error::Config("a worker thread died while starting".into()),
+            };
+            pool.stop();
+            return Err(failed);
         }
         Ok(pool)
     }
@@ -80,6 +90,16 @@ impl Pool {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+    }
+}
+
+/// Why a thread could not be started: `pthread_create`'s errno (EAGAIN
+/// when the process or user is out of threads, `RLIMIT_NPROC`), so callers
+/// can tell a transient shortage from a bad configuration.
+pub(super) fn spawn_error(e: &std::io::Error) -> Error {
+    Error::Syscall {
+        call: "pthread_create",
+        errno: e.raw_os_error().unwrap_or(libc::EAGAIN),
     }
 }
 
@@ -135,6 +155,16 @@ impl Inside {
     /// The engine this thread is running a job of (0: none).
     pub(super) fn current() -> usize {
         INSIDE.with(|c| c.get())
+    }
+
+    /// Clears a mark for `engine` left by a call that never returned (a
+    /// callback left it with `longjmp`, skipping the guard's drop).
+    pub(super) fn forget(engine: usize) {
+        INSIDE.with(|c| {
+            if c.get() == engine {
+                c.set(0);
+            }
+        });
     }
 }
 

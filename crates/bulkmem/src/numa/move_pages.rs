@@ -139,10 +139,63 @@ pub(super) fn check_range(addr: usize, len: usize) -> Result<usize, Error> {
     if !addr.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) {
         return Err(bad("address and length must be multiples of 4 KiB"));
     }
-    if addr.checked_add(len).is_none() {
+    let Some(end) = addr.checked_add(len) else {
         return Err(bad("the range wraps around the address space"));
+    };
+    if end > user_top() {
+        return Err(bad(&format!(
+            "the range ends beyond the highest user-space address ({:#x})",
+            user_top()
+        )));
     }
     Ok(len / PAGE)
+}
+
+/// One past the highest address user space can have: ranges beyond it
+/// cannot be mapped, and would only size a per-page allocation that
+/// aborts.
+fn user_top() -> usize {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // 57-bit addresses (5-level paging) only where the CPU has LA57.
+        static TOP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *TOP.get_or_init(|| {
+            let la57 = std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("flags"))
+                    .is_some_and(|l| l.split_whitespace().any(|f| f == "la57"))
+            });
+            if la57 {
+                1 << 56
+            } else {
+                1 << 47
+            }
+        })
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        1 << 52
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        usize::MAX
+    }
+}
+
+/// `n` copies of `v`, or [`Error::Syscall`] with `ENOMEM` where the memory
+/// cannot be had (instead of aborting the process).
+fn filled<T: Clone>(n: usize, v: T) -> Result<Vec<T>, Error> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).map_err(|_| no_memory())?;
+    out.resize(n, v);
+    Ok(out)
+}
+
+fn no_memory() -> Error {
+    Error::Syscall {
+        call: "allocating one status per page",
+        errno: libc::ENOMEM,
+    }
 }
 
 /// The node of each 4 KiB page of `[addr, addr + len)` in process `pid`
@@ -153,7 +206,7 @@ pub(super) fn check_range(addr: usize, len: usize) -> Result<usize, Error> {
 /// hinting fault also read as `-ENOENT` and are skipped by `migrate`.
 pub fn node_of_pages(pid: i32, addr: usize, len: usize) -> Result<Vec<i32>, Error> {
     let pages = check_range(addr, len)?;
-    let mut out = vec![0i32; pages];
+    let mut out = filled(pages, 0i32)?;
     for (k, chunk) in out.chunks_mut(DEFAULT_BATCH).enumerate() {
         let first = addr + k * DEFAULT_BATCH * PAGE;
         let addrs: Vec<*mut libc::c_void> = (0..chunk.len())
@@ -203,7 +256,7 @@ pub fn migrate(
     }
     let mut r = MigrateReport {
         to,
-        status: vec![PageStatus::NotPresent; pages],
+        status: filled(pages, PageStatus::NotPresent)?,
         moved: 0,
         already: 0,
         not_present: 0,
@@ -303,7 +356,10 @@ pub fn migrate(
             PageStatus::Moved => r.moved += 1,
             PageStatus::AlreadyThere => r.already += 1,
             PageStatus::NotPresent => r.not_present += 1,
-            PageStatus::Failed(e) => r.failed.push((addr + i * PAGE, *e)),
+            PageStatus::Failed(e) => {
+                r.failed.try_reserve(1).map_err(|_| no_memory())?;
+                r.failed.push((addr + i * PAGE, *e))
+            }
         }
     }
     Ok(r)

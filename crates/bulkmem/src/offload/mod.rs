@@ -102,6 +102,19 @@ impl std::fmt::Debug for Offload {
     }
 }
 
+/// Each channel is a thread per batch: no more than an engine may have
+/// workers ([`crate::engine::max_threads`]).
+fn check_channels(n: usize) -> Result<(), Error> {
+    let max = crate::engine::max_threads();
+    if n > max {
+        return Err(Error::Config(format!(
+            "offload: {n} channels is more than the limit of {max} (64 per online CPU, at least {})",
+            crate::engine::MAX_THREADS
+        )));
+    }
+    Ok(())
+}
+
 /// How [`Offload::gpu`] sets up its channels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -160,6 +173,7 @@ impl Offload {
                 "offload: channels and depth must be at least 1 and staging at least 4 KiB ({opts:?})"
             )));
         }
+        check_channels(opts.channels)?;
         #[cfg(target_os = "linux")]
         {
             let (backend, channels) =
@@ -177,9 +191,20 @@ impl Offload {
     /// Channels that copy on CPU threads after a delay, failing on request:
     /// the engine's offload scheduling (prefix, cancel, redo on error)
     /// tested where there is no copy engine.
+    ///
+    /// `channels` is taken as given: prefer [`Offload::try_emulated`] for
+    /// a count that is not a constant.
     pub fn emulated(opts: EmulatedOptions) -> Offload {
         let (backend, channels) = emulated::open(&opts);
         Offload::new(backend, channels)
+    }
+
+    /// As [`Offload::emulated`], refusing more channels than
+    /// [`crate::engine::max_threads`] ([`Error::Config`]) instead of
+    /// allocating one per channel asked for.
+    pub fn try_emulated(opts: EmulatedOptions) -> Result<Offload, Error> {
+        check_channels(opts.channels)?;
+        Ok(Offload::emulated(opts))
     }
 
     fn new(backend: Box<dyn Backend>, channels: Vec<Box<dyn Channel>>) -> Offload {

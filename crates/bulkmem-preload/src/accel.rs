@@ -4,15 +4,23 @@
 //! reads files on the way, except the engine's creation) and never
 //! re-entered on a thread: bulkmem's own copies (its `libc` kernel, the
 //! engine's bookkeeping) go to the C library.
+//!
+//! The engine (and so any thread of the preload's) is used, and created,
+//! only by a copy outside every signal handler ([`signals::in_handler`]),
+//! while threads are allowed (`config::THREADS` is not 1), and never waited
+//! for: a copy that finds it busy runs on its own thread. [`without_threads`]
+//! stops and joins the workers for the calls that need a process without
+//! them (see the crate docs' thread policy).
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::Ordering;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use bulkmem::{Control, Engine, Extent, Op, Options};
 
 use crate::config::{MT_MIN, THREADS};
+use crate::signals;
 use crate::stats::Path;
 
 thread_local! {
@@ -22,6 +30,11 @@ thread_local! {
 /// Built on the first call that needs it; after `fork()` the engine starts
 /// its own workers in the child (see bulkmem's engine).
 static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
+/// The process whose thread took [`ENGINE`] last (0: none yet), kept after
+/// it is released: a lock held in a parent when it forked is never released
+/// in the child, and is told from one held by a thread of this process by
+/// this pid.
+static HOLDER: AtomicU32 = AtomicU32::new(0);
 
 /// Runs `op` over `n` bytes through bulkmem, or returns `None` when the C
 /// library must do it (re-entered, or bulkmem failed).
@@ -65,7 +78,7 @@ pub unsafe fn run(op: Op, d: *mut u8, s: *const u8, n: usize) -> Option<Path> {
 /// # Safety
 /// As [`run`].
 unsafe fn on_engine(op: Op, d: *mut u8, s: *const u8, n: usize) -> bool {
-    if THREADS.load(Ordering::Relaxed) == 1 {
+    if THREADS.load(Ordering::Relaxed) == 1 || signals::in_handler() {
         return false;
     }
     // Busy (another thread's batch, or a lock a fork left held): the
@@ -73,32 +86,93 @@ unsafe fn on_engine(op: Op, d: *mut u8, s: *const u8, n: usize) -> bool {
     let Ok(mut slot) = ENGINE.try_lock() else {
         return false;
     };
-    if slot.is_none() {
-        let mut b = Engine::builder();
-        let t = THREADS.load(Ordering::Relaxed);
-        if t > 0 {
-            b = b.threads(t);
+    HOLDER.store(std::process::id(), Ordering::Relaxed);
+    (|| {
+        // Threads may have been forbidden between the check above and
+        // taking the lock (`without_threads` forbids, then takes it).
+        if THREADS.load(Ordering::Relaxed) == 1 {
+            return false;
         }
-        match b.build() {
-            Ok(engine) if engine.threads() > 1 => *slot = Some(engine),
-            _ => {
-                THREADS.store(1, Ordering::Relaxed);
-                return false;
+        if slot.is_none() {
+            let mut b = Engine::builder();
+            let t = THREADS.load(Ordering::Relaxed);
+            if t > 0 {
+                b = b.threads(t);
+            }
+            match b.build() {
+                Ok(engine) if engine.threads() > 1 => *slot = Some(engine),
+                _ => {
+                    THREADS.store(1, Ordering::Relaxed);
+                    return false;
+                }
             }
         }
+        let Some(engine) = slot.as_ref() else {
+            return false;
+        };
+        let ext = [Extent {
+            dst: d,
+            src: s,
+            len: n,
+        }];
+        // SAFETY: forwarded contract; the engine validates before writing.
+        let r = unsafe {
+            match op {
+                Op::Copy => engine.copy_extents(&ext, Control::default()),
+                Op::Clear => engine.clear_extents(&ext, Control::default()),
+            }
+        };
+        r.is_ok_and(|r| r.is_complete())
+    })()
+}
+
+/// Stops the engine's workers and waits until they have exited, runs `f`
+/// (told whether there were workers to stop) while no copy can start them
+/// again, and then lets copies start them again on demand, or with
+/// `forbid` never again.
+///
+/// Called from a signal handler, or while this thread is inside a copy,
+/// it does not wait for the engine: if another batch holds it, `f` runs
+/// with the workers still there.
+pub fn without_threads<R>(forbid: bool, f: impl FnOnce(bool) -> R) -> R {
+    if forbid {
+        THREADS.store(1, Ordering::Relaxed);
     }
-    let engine = slot.as_ref().expect("just built");
-    let ext = [Extent {
-        dst: d,
-        src: s,
-        len: n,
-    }];
-    // SAFETY: forwarded contract; the engine validates before writing.
-    let r = unsafe {
-        match op {
-            Op::Copy => engine.copy_extents(&ext, Control::default()),
-            Op::Clear => engine.clear_extents(&ext, Control::default()),
+    let mut guard = lock_engine();
+    let stopped = match guard.as_mut() {
+        Some(slot) => {
+            let had = slot.as_ref().is_some_and(|e| e.threads() > 0);
+            // Dropping the engine joins its workers (in a forked child,
+            // whose copy of the engine has none, it only forgets them).
+            let engine = slot.take();
+            drop(engine);
+            had
         }
+        None => false,
     };
-    r.is_ok_and(|r| r.is_complete())
+    let r = f(stopped);
+    drop(guard);
+    r
+}
+
+/// The engine's lock when it can be had without a wait that may never end.
+fn lock_engine() -> Option<MutexGuard<'static, Option<Engine>>> {
+    let me = std::process::id();
+    let careful = signals::in_handler() || INSIDE.with(|i| i.get());
+    let g = match ENGINE.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+        // Held by a thread of this process: wait for its batch to end,
+        // unless that thread may be this one.
+        Err(TryLockError::WouldBlock) if !careful && HOLDER.load(Ordering::Relaxed) == me => {
+            Some(ENGINE.lock().unwrap_or_else(|e| e.into_inner()))
+        }
+        // Held in the parent when it forked: no worker of this process
+        // exists (a batch would have needed the lock to start them).
+        Err(TryLockError::WouldBlock) => None,
+    };
+    if g.is_some() {
+        HOLDER.store(me, Ordering::Relaxed);
+    }
+    g
 }

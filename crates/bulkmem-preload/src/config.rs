@@ -6,13 +6,17 @@
 //! * `BULKMEM_PRELOAD_MT_MIN=BYTES` (default 16 MiB): copies and clears at
 //!   or above go to bulkmem's multi-threaded engine.
 //! * `BULKMEM_PRELOAD_THREADS=N` (default: the engine's, one per core, at
-//!   most two per LLC domain); 1 disables the engine.
+//!   most two per LLC domain); 0 or 1: no engine, and no thread of the
+//!   preload's in the process, ever (see the thread policy in the crate
+//!   docs).
 //! * `BULKMEM_PRELOAD_STATS=1`: calls and bytes per path, one line on
 //!   stderr when the process exits (not when it leaves with `_exit`, as
 //!   dash does: no exit handler runs then).
 //!
 //! Sizes take K/M/G suffixes. A value that cannot be used is one warning
-//! on stderr (when the program starts) and is ignored.
+//! on stderr (when the program starts, written best effort) and is ignored.
+//! In set-user-ID and set-group-ID programs (`AT_SECURE`) the constructor
+//! reads none of these: every one is as if unset.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -26,7 +30,8 @@ pub const DEFAULT_MT_MIN: usize = 16 << 20;
 pub static MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
 pub static MIN_REAL: AtomicUsize = AtomicUsize::new(usize::MAX);
 pub static MT_MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
-/// Engine workers (0: the engine's default; 1: no engine).
+/// Engine workers (0: the engine's default; 1: no engine; set to 1 when
+/// threads are forbidden later, see `sandbox`).
 pub static THREADS: AtomicUsize = AtomicUsize::new(0);
 pub static STATS: AtomicBool = AtomicBool::new(false);
 pub static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -64,9 +69,11 @@ pub fn parse(get: impl Fn(&str) -> Option<String>) -> Settings {
     s.mt_min = bytes(&get, "BULKMEM_PRELOAD_MT_MIN", s.mt_min, &mut s.warnings);
     if let Some(v) = get("BULKMEM_PRELOAD_THREADS") {
         match v.trim().parse::<usize>() {
-            Ok(n) if (1..=4096).contains(&n) => s.threads = n,
+            // 0: no threads at all, the same as 1 (the caller's thread).
+            Ok(0) => s.threads = 1,
+            Ok(n) if n <= 4096 => s.threads = n,
             _ => s.warnings.push(format!(
-                "BULKMEM_PRELOAD_THREADS={v:?} is not a thread count (1..4096); ignored"
+                "BULKMEM_PRELOAD_THREADS={v:?} is not a thread count (0..4096); ignored"
             )),
         }
     }

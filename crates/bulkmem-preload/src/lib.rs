@@ -6,7 +6,8 @@
 //! definition (the C library): one load, one compare and a jump. Larger
 //! ones go through bulkmem's `auto` (following the tuned profile when there
 //! is one), and those of at least `BULKMEM_PRELOAD_MT_MIN` (16 MiB) to the
-//! engine's worker threads. See [`config`] for the variables.
+//! engine's worker threads. See [`config`] for the variables. Zero-length
+//! calls return their destination without touching anything.
 //!
 //! Where it is safe to be called from, and why:
 //! * before `main`, inside the dynamic loader and `dlsym`: until the
@@ -16,24 +17,65 @@
 //! * inside `malloc` and from signal handlers: the small path takes no lock
 //!   and allocates nothing; the `auto` path neither (the constructor did
 //!   bulkmem's lazy initialisation); a call made while the thread is already
-//!   inside bulkmem takes the C library;
+//!   inside bulkmem takes the C library; the engine is never used (nor
+//!   created) inside a signal handler (below);
 //! * forked children: the engine starts its own workers in the child on
 //!   its first batch there (bulkmem's engine does this for every user);
 //! * many threads: one batch on the engine at a time (others copy on their
 //!   own thread rather than wait).
 //!
-//! Overlapping `memmove`s, `memset` of non-zero bytes, and the engine's
-//! creation (which starts threads) are left to the C library or to calls
-//! of at least `MT_MIN` bytes, which never happen inside `malloc` (glibc
-//! maps allocations that large).
+//! Overlapping `memmove`s and `memset` of non-zero bytes are left to the C
+//! library.
+//!
+//! # Thread policy
+//!
+//! The preload adds threads to a process only when it must to be useful,
+//! only where starting them is safe, and takes them away where they would
+//! change what the program can do:
+//!
+//! * No thread exists until a copy or clear of at least
+//!   `BULKMEM_PRELOAD_MT_MIN` bytes, made outside every signal handler,
+//!   creates the engine. `BULKMEM_PRELOAD_THREADS=0` (or `1`) means no
+//!   thread, ever.
+//! * Inside a signal handler the engine is neither created nor used: large
+//!   copies run on the calling thread. `memcpy` and `memset` stay
+//!   async-signal-safe (no thread started, nothing allocated, no lock
+//!   waited for). Handlers are known by wrapping those the program installs
+//!   with `sigaction` and the `signal` family ([`signals`]). This is also
+//!   what keeps the engine's creation (which allocates) out of `malloc`:
+//!   glibc's own copies inside `malloc`/`realloc` call its internal
+//!   `memcpy`, never this one, so the only way into a large copy while this
+//!   thread holds the allocator's lock is a handler that interrupted it.
+//! * A copy never waits for the engine: when another thread's batch holds
+//!   it, the copy runs on its own thread.
+//! * `prctl(PR_SET_SECCOMP)` first stops and joins the workers and forbids
+//!   threads for the rest of the process (strict mode would leave them
+//!   asleep for ever and the process alive after its `_exit`); `unshare`
+//!   and `setns` stop and join them first (a new user namespace needs a
+//!   single-threaded process), and a later large copy starts them again
+//!   ([`sandbox`]).
+//!
+//! Not covered: handlers installed, and seccomp/namespace requests made,
+//! with raw system calls (`syscall(SYS_rt_sigaction, ...)`, libseccomp's
+//! `seccomp(2)`); allocators other than glibc's that call the exported
+//! `memcpy` with a lock held and at least `MT_MIN` bytes; and idle workers
+//! are not retired (they sleep until the process exits or one of the calls
+//! above stops them). Programs in those cases should run with
+//! `BULKMEM_PRELOAD_THREADS=1`.
+//!
+//! In a set-user-ID or set-group-ID program (`getauxval(AT_SECURE)`), every
+//! `BULKMEM_*` variable is ignored.
 
 mod accel;
 pub mod config;
 mod next;
+mod sandbox;
+mod signals;
 mod stats;
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 
 use bulkmem::Op;
 use stats::Path;
@@ -236,6 +278,11 @@ unsafe fn chk(
 /// # Safety
 /// `memcpy`'s (`memmove`'s when `moving`) contract.
 unsafe fn big_copy(d: *mut c_void, s: *const c_void, n: usize, moving: bool) -> *mut c_void {
+    // Null pointers are valid with no bytes: no slice may be made of them.
+    if n == 0 {
+        stats::count(Path::Small, 0);
+        return d;
+    }
     if n < config::MIN_REAL.load(Ordering::Relaxed) {
         stats::count(Path::Small, n);
     } else if !overlap(d, s, n) {
@@ -264,6 +311,10 @@ unsafe fn big_copy(d: *mut c_void, s: *const c_void, n: usize, moving: bool) -> 
 /// # Safety
 /// `memset`'s contract.
 unsafe fn big_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
+    if n == 0 {
+        stats::count(Path::Small, 0);
+        return d;
+    }
     if n < config::MIN_REAL.load(Ordering::Relaxed) {
         stats::count(Path::Small, n);
         // SAFETY: forwarded contract.
@@ -286,9 +337,11 @@ unsafe fn big_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
 /// all outside any copy; then turns the accelerated paths on.
 extern "C" fn init() {
     next::resolve_all();
-    let s = config::parse(|k| std::env::var(k).ok());
+    // SAFETY: getauxval has no preconditions.
+    let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
+    let s = config::parse(|k| if secure { None } else { std::env::var(k).ok() });
     for w in &s.warnings {
-        eprintln!("bulkmem preload: warning: {w}");
+        warn(&format!("bulkmem preload: warning: {w}\n"));
     }
     if !s.off {
         for op in [Op::Copy, Op::Clear] {
@@ -301,22 +354,60 @@ extern "C" fn init() {
     config::apply(&s);
     if s.stats {
         // Programs close stderr in their own exit handlers (coreutils'
-        // close_stdout does, and runs before ours): keep a descriptor.
+        // close_stdout does, and runs before ours): keep a descriptor, and
+        // which file it is, since a program may close it too and open one
+        // of its own under the same number.
         // SAFETY: dup has no memory preconditions.
         let fd = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
-        REPORT_FD.store(fd, Ordering::Relaxed);
-        // SAFETY: atexit with a plain extern "C" function.
-        unsafe { libc::atexit(report) };
+        if let Some(id) = file_id(fd) {
+            let _ = REPORT_TO.set((fd, id));
+            // SAFETY: atexit with a plain extern "C" function.
+            unsafe { libc::atexit(report) };
+        }
     }
 }
 
-static REPORT_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+/// A warning on stderr, best effort: a full disk, a closed or broken pipe
+/// (with SIGPIPE ignored) lose it, as they would any program's message,
+/// and change nothing else.
+fn warn(msg: &str) {
+    let mut b = msg.as_bytes();
+    while !b.is_empty() {
+        // SAFETY: a valid buffer of b.len() bytes.
+        let n = unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
+        if n <= 0 {
+            return;
+        }
+        b = &b[n as usize..];
+    }
+}
+
+/// The device and inode of the file open as `fd`.
+fn file_id(fd: c_int) -> Option<(u64, u64)> {
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: stat is plain data; fstat writes at most its size.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid stat buffer.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return None;
+    }
+    Some((st.st_dev, st.st_ino))
+}
+
+/// The descriptor kept for the stats line, and the file it was.
+static REPORT_TO: OnceLock<(c_int, (u64, u64))> = OnceLock::new();
 
 extern "C" fn report() {
-    let fd = REPORT_FD.load(Ordering::Relaxed);
-    if fd < 0 {
+    let Some(&(fd, id)) = REPORT_TO.get() else {
         return;
-    }
+    };
+    // The kept descriptor if it is still the stderr it was, else stderr if
+    // it is that file, else nowhere: never into a file of the program's.
+    let Some(fd) = [fd, 2].into_iter().find(|&f| file_id(f) == Some(id)) else {
+        return;
+    };
     let line = stats::report();
     // SAFETY: a valid buffer of line.len() bytes; a short or failed write
     // at exit is not worth more than losing the line.

@@ -66,6 +66,21 @@ impl Next {
         RESOLVING.store(false, Ordering::Release);
         p
     }
+
+    /// The next definition, resolved now if need be, whatever else is
+    /// resolving: for functions that no `dlsym` calls on its way (the
+    /// signal, `prctl` and namespace functions), where null means that the
+    /// C library has none.
+    pub fn get_blocking(&self) -> *mut c_void {
+        let p = self.ptr.load(Ordering::Acquire);
+        if !p.is_null() {
+            return p;
+        }
+        // SAFETY: RTLD_NEXT and a NUL-terminated name.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
+        self.ptr.store(p, Ordering::Release);
+        p
+    }
 }
 
 pub static MEMCPY: Next = Next::new(c"memcpy");
@@ -75,6 +90,16 @@ pub static MEMPCPY: Next = Next::new(c"mempcpy");
 pub static MEMCPY_CHK: Next = Next::new(c"__memcpy_chk");
 pub static MEMMOVE_CHK: Next = Next::new(c"__memmove_chk");
 pub static MEMSET_CHK: Next = Next::new(c"__memset_chk");
+pub static SIGACTION: Next = Next::new(c"sigaction");
+pub static SIGACTION_: Next = Next::new(c"__sigaction");
+pub static SIGNAL: Next = Next::new(c"signal");
+pub static BSD_SIGNAL: Next = Next::new(c"bsd_signal");
+pub static SYSV_SIGNAL: Next = Next::new(c"sysv_signal");
+pub static SYSV_SIGNAL_: Next = Next::new(c"__sysv_signal");
+pub static SIGSET: Next = Next::new(c"sigset");
+pub static PRCTL: Next = Next::new(c"prctl");
+pub static UNSHARE: Next = Next::new(c"unshare");
+pub static SETNS: Next = Next::new(c"setns");
 
 /// Resolves every function now (the constructor does, outside any copy).
 pub fn resolve_all() {
@@ -88,6 +113,20 @@ pub fn resolve_all() {
         &MEMSET_CHK,
     ] {
         n.get();
+    }
+    for n in [
+        &SIGACTION,
+        &SIGACTION_,
+        &SIGNAL,
+        &BSD_SIGNAL,
+        &SYSV_SIGNAL,
+        &SYSV_SIGNAL_,
+        &SIGSET,
+        &PRCTL,
+        &UNSHARE,
+        &SETNS,
+    ] {
+        n.get_blocking();
     }
 }
 

@@ -5,9 +5,13 @@
 //! bulkmem and the engine. Needs cc and a python3 with its test package
 //! (`scripts/c-deps` installs what is missing).
 
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 #[path = "../../bulkmem-capi/tests/common/mod.rs"]
 mod common;
@@ -158,11 +162,11 @@ fn stats_name_every_path_and_the_process() {
         &mut Command::new(&bin),
         &[
             ("BULKMEM_PRELOAD_MIN", "lots"),
-            ("BULKMEM_PRELOAD_THREADS", "0"),
+            ("BULKMEM_PRELOAD_THREADS", "many"),
         ],
     );
     assert!(out.contains("BULKMEM_PRELOAD_MIN: size 'lots'"), "{out}");
-    assert!(out.contains("BULKMEM_PRELOAD_THREADS=\"0\""), "{out}");
+    assert!(out.contains("BULKMEM_PRELOAD_THREADS=\"many\""), "{out}");
     assert_all_passed(&out, "test_semantics with bad settings");
 }
 
@@ -211,4 +215,174 @@ fn cpython_test_suites_pass_under_the_preload() {
         "{}",
         out.lines().rev().take(4).collect::<Vec<_>>().join("\n")
     );
+}
+
+/// Runs `cmd` with the preload and `env`, killed if it runs past `limit`:
+/// a hang fails the test instead of hanging the suite. Returns the output
+/// and whether it had to be killed.
+fn limited(cmd: &mut Command, env: &[(&str, &str)], limit: Duration) -> (Output, bool) {
+    cmd.env("LD_PRELOAD", library());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    limited_plain(cmd, limit)
+}
+
+/// As [`limited`], with the environment `cmd` already has.
+fn limited_plain(cmd: &mut Command, limit: Duration) -> (Output, bool) {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the program");
+    let pid = child.id() as libc::pid_t;
+    let (done, finished) = channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if finished.recv_timeout(limit) == Err(RecvTimeoutError::Timeout) {
+            // SAFETY: kill has no memory preconditions; the child is not
+            // reaped yet (wait_with_output below has not returned), so the
+            // pid is still its.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            return true;
+        }
+        false
+    });
+    let out = child.wait_with_output().expect("wait for the program");
+    drop(done);
+    (out, watchdog.join().expect("watchdog"))
+}
+
+const HANG: Duration = Duration::from_secs(60);
+
+/// `scenario` of test_policy under the preload with `env`: it must print
+/// "ok" and exit 0 before [`HANG`].
+fn policy(scenario: &[&str], env: &[(&str, &str)]) -> String {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    let bin = BIN.get_or_init(|| compile("test_policy"));
+    let (o, hung) = limited(Command::new(bin).args(scenario), env, HANG);
+    let out = text(&o);
+    assert!(!hung, "test_policy {scenario:?} with {env:?} hung:\n{out}");
+    assert!(
+        o.status.success() && String::from_utf8_lossy(&o.stdout).contains("ok"),
+        "test_policy {scenario:?} with {env:?} failed ({}):\n{out}",
+        o.status
+    );
+    out
+}
+
+/// Every copy through bulkmem, from 4 KiB on the engine's two workers.
+const EAGER: &[(&str, &str)] = &[
+    ("BULKMEM_PRELOAD_MIN", "0"),
+    ("BULKMEM_PRELOAD_MT_MIN", "4K"),
+    ("BULKMEM_PRELOAD_THREADS", "2"),
+];
+
+#[test]
+fn copies_inside_signal_handlers_start_no_threads() {
+    // Handlers installed every way, copies large enough for the engine:
+    // no thread appears until a copy outside them.
+    policy(&["handler"], EAGER);
+    // SIGALRM every 200 us while the main thread is mostly inside malloc.
+    policy(&["alarm"], EAGER);
+}
+
+#[test]
+fn seccomp_strict_mode_after_the_engine_started() {
+    // The engine runs (64 MiB clears), then strict mode, then a copy: the
+    // copy must run and the process exit when its only thread does.
+    policy(&["seccomp"], &[("BULKMEM_PRELOAD_THREADS", "2")]);
+    policy(&["seccomp"], EAGER);
+}
+
+#[test]
+fn unshare_user_namespace_after_the_engine_started() {
+    let bin = compile("test_policy");
+    let (o, hung) = limited_plain(
+        Command::new(&bin).arg("unshare").env_remove("LD_PRELOAD"),
+        HANG,
+    );
+    if hung || !o.status.success() {
+        eprintln!(
+            "skipped: unshare(CLONE_NEWUSER) fails here even without the preload:\n{}",
+            text(&o)
+        );
+        return;
+    }
+    policy(&["unshare"], &[("BULKMEM_PRELOAD_THREADS", "2")]);
+    policy(&["unshare"], EAGER);
+}
+
+#[test]
+fn zero_lengths_with_null_pointers_touch_nothing() {
+    policy(&["zero"], EAGER);
+    // Everything from 0 bytes on the engine: a zero-length call that
+    // reached bulkmem (and made slices of the null pointers) would start
+    // its workers, which the program sees.
+    policy(
+        &["zero"],
+        &[
+            ("BULKMEM_PRELOAD_MIN", "0"),
+            ("BULKMEM_PRELOAD_MT_MIN", "0"),
+            ("BULKMEM_PRELOAD_THREADS", "2"),
+        ],
+    );
+}
+
+#[test]
+fn stats_never_land_in_the_programs_own_files() {
+    let data = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("preload-fdstats.txt");
+    let out = policy(
+        &["fdstats", data.to_str().expect("utf-8 path")],
+        &[("BULKMEM_PRELOAD_MIN", "0"), ("BULKMEM_PRELOAD_STATS", "1")],
+    );
+    let written = std::fs::read_to_string(&data).expect("read the data file");
+    assert_eq!(
+        written, "data\n",
+        "the data file holds more than the program wrote"
+    );
+    // Stderr is still the file it was: the line goes there.
+    assert!(out.contains("bulkmem preload ["), "{out}");
+}
+
+#[test]
+fn warnings_that_cannot_be_written_are_dropped() {
+    let echo = |stderr: Stdio, ignore_pipe: bool| {
+        let mut c = Command::new("/bin/echo");
+        c.arg("hi").stderr(stderr);
+        if ignore_pipe {
+            // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+            unsafe {
+                c.pre_exec(|| {
+                    libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+                    Ok(())
+                });
+            }
+        }
+        c.env("LD_PRELOAD", library())
+            .env("BULKMEM_PRELOAD_MIN", "bogus")
+            .stdout(Stdio::piped());
+        let o = c.output().expect("run /bin/echo");
+        assert!(
+            o.status.success(),
+            "echo with an unwritable warning: {} (signal {:?})",
+            o.status,
+            o.status.signal()
+        );
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "hi\n");
+    };
+    // A full disk.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    echo(Stdio::from(full), false);
+    // A pipe nobody reads, SIGPIPE ignored: EPIPE.
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors were just created and are owned here alone.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(r);
+    echo(Stdio::from(w), true);
 }

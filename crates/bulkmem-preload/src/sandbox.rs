@@ -1,0 +1,110 @@
+//! The calls that need a process without the preload's threads: the
+//! engine's workers are stopped and joined before they reach the kernel.
+//!
+//! * `prctl(PR_SET_SECCOMP, ...)`: in strict mode only `read`, `write`,
+//!   `_exit` and `sigreturn` remain, so a worker could never be woken or
+//!   stopped again, and the process would outlive its main thread's
+//!   `_exit`; a filter applies to the calling thread only, and the workers
+//!   would run outside the sandbox. Threads are forbidden from then on.
+//! * `unshare` and `setns`: a new user namespace (and `setns` into a mount
+//!   or user namespace) needs a single-threaded process. Workers start
+//!   again on the next large copy.
+//!
+//! Not covered: the same requests made with `syscall(SYS_seccomp, ...)`,
+//! `syscall(SYS_unshare, ...)` and the like (libseccomp's `seccomp_load`
+//! uses the `seccomp` system call when the kernel has it): set
+//! `BULKMEM_PRELOAD_THREADS=1` for such programs.
+//!
+//! `prctl` is variadic in C; it is defined here with its five integer
+//! arguments, which is how callers pass them on x86_64 and aarch64 Linux.
+
+use std::ffi::{c_int, c_ulong, c_void};
+
+use crate::{accel, next};
+
+type PrctlFn = unsafe extern "C" fn(c_int, c_ulong, c_ulong, c_ulong, c_ulong) -> c_int;
+type IntFn = unsafe extern "C" fn(c_int) -> c_int;
+type SetnsFn = unsafe extern "C" fn(c_int, c_int) -> c_int;
+
+fn errno() -> c_int {
+    // SAFETY: errno is this thread's.
+    unsafe { *libc::__errno_location() }
+}
+
+fn fail_nosys() -> c_int {
+    // SAFETY: errno is this thread's.
+    unsafe { *libc::__errno_location() = libc::ENOSYS };
+    -1
+}
+
+/// Runs `call`; when it fails with `EINVAL` right after workers were
+/// stopped, tries again for a while: `pthread_join` returns when a thread
+/// has released its memory, a moment before the kernel removes it from the
+/// thread group, and until then the process still counts as threaded.
+fn retried(stopped: bool, call: impl Fn() -> c_int) -> c_int {
+    let mut r = call();
+    if !stopped {
+        return r;
+    }
+    for _ in 0..4000 {
+        if r == 0 || errno() != libc::EINVAL {
+            break;
+        }
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 50_000,
+        };
+        // SAFETY: a valid timespec; the remainder is not wanted.
+        unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+        r = call();
+    }
+    r
+}
+
+/// # Safety
+/// `prctl`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn prctl(
+    option: c_int,
+    a2: c_ulong,
+    a3: c_ulong,
+    a4: c_ulong,
+    a5: c_ulong,
+) -> c_int {
+    let p = next::PRCTL.get_blocking();
+    if p.is_null() {
+        return fail_nosys();
+    }
+    // SAFETY: the C library's prctl, with the arguments the caller passed.
+    let call = || unsafe { std::mem::transmute::<*mut c_void, PrctlFn>(p)(option, a2, a3, a4, a5) };
+    if option == libc::PR_SET_SECCOMP {
+        return accel::without_threads(true, |_| call());
+    }
+    call()
+}
+
+/// # Safety
+/// `unshare`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn unshare(flags: c_int) -> c_int {
+    let p = next::UNSHARE.get_blocking();
+    if p.is_null() {
+        return fail_nosys();
+    }
+    // SAFETY: the C library's unshare; it has no memory preconditions.
+    let call = || unsafe { std::mem::transmute::<*mut c_void, IntFn>(p)(flags) };
+    accel::without_threads(false, |stopped| retried(stopped, call))
+}
+
+/// # Safety
+/// `setns`'s contract.
+#[no_mangle]
+pub unsafe extern "C" fn setns(fd: c_int, nstype: c_int) -> c_int {
+    let p = next::SETNS.get_blocking();
+    if p.is_null() {
+        return fail_nosys();
+    }
+    // SAFETY: the C library's setns; it has no memory preconditions.
+    let call = || unsafe { std::mem::transmute::<*mut c_void, SetnsFn>(p)(fd, nstype) };
+    accel::without_threads(false, |stopped| retried(stopped, call))
+}

@@ -240,9 +240,10 @@ pub fn publish(
         .map(|t| t.render(out.format, out.width.into()))
         .collect();
     if out.json.as_deref() == Some(Path::new("-")) {
-        eprint!("{text}");
+        // The JSON owns stdout; the tables are a courtesy on stderr.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
     } else {
-        print!("{text}");
+        crate::out::print(&text)?;
     }
     if let Some(path) = out.json.as_deref() {
         report::write_json(path, rows).map_err(runtime)?;

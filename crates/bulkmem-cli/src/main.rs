@@ -88,7 +88,6 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    out::catch_print_panics();
     let cli = Cli::parse();
     let quiet = cli.quiet;
     let result = match cli.cmd {

@@ -57,28 +57,6 @@ fn report(broken_pipe: bool, why: &str) -> u8 {
     1
 }
 
-/// A backstop for the `print!`s not yet converted (the bench tables in
-/// `cli::publish`, `tune`): their "failed printing to stdout" panic
-/// becomes the same quiet exit or one-line error as [`exit_status`]'s,
-/// instead of a panic message and exit 101.
-pub fn catch_print_panics() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let msg = payload
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| payload.downcast_ref::<&str>().copied());
-        match msg.and_then(|m| m.strip_prefix("failed printing to stdout: ")) {
-            Some(why) => {
-                let epipe = why.ends_with(&format!("(os error {})", libc::EPIPE));
-                std::process::exit(report(epipe, why).into())
-            }
-            None => default(info),
-        }
-    }));
-}
-
 /// Set before `main` (and before Rust's runtime reopens a closed fd 1 on
 /// /dev/null) when the process started without a stdout.
 static CLOSED_AT_START: AtomicBool = AtomicBool::new(false);

@@ -67,8 +67,8 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
     let profile = profile.map_err(|e| runtime(e.to_string()))?;
     calibrate::write_profile(&path, &profile)
         .map_err(|e| runtime(format!("cannot write the profile {}: {e}", path.display())))?;
-    println!(
-        "bulkmem tune: {} cells in {:.0} s ({} runs each{}, up to {}) on {}",
+    let mut text = format!(
+        "bulkmem tune: {} cells in {:.0} s ({} runs each{}, up to {}) on {}\n",
         profile.cells.len(),
         started.elapsed().as_secs_f64(),
         ladder.runs,
@@ -76,13 +76,12 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
         crate::size::fmt_size(*ladder.singles.last().unwrap_or(&0)),
         bulkmem::cpu::info().brand
     );
-    println!("auto's choices, from each size up (margin over the runner-up):");
+    text.push_str("auto's choices, from each size up (margin over the runner-up):\n");
     for line in calibrate::summary(&profile) {
-        println!("  {line}");
+        text.push_str(&format!("  {line}\n"));
     }
-    println!("wrote {}", path.display());
-    println!("{}", follow_note(&path, &id));
-    Ok(())
+    text.push_str(&format!("wrote {}\n{}\n", path.display(), follow_note(&path, &id)));
+    crate::out::print(&text)
 }
 
 /// Whether `auto` will read what was written, and if not, why.

@@ -28,6 +28,8 @@ pub mod calibrate;
 mod env;
 mod load;
 mod profile;
+#[cfg(test)]
+mod property_tests;
 pub mod rules;
 mod toml;
 

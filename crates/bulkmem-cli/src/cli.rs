@@ -53,25 +53,7 @@ pub struct Output {
     pub width: u16,
 }
 
-/// A failure, with the exit code it deserves (2: bad usage).
-pub struct Failure {
-    pub code: u8,
-    pub msg: String,
-}
-
-pub fn usage(msg: impl Into<String>) -> Failure {
-    Failure {
-        code: 2,
-        msg: msg.into(),
-    }
-}
-
-pub fn runtime(msg: impl Into<String>) -> Failure {
-    Failure {
-        code: 1,
-        msg: msg.into(),
-    }
-}
+pub use crate::failure::{runtime, usage, Failure};
 
 /// `--json` and `--plot` of any subcommand, checked before it measures.
 pub fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<(), Failure> {

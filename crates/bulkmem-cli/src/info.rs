@@ -441,7 +441,7 @@ pub fn text() -> String {
                 "             (measured with --quick: fewer sizes and runs)"
             );
         }
-        for line in bulkmem::auto::calibrate::summary(profile) {
+        for line in bulkmem::calibrate::summary(profile) {
             let _ = writeln!(o, "             {line}");
         }
     } else {

@@ -8,6 +8,7 @@ mod bench;
 mod chart;
 mod cli;
 mod compare;
+mod failure;
 mod generate;
 mod harness;
 mod info;

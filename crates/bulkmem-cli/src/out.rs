@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
-use crate::cli::{runtime, Failure};
+use crate::failure::{runtime, Failure};
 
 /// The first error writing stdout: its kind and its text.
 static FAILED: OnceLock<(io::ErrorKind, String)> = OnceLock::new();

@@ -1,12 +1,12 @@
-//! `bulkmem tune`: calibrate this machine (`bulkmem::auto::calibrate`,
+//! `bulkmem tune`: calibrate this machine (`bulkmem::calibrate`,
 //! docs/design.md "Calibration") and write the profile `auto` follows.
 //! The measuring and choosing live in the library; this command picks the
 //! path, shows progress and prints what was chosen.
 
 use std::path::{Path, PathBuf};
 
-use bulkmem::auto::calibrate::{self, CalibrateOptions};
 use bulkmem::auto::{self, Identity, ProfileSetting};
+use bulkmem::calibrate::{self, CalibrateOptions};
 use clap::Args;
 
 use crate::cli::{progress_bar, runtime, usage, Failure};
@@ -80,7 +80,11 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
     for line in calibrate::summary(&profile) {
         text.push_str(&format!("  {line}\n"));
     }
-    text.push_str(&format!("wrote {}\n{}\n", path.display(), follow_note(&path, &id)));
+    text.push_str(&format!(
+        "wrote {}\n{}\n",
+        path.display(),
+        follow_note(&path, &id)
+    ));
     crate::out::print(&text)
 }
 

@@ -136,7 +136,10 @@ fn a_profile_naming_a_strategy_the_cpu_lacks_is_refused_not_executed() {
     std::fs::write(&path, p.to_toml()).unwrap();
     let env = [("BULKMEM_PROFILE", path.as_path())];
     let chose = auto_chose("stream", &env);
-    assert!(!chose.is_empty() && chose.iter().all(|c| !c.starts_with("avx512")), "{chose:?}");
+    assert!(
+        !chose.is_empty() && chose.iter().all(|c| !c.starts_with("avx512")),
+        "{chose:?}"
+    );
     let o = run(&["info"], &env, &[NO_AVX512]);
     let t = text(&o);
     assert!(
@@ -159,7 +162,10 @@ fn a_clear_strategy_in_a_copy_cell_is_refused_not_reached() {
     std::fs::write(&path, p.to_toml()).unwrap();
     let env = [("BULKMEM_PROFILE", path.as_path())];
     let chose = auto_chose("reuse", &env);
-    assert!(!chose.is_empty() && !chose.contains(&"rep-stosb".to_string()), "{chose:?}");
+    assert!(
+        !chose.is_empty() && !chose.contains(&"rep-stosb".to_string()),
+        "{chose:?}"
+    );
     let t = text(&run(&["info"], &env, &[NO_AVX512]));
     assert!(t.contains("rep-stosb is not a copy strategy"), "{t}");
 }
@@ -200,7 +206,10 @@ fn statuses_never_quote_the_file() {
         let t = text(&run(&["info"], &[("BULKMEM_PROFILE", path.as_path())], &[]));
         assert!(t.contains("built-in rules"), "{t}");
         assert!(!t.contains("s3cr3t"), "quoted the file: {t}");
-        assert!(t.contains(&path.display().to_string()), "names the file: {t}");
+        assert!(
+            t.contains(&path.display().to_string()),
+            "names the file: {t}"
+        );
     }
 }
 

@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 pub mod auto;
+pub mod calibrate;
 mod calls;
 pub mod cpu;
 mod descriptor;

@@ -184,6 +184,22 @@ pub fn pin_to(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The floor of [`max_threads`], whatever the CPU count.
+pub const MAX_THREADS: usize = 4096;
+
+/// The most worker threads (or offload channels) an engine may have: 64
+/// per online CPU, and at least [`MAX_THREADS`]. Far beyond any useful
+/// count; it exists so that a garbage count (a negative number cast to
+/// `size_t`, say) is an error instead of an allocation that aborts.
+pub fn max_threads() -> usize {
+    crate::cpu::info()
+        .topology
+        .online_cpus
+        .len()
+        .saturating_mul(64)
+        .max(MAX_THREADS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

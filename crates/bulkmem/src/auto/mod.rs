@@ -24,7 +24,6 @@
 //! ([`bands`]), a batch one [`Policy::decide`].
 
 mod bands;
-pub mod calibrate;
 mod env;
 mod load;
 mod profile;

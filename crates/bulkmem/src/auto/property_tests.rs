@@ -115,12 +115,21 @@ fn runs_here(k: Kernel, op: Op) {
             assert!(dst[3..290].iter().all(|&b| b == 0), "{}", k.strategy());
         }
     }
-    assert_eq!((dst[2], dst[290]), (0x5a, 0x5a), "{} wrote outside", k.strategy());
+    assert_eq!(
+        (dst[2], dst[290]),
+        (0x5a, 0x5a),
+        "{} wrote outside",
+        k.strategy()
+    );
 }
 
 fn lengths() -> impl Gen<Value = Vec<usize>> {
     prop::collection::vec(
-        prop_oneof![0usize..9000, any::<usize>(), (0u32..64).prop_map(|b| 1usize << b)],
+        prop_oneof![
+            0usize..9000,
+            any::<usize>(),
+            (0u32..64).prop_map(|b| 1usize << b)
+        ],
         1..24,
     )
 }

@@ -10,6 +10,7 @@ use super::{Engine, DEFAULT_CHUNK, INLINE_MAX, SPLIT_ALIGN};
 use crate::error::Error;
 use crate::offload::Offload;
 use crate::placement::{self, Placement};
+use crate::placement::{max_threads, MAX_THREADS};
 use crate::strategy::{Hint, Strategy};
 use crate::topology::Topology;
 use crate::{cpu, Options};
@@ -248,22 +249,6 @@ impl EngineBuilder {
             offload_only: self.offload_only,
         })
     }
-}
-
-/// The floor of [`max_threads`], whatever the CPU count.
-pub const MAX_THREADS: usize = 4096;
-
-/// The most worker threads (or offload channels) an engine may have: 64
-/// per online CPU, and at least [`MAX_THREADS`]. Far beyond any useful
-/// count; it exists so that a garbage count (a negative number cast to
-/// `size_t`, say) is an error instead of an allocation that aborts.
-pub fn max_threads() -> usize {
-    cpu::info()
-        .topology
-        .online_cpus
-        .len()
-        .saturating_mul(64)
-        .max(MAX_THREADS)
 }
 
 /// The CPUs this thread may run on (`sched_getaffinity`: taskset, numactl,

@@ -50,7 +50,8 @@ use job::{stream, Kernel};
 use pool::Pool;
 use serial::{stack_addr, Serial, SerialGuard};
 
-pub use builder::{allowed_cpus, max_threads, EngineBuilder, MAX_THREADS};
+pub use crate::placement::{max_threads, MAX_THREADS};
+pub use builder::{allowed_cpus, EngineBuilder};
 pub use serial::STALL;
 // Defined outside the engine so that errors, faults and `uffd` can name them
 // without depending on it; re-exported here, where callers look for them.

@@ -103,13 +103,13 @@ impl std::fmt::Debug for Offload {
 }
 
 /// Each channel is a thread per batch: no more than an engine may have
-/// workers ([`crate::engine::max_threads`]).
+/// workers ([`crate::placement::max_threads`]).
 fn check_channels(n: usize) -> Result<(), Error> {
-    let max = crate::engine::max_threads();
+    let max = crate::placement::max_threads();
     if n > max {
         return Err(Error::Config(format!(
             "offload: {n} channels is more than the limit of {max} (64 per online CPU, at least {})",
-            crate::engine::MAX_THREADS
+            crate::placement::MAX_THREADS
         )));
     }
     Ok(())
@@ -200,7 +200,7 @@ impl Offload {
     }
 
     /// As [`Offload::emulated`], refusing more channels than
-    /// [`crate::engine::max_threads`] ([`Error::Config`]) instead of
+    /// [`crate::placement::max_threads`] ([`Error::Config`]) instead of
     /// allocating one per channel asked for.
     pub fn try_emulated(opts: EmulatedOptions) -> Result<Offload, Error> {
         check_channels(opts.channels)?;

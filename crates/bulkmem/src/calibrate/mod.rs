@@ -1,7 +1,9 @@
 //! Calibration: measure every strategy on this machine and build the
-//! profile `auto` follows (docs/design.md, "Calibration"). `bulkmem tune`
-//! is a thin command over [`calibrate`] and [`write_profile`]; a program
-//! can calibrate itself the same way.
+//! profile `auto` follows (docs/design.md, "Calibration"). This module
+//! measures; the policy (`crate::auto`) decides, from the rules and the
+//! profile this writes. `bulkmem tune` is a thin command over
+//! [`calibrate`] and [`write_profile`]; a program can calibrate itself the
+//! same way.
 //!
 //! Three shapes per operation, on a ladder of sizes ([`ladder`]):
 //!
@@ -21,7 +23,7 @@ mod measure;
 use std::io::Write as _;
 use std::path::Path;
 
-use super::{decide, Cell, Identity, Machine, Profile, Request, Shape, FORMAT};
+use crate::auto::{decide, Cell, Identity, Machine, Profile, Request, Shape, FORMAT};
 use crate::cpu;
 use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};

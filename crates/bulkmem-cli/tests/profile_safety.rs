@@ -255,3 +255,85 @@ fn tune_refuses_to_replace_what_is_not_a_regular_file() {
     assert!(text(&o).contains("not a regular file"), "{}", text(&o));
     assert!(!text(&o).contains("cells in"), "it measured: {}", text(&o));
 }
+
+#[test]
+fn warnings_to_a_full_stderr_are_dropped_not_fatal() {
+    // Regression: a library warning was eprintln!, which panics on a full
+    // stderr; in the C ABI every bm_copy then failed for the life of the
+    // process. `info` makes the same decisions a copy does.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+        .args(["info"])
+        .env("BULKMEM_STRATEGY", "bogus")
+        .env("BULKMEM_NT_THRESHOLD", "lots")
+        .stderr(full)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("auto would choose"));
+}
+
+/// Whether `dir` is on a filesystem that honours set-user-ID bits.
+fn suid_allowed(dir: &Path) -> bool {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid path and a zeroed statvfs for the call to fill.
+    unsafe {
+        let mut v: libc::statvfs = std::mem::zeroed();
+        libc::statvfs(c.as_ptr(), &mut v) == 0 && v.f_flag & libc::ST_NOSUID == 0
+    }
+}
+
+#[test]
+fn a_setuid_program_ignores_every_bulkmem_variable() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to make a set-user-ID copy of bulkmem");
+        return;
+    }
+    let d = std::env::temp_dir().join(format!("bulkmem-setuid-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if !suid_allowed(&d) {
+        eprintln!("skipped: {} is mounted nosuid", d.display());
+        return;
+    }
+    let bin = d.join("bulkmem");
+    std::fs::copy(env!("CARGO_BIN_EXE_bulkmem"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    // A root-only "secret" the user points the profile at, and a readable
+    // valid profile that would otherwise be followed.
+    let secret = d.join("secret");
+    std::fs::write(&secret, "root:$6$s3cr3tHash$:19000:0:99999:7:::\n").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let run_as_nobody = |env: &[(&str, &str)]| {
+        let mut c = Command::new(&bin);
+        c.arg("info").uid(65534).gid(65534).env_clear();
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let o = c.output().unwrap();
+        (o.status.code(), text(&o))
+    };
+    let (code, t) = run_as_nobody(&[
+        ("BULKMEM_PROFILE", secret.to_str().unwrap()),
+        ("BULKMEM_STRATEGY", "copy:libc"),
+        ("BULKMEM_DISABLE", "avx2,erms"),
+        ("BULKMEM_NT_THRESHOLD", "1"),
+    ]);
+    assert_eq!(code, Some(0), "{t}");
+    assert!(t.contains("AT_SECURE"), "{t}");
+    assert!(!t.contains("s3cr3t") && !t.contains("secret"), "{t}");
+    assert!(!t.contains("BULKMEM_STRATEGY"), "override honoured: {t}");
+    assert!(!t.contains("hidden by BULKMEM_DISABLE"), "{t}");
+    // The same program without set-user-ID honours them (the test is not
+    // passing for want of a working environment).
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (_, t) = run_as_nobody(&[("BULKMEM_STRATEGY", "copy:libc")]);
+    assert!(t.contains("BULKMEM_STRATEGY"), "{t}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -115,12 +115,21 @@ pub fn ladder_top(share: usize, memory: usize) -> usize {
 /// and that has `memory` bytes of RAM.
 pub fn ladder(share: usize, memory: usize, quick: bool) -> Ladder {
     let top = ladder_top(share, memory);
+    let cap = (memory / 8).max(4 << 20);
     // Geometric from `from`, by `step`, up to the first point at or past
-    // `top`: larger requests use the last cell.
+    // `top` (larger requests use the last cell), but no point past the
+    // memory cap: there the last point is the cap itself.
     let geo = |from: usize, step: usize| {
         let mut v = vec![from];
         while let Some(&last) = v.last().filter(|&&l| l < top) {
-            v.push(last.saturating_mul(step));
+            let next = last.saturating_mul(step);
+            if next > cap {
+                if last < cap {
+                    v.push(cap);
+                }
+                break;
+            }
+            v.push(next);
         }
         v
     };
@@ -461,8 +470,14 @@ mod tests {
                 assert!(l.large[0] >= 2 * (2 << 20), "at least two 2 MiB extents");
             }
         }
-        // A small machine caps the top at an eighth of its memory.
+        // A small machine caps the top, and every point, at an eighth of
+        // its memory.
         assert_eq!(ladder_top(16 << 20, 2 << 30), 256 << 20);
+        let l = ladder(130 << 20, 10 << 30, false);
+        let cap = (10usize << 30) / 8;
+        for v in [&l.singles, &l.small, &l.large] {
+            assert_eq!(*v.last().unwrap(), cap, "{v:?}");
+        }
         assert_eq!(ladder_top(16 << 20, 0), 4 << 20);
         let (full, quick) = (ladder(16 << 20, mem, false), ladder(16 << 20, mem, true));
         assert!(quick.units() < full.units());

@@ -19,7 +19,7 @@ pub struct TuneArgs {
     /// a regular file; it is replaced atomically.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
-    /// Fewer sizes and runs (about a minute on 2 cores); the profile says so.
+    /// Fewer sizes and runs (3 per cell); the profile says so.
     #[arg(long)]
     quick: bool,
     /// Runs per cell (median) [default: 7, or 3 with --quick].

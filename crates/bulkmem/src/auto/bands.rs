@@ -11,19 +11,25 @@
 use crate::handle::Kernel;
 use crate::strategy::{Op, Strategy};
 
-/// Single-call decisions as length bands. When every band starts at a
-/// power of two (a tuned profile's do), a lookup is one table load indexed
-/// by the length's bit count: with the scan, tuned `auto` measured
-/// 0.91-0.95x of its own kernel at 4 KiB.
+/// Single-call decisions as length bands. A lookup is one table load
+/// indexed by the length's bit count, unless a band starts inside that
+/// power-of-two range (the rules' L1d edge, 48 KiB on Emerald Rapids):
+/// only those lengths scan. With a scan for every length, tuned `auto`
+/// measured 0.77x of its own `avx512` kernel at hot 4 KiB there (0.91-0.95x
+/// on Zen 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bands {
     /// (first length of the band, strategy), ascending; `len` used.
     bands: [(usize, Strategy); Bands::CAP],
     len: usize,
     /// The band index for lengths of each bit count (0 for length 0, 1
-    /// for 1, 2 for 2..=3, ...), when every band starts at a power of two.
-    by_bits: Option<[u8; 65]>,
+    /// for 1, 2 for 2..=3, ...); [`MIXED`] where a band starts strictly
+    /// inside the bit count's range, so those lengths scan.
+    by_bits: [u8; 65],
 }
+
+/// A bit count whose lengths span more than one band.
+const MIXED: u8 = u8::MAX;
 
 impl Bands {
     /// Enough for every edge of the rules plus a tuned ladder (`bulkmem
@@ -37,7 +43,7 @@ impl Bands {
         let mut b = Bands {
             bands: [(0, Strategy::Auto); Bands::CAP],
             len: 0,
-            by_bits: None,
+            by_bits: [MIXED; 65],
         };
         for &e in edges {
             let s = decide(e);
@@ -51,18 +57,17 @@ impl Bands {
             b.bands[0] = (0, decide(0));
             b.len = 1;
         }
-        if b.as_slice()[1..]
-            .iter()
-            .all(|&(start, _)| start.is_power_of_two())
-        {
-            let mut t = [0u8; 65];
-            for (bits, slot) in t.iter_mut().enumerate() {
-                // The shortest length with this bit count; the band is the
-                // same up to the next power of two.
-                let shortest = if bits == 0 { 0 } else { 1usize << (bits - 1) };
-                *slot = b.scan(shortest) as u8;
+        for bits in 0..65usize {
+            // Lengths with this bit count: [shortest, longest].
+            let (shortest, longest) = match bits {
+                0 => (0, 0),
+                64 => (1 << 63, usize::MAX),
+                _ => (1usize << (bits - 1), (1usize << bits) - 1),
+            };
+            let i = b.scan(shortest);
+            if b.scan(longest) == i {
+                b.by_bits[bits] = i as u8;
             }
-            b.by_bits = Some(t);
         }
         b
     }
@@ -70,9 +75,9 @@ impl Bands {
     /// The index of the band holding `len`.
     #[inline]
     fn index(&self, len: usize) -> usize {
-        match &self.by_bits {
-            Some(t) => t[(usize::BITS - len.leading_zeros()) as usize] as usize,
-            None => self.scan(len),
+        match self.by_bits[(usize::BITS - len.leading_zeros()) as usize] {
+            MIXED => self.scan(len),
+            i => i as usize,
         }
     }
 
@@ -99,10 +104,10 @@ impl Bands {
         &self.bands[..self.len]
     }
 
-    /// Whether a lookup is one table load (every band starts at a power of
-    /// two) rather than a scan.
+    /// Whether every lookup is one table load (every band starts at a
+    /// power of two) rather than a scan for some lengths.
     pub fn is_table(&self) -> bool {
-        self.by_bits.is_some()
+        !self.by_bits.contains(&MIXED)
     }
 }
 

@@ -73,7 +73,11 @@ pub fn copy_opts(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, 
             src: src.len(),
         });
     }
-    let k = auto::kernel(opts, &Request::single(Op::Copy, dst.len(), opts.hint))?;
+    let k = if opts.strategy == Strategy::Auto {
+        auto::single(Op::Copy, opts.hint, dst.len())
+    } else {
+        Kernel::new(opts.strategy, Op::Copy)?
+    };
     k.copy(dst, src);
     Ok(k.strategy())
 }
@@ -98,7 +102,11 @@ pub fn clear_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Error> {
 /// Zeroes with full options; returns the strategy that ran.
 #[inline]
 pub fn clear_opts(opts: Options, dst: &mut [u8]) -> Result<Strategy, Error> {
-    let k = auto::kernel(opts, &Request::single(Op::Clear, dst.len(), opts.hint))?;
+    let k = if opts.strategy == Strategy::Auto {
+        auto::single(Op::Clear, opts.hint, dst.len())
+    } else {
+        Kernel::new(opts.strategy, Op::Clear)?
+    };
     k.clear(dst);
     Ok(k.strategy())
 }

@@ -256,6 +256,7 @@ struct Here {
     compiled: [[Compiled; 3]; 2],
 }
 
+#[inline]
 fn compiled_here() -> &'static Here {
     static HERE: OnceLock<Here> = OnceLock::new();
     HERE.get_or_init(|| {

@@ -484,6 +484,62 @@ mod tests {
         assert!(quick.runs < full.runs);
     }
 
+    fn tiny_profile() -> Profile {
+        Profile {
+            format: FORMAT,
+            bulkmem: env!("CARGO_PKG_VERSION").into(),
+            created: 1,
+            quick: true,
+            cpu: Identity::this(),
+            cells: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn writing_never_goes_through_a_link_or_over_a_special_file() {
+        let d = std::env::temp_dir().join(format!("bulkmem-write-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        // A link at the target: the rename replaces the link, and the file
+        // it pointed at keeps its contents.
+        let victim = d.join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let target = d.join("profile.toml");
+        let _ = std::fs::remove_file(&target);
+        std::os::unix::fs::symlink(&victim, &target).unwrap();
+        write_profile(&target, &tiny_profile()).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        let meta = std::fs::symlink_metadata(&target).unwrap();
+        assert!(meta.is_file(), "the link was replaced by the profile");
+        assert_eq!(
+            Profile::parse(&std::fs::read_to_string(&target).unwrap())
+                .unwrap()
+                .cells
+                .len(),
+            0
+        );
+        // No temporary is left behind, and none has a predictable name.
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".tmp"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // Special files are refused before anything is written.
+        let fifo = d.join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        for special in [fifo.as_path(), Path::new("/dev/null"), d.as_path()] {
+            let e = write_profile(special, &tiny_profile()).unwrap_err();
+            assert!(
+                e.to_string().contains("not a regular file"),
+                "{special:?}: {e}"
+            );
+            assert!(check_writable(special).is_err());
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
     #[test]
     fn a_tiny_measured_profile_is_complete_and_follows_its_cells() {
         let l = Ladder {

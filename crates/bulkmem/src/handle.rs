@@ -166,13 +166,7 @@ impl Kernel {
             Call::Copy {
                 fenced: f,
                 unfenced: u,
-            } => {
-                if fenced {
-                    f
-                } else {
-                    u
-                }
-            }
+            } => pick(fenced, f, u),
             Call::Clear { .. } => panic!(
                 "bulkmem::Kernel: {} clear kernel asked to copy",
                 self.strategy
@@ -190,18 +184,22 @@ impl Kernel {
             Call::Clear {
                 fenced: f,
                 unfenced: u,
-            } => {
-                if fenced {
-                    f
-                } else {
-                    u
-                }
-            }
+            } => pick(fenced, f, u),
             Call::Copy { .. } => panic!(
                 "bulkmem::Kernel: {} copy kernel asked to clear",
                 self.strategy
             ),
         }
+    }
+}
+
+/// The fenced routine, or the one without the closing fence.
+#[inline]
+fn pick<F>(fenced: bool, f: F, u: F) -> F {
+    if fenced {
+        f
+    } else {
+        u
     }
 }
 
@@ -270,13 +268,7 @@ impl CheckedKernel {
             CheckedCall::Copy {
                 fenced: f,
                 unfenced: u,
-            } => {
-                if fenced {
-                    f
-                } else {
-                    u
-                }
-            }
+            } => pick(fenced, f, u),
             CheckedCall::Clear { .. } => panic!("{} checked clear asked to copy", self.strategy),
         }
     }
@@ -290,13 +282,7 @@ impl CheckedKernel {
             CheckedCall::Clear {
                 fenced: f,
                 unfenced: u,
-            } => {
-                if fenced {
-                    f
-                } else {
-                    u
-                }
-            }
+            } => pick(fenced, f, u),
             CheckedCall::Copy { .. } => panic!("{} checked copy asked to clear", self.strategy),
         }
     }

@@ -74,20 +74,22 @@ pub fn fill(dst: &mut [u8], template: &[u8]) -> Result<Mode, Error> {
 
 /// As [`fill`], telling `auto` whether the region will be read soon.
 pub fn fill_hint(dst: &mut [u8], template: &[u8], hint: Hint) -> Result<Mode, Error> {
+    fill_auto(dst, template, hint, &mut NoPatch)
+}
+
+/// The one body of the calling-thread fills: check, decide, fill, fence.
+fn fill_auto<P: Patch>(
+    dst: &mut [u8],
+    template: &[u8],
+    hint: Hint,
+    patch: &mut P,
+) -> Result<Mode, Error> {
     check(dst.len(), template.len())?;
     let store = Store::auto(dst.len(), hint);
-    // SAFETY: `dst` is a valid exclusive slice; the store's kernel was
-    // checked against this CPU.
-    unsafe {
-        fill_range(
-            dst.as_mut_ptr(),
-            dst.len(),
-            template,
-            0,
-            store,
-            &mut NoPatch,
-        )
-    };
+    // SAFETY: `dst` is a valid exclusive slice, a whole number of
+    // templates long (checked); the store's kernel was checked against
+    // this CPU.
+    unsafe { fill_range(dst.as_mut_ptr(), dst.len(), template, 0, store, patch) };
     drain_if_streamed(store);
     Ok(store.mode)
 }
@@ -111,21 +113,7 @@ pub fn fill_with_hint<P: FnMut(usize, &mut [u8])>(
     hint: Hint,
     mut patch: P,
 ) -> Result<Mode, Error> {
-    check(dst.len(), template.len())?;
-    let store = Store::auto(dst.len(), hint);
-    // SAFETY: as in fill_hint.
-    unsafe {
-        fill_range(
-            dst.as_mut_ptr(),
-            dst.len(),
-            template,
-            0,
-            store,
-            &mut Patcher(&mut patch),
-        )
-    };
-    drain_if_streamed(store);
-    Ok(store.mode)
+    fill_auto(dst, template, hint, &mut Patcher(&mut patch))
 }
 
 /// The closing fence, only where non-temporal stores were issued (temporal

@@ -35,6 +35,23 @@ enum Call {
     Clear { fenced: ClearFn, unfenced: ClearFn },
 }
 
+impl Call {
+    /// The kernels of row `d` for `op`, if it implements it (unchecked:
+    /// only `Kernel::new`, after the CPU check, and `baseline` use this).
+    fn of(d: &Descriptor, op: Op) -> Option<Call> {
+        match op {
+            Op::Copy => d.copy.as_ref().map(|k| Call::Copy {
+                fenced: k.fenced,
+                unfenced: k.unfenced,
+            }),
+            Op::Clear => d.clear.as_ref().map(|k| Call::Clear {
+                fenced: k.fenced,
+                unfenced: k.unfenced,
+            }),
+        }
+    }
+}
+
 impl Kernel {
     /// The kernel of `strategy` for `op`, or why there is none here:
     /// [`Error::Unsupported`] if the strategy does not implement `op` (and
@@ -46,17 +63,7 @@ impl Kernel {
     /// this CPU cannot run never reaches an instruction.
     pub fn new(strategy: Strategy, op: Op) -> Result<Kernel, Error> {
         let d = descriptor::row(strategy);
-        let call = match op {
-            Op::Copy => d.copy.as_ref().map(|k| Call::Copy {
-                fenced: k.fenced,
-                unfenced: k.unfenced,
-            }),
-            Op::Clear => d.clear.as_ref().map(|k| Call::Clear {
-                fenced: k.fenced,
-                unfenced: k.unfenced,
-            }),
-        };
-        let call = call.ok_or(Error::Unsupported { strategy, op })?;
+        let call = Call::of(d, op).ok_or(Error::Unsupported { strategy, op })?;
         available(d)?;
         Ok(Kernel { strategy, call })
     }
@@ -65,20 +72,10 @@ impl Kernel {
     /// falls back to when nothing better can be had.
     pub fn baseline(op: Op) -> Kernel {
         let d = descriptor::row(Strategy::PerPage);
-        let call = match op {
-            Op::Copy => d.copy.as_ref().map(|k| Call::Copy {
-                fenced: k.fenced,
-                unfenced: k.unfenced,
-            }),
-            Op::Clear => d.clear.as_ref().map(|k| Call::Clear {
-                fenced: k.fenced,
-                unfenced: k.unfenced,
-            }),
-        };
         debug_assert!(d.needs.is_empty() && !d.x86_only);
         Kernel {
             strategy: Strategy::PerPage,
-            call: call.expect("per-page implements both operations"),
+            call: Call::of(d, op).expect("per-page implements both operations"),
         }
     }
 

@@ -174,7 +174,7 @@ pub fn copy_batch_checked(
         .iter_mut()
         .map(|(d, s)| {
             // SAFETY: each pair is a valid, disjoint (one borrowed mutably)
-            // pair of equal lengths; checked_form checked the CPU.
+            // pair of equal lengths; the routine came from a CheckedKernel.
             match unsafe { copy_exact(k, d.as_mut_ptr(), s.as_ptr(), d.len()) } {
                 Ok(()) => Outcome::Done,
                 Err(f) => Outcome::Faulted(f),
@@ -201,7 +201,8 @@ pub fn clear_batch_checked(
     let out = ops
         .iter_mut()
         .map(|d| {
-            // SAFETY: a valid writable slice; checked_form checked the CPU.
+            // SAFETY: a valid writable slice; the routine came from a
+            // CheckedKernel.
             match unsafe { clear_exact(k, d.as_mut_ptr(), d.len()) } {
                 Ok(()) => Outcome::Done,
                 Err(f) => Outcome::Faulted(f),

@@ -12,14 +12,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 }
 
 /// The shortest exact form: `4K`, `2M`, `1G`, or the byte count.
-pub fn fmt_size(n: usize) -> String {
-    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", n >> shift);
-        }
-    }
-    n.to_string()
-}
+pub use bulkmem::format_bytes as fmt_size;
 
 #[cfg(test)]
 mod tests {

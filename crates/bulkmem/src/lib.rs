@@ -82,4 +82,4 @@ pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as Fil
 pub use handle::Kernel;
 pub use placement::Placement;
 pub use strategy::{Hint, Op, Options, ParseNameError, Strategy};
-pub use units::parse_bytes;
+pub use units::{format_bytes, parse_bytes};

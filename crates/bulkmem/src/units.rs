@@ -34,6 +34,17 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("size '{s}' is too large"))
 }
 
+/// The shortest exact form [`parse_bytes`] reads back: `4K`, `2M`, `1G`,
+/// `2T`, or the byte count.
+pub fn format_bytes(n: usize) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,6 +59,21 @@ mod tests {
         assert_eq!(parse_bytes(" 2 T "), Ok(2 << 40));
         assert_eq!(parse_bytes("4KB"), Ok(4096));
         assert_eq!(parse_bytes("0"), Ok(0));
+    }
+
+    #[test]
+    fn formatted_sizes_read_back_exactly() {
+        for (n, text) in [
+            (0, "0"),
+            (4095, "4095"),
+            (4096, "4K"),
+            (3 << 19, "1536K"),
+            (2 << 30, "2G"),
+            (1 << 40, "1T"),
+        ] {
+            assert_eq!(format_bytes(n), text);
+            assert_eq!(parse_bytes(text), Ok(n));
+        }
     }
 
     #[test]

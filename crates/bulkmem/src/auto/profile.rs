@@ -29,10 +29,11 @@
 //! gbps = "per-page=38.2 libc=47.6 avx2=71.7"
 //! ```
 //!
-//! `choice` is the winner unless the tuner kept the previous size's choice
-//! (within a few percent of the winner, fewer bands) or a re-check found
-//! the winner slower than `per-page` (then `per-page`: a profile never
-//! makes a size slower than the kernel's own loop).
+//! `choice` is the winner unless the tuner kept the rules' or the previous
+//! size's choice (within a few percent of the winner, fewer bands), a
+//! re-check found another candidate better over both passes, or the
+//! choice was slower than `per-page` over both (then `per-page`: a profile
+//! never makes a size slower than the kernel's own loop).
 
 use std::fmt::Write as _;
 

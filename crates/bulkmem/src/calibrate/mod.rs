@@ -28,7 +28,7 @@ use crate::cpu;
 use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
-pub use choose::{choose, recheck, Measured, Prior, KEEP};
+pub use choose::{candidates, choose, recheck, Measured, Prior, KEEP};
 pub use measure::HOT_BYTES;
 
 /// How to calibrate.
@@ -104,18 +104,24 @@ pub struct Ladder {
 }
 
 /// The ladder's top: at least 1 GiB and 32x one thread's LLC `share`,
-/// capped at an eighth of `memory` (a copy cell maps its total twice),
-/// and never under 4 MiB.
+/// capped at [`memory_cap`], and never under 4 MiB.
 pub fn ladder_top(share: usize, memory: usize) -> usize {
     let want = share.saturating_mul(32).max(1 << 30);
-    want.min(memory / 8).max(4 << 20)
+    want.min(memory_cap(memory))
+}
+
+/// No cell measures more than an eighth of `memory` (a copy cell maps its
+/// total twice), rounded down to 64 MiB so the cap reads as a size
+/// (`3008M`, not `3085512K`), and never under 4 MiB.
+pub fn memory_cap(memory: usize) -> usize {
+    ((memory / 8) & !((64 << 20) - 1)).max(4 << 20)
 }
 
 /// The ladder for a machine whose threads each get `share` bytes of LLC
 /// and that has `memory` bytes of RAM.
 pub fn ladder(share: usize, memory: usize, quick: bool) -> Ladder {
     let top = ladder_top(share, memory);
-    let cap = (memory / 8).max(4 << 20);
+    let cap = memory_cap(memory);
     // Geometric from `from`, by `step`, up to the first point at or past
     // `top` (larger requests use the last cell), but no point past the
     // memory cap: there the last point is the cap itself.
@@ -237,23 +243,18 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
             .collect();
         let measured = measure_shapes(l, op, &|_| strategies.clone(), "", &mut step)?;
         let mut chosen = choose(&measured, &rules_choice);
-        // Re-check each cell's choice against the rules' and per-page,
-        // interleaved anew.
+        // Re-check each cell's strong candidates, interleaved anew.
         let again = measure_shapes(
             l,
             op,
             &|(shape, size)| {
-                let mut v = vec![Strategy::PerPage];
-                let c = chosen
+                chosen
                     .iter()
                     .find(|c| c.shape == shape && c.size == size)
-                    .map(|c| c.choice);
-                for s in c.into_iter().chain([rules_choice(op, shape, size)]) {
-                    if !v.contains(&s) {
-                        v.push(s);
-                    }
-                }
-                v
+                    .map_or_else(
+                        || vec![Strategy::PerPage],
+                        |c| candidates(c, rules_choice(op, shape, size)),
+                    )
             },
             "re-check ",
             &mut step,
@@ -298,7 +299,11 @@ fn measure_shapes(
             )?),
         };
         for &size in sizes {
-            step(format!("{prefix}{op} {} {}", shape.name(), human(size)));
+            step(format!(
+                "{prefix}{op} {} {}",
+                shape.name(),
+                crate::units::format_bytes(size)
+            ));
             let s = strategies((shape, size));
             out.push(match arenas.as_mut() {
                 None => measure::hot(op, size, &s, l.runs)?,
@@ -307,16 +312,6 @@ fn measure_shapes(
         }
     }
     Ok(out)
-}
-
-/// `4K`, `2M`, `1G` or the byte count.
-fn human(n: usize) -> String {
-    for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
-        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", n >> shift);
-        }
-    }
-    n.to_string()
 }
 
 /// The profile's choices as bands, one line per (op, shape):
@@ -336,7 +331,12 @@ pub fn summary(p: &Profile) -> Vec<String> {
                     continue;
                 }
                 last = Some(c.choice);
-                parts.push(format!("{}+ {}{}", human(c.size), c.choice, why(c)));
+                parts.push(format!(
+                    "{}+ {}{}",
+                    crate::units::format_bytes(c.size),
+                    c.choice,
+                    why(c)
+                ));
             }
             lines.push(format!("{op} {:<9} {}", shape.name(), parts.join(" | ")));
         }
@@ -351,11 +351,11 @@ fn why(c: &Cell) -> String {
             None => String::new(),
         }
     } else if c.choice == rules_choice(c.op, c.shape, c.size) {
-        format!(" (rules; {} won by little or not again)", c.winner)
+        format!(" (rules; {} won by little or not in both passes)", c.winner)
     } else if c.choice == Strategy::PerPage {
-        format!(" ({} lost to per-page on re-check)", c.winner)
+        format!(" ({} lost to per-page over both passes)", c.winner)
     } else {
-        format!(" (kept; {} won by little)", c.winner)
+        format!(" ({} won by little or not in both passes)", c.winner)
     }
 }
 
@@ -475,6 +475,12 @@ mod tests {
         assert_eq!(ladder_top(16 << 20, 2 << 30), 256 << 20);
         let l = ladder(130 << 20, 10 << 30, false);
         let cap = (10usize << 30) / 8;
+        assert_eq!(memory_cap(10 << 30), cap, "already a multiple of 64 MiB");
+        assert_eq!(
+            memory_cap((23 << 30) + (555 << 20)),
+            3008 << 20,
+            "rounded down"
+        );
         for v in [&l.singles, &l.small, &l.large] {
             assert_eq!(*v.last().unwrap(), cap, "{v:?}");
         }

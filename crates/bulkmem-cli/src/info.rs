@@ -83,9 +83,11 @@ struct ProfileInfo {
     age_s: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     quick: Option<bool>,
-    /// One thread's share of the LLC, from which untuned `auto` streams
-    /// at twice.
+    /// One thread's share of the LLC.
     llc_share: usize,
+    /// The total from which untuned `auto` streams: twice the share, at
+    /// most 64 MiB.
+    stream_from: usize,
 }
 
 #[derive(Serialize)]
@@ -155,6 +157,7 @@ fn gather() -> Info {
         },
         quick: auto::profile().map(|p| p.quick),
         llc_share: m.llc_share(),
+        stream_from: m.stream_from(),
     };
     let o = auto::Overrides::from_env();
     let overrides = OverrideInfo {
@@ -449,7 +452,7 @@ pub fn text() -> String {
             o,
             "             built-in rules; one thread's LLC share {}, streams from {} (hint auto)",
             fmt_size(p.llc_share),
-            fmt_size(auto::STREAM_FACTOR * p.llc_share)
+            fmt_size(p.stream_from)
         );
     }
     let ov = &info.overrides;

@@ -50,7 +50,7 @@ pub use load::{
     ProfileSetting, ProfileStatus, MAX_BYTES,
 };
 pub use profile::{Cell, Identity, Profile, Shape, FORMAT, MAX_CELLS, SMALL_EXTENT_MAX};
-pub use rules::{decide, ERMS_MIN_RUN, NT_MIN_RUN, STREAM_FACTOR};
+pub use rules::{decide, ERMS_MIN_RUN, NT_MIN_RUN, STREAM_CAP, STREAM_FACTOR};
 
 /// The facts about a CPU that the rules consult. [`Machine::this`] describes
 /// the running machine; tests build others to check the rules elsewhere.
@@ -96,6 +96,14 @@ impl Machine {
     /// non-temporal threshold from the same share).
     pub fn llc_share(&self) -> usize {
         self.llc_bytes / self.llc_cpus.max(1)
+    }
+
+    /// The total from which the built-in rules stream with hint `Auto`:
+    /// [`STREAM_FACTOR`] shares, at most [`STREAM_CAP`].
+    pub fn stream_from(&self) -> usize {
+        STREAM_FACTOR
+            .saturating_mul(self.llc_share())
+            .min(STREAM_CAP)
     }
 }
 
@@ -366,14 +374,14 @@ impl FillMode {
 }
 
 /// The mode `auto` picks for filling `len` bytes with `hint` on `m`:
-/// stream when told to or when the region is at least [`STREAM_FACTOR`] x
-/// one thread's share of the LLC (as `auto` does for copies), and only
+/// stream when told to or when the region is at least
+/// [`Machine::stream_from`] (as `auto` does for copies), and only
 /// where a non-temporal kernel exists.
 pub fn fill_mode(m: &Machine, len: usize, hint: Hint) -> FillMode {
     let stream = match hint {
         Hint::Reuse => false,
         Hint::Stream => len >= NT_MIN_RUN,
-        Hint::Auto => len >= STREAM_FACTOR.saturating_mul(m.llc_share()),
+        Hint::Auto => len >= m.stream_from(),
     };
     let f = &m.features;
     match () {

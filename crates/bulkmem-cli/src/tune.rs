@@ -19,6 +19,11 @@ pub struct TuneArgs {
     /// a regular file; it is replaced atomically.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Write the system-wide profile (/var/cache/bulkmem/profile-<cpu-id>.toml,
+    /// root only), which every user without a profile of their own, daemons
+    /// without a HOME and setuid programs follow.
+    #[arg(long, conflicts_with = "out")]
+    system: bool,
     /// Fewer sizes and runs (3 per cell); the profile says so.
     #[arg(long)]
     quick: bool,
@@ -40,8 +45,17 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
         Some(ProfileSetting::File(p)) => Some(p),
         _ => None,
     };
-    let path = a
-        .out
+    if a.system {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(usage(
+                "--system writes a root-owned profile every process may follow: run it as root",
+            ));
+        }
+    }
+    let system = a.system.then(|| auto::system_profile_path(&id));
+    let path = system
+        .or(a.out)
         .or(from_env)
         .or_else(|| auto::default_profile_path(&id))
         .ok_or_else(|| usage("no place for the profile: give --out FILE (HOME is not set)"))?;
@@ -90,6 +104,9 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
 
 /// Whether `auto` will read what was written, and if not, why.
 fn follow_note(path: &Path, id: &Identity) -> String {
+    if path == auto::system_profile_path(id) {
+        return "every process whose user has no profile of their own follows it from the next process on (`bulkmem info` shows which one it reads)".into();
+    }
     match setting() {
         Some(ProfileSetting::Off) => {
             "note: BULKMEM_PROFILE=off: auto ignores profiles until it is unset".into()

@@ -257,6 +257,26 @@ fn tune_refuses_to_replace_what_is_not_a_regular_file() {
 }
 
 #[test]
+fn tune_system_is_for_root_and_excludes_out() {
+    use std::os::unix::process::CommandExt;
+    let o = run(&["tune", "--quick", "--system", "--out", "x.toml"], &[], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("--out"), "{}", text(&o));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let o = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+            .args(["tune", "--quick", "--system"])
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("as root"), "{}", text(&o));
+        assert!(!text(&o).contains("cells in"), "it measured: {}", text(&o));
+    }
+}
+
+#[test]
 fn warnings_to_a_full_stderr_are_dropped_not_fatal() {
     // Regression: a library warning was eprintln!, which panics on a full
     // stderr; in the C ABI every bm_copy then failed for the life of the
@@ -326,7 +346,11 @@ fn a_setuid_program_ignores_every_bulkmem_variable() {
         ("BULKMEM_NT_THRESHOLD", "1"),
     ]);
     assert_eq!(code, Some(0), "{t}");
-    assert!(t.contains("AT_SECURE"), "{t}");
+    // Only a root-owned system-wide profile could be followed.
+    assert!(
+        t.contains("AT_SECURE") || t.contains(bulkmem::auto::SYSTEM_PROFILE_DIR),
+        "{t}"
+    );
     assert!(!t.contains("s3cr3t") && !t.contains("secret"), "{t}");
     assert!(!t.contains("BULKMEM_STRATEGY"), "override honoured: {t}");
     assert!(!t.contains("hidden by BULKMEM_DISABLE"), "{t}");

@@ -4,7 +4,11 @@
 //! `$HOME/.cache/bulkmem/profile-<key>.toml`, where `<key>` is
 //! [`Identity::key`] (vendor, family, model, stepping, and a hash of
 //! features, caches and CPUs). `BULKMEM_PROFILE=FILE` reads `FILE` instead;
-//! `BULKMEM_PROFILE=off` uses the built-in rules. Nothing here is ever
+//! `BULKMEM_PROFILE=off` uses the built-in rules. Where the user has no
+//! profile (or no `HOME`: a daemon), the system-wide
+//! `/var/cache/bulkmem/profile-<key>.toml` that `bulkmem tune --system`
+//! writes is read, if root owns it and only root can write it; setuid
+//! programs read only that one. Nothing here is ever
 //! fatal: whatever goes wrong, `auto` uses the built-in rules and
 //! [`profile_status`] says why.
 
@@ -34,14 +38,16 @@ pub enum ProfileStatus {
     Off,
     /// The process is `AT_SECURE` (setuid, setgid, file capabilities):
     /// `BULKMEM_*`, `HOME` and `XDG_CACHE_HOME` belong to the user who
-    /// started it, so no profile is read and the built-in rules apply.
+    /// started it, so only the root-owned system-wide profile could be
+    /// read, and there is none usable: the built-in rules apply.
     Secure,
     /// No profile at the path: `bulkmem tune` writes one.
     Missing {
         /// Where it was looked for.
         path: PathBuf,
     },
-    /// Neither `BULKMEM_PROFILE`, `XDG_CACHE_HOME` nor `HOME` gives a path.
+    /// Neither `BULKMEM_PROFILE`, `XDG_CACHE_HOME` nor `HOME` gives a path,
+    /// and there is no usable system-wide profile.
     NoPath,
     /// The file could not be read or parsed (corrupt, truncated, garbage).
     Invalid {
@@ -110,7 +116,7 @@ impl fmt::Display for ProfileStatus {
             ),
             ProfileStatus::NoPath => write!(
                 f,
-                "no profile path (set BULKMEM_PROFILE, XDG_CACHE_HOME or HOME): {rules}"
+                "no profile path (set BULKMEM_PROFILE, XDG_CACHE_HOME or HOME) and no system-wide profile: {rules}"
             ),
             ProfileStatus::Invalid { path, why } => {
                 write!(f, "unreadable profile {}: {why}; {rules}", path.display())
@@ -160,6 +166,31 @@ pub fn default_profile_path(id: &Identity) -> Option<PathBuf> {
     )
 }
 
+/// Where `bulkmem tune --system` writes, and `auto` looks after the
+/// user's, the profile every user and daemon of this machine shares.
+pub const SYSTEM_PROFILE_DIR: &str = "/var/cache/bulkmem";
+
+/// The system-wide profile of the CPU `id` under [`SYSTEM_PROFILE_DIR`].
+pub fn system_profile_path(id: &Identity) -> PathBuf {
+    Path::new(SYSTEM_PROFILE_DIR).join(format!("profile-{}.toml", id.key()))
+}
+
+/// The system-wide profile at `path`: as [`load_profile`], and only if root
+/// owns it and neither its group nor others may write it (any user could
+/// otherwise choose every process's kernels, setuid ones included).
+pub fn load_system_profile(path: &Path, id: &Identity) -> Result<Profile, ProfileStatus> {
+    load_checked(path, id, Trust::RootOnly)
+}
+
+/// Who may own a profile file that is read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Trust {
+    /// The user's own path: anyone.
+    Anyone,
+    /// The system path: root, not group- or world-writable.
+    RootOnly,
+}
+
 /// Reads the profile at `path` and checks it against the CPU `id` and this
 /// bulkmem: the profile, or why not.
 ///
@@ -168,12 +199,16 @@ pub fn default_profile_path(id: &Identity) -> Option<PathBuf> {
 /// before any read), and no message quotes its text: the status names the
 /// file, the line or cell, and what is wrong.
 pub fn load_profile(path: &Path, id: &Identity) -> Result<Profile, ProfileStatus> {
+    load_checked(path, id, Trust::Anyone)
+}
+
+fn load_checked(path: &Path, id: &Identity, trust: Trust) -> Result<Profile, ProfileStatus> {
     let path_buf = || path.to_path_buf();
     let invalid = |why: String| ProfileStatus::Invalid {
         path: path_buf(),
         why,
     };
-    let text = match read_small_regular(path) {
+    let text = match read_small_regular(path, trust) {
         Ok(bytes) => String::from_utf8(bytes).map_err(|_| invalid("not UTF-8 text".into()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(ProfileStatus::Missing { path: path_buf() })
@@ -224,7 +259,7 @@ pub const MAX_BYTES: u64 = 1 << 20;
 /// opened file (so a symlink is judged by what it points to, with no race
 /// between check and read), and the read stops past the cap whatever the
 /// file claims.
-fn read_small_regular(path: &Path) -> std::io::Result<Vec<u8>> {
+fn read_small_regular(path: &Path, trust: Trust) -> std::io::Result<Vec<u8>> {
     use std::io::{Error, ErrorKind, Read};
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
@@ -237,6 +272,15 @@ fn read_small_regular(path: &Path) -> std::io::Result<Vec<u8>> {
             ErrorKind::InvalidInput,
             "not a regular file (a FIFO, device or directory is never read)",
         ));
+    }
+    if trust == Trust::RootOnly {
+        use std::os::unix::fs::MetadataExt;
+        if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                "a system-wide profile must be owned by root and writable by root only",
+            ));
+        }
     }
     let too_big = || {
         Error::new(
@@ -288,30 +332,68 @@ fn loaded() -> &'static (Option<Profile>, ProfileStatus) {
     static PROFILE: OnceLock<(Option<Profile>, ProfileStatus)> = OnceLock::new();
     PROFILE.get_or_init(|| {
         LOADS.fetch_add(1, Ordering::Relaxed);
-        if environment::is_secure() {
-            return (None, ProfileStatus::Secure);
-        }
         let id = Identity::this();
-        let setting = environment::var_os("BULKMEM_PROFILE").and_then(|v| profile_setting(&v));
-        let path = match setting {
-            Some(ProfileSetting::Off) => return (None, ProfileStatus::Off),
-            Some(ProfileSetting::File(p)) => Some(p),
-            None => default_profile_path(&id),
+        let secure = environment::is_secure();
+        let setting = if secure {
+            None
+        } else {
+            environment::var_os("BULKMEM_PROFILE").and_then(|v| profile_setting(&v))
         };
-        let Some(path) = path else {
-            return (None, ProfileStatus::NoPath);
+        let user = if secure {
+            None
+        } else {
+            default_profile_path(&id)
         };
-        match load_profile(&path, &id) {
-            Ok(p) => {
-                let now = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
-                let age = Duration::from_secs(now.saturating_sub(p.created));
-                (Some(p), ProfileStatus::Tuned { path, age })
-            }
-            Err(status) => (None, status),
-        }
+        resolve(secure, setting, user, &system_profile_path(&id), &id)
     })
+}
+
+/// Which profile a process follows: `BULKMEM_PROFILE`'s, else the user's,
+/// else (none there, or no `HOME`) the system's; a user's profile that is
+/// wrong is reported, not passed over. A `secure` process reads only the
+/// root-owned system profile: its environment and home directory belong to
+/// the user who started it.
+fn resolve(
+    secure: bool,
+    setting: Option<ProfileSetting>,
+    user: Option<PathBuf>,
+    system: &Path,
+    id: &Identity,
+) -> (Option<Profile>, ProfileStatus) {
+    let from_system = |otherwise: ProfileStatus| match load_system_profile(system, id) {
+        Ok(p) => tuned(p, system.to_path_buf()),
+        Err(_) => (None, otherwise),
+    };
+    if secure {
+        return from_system(ProfileStatus::Secure);
+    }
+    match setting {
+        Some(ProfileSetting::Off) => return (None, ProfileStatus::Off),
+        Some(ProfileSetting::File(p)) => return load_at(p, id),
+        None => {}
+    }
+    match user.map(|p| load_at(p, id)) {
+        Some((None, ProfileStatus::Missing { path })) => {
+            from_system(ProfileStatus::Missing { path })
+        }
+        Some(done) => done,
+        None => from_system(ProfileStatus::NoPath),
+    }
+}
+
+fn load_at(path: PathBuf, id: &Identity) -> (Option<Profile>, ProfileStatus) {
+    match load_profile(&path, id) {
+        Ok(p) => tuned(p, path),
+        Err(status) => (None, status),
+    }
+}
+
+fn tuned(p: Profile, path: PathBuf) -> (Option<Profile>, ProfileStatus) {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let age = Duration::from_secs(now.saturating_sub(p.created));
+    (Some(p), ProfileStatus::Tuned { path, age })
 }
 
 /// This process's profile, loaded on first use; `None` means the built-in
@@ -410,6 +492,98 @@ mod tests {
             load_profile(&p, &id),
             Err(ProfileStatus::Invalid { .. })
         ));
+    }
+
+    #[test]
+    fn the_system_profile_is_read_only_when_root_alone_can_write_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let id = identity();
+        let p = temp("system.toml", &with_version(hand()).to_toml());
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        for (mode, ok) in [(0o644, root), (0o664, false), (0o646, false)] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            match load_system_profile(&p, &id) {
+                Ok(_) => assert!(ok, "mode {mode:o} accepted"),
+                Err(st) => {
+                    assert!(!ok, "mode {mode:o} refused: {st}");
+                    assert!(st.to_string().contains("owned by root"), "{st}");
+                }
+            }
+        }
+        // The user's own path takes any owner and mode.
+        assert!(load_profile(&p, &id).is_ok());
+        assert!(system_profile_path(&id).starts_with(SYSTEM_PROFILE_DIR));
+        assert!(system_profile_path(&id).ends_with(format!("profile-{}.toml", id.key())));
+    }
+
+    #[test]
+    fn the_user_profile_comes_first_then_the_system_one() {
+        use std::os::unix::fs::PermissionsExt;
+        let id = identity();
+        let text = with_version(hand()).to_toml();
+        let user = temp("resolve-user.toml", &text);
+        let system = temp("resolve-system.toml", &text);
+        std::fs::set_permissions(&system, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let nowhere = std::env::temp_dir().join("bulkmem-no-such-dir/p.toml");
+        let path_of = |r: (Option<Profile>, ProfileStatus)| r.1.path().map(Path::to_path_buf);
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let r = resolve(false, None, Some(user.clone()), &system, &id);
+        assert_eq!(path_of(r), Some(user.clone()), "the user's first");
+        let r = resolve(false, None, Some(nowhere.clone()), &system, &id);
+        if root {
+            assert!(r.1.is_tuned());
+            assert_eq!(
+                path_of(r),
+                Some(system.clone()),
+                "no user profile: the system's"
+            );
+        } else {
+            assert_eq!(
+                r.1,
+                ProfileStatus::Missing {
+                    path: nowhere.clone()
+                }
+            );
+        }
+        let r = resolve(false, None, None, &system, &id);
+        assert_eq!(r.1.is_tuned(), root, "no HOME: the system's");
+        // A broken user profile is reported, not passed over.
+        let broken = temp("resolve-broken.toml", "format = 1\n");
+        let r = resolve(false, None, Some(broken), &system, &id);
+        assert!(matches!(r.1, ProfileStatus::Invalid { .. }), "{}", r.1);
+        // BULKMEM_PROFILE names one file, or none.
+        let r = resolve(
+            false,
+            Some(ProfileSetting::File(nowhere.clone())),
+            Some(user.clone()),
+            &system,
+            &id,
+        );
+        assert_eq!(
+            r.1,
+            ProfileStatus::Missing {
+                path: nowhere.clone()
+            }
+        );
+        let r = resolve(
+            false,
+            Some(ProfileSetting::Off),
+            Some(user.clone()),
+            &system,
+            &id,
+        );
+        assert_eq!(r.1, ProfileStatus::Off);
+        // Setuid: only the system profile, and Secure without one.
+        let r = resolve(true, None, None, &system, &id);
+        assert_eq!(r.1.is_tuned(), root);
+        let r = resolve(true, None, None, &nowhere, &id);
+        assert_eq!(r.1, ProfileStatus::Secure);
+        // A system profile others may write is never read.
+        std::fs::set_permissions(&system, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let r = resolve(true, None, None, &system, &id);
+        assert_eq!(r.1, ProfileStatus::Secure);
     }
 
     #[test]

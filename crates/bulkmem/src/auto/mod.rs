@@ -46,8 +46,9 @@ use bands::Compiled;
 
 pub use env::Overrides;
 pub use load::{
-    default_profile_path, load_profile, profile, profile_loads, profile_setting, profile_status,
-    ProfileSetting, ProfileStatus, MAX_BYTES,
+    default_profile_path, load_profile, load_system_profile, profile, profile_loads,
+    profile_setting, profile_status, system_profile_path, ProfileSetting, ProfileStatus, MAX_BYTES,
+    SYSTEM_PROFILE_DIR,
 };
 pub use profile::{Cell, Identity, Profile, Shape, FORMAT, MAX_CELLS, SMALL_EXTENT_MAX};
 pub use rules::{decide, ERMS_MIN_RUN, NT_MIN_RUN, STREAM_CAP, STREAM_FACTOR};

@@ -48,8 +48,31 @@ extern "C" {
 
 /* ---- version and errors ------------------------------------------------ */
 
-/* bulkmem's version, e.g. "0.1.0" (static storage). */
+/* The version of this header; build.rs refuses to build a library whose
+ * Cargo version differs, so the header and library of one release agree. */
+#define BULKMEM_VERSION_MAJOR 0
+#define BULKMEM_VERSION_MINOR 1
+#define BULKMEM_VERSION_PATCH 0
+/* major * 10000 + minor * 100 + patch: 0.1.0 is 100, 1.2.3 is 10203. */
+#define BULKMEM_VERSION_NUMBER \
+    (BULKMEM_VERSION_MAJOR * 10000 + BULKMEM_VERSION_MINOR * 100 + BULKMEM_VERSION_PATCH)
+
+/* The library's version, e.g. "0.1.0" (static storage). */
 const char *bm_version(void);
+
+/* The library's version as BULKMEM_VERSION_NUMBER computes it (the header
+ * a program was built with may be older or newer than the library it runs
+ * with). */
+int bm_version_number(void);
+
+/* 0 if the running library provides everything the header version
+ * major.minor declares: the same major version and a library minor version
+ * at least `minor` (a newer minor only adds functions and struct fields).
+ * -ENOTSUP otherwise: a different major (an incompatible ABI) or an older
+ * library than the program was built for. Call it once at start-up as
+ * BM_CHECK_VERSION(). */
+int bm_check_version(int major, int minor);
+#define BM_CHECK_VERSION() bm_check_version(BULKMEM_VERSION_MAJOR, BULKMEM_VERSION_MINOR)
 
 /* A description of a return code (0 or a negative errno; static storage). */
 const char *bm_strerror(int err);

@@ -42,7 +42,6 @@ unsafe fn extents(ext: *const BmExtent, n: usize) -> Res<Vec<Extent>> {
         .collect())
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_copy_batch(ext: *const BmExtent, n: usize) -> c_int {
     call(|| {
         // SAFETY: forwarded contract.
@@ -54,7 +53,6 @@ pub unsafe extern "C" fn bm_copy_batch(ext: *const BmExtent, n: usize) -> c_int 
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_clear_batch(ext: *const BmExtent, n: usize) -> c_int {
     call(|| {
         // SAFETY: forwarded contract.
@@ -79,7 +77,6 @@ pub struct BmEngineOpts {
 /// batches itself, so it may be shared between threads).
 pub struct BmEngine(Engine);
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_new(opts: *const BmEngineOpts) -> *mut BmEngine {
     call_ptr(|| {
         // SAFETY: forwarded contract: `opts` is NULL or a bm_engine_opts.
@@ -93,7 +90,6 @@ const OFFLOAD_GPU: c_int = 1;
 /// `BM_OFFLOAD_EMULATED`.
 const OFFLOAD_EMULATED: c_int = 2;
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_new_offload(
     opts: *const BmEngineOpts,
     kind: c_int,
@@ -123,7 +119,6 @@ pub unsafe extern "C" fn bm_engine_new_offload(
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_register(
     e: *mut BmEngine,
     addr: *const c_void,
@@ -138,7 +133,6 @@ pub unsafe extern "C" fn bm_engine_register(
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_unregister(
     e: *mut BmEngine,
     addr: *const c_void,
@@ -195,7 +189,6 @@ unsafe fn builder(opts: *const BmEngineOpts) -> Result<bulkmem_core::EngineBuild
     }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_threads(e: *const BmEngine) -> usize {
     if e.is_null() {
         return 0;
@@ -204,7 +197,6 @@ pub unsafe extern "C" fn bm_engine_threads(e: *const BmEngine) -> usize {
     unsafe { &*e }.0.threads()
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_free(e: *mut BmEngine) {
     if !e.is_null() {
         // The workers' shutdown cannot unwind into C.
@@ -359,7 +351,6 @@ fn write_report(out: *mut BmReport, r: &Report) {
     unsafe { out.write(c) };
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_copy_batch(
     e: *mut BmEngine,
     ext: *const BmExtent,
@@ -378,7 +369,6 @@ pub unsafe extern "C" fn bm_engine_copy_batch(
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_clear_batch(
     e: *mut BmEngine,
     ext: *const BmExtent,
@@ -397,7 +387,6 @@ pub unsafe extern "C" fn bm_engine_clear_batch(
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_copy_batch_ctl(
     e: *mut BmEngine,
     ext: *const BmExtent,
@@ -409,7 +398,6 @@ pub unsafe extern "C" fn bm_engine_copy_batch_ctl(
     call(|| unsafe { run(Which::Copy, e, ext, n, ctl, report) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_clear_batch_ctl(
     e: *mut BmEngine,
     ext: *const BmExtent,

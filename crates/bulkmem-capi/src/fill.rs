@@ -39,7 +39,6 @@ unsafe fn fill(
     Ok(0)
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_fill(
     dst: *mut c_void,
     len: usize,
@@ -50,7 +49,6 @@ pub unsafe extern "C" fn bm_fill(
     call(|| unsafe { fill(dst, len, tmpl, tmpl_len, None, std::ptr::null_mut()) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_fill_with(
     dst: *mut c_void,
     len: usize,
@@ -63,7 +61,6 @@ pub unsafe extern "C" fn bm_fill_with(
     call(|| unsafe { fill(dst, len, tmpl, tmpl_len, patch, ctx) })
 }
 
-#[no_mangle]
 pub extern "C" fn bm_nt_drain() {
     bulkmem_core::nt_drain();
 }

@@ -6,6 +6,7 @@
 #![allow(clippy::missing_safety_doc)] // the contracts are in bulkmem.h
 
 mod batch;
+mod exports;
 mod fill;
 mod mover;
 mod numa;
@@ -15,7 +16,6 @@ mod status;
 use std::ffi::{c_char, c_int};
 
 /// `bm_version`.
-#[no_mangle]
 pub extern "C" fn bm_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
@@ -37,13 +37,11 @@ const MINOR: i32 = component(env!("CARGO_PKG_VERSION_MINOR"));
 const PATCH: i32 = component(env!("CARGO_PKG_VERSION_PATCH"));
 
 /// `bm_version_number`: the header's `BULKMEM_VERSION_NUMBER` formula.
-#[no_mangle]
 pub extern "C" fn bm_version_number() -> c_int {
     MAJOR * 10000 + MINOR * 100 + PATCH
 }
 
 /// `bm_check_version`.
-#[no_mangle]
 pub extern "C" fn bm_check_version(major: c_int, minor: c_int) -> c_int {
     status::call(|| {
         if major != MAJOR {
@@ -65,7 +63,6 @@ pub extern "C" fn bm_check_version(major: c_int, minor: c_int) -> c_int {
 }
 
 /// `bm_strerror`.
-#[no_mangle]
 pub extern "C" fn bm_strerror(err: c_int) -> *const c_char {
     let s: &'static [u8] = match -err {
         0 => b"success\0",
@@ -90,7 +87,6 @@ pub extern "C" fn bm_strerror(err: c_int) -> *const c_char {
 }
 
 /// `bm_last_error`.
-#[no_mangle]
 pub extern "C" fn bm_last_error() -> *const c_char {
     status::last()
 }
@@ -99,7 +95,6 @@ pub extern "C" fn bm_last_error() -> *const c_char {
 /// what any entry point returns for an internal error (`-ENOTRECOVERABLE`).
 /// The C suite uses it to check that a caught panic prints nothing.
 #[doc(hidden)]
-#[no_mangle]
-pub extern "C" fn bm__test_panic() -> c_int {
+pub extern "C" fn test_panic() -> c_int {
     status::call(|| panic!("bm__test_panic: a deliberate panic"))
 }

@@ -15,12 +15,10 @@ pub struct BmMigrateReport {
     failed: usize,
 }
 
-#[no_mangle]
 pub extern "C" fn bm_numa_nodes() -> c_int {
     call(|| Ok(Nodes::detect().ids().len().max(1) as c_int))
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_migrate(
     addr: *mut c_void,
     len: usize,

@@ -24,7 +24,8 @@
  *   nothing for it (it installs, once, a panic hook that is silent only
  *   for panics inside bm_* calls and forwards all others to the hook that
  *   was there before).
- * - A length of 0 is always valid and does nothing (pointers may be NULL).
+ * - A length of 0 is always valid and does nothing (pointers may be NULL);
+ *   handles (engine, mover) and other arguments are still checked.
  * - Copies never overlap: dst and src must be disjoint (this is memcpy, not
  *   memmove), and in a batch no destination may overlap another extent.
  * - Strategy names are bulkmem's ("auto", "per-page", "rep-movsb",
@@ -257,7 +258,10 @@ typedef struct bm_report {
 
 /* As bm_engine_copy_batch (clear) with progress and cancellation; ctl and
  * report may be NULL. A cancelled batch returns -ECANCELED, and *report
- * names the completed prefix exactly. */
+ * names the completed prefix exactly. The batch is validated before the
+ * cancel flag is read: an invalid batch is -EINVAL even with the flag
+ * already set, and *report then says total bytes (saturated), nothing
+ * done, not cancelled. */
 int bm_engine_copy_batch_ctl(bm_engine *e, const bm_extent *ext, size_t n,
                              const bm_ctl *ctl, bm_report *report);
 int bm_engine_clear_batch_ctl(bm_engine *e, const bm_extent *ext, size_t n,
@@ -283,7 +287,7 @@ void bm_engine_free(bm_engine *e);
 bm_engine *bm_engine_new_offload(const bm_engine_opts *opts, int kind, int device,
                                  size_t channels);
 
-/* Register [addr, addr + len) for the channels (a GPU pins it: costly, so
+/* Register [addr, addr + len) (addr NULL only with len 0) for the channels (a GPU pins it: costly, so
  * for long-lived buffers); it must stay mapped until unregistered or the
  * engine is freed. 0, or -EINVAL (no offload, an overlap with a registered
  * range) or the backend's error. */

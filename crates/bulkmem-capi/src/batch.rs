@@ -9,7 +9,7 @@ use bulkmem_core::{
 
 use bulkmem_core::offload::{EmulatedOptions, GpuOptions, Offload};
 
-use crate::status::{self, call, call_ptr, fail, hint, invalid, strategy, Fail, Res};
+use crate::status::{self, call, call_ptr, fail, hint, invalid, region, strategy, Fail, Res};
 
 /// The C `bm_extent`.
 #[repr(C)]
@@ -125,10 +125,13 @@ pub unsafe extern "C" fn bm_engine_register(
     len: usize,
 ) -> c_int {
     call(|| {
-        let e = engine_ref(e)?;
-        // SAFETY: the C contract: the range stays mapped until unregistered
-        // or the engine is freed.
-        unsafe { e.register(addr.cast(), len) }?;
+        let e = offload_engine(e)?;
+        region(addr, len, "addr")?;
+        if len > 0 {
+            // SAFETY: the C contract: the range stays mapped until
+            // unregistered or the engine is freed.
+            unsafe { e.register(addr.cast(), len) }?;
+        }
         Ok(0)
     })
 }
@@ -139,7 +142,11 @@ pub unsafe extern "C" fn bm_engine_unregister(
     len: usize,
 ) -> c_int {
     call(|| {
-        engine_ref(e)?.unregister(addr.cast(), len)?;
+        let e = offload_engine(e)?;
+        region(addr, len, "addr")?;
+        if len > 0 {
+            e.unregister(addr.cast(), len)?;
+        }
         Ok(0)
     })
 }
@@ -152,6 +159,18 @@ fn engine_ref<'a>(e: *mut BmEngine) -> Result<&'a Engine, Fail> {
     // SAFETY: a non-NULL engine came from bm_engine_new* (the contract) and
     // lives until bm_engine_free.
     Ok(&unsafe { &*e }.0)
+}
+
+/// The engine behind a C handle if it has an offload (registration needs
+/// one, even for a length of 0), or EINVAL.
+fn offload_engine<'a>(e: *mut BmEngine) -> Result<&'a Engine, Fail> {
+    let e = engine_ref(e)?;
+    if e.offload().is_none() {
+        return Err(invalid(
+            "this engine has no offload (bm_engine_new_offload): nothing to register with",
+        ));
+    }
+    Ok(e)
 }
 
 /// An engine builder from the C options (NULL: all defaults).
@@ -285,12 +304,16 @@ unsafe fn run(
             cancel: c.cancel,
         }
     };
-    if hooks.cancelled() {
-        let total = v.iter().map(|x| x.len).sum();
-        write_report(out, &Report::cancelled_before_start(total));
-        return Err(fail(libc::ECANCELED, "cancelled before it started"));
-    }
+    // Wrapping lengths are refused by the engine; the report's total just
+    // has to stay a number.
+    let total = v.iter().fold(0usize, |a, x| a.saturating_add(x.len));
     let token = CancelToken::new();
+    // A flag set before the call still lets the engine validate the batch
+    // first (a bad batch is -EINVAL whatever the flag says); it then runs
+    // no chunk and reports the batch cancelled.
+    if hooks.cancelled() {
+        token.cancel();
+    }
     let on_progress = |p: Progress| {
         if let Some(f) = hooks.progress {
             f(p.done, p.total, hooks.ctx);
@@ -320,7 +343,13 @@ unsafe fn run(
                 format!("a worker panicked ({message})"),
             ));
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            // Refused before anything ran: nothing done, not cancelled.
+            let mut nothing = Report::cancelled_before_start(total);
+            nothing.cancelled = false;
+            write_report(out, &nothing);
+            return Err(e.into());
+        }
     };
     write_report(out, &report);
     if report.cancelled {

@@ -17,13 +17,13 @@ unsafe fn fill(
     region(dst, len, "dst")?;
     region(tmpl, tmpl_len, "tmpl")?;
     disjoint(dst, len, tmpl, tmpl_len, "dst and tmpl")?;
-    let empty: &mut [u8] = &mut [];
-    let d = if len == 0 {
-        empty
-    } else {
-        // SAFETY: checked non-NULL, not wrapping, disjoint from the template.
-        unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) }
-    };
+    if len == 0 {
+        // The header's promise: a length of 0 is valid and does nothing,
+        // even with no template (which the library would refuse).
+        return Ok(0);
+    }
+    // SAFETY: checked non-NULL, not wrapping, disjoint from the template.
+    let d = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
     let t: &[u8] = if tmpl_len == 0 {
         &[]
     } else {

@@ -43,7 +43,12 @@ pub unsafe extern "C" fn bm_mover_register(
     len: usize,
 ) -> c_int {
     call(|| {
-        mover(m)?.register(addr.cast(), len)?;
+        let mut m = mover(m)?;
+        // A length of 0 is valid and does nothing (the header's promise;
+        // the kernel refuses an empty range).
+        if len > 0 {
+            m.register(addr.cast(), len)?;
+        }
         Ok(0)
     })
 }
@@ -54,7 +59,10 @@ pub unsafe extern "C" fn bm_mover_unregister(
     len: usize,
 ) -> c_int {
     call(|| {
-        mover(m)?.unregister(addr.cast(), len)?;
+        let mut m = mover(m)?;
+        if len > 0 {
+            m.unregister(addr.cast(), len)?;
+        }
         Ok(0)
     })
 }

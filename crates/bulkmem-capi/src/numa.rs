@@ -8,6 +8,7 @@ use crate::status::{call, fail, invalid};
 
 /// The C `bm_migrate_report` (pages).
 #[repr(C)]
+#[derive(Default)]
 pub struct BmMigrateReport {
     moved: usize,
     already: usize,
@@ -27,6 +28,15 @@ pub unsafe extern "C" fn bm_migrate(
 ) -> c_int {
     call(|| {
         let to = usize::try_from(node).map_err(|_| invalid(format!("node {node} is negative")))?;
+        if len == 0 {
+            // The library refuses an empty range; the header promises that
+            // a length of 0 is valid and does nothing.
+            if !r.is_null() {
+                // SAFETY: a non-NULL report points to a bm_migrate_report.
+                unsafe { r.write(BmMigrateReport::default()) };
+            }
+            return Ok(0);
+        }
         let rep = numa::migrate(addr as usize, len, to, MigrateOptions::default())?;
         if !r.is_null() {
             let c = BmMigrateReport {

@@ -6,6 +6,14 @@
  * Link with `pkg-config --cflags --libs bulkmem` (or --static).
  *
  * Conventions
+ * - Errors, one rule for every function:
+ *     constructors (bm_engine_new*, bm_mover_new) return NULL and set errno
+ *     to the positive code; they leave errno alone on success;
+ *     functions returning int return 0 (or a count) on success and the
+ *     negative errno on failure, and leave errno alone either way;
+ *     void functions and getters (bm_version, bm_strategy_name, ...)
+ *     cannot fail.
+ *   Every failure also sets bm_last_error(). New functions follow the rule.
  * - Functions returning int return 0 on success or a negative errno:
  *     -EINVAL     a NULL pointer where memory is needed, an unknown strategy
  *                 or hint, overlapping or malformed extents, bad options;

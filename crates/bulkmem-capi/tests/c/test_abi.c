@@ -115,9 +115,29 @@ static void test_cancel_after_validation(void)
     free(s), free(d);
 }
 
+/* The error rule: a failing constructor returns NULL with errno set; a
+ * failing int function returns -errno and leaves errno alone. */
+static void test_error_convention(void)
+{
+    bm_engine_opts bad = {0, 7 /* no such placement */, 0, NULL, 0};
+    errno = 0;
+    bm_engine *e = bm_engine_new(&bad);
+    int err = errno;
+    CHECKF(e == NULL && err == EINVAL, "bm_engine_new(bad placement): %p, errno %d", (void *)e, err);
+    CHECK_STR_NONEMPTY(bm_last_error());
+    errno = 0;
+    e = bm_engine_new_offload(NULL, 99 /* no such kind */, 0, 0);
+    err = errno;
+    CHECKF(e == NULL && err == EINVAL, "bm_engine_new_offload(kind 99): %p, errno %d", (void *)e, err);
+    errno = 12345;
+    CHECK_EQ_INT(bm_copy(NULL, NULL, 8), -EINVAL);
+    CHECK_EQ_INT(errno, 12345);
+}
+
 int main(void)
 {
     test_version();
+    test_error_convention();
     test_zero_lengths();
     test_cancel_after_validation();
     return check_finish();

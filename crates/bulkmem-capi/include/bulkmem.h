@@ -275,6 +275,87 @@ int bm_engine_copy_batch_ctl(bm_engine *e, const bm_extent *ext, size_t n,
 int bm_engine_clear_batch_ctl(bm_engine *e, const bm_extent *ext, size_t n,
                               const bm_ctl *ctl, bm_report *report);
 
+/* ---- sized structs: the engine API that can grow ----------------------- */
+
+/* bm_engine_opts, bm_ctl and bm_report keep their 0.1 layout forever:
+ * programs built against it pass them to the functions above. The _v2
+ * structs start with their size, so later releases can append fields and
+ * still serve older programs (like Linux's open_how and clone_args).
+ * Always initialise them with their _INIT macro, which sets size:
+ *
+ *   bm_report_v2 r = BM_REPORT_V2_INIT;
+ *
+ * Inputs (opts, ctl): a size below *_SIZE_VER0 is -EINVAL; a smaller size
+ * than this header's (an older program) reads the fields it covers and
+ * gives the rest their default (zero); a larger size (a newer program) is
+ * accepted if every byte this library does not know is zero, and refused
+ * with -E2BIG otherwise (E2BIG from bm_engine_new_v2), since the program
+ * asked for something this library cannot do.
+ * Outputs (report): a size below *_SIZE_VER0 is -EINVAL; the library
+ * fills the fields that fit in size and zeroes bytes it does not know;
+ * size itself is left as set.
+ * The offsets are checked against the library's by the C suite. */
+
+/* Cancel handles: set from any thread (a signal handler included: it is a
+ * single atomic store), read by the batches whose bm_ctl_v2 names it. */
+typedef struct bm_cancel bm_cancel;
+/* A new handle, not set; NULL with errno ENOMEM. */
+bm_cancel *bm_cancel_new(void);
+/* Set it: batches using it stop between chunks (-ECANCELED). It cannot
+ * be reset; make a new one. -EINVAL for NULL. */
+int bm_cancel_set(bm_cancel *c);
+/* Free it (NULL is allowed); no batch may still be using it. */
+void bm_cancel_free(bm_cancel *c);
+
+typedef struct bm_engine_opts_v2 {
+    size_t size;          /* sizeof(bm_engine_opts_v2): BM_ENGINE_OPTS_V2_INIT */
+    size_t threads;       /* as in bm_engine_opts */
+    int placement;
+    size_t chunk;
+    const char *strategy;
+    int hint;
+} bm_engine_opts_v2;
+#define BM_ENGINE_OPTS_V2_SIZE_VER0 48
+#define BM_ENGINE_OPTS_V2_INIT {sizeof(bm_engine_opts_v2), 0, 0, 0, NULL, 0}
+
+typedef struct bm_ctl_v2 {
+    size_t size;                /* sizeof(bm_ctl_v2): BM_CTL_V2_INIT */
+    bm_progress_fn progress;    /* as in bm_ctl */
+    void *ctx;
+    const volatile int *cancel; /* may be NULL */
+    bm_cancel *cancel_handle;   /* may be NULL; either one stops the batch */
+} bm_ctl_v2;
+#define BM_CTL_V2_SIZE_VER0 32 /* up to cancel */
+#define BM_CTL_V2_INIT {sizeof(bm_ctl_v2), NULL, NULL, NULL, NULL}
+
+typedef struct bm_report_v2 {
+    size_t size;          /* sizeof(bm_report_v2): BM_REPORT_V2_INIT */
+    size_t total;         /* as in bm_report */
+    size_t bytes_done;
+    size_t extents_done;
+    size_t workers;
+    int cancelled;
+    const char *strategy;
+    size_t chunks;         /* chunks the batch was cut into */
+    size_t offloaded;      /* bytes copied by offload channels */
+    size_t offload_redone; /* chunks a channel failed and the CPU redid */
+    int partial;           /* 1 if extent partial_extent was cut short */
+    size_t partial_extent; /* its index (0 if partial is 0) */
+    size_t partial_bytes;  /* its leading bytes written */
+} bm_report_v2;
+#define BM_REPORT_V2_SIZE_VER0 56 /* up to strategy */
+#define BM_REPORT_V2_INIT {sizeof(bm_report_v2), 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0}
+
+/* As bm_engine_new with sized options (NULL: defaults). */
+bm_engine *bm_engine_new_v2(const bm_engine_opts_v2 *opts);
+
+/* As bm_engine_copy_batch_ctl (clear) with sized ctl and report (either
+ * may be NULL). */
+int bm_engine_copy_batch_v2(bm_engine *e, const bm_extent *ext, size_t n,
+                            const bm_ctl_v2 *ctl, bm_report_v2 *report);
+int bm_engine_clear_batch_v2(bm_engine *e, const bm_extent *ext, size_t n,
+                             const bm_ctl_v2 *ctl, bm_report_v2 *report);
+
 /* Stop the workers and free the engine (NULL is allowed). */
 void bm_engine_free(bm_engine *e);
 

@@ -2,6 +2,7 @@
 //! with progress and a cancel flag.
 
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bulkmem_core::{
     CancelToken, Control, Engine, Extent, Options, Placement, Progress, Report, Strategy,
@@ -66,16 +67,16 @@ pub unsafe extern "C" fn bm_clear_batch(ext: *const BmExtent, n: usize) -> c_int
 /// The C `bm_engine_opts`.
 #[repr(C)]
 pub struct BmEngineOpts {
-    threads: usize,
-    placement: c_int,
-    chunk: usize,
-    strategy: *const c_char,
-    hint: c_int,
+    pub threads: usize,
+    pub placement: c_int,
+    pub chunk: usize,
+    pub strategy: *const c_char,
+    pub hint: c_int,
 }
 
 /// The C `bm_engine`: an opaque box around the engine (which serialises
 /// batches itself, so it may be shared between threads).
-pub struct BmEngine(Engine);
+pub struct BmEngine(pub Engine);
 
 pub unsafe extern "C" fn bm_engine_new(opts: *const BmEngineOpts) -> *mut BmEngine {
     call_ptr(|| {
@@ -177,7 +178,7 @@ fn offload_engine<'a>(e: *mut BmEngine) -> Result<&'a Engine, Fail> {
 ///
 /// # Safety
 /// `opts` is NULL or points to a `bm_engine_opts`.
-unsafe fn builder(opts: *const BmEngineOpts) -> Result<bulkmem_core::EngineBuilder, Fail> {
+pub unsafe fn builder(opts: *const BmEngineOpts) -> Result<bulkmem_core::EngineBuilder, Fail> {
     {
         let mut b = Engine::builder();
         if !opts.is_null() {
@@ -248,10 +249,12 @@ pub struct BmReport {
 
 /// The caller's progress callback, context and cancel flag, shared with
 /// the workers.
-struct Hooks {
-    progress: Option<extern "C" fn(usize, usize, *mut c_void)>,
-    ctx: *mut c_void,
-    cancel: *const c_int,
+pub struct Hooks {
+    pub progress: Option<extern "C" fn(usize, usize, *mut c_void)>,
+    pub ctx: *mut c_void,
+    pub cancel: *const c_int,
+    /// A `bm_cancel` handle's flag (NULL: none).
+    pub handle: *const AtomicBool,
 }
 
 // SAFETY: the header requires the progress callback (and its context) to
@@ -263,24 +266,52 @@ impl Hooks {
     fn cancelled(&self) -> bool {
         // SAFETY: a non-NULL flag is a readable int for the batch (the
         // contract); volatile because another thread sets it.
-        !self.cancel.is_null() && unsafe { self.cancel.read_volatile() } != 0
+        (!self.cancel.is_null() && unsafe { self.cancel.read_volatile() } != 0)
+            // SAFETY: a non-NULL handle came from bm_cancel_new and outlives
+            // the batch (the contract).
+            || (!self.handle.is_null() && unsafe { &*self.handle }.load(Ordering::Acquire))
     }
 }
 
-enum Which {
+pub enum Which {
     Copy,
     Clear,
 }
 
+/// The old `bm_ctl` as hooks (NULL: none).
+///
+/// # Safety
+/// `ctl` is NULL or points to a `bm_ctl`.
+unsafe fn hooks(ctl: *const BmCtl) -> Hooks {
+    if ctl.is_null() {
+        return Hooks {
+            progress: None,
+            ctx: std::ptr::null_mut(),
+            cancel: std::ptr::null(),
+            handle: std::ptr::null(),
+        };
+    }
+    // SAFETY: a non-NULL `ctl` points to a bm_ctl.
+    let c = unsafe { &*ctl };
+    Hooks {
+        progress: c.progress,
+        ctx: c.ctx,
+        cancel: c.cancel,
+        handle: std::ptr::null(),
+    }
+}
+
+/// Runs an engine batch; `out` receives the report whenever there is one.
+///
 /// # Safety
 /// The header's contract for engine batches.
-unsafe fn run(
+pub unsafe fn run(
     which: Which,
     e: *mut BmEngine,
     ext: *const BmExtent,
     n: usize,
-    ctl: *const BmCtl,
-    out: *mut BmReport,
+    hooks: Hooks,
+    out: &dyn Fn(&Report),
 ) -> Res<c_int> {
     if e.is_null() {
         return Err(invalid("the engine is NULL"));
@@ -289,21 +320,6 @@ unsafe fn run(
     let engine = unsafe { &(*e).0 };
     // SAFETY: forwarded contract.
     let v = unsafe { extents(ext, n)? };
-    let hooks = if ctl.is_null() {
-        Hooks {
-            progress: None,
-            ctx: std::ptr::null_mut(),
-            cancel: std::ptr::null(),
-        }
-    } else {
-        // SAFETY: a non-NULL `ctl` points to a bm_ctl.
-        let c = unsafe { &*ctl };
-        Hooks {
-            progress: c.progress,
-            ctx: c.ctx,
-            cancel: c.cancel,
-        }
-    };
     // Wrapping lengths are refused by the engine; the report's total just
     // has to stay a number.
     let total = v.iter().fold(0usize, |a, x| a.saturating_add(x.len));
@@ -337,7 +353,7 @@ unsafe fn run(
     let report: Report = match result {
         Ok(r) => r,
         Err(bulkmem_core::Error::WorkerPanicked { report, message }) => {
-            write_report(out, &report);
+            out(&report);
             return Err(fail(
                 libc::ENOTRECOVERABLE,
                 format!("a worker panicked ({message})"),
@@ -347,11 +363,11 @@ unsafe fn run(
             // Refused before anything ran: nothing done, not cancelled.
             let mut nothing = Report::cancelled_before_start(total);
             nothing.cancelled = false;
-            write_report(out, &nothing);
+            out(&nothing);
             return Err(e.into());
         }
     };
-    write_report(out, &report);
+    out(&report);
     if report.cancelled {
         return Err(fail(
             libc::ECANCELED,
@@ -386,16 +402,7 @@ pub unsafe extern "C" fn bm_engine_copy_batch(
     n: usize,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    call(|| unsafe {
-        run(
-            Which::Copy,
-            e,
-            ext,
-            n,
-            std::ptr::null(),
-            std::ptr::null_mut(),
-        )
-    })
+    call(|| unsafe { run(Which::Copy, e, ext, n, hooks(std::ptr::null()), &|_| ()) })
 }
 
 pub unsafe extern "C" fn bm_engine_clear_batch(
@@ -404,16 +411,7 @@ pub unsafe extern "C" fn bm_engine_clear_batch(
     n: usize,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    call(|| unsafe {
-        run(
-            Which::Clear,
-            e,
-            ext,
-            n,
-            std::ptr::null(),
-            std::ptr::null_mut(),
-        )
-    })
+    call(|| unsafe { run(Which::Clear, e, ext, n, hooks(std::ptr::null()), &|_| ()) })
 }
 
 pub unsafe extern "C" fn bm_engine_copy_batch_ctl(
@@ -424,7 +422,11 @@ pub unsafe extern "C" fn bm_engine_copy_batch_ctl(
     report: *mut BmReport,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    call(|| unsafe { run(Which::Copy, e, ext, n, ctl, report) })
+    call(|| unsafe {
+        run(Which::Copy, e, ext, n, hooks(ctl), &|r| {
+            write_report(report, r)
+        })
+    })
 }
 
 pub unsafe extern "C" fn bm_engine_clear_batch_ctl(
@@ -435,5 +437,9 @@ pub unsafe extern "C" fn bm_engine_clear_batch_ctl(
     report: *mut BmReport,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    call(|| unsafe { run(Which::Clear, e, ext, n, ctl, report) })
+    call(|| unsafe {
+        run(Which::Clear, e, ext, n, hooks(ctl), &|r| {
+            write_report(report, r)
+        })
+    })
 }

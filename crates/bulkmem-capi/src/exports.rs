@@ -79,4 +79,10 @@ exports! {
     bm_profile_status => crate::single::bm_profile_status;
     bm_copy_checked => crate::single::bm_copy_checked;
     bm_clear_checked => crate::single::bm_clear_checked;
+    bm_engine_new_v2 => crate::ext::bm_engine_new_v2;
+    bm_engine_copy_batch_v2 => crate::ext::bm_engine_copy_batch_v2;
+    bm_engine_clear_batch_v2 => crate::ext::bm_engine_clear_batch_v2;
+    bm_cancel_new => crate::ext::bm_cancel_new;
+    bm_cancel_set => crate::ext::bm_cancel_set;
+    bm_cancel_free => crate::ext::bm_cancel_free;
 }

@@ -7,10 +7,12 @@
 
 mod batch;
 mod exports;
+mod ext;
 mod fill;
 mod mover;
 mod numa;
 mod single;
+mod sized;
 mod status;
 
 use std::ffi::{c_char, c_int};

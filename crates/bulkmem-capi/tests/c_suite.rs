@@ -359,3 +359,94 @@ fn the_example_builds_with_pkg_config_and_runs() {
     let out = run(&bin, &["64"]);
     assert!(out.contains("GB/s"), "{out}");
 }
+
+/// A program built against the 0.1 header as it was before the sized
+/// structs (tests/c/fixtures/bulkmem-0.1-pre.h) still compiles and passes
+/// against this library: its structs and functions are unchanged.
+#[test]
+fn programs_built_against_the_pre_sized_header_still_run() {
+    let old = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("old-header");
+    std::fs::create_dir_all(&old).expect("create the old-header directory");
+    std::fs::copy(
+        here().join("tests/c/fixtures/bulkmem-0.1-pre.h"),
+        old.join("bulkmem.h"),
+    )
+    .expect("copy the fixture");
+    let inc = format!("-I{}", old.display());
+    let mut flags = C_FLAGS.to_vec();
+    flags.push(&inc); // before pkg-config's -I: the old header wins
+    for name in ["test_engine", "test_api"] {
+        let bin = out_dir(&format!("{name}_old_header"));
+        compile(
+            "cc",
+            &flags,
+            &here().join(format!("tests/c/{name}.c")),
+            &pkg(&["--libs"]),
+            &bin,
+        );
+        assert_all_passed(&run(&bin, &[]), &bin);
+    }
+}
+
+#[path = "../src/sized.rs"]
+#[allow(dead_code)]
+mod sized;
+
+/// `_Static_assert`s that every field of the sized structs sits where the
+/// Rust `#[repr(C)]` definitions put it, and that the `*_SIZE_VER0` macros
+/// match; compiled against the installed header.
+fn layout_asserts() -> String {
+    use std::mem::{offset_of, size_of};
+    let mut c = String::from("#include <stddef.h>\n#include \"bulkmem.h\"\n");
+    let mut check = |ty: &str, field: &str, off: usize| {
+        c.push_str(&format!(
+            "_Static_assert(offsetof({ty}, {field}) == {off}, \"{ty}.{field}: C offset differs from Rust's {off}\");\n"
+        ));
+    };
+    macro_rules! fields {
+        ($rs:ty, $c:literal: $($f:ident),*) => {
+            $(check($c, stringify!($f), offset_of!($rs, $f));)*
+        };
+    }
+    fields!(sized::BmEngineOptsV2, "bm_engine_opts_v2": size, threads, placement, chunk, strategy, hint);
+    fields!(sized::BmCtlV2, "bm_ctl_v2": size, progress, ctx, cancel, cancel_handle);
+    fields!(sized::BmReportV2, "bm_report_v2": size, total, bytes_done, extents_done, workers,
+        cancelled, strategy, chunks, offloaded, offload_redone, partial, partial_extent, partial_bytes);
+    for (ty, size) in [
+        ("bm_engine_opts_v2", size_of::<sized::BmEngineOptsV2>()),
+        ("bm_ctl_v2", size_of::<sized::BmCtlV2>()),
+        ("bm_report_v2", size_of::<sized::BmReportV2>()),
+    ] {
+        c.push_str(&format!(
+            "_Static_assert(sizeof({ty}) == {size}, \"sizeof({ty}) differs from Rust's {size}\");\n"
+        ));
+    }
+    for (mac, v) in [
+        ("BM_ENGINE_OPTS_V2_SIZE_VER0", sized::ENGINE_OPTS_V2_VER0),
+        ("BM_CTL_V2_SIZE_VER0", sized::CTL_V2_VER0),
+        ("BM_REPORT_V2_SIZE_VER0", sized::REPORT_V2_VER0),
+    ] {
+        c.push_str(&format!(
+            "_Static_assert({mac} == {v}, \"{mac} differs from Rust's {v}\");\n"
+        ));
+    }
+    c
+}
+
+#[test]
+fn the_sized_structs_have_the_rust_layout() {
+    let src = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("layout_check.c");
+    std::fs::write(&src, layout_asserts()).expect("write the layout check");
+    let o = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"])
+        .arg(format!("-I{}", prefix().join("include").display()))
+        .arg(&src)
+        .output()
+        .expect("run cc");
+    assert!(
+        o.status.success(),
+        "the header's layout differs from the library's ({}):\n{}",
+        src.display(),
+        text(&o)
+    );
+}

@@ -6,6 +6,14 @@
  * Link with `pkg-config --cflags --libs bulkmem` (or --static).
  *
  * Conventions
+ * - Errors, one rule for every function:
+ *     constructors (bm_engine_new*, bm_mover_new) return NULL and set errno
+ *     to the positive code; they leave errno alone on success;
+ *     functions returning int return 0 (or a count) on success and the
+ *     negative errno on failure, and leave errno alone either way;
+ *     void functions and getters (bm_version, bm_strategy_name, ...)
+ *     cannot fail.
+ *   Every failure also sets bm_last_error(). New functions follow the rule.
  * - Functions returning int return 0 on success or a negative errno:
  *     -EINVAL     a NULL pointer where memory is needed, an unknown strategy
  *                 or hint, overlapping or malformed extents, bad options;
@@ -24,7 +32,8 @@
  *   nothing for it (it installs, once, a panic hook that is silent only
  *   for panics inside bm_* calls and forwards all others to the hook that
  *   was there before).
- * - A length of 0 is always valid and does nothing (pointers may be NULL).
+ * - A length of 0 is always valid and does nothing (pointers may be NULL);
+ *   handles (engine, mover) and other arguments are still checked.
  * - Copies never overlap: dst and src must be disjoint (this is memcpy, not
  *   memmove), and in a batch no destination may overlap another extent.
  * - Strategy names are bulkmem's ("auto", "per-page", "rep-movsb",
@@ -48,8 +57,31 @@ extern "C" {
 
 /* ---- version and errors ------------------------------------------------ */
 
-/* bulkmem's version, e.g. "0.1.0" (static storage). */
+/* The version of this header; build.rs refuses to build a library whose
+ * Cargo version differs, so the header and library of one release agree. */
+#define BULKMEM_VERSION_MAJOR 0
+#define BULKMEM_VERSION_MINOR 1
+#define BULKMEM_VERSION_PATCH 0
+/* major * 10000 + minor * 100 + patch: 0.1.0 is 100, 1.2.3 is 10203. */
+#define BULKMEM_VERSION_NUMBER \
+    (BULKMEM_VERSION_MAJOR * 10000 + BULKMEM_VERSION_MINOR * 100 + BULKMEM_VERSION_PATCH)
+
+/* The library's version, e.g. "0.1.0" (static storage). */
 const char *bm_version(void);
+
+/* The library's version as BULKMEM_VERSION_NUMBER computes it (the header
+ * a program was built with may be older or newer than the library it runs
+ * with). */
+int bm_version_number(void);
+
+/* 0 if the running library provides everything the header version
+ * major.minor declares: the same major version and a library minor version
+ * at least `minor` (a newer minor only adds functions and struct fields).
+ * -ENOTSUP otherwise: a different major (an incompatible ABI) or an older
+ * library than the program was built for. Call it once at start-up as
+ * BM_CHECK_VERSION(). */
+int bm_check_version(int major, int minor);
+#define BM_CHECK_VERSION() bm_check_version(BULKMEM_VERSION_MAJOR, BULKMEM_VERSION_MINOR)
 
 /* A description of a return code (0 or a negative errno; static storage). */
 const char *bm_strerror(int err);
@@ -234,11 +266,95 @@ typedef struct bm_report {
 
 /* As bm_engine_copy_batch (clear) with progress and cancellation; ctl and
  * report may be NULL. A cancelled batch returns -ECANCELED, and *report
- * names the completed prefix exactly. */
+ * names the completed prefix exactly. The batch is validated before the
+ * cancel flag is read: an invalid batch is -EINVAL even with the flag
+ * already set, and *report then says total bytes (saturated), nothing
+ * done, not cancelled. */
 int bm_engine_copy_batch_ctl(bm_engine *e, const bm_extent *ext, size_t n,
                              const bm_ctl *ctl, bm_report *report);
 int bm_engine_clear_batch_ctl(bm_engine *e, const bm_extent *ext, size_t n,
                               const bm_ctl *ctl, bm_report *report);
+
+/* ---- sized structs: the engine API that can grow ----------------------- */
+
+/* bm_engine_opts, bm_ctl and bm_report keep their 0.1 layout forever:
+ * programs built against it pass them to the functions above. The _v2
+ * structs start with their size, so later releases can append fields and
+ * still serve older programs (like Linux's open_how and clone_args).
+ * Always initialise them with their _INIT macro, which sets size:
+ *
+ *   bm_report_v2 r = BM_REPORT_V2_INIT;
+ *
+ * Inputs (opts, ctl): a size below *_SIZE_VER0 is -EINVAL; a smaller size
+ * than this header's (an older program) reads the fields it covers and
+ * gives the rest their default (zero); a larger size (a newer program) is
+ * accepted if every byte this library does not know is zero, and refused
+ * with -E2BIG otherwise (E2BIG from bm_engine_new_v2), since the program
+ * asked for something this library cannot do.
+ * Outputs (report): a size below *_SIZE_VER0 is -EINVAL; the library
+ * fills the fields that fit in size and zeroes bytes it does not know;
+ * size itself is left as set.
+ * The offsets are checked against the library's by the C suite. */
+
+/* Cancel handles: set from any thread (a signal handler included: it is a
+ * single atomic store), read by the batches whose bm_ctl_v2 names it. */
+typedef struct bm_cancel bm_cancel;
+/* A new handle, not set; NULL with errno ENOMEM. */
+bm_cancel *bm_cancel_new(void);
+/* Set it: batches using it stop between chunks (-ECANCELED). It cannot
+ * be reset; make a new one. -EINVAL for NULL. */
+int bm_cancel_set(bm_cancel *c);
+/* Free it (NULL is allowed); no batch may still be using it. */
+void bm_cancel_free(bm_cancel *c);
+
+typedef struct bm_engine_opts_v2 {
+    size_t size;          /* sizeof(bm_engine_opts_v2): BM_ENGINE_OPTS_V2_INIT */
+    size_t threads;       /* as in bm_engine_opts */
+    int placement;
+    size_t chunk;
+    const char *strategy;
+    int hint;
+} bm_engine_opts_v2;
+#define BM_ENGINE_OPTS_V2_SIZE_VER0 48
+#define BM_ENGINE_OPTS_V2_INIT {sizeof(bm_engine_opts_v2), 0, 0, 0, NULL, 0}
+
+typedef struct bm_ctl_v2 {
+    size_t size;                /* sizeof(bm_ctl_v2): BM_CTL_V2_INIT */
+    bm_progress_fn progress;    /* as in bm_ctl */
+    void *ctx;
+    const volatile int *cancel; /* may be NULL */
+    bm_cancel *cancel_handle;   /* may be NULL; either one stops the batch */
+} bm_ctl_v2;
+#define BM_CTL_V2_SIZE_VER0 32 /* up to cancel */
+#define BM_CTL_V2_INIT {sizeof(bm_ctl_v2), NULL, NULL, NULL, NULL}
+
+typedef struct bm_report_v2 {
+    size_t size;          /* sizeof(bm_report_v2): BM_REPORT_V2_INIT */
+    size_t total;         /* as in bm_report */
+    size_t bytes_done;
+    size_t extents_done;
+    size_t workers;
+    int cancelled;
+    const char *strategy;
+    size_t chunks;         /* chunks the batch was cut into */
+    size_t offloaded;      /* bytes copied by offload channels */
+    size_t offload_redone; /* chunks a channel failed and the CPU redid */
+    int partial;           /* 1 if extent partial_extent was cut short */
+    size_t partial_extent; /* its index (0 if partial is 0) */
+    size_t partial_bytes;  /* its leading bytes written */
+} bm_report_v2;
+#define BM_REPORT_V2_SIZE_VER0 56 /* up to strategy */
+#define BM_REPORT_V2_INIT {sizeof(bm_report_v2), 0, 0, 0, 0, 0, NULL, 0, 0, 0, 0, 0, 0}
+
+/* As bm_engine_new with sized options (NULL: defaults). */
+bm_engine *bm_engine_new_v2(const bm_engine_opts_v2 *opts);
+
+/* As bm_engine_copy_batch_ctl (clear) with sized ctl and report (either
+ * may be NULL). */
+int bm_engine_copy_batch_v2(bm_engine *e, const bm_extent *ext, size_t n,
+                            const bm_ctl_v2 *ctl, bm_report_v2 *report);
+int bm_engine_clear_batch_v2(bm_engine *e, const bm_extent *ext, size_t n,
+                             const bm_ctl_v2 *ctl, bm_report_v2 *report);
 
 /* Stop the workers and free the engine (NULL is allowed). */
 void bm_engine_free(bm_engine *e);
@@ -260,7 +376,7 @@ void bm_engine_free(bm_engine *e);
 bm_engine *bm_engine_new_offload(const bm_engine_opts *opts, int kind, int device,
                                  size_t channels);
 
-/* Register [addr, addr + len) for the channels (a GPU pins it: costly, so
+/* Register [addr, addr + len) (addr NULL only with len 0) for the channels (a GPU pins it: costly, so
  * for long-lived buffers); it must stay mapped until unregistered or the
  * engine is freed. 0, or -EINVAL (no offload, an overlap with a registered
  * range) or the backend's error. */

@@ -2,6 +2,7 @@
 //! with progress and a cancel flag.
 
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bulkmem_core::{
     CancelToken, Control, Engine, Extent, Options, Placement, Progress, Report, Strategy,
@@ -9,7 +10,7 @@ use bulkmem_core::{
 
 use bulkmem_core::offload::{EmulatedOptions, GpuOptions, Offload};
 
-use crate::status::{self, call, call_ptr, fail, hint, invalid, strategy, Fail, Res};
+use crate::status::{self, call, call_ptr, fail, hint, invalid, region, strategy, Fail, Res};
 
 /// The C `bm_extent`.
 #[repr(C)]
@@ -42,7 +43,6 @@ unsafe fn extents(ext: *const BmExtent, n: usize) -> Res<Vec<Extent>> {
         .collect())
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_copy_batch(ext: *const BmExtent, n: usize) -> c_int {
     call(|| {
         // SAFETY: forwarded contract.
@@ -54,7 +54,6 @@ pub unsafe extern "C" fn bm_copy_batch(ext: *const BmExtent, n: usize) -> c_int 
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_clear_batch(ext: *const BmExtent, n: usize) -> c_int {
     call(|| {
         // SAFETY: forwarded contract.
@@ -68,18 +67,17 @@ pub unsafe extern "C" fn bm_clear_batch(ext: *const BmExtent, n: usize) -> c_int
 /// The C `bm_engine_opts`.
 #[repr(C)]
 pub struct BmEngineOpts {
-    threads: usize,
-    placement: c_int,
-    chunk: usize,
-    strategy: *const c_char,
-    hint: c_int,
+    pub threads: usize,
+    pub placement: c_int,
+    pub chunk: usize,
+    pub strategy: *const c_char,
+    pub hint: c_int,
 }
 
 /// The C `bm_engine`: an opaque box around the engine (which serialises
 /// batches itself, so it may be shared between threads).
-pub struct BmEngine(Engine);
+pub struct BmEngine(pub Engine);
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_new(opts: *const BmEngineOpts) -> *mut BmEngine {
     call_ptr(|| {
         // SAFETY: forwarded contract: `opts` is NULL or a bm_engine_opts.
@@ -93,7 +91,6 @@ const OFFLOAD_GPU: c_int = 1;
 /// `BM_OFFLOAD_EMULATED`.
 const OFFLOAD_EMULATED: c_int = 2;
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_new_offload(
     opts: *const BmEngineOpts,
     kind: c_int,
@@ -123,29 +120,34 @@ pub unsafe extern "C" fn bm_engine_new_offload(
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_register(
     e: *mut BmEngine,
     addr: *const c_void,
     len: usize,
 ) -> c_int {
     call(|| {
-        let e = engine_ref(e)?;
-        // SAFETY: the C contract: the range stays mapped until unregistered
-        // or the engine is freed.
-        unsafe { e.register(addr.cast(), len) }?;
+        let e = offload_engine(e)?;
+        region(addr, len, "addr")?;
+        if len > 0 {
+            // SAFETY: the C contract: the range stays mapped until
+            // unregistered or the engine is freed.
+            unsafe { e.register(addr.cast(), len) }?;
+        }
         Ok(0)
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_unregister(
     e: *mut BmEngine,
     addr: *const c_void,
     len: usize,
 ) -> c_int {
     call(|| {
-        engine_ref(e)?.unregister(addr.cast(), len)?;
+        let e = offload_engine(e)?;
+        region(addr, len, "addr")?;
+        if len > 0 {
+            e.unregister(addr.cast(), len)?;
+        }
         Ok(0)
     })
 }
@@ -160,11 +162,23 @@ fn engine_ref<'a>(e: *mut BmEngine) -> Result<&'a Engine, Fail> {
     Ok(&unsafe { &*e }.0)
 }
 
+/// The engine behind a C handle if it has an offload (registration needs
+/// one, even for a length of 0), or EINVAL.
+fn offload_engine<'a>(e: *mut BmEngine) -> Result<&'a Engine, Fail> {
+    let e = engine_ref(e)?;
+    if e.offload().is_none() {
+        return Err(invalid(
+            "this engine has no offload (bm_engine_new_offload): nothing to register with",
+        ));
+    }
+    Ok(e)
+}
+
 /// An engine builder from the C options (NULL: all defaults).
 ///
 /// # Safety
 /// `opts` is NULL or points to a `bm_engine_opts`.
-unsafe fn builder(opts: *const BmEngineOpts) -> Result<bulkmem_core::EngineBuilder, Fail> {
+pub unsafe fn builder(opts: *const BmEngineOpts) -> Result<bulkmem_core::EngineBuilder, Fail> {
     {
         let mut b = Engine::builder();
         if !opts.is_null() {
@@ -195,7 +209,6 @@ unsafe fn builder(opts: *const BmEngineOpts) -> Result<bulkmem_core::EngineBuild
     }
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_threads(e: *const BmEngine) -> usize {
     if e.is_null() {
         return 0;
@@ -204,7 +217,6 @@ pub unsafe extern "C" fn bm_engine_threads(e: *const BmEngine) -> usize {
     unsafe { &*e }.0.threads()
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_free(e: *mut BmEngine) {
     if !e.is_null() {
         // The workers' shutdown cannot unwind into C.
@@ -237,10 +249,12 @@ pub struct BmReport {
 
 /// The caller's progress callback, context and cancel flag, shared with
 /// the workers.
-struct Hooks {
-    progress: Option<extern "C" fn(usize, usize, *mut c_void)>,
-    ctx: *mut c_void,
-    cancel: *const c_int,
+pub struct Hooks {
+    pub progress: Option<extern "C" fn(usize, usize, *mut c_void)>,
+    pub ctx: *mut c_void,
+    pub cancel: *const c_int,
+    /// A `bm_cancel` handle's flag (NULL: none).
+    pub handle: *const AtomicBool,
 }
 
 // SAFETY: the header requires the progress callback (and its context) to
@@ -252,24 +266,52 @@ impl Hooks {
     fn cancelled(&self) -> bool {
         // SAFETY: a non-NULL flag is a readable int for the batch (the
         // contract); volatile because another thread sets it.
-        !self.cancel.is_null() && unsafe { self.cancel.read_volatile() } != 0
+        (!self.cancel.is_null() && unsafe { self.cancel.read_volatile() } != 0)
+            // SAFETY: a non-NULL handle came from bm_cancel_new and outlives
+            // the batch (the contract).
+            || (!self.handle.is_null() && unsafe { &*self.handle }.load(Ordering::Acquire))
     }
 }
 
-enum Which {
+pub enum Which {
     Copy,
     Clear,
 }
 
+/// The old `bm_ctl` as hooks (NULL: none).
+///
+/// # Safety
+/// `ctl` is NULL or points to a `bm_ctl`.
+unsafe fn hooks(ctl: *const BmCtl) -> Hooks {
+    if ctl.is_null() {
+        return Hooks {
+            progress: None,
+            ctx: std::ptr::null_mut(),
+            cancel: std::ptr::null(),
+            handle: std::ptr::null(),
+        };
+    }
+    // SAFETY: a non-NULL `ctl` points to a bm_ctl.
+    let c = unsafe { &*ctl };
+    Hooks {
+        progress: c.progress,
+        ctx: c.ctx,
+        cancel: c.cancel,
+        handle: std::ptr::null(),
+    }
+}
+
+/// Runs an engine batch; `out` receives the report whenever there is one.
+///
 /// # Safety
 /// The header's contract for engine batches.
-unsafe fn run(
+pub unsafe fn run(
     which: Which,
     e: *mut BmEngine,
     ext: *const BmExtent,
     n: usize,
-    ctl: *const BmCtl,
-    out: *mut BmReport,
+    hooks: Hooks,
+    out: &dyn Fn(&Report),
 ) -> Res<c_int> {
     if e.is_null() {
         return Err(invalid("the engine is NULL"));
@@ -278,27 +320,16 @@ unsafe fn run(
     let engine = unsafe { &(*e).0 };
     // SAFETY: forwarded contract.
     let v = unsafe { extents(ext, n)? };
-    let hooks = if ctl.is_null() {
-        Hooks {
-            progress: None,
-            ctx: std::ptr::null_mut(),
-            cancel: std::ptr::null(),
-        }
-    } else {
-        // SAFETY: a non-NULL `ctl` points to a bm_ctl.
-        let c = unsafe { &*ctl };
-        Hooks {
-            progress: c.progress,
-            ctx: c.ctx,
-            cancel: c.cancel,
-        }
-    };
-    if hooks.cancelled() {
-        let total = v.iter().map(|x| x.len).sum();
-        write_report(out, &Report::cancelled_before_start(total));
-        return Err(fail(libc::ECANCELED, "cancelled before it started"));
-    }
+    // Wrapping lengths are refused by the engine; the report's total just
+    // has to stay a number.
+    let total = v.iter().fold(0usize, |a, x| a.saturating_add(x.len));
     let token = CancelToken::new();
+    // A flag set before the call still lets the engine validate the batch
+    // first (a bad batch is -EINVAL whatever the flag says); it then runs
+    // no chunk and reports the batch cancelled.
+    if hooks.cancelled() {
+        token.cancel();
+    }
     let on_progress = |p: Progress| {
         if let Some(f) = hooks.progress {
             f(p.done, p.total, hooks.ctx);
@@ -322,15 +353,21 @@ unsafe fn run(
     let report: Report = match result {
         Ok(r) => r,
         Err(bulkmem_core::Error::WorkerPanicked { report, message }) => {
-            write_report(out, &report);
+            out(&report);
             return Err(fail(
                 libc::ENOTRECOVERABLE,
                 format!("a worker panicked ({message})"),
             ));
         }
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            // Refused before anything ran: nothing done, not cancelled.
+            let mut nothing = Report::cancelled_before_start(total);
+            nothing.cancelled = false;
+            out(&nothing);
+            return Err(e.into());
+        }
     };
-    write_report(out, &report);
+    out(&report);
     if report.cancelled {
         return Err(fail(
             libc::ECANCELED,
@@ -359,45 +396,24 @@ fn write_report(out: *mut BmReport, r: &Report) {
     unsafe { out.write(c) };
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_copy_batch(
     e: *mut BmEngine,
     ext: *const BmExtent,
     n: usize,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    call(|| unsafe {
-        run(
-            Which::Copy,
-            e,
-            ext,
-            n,
-            std::ptr::null(),
-            std::ptr::null_mut(),
-        )
-    })
+    call(|| unsafe { run(Which::Copy, e, ext, n, hooks(std::ptr::null()), &|_| ()) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_clear_batch(
     e: *mut BmEngine,
     ext: *const BmExtent,
     n: usize,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    call(|| unsafe {
-        run(
-            Which::Clear,
-            e,
-            ext,
-            n,
-            std::ptr::null(),
-            std::ptr::null_mut(),
-        )
-    })
+    call(|| unsafe { run(Which::Clear, e, ext, n, hooks(std::ptr::null()), &|_| ()) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_copy_batch_ctl(
     e: *mut BmEngine,
     ext: *const BmExtent,
@@ -406,10 +422,13 @@ pub unsafe extern "C" fn bm_engine_copy_batch_ctl(
     report: *mut BmReport,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    call(|| unsafe { run(Which::Copy, e, ext, n, ctl, report) })
+    call(|| unsafe {
+        run(Which::Copy, e, ext, n, hooks(ctl), &|r| {
+            write_report(report, r)
+        })
+    })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_engine_clear_batch_ctl(
     e: *mut BmEngine,
     ext: *const BmExtent,
@@ -418,5 +437,9 @@ pub unsafe extern "C" fn bm_engine_clear_batch_ctl(
     report: *mut BmReport,
 ) -> c_int {
     // SAFETY: forwarded contract.
-    call(|| unsafe { run(Which::Clear, e, ext, n, ctl, report) })
+    call(|| unsafe {
+        run(Which::Clear, e, ext, n, hooks(ctl), &|r| {
+            write_report(report, r)
+        })
+    })
 }

@@ -17,13 +17,13 @@ unsafe fn fill(
     region(dst, len, "dst")?;
     region(tmpl, tmpl_len, "tmpl")?;
     disjoint(dst, len, tmpl, tmpl_len, "dst and tmpl")?;
-    let empty: &mut [u8] = &mut [];
-    let d = if len == 0 {
-        empty
-    } else {
-        // SAFETY: checked non-NULL, not wrapping, disjoint from the template.
-        unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) }
-    };
+    if len == 0 {
+        // The header's promise: a length of 0 is valid and does nothing,
+        // even with no template (which the library would refuse).
+        return Ok(0);
+    }
+    // SAFETY: checked non-NULL, not wrapping, disjoint from the template.
+    let d = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
     let t: &[u8] = if tmpl_len == 0 {
         &[]
     } else {
@@ -39,7 +39,6 @@ unsafe fn fill(
     Ok(0)
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_fill(
     dst: *mut c_void,
     len: usize,
@@ -50,7 +49,6 @@ pub unsafe extern "C" fn bm_fill(
     call(|| unsafe { fill(dst, len, tmpl, tmpl_len, None, std::ptr::null_mut()) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_fill_with(
     dst: *mut c_void,
     len: usize,
@@ -63,7 +61,6 @@ pub unsafe extern "C" fn bm_fill_with(
     call(|| unsafe { fill(dst, len, tmpl, tmpl_len, patch, ctx) })
 }
 
-#[no_mangle]
 pub extern "C" fn bm_nt_drain() {
     bulkmem_core::nt_drain();
 }

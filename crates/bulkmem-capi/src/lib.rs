@@ -6,22 +6,65 @@
 #![allow(clippy::missing_safety_doc)] // the contracts are in bulkmem.h
 
 mod batch;
+mod exports;
+mod ext;
 mod fill;
 mod mover;
 mod numa;
 mod single;
+mod sized;
 mod status;
 
 use std::ffi::{c_char, c_int};
 
 /// `bm_version`.
-#[no_mangle]
 pub extern "C" fn bm_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
 
+/// A decimal version component from Cargo (a compile-time constant).
+const fn component(s: &str) -> i32 {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut n = 0;
+    while i < b.len() {
+        n = n * 10 + (b[i] - b'0') as i32;
+        i += 1;
+    }
+    n
+}
+
+const MAJOR: i32 = component(env!("CARGO_PKG_VERSION_MAJOR"));
+const MINOR: i32 = component(env!("CARGO_PKG_VERSION_MINOR"));
+const PATCH: i32 = component(env!("CARGO_PKG_VERSION_PATCH"));
+
+/// `bm_version_number`: the header's `BULKMEM_VERSION_NUMBER` formula.
+pub extern "C" fn bm_version_number() -> c_int {
+    MAJOR * 10000 + MINOR * 100 + PATCH
+}
+
+/// `bm_check_version`.
+pub extern "C" fn bm_check_version(major: c_int, minor: c_int) -> c_int {
+    status::call(|| {
+        if major != MAJOR {
+            return Err(status::fail(
+                libc::ENOTSUP,
+                format!("built for bulkmem {major}.x, running with {MAJOR}.{MINOR}.{PATCH}"),
+            ));
+        }
+        if minor > MINOR {
+            return Err(status::fail(
+                libc::ENOTSUP,
+                format!(
+                    "built for bulkmem {major}.{minor}, running with the older {MAJOR}.{MINOR}.{PATCH}"
+                ),
+            ));
+        }
+        Ok(0)
+    })
+}
+
 /// `bm_strerror`.
-#[no_mangle]
 pub extern "C" fn bm_strerror(err: c_int) -> *const c_char {
     let s: &'static [u8] = match -err {
         0 => b"success\0",
@@ -46,7 +89,6 @@ pub extern "C" fn bm_strerror(err: c_int) -> *const c_char {
 }
 
 /// `bm_last_error`.
-#[no_mangle]
 pub extern "C" fn bm_last_error() -> *const c_char {
     status::last()
 }
@@ -55,7 +97,6 @@ pub extern "C" fn bm_last_error() -> *const c_char {
 /// what any entry point returns for an internal error (`-ENOTRECOVERABLE`).
 /// The C suite uses it to check that a caught panic prints nothing.
 #[doc(hidden)]
-#[no_mangle]
-pub extern "C" fn bm__test_panic() -> c_int {
+pub extern "C" fn test_panic() -> c_int {
     status::call(|| panic!("bm__test_panic: a deliberate panic"))
 }

@@ -33,36 +33,40 @@ fn mover<'a>(m: *mut BmMover) -> Res<std::sync::MutexGuard<'a, Mover>> {
     Ok(m.0.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
-#[no_mangle]
 pub extern "C" fn bm_mover_new() -> *mut BmMover {
     call_ptr(|| Ok(Box::into_raw(Box::new(BmMover(Mutex::new(Mover::new()?))))))
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_mover_register(
     m: *mut BmMover,
     addr: *mut c_void,
     len: usize,
 ) -> c_int {
     call(|| {
-        mover(m)?.register(addr.cast(), len)?;
+        let mut m = mover(m)?;
+        // A length of 0 is valid and does nothing (the header's promise;
+        // the kernel refuses an empty range).
+        if len > 0 {
+            m.register(addr.cast(), len)?;
+        }
         Ok(0)
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_mover_unregister(
     m: *mut BmMover,
     addr: *mut c_void,
     len: usize,
 ) -> c_int {
     call(|| {
-        mover(m)?.unregister(addr.cast(), len)?;
+        let mut m = mover(m)?;
+        if len > 0 {
+            m.unregister(addr.cast(), len)?;
+        }
         Ok(0)
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_mover_move(
     m: *mut BmMover,
     dst: *mut c_void,
@@ -137,7 +141,6 @@ fn write(out: *mut BmMoveReport, r: &MoveReport) {
     unsafe { out.write(c) };
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_mover_free(m: *mut BmMover) {
     if !m.is_null() {
         // SAFETY: `m` came from bm_mover_new and is freed once (contract).

@@ -8,6 +8,7 @@ use crate::status::{call, fail, invalid};
 
 /// The C `bm_migrate_report` (pages).
 #[repr(C)]
+#[derive(Default)]
 pub struct BmMigrateReport {
     moved: usize,
     already: usize,
@@ -15,12 +16,10 @@ pub struct BmMigrateReport {
     failed: usize,
 }
 
-#[no_mangle]
 pub extern "C" fn bm_numa_nodes() -> c_int {
     call(|| Ok(Nodes::detect().ids().len().max(1) as c_int))
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_migrate(
     addr: *mut c_void,
     len: usize,
@@ -29,6 +28,15 @@ pub unsafe extern "C" fn bm_migrate(
 ) -> c_int {
     call(|| {
         let to = usize::try_from(node).map_err(|_| invalid(format!("node {node} is negative")))?;
+        if len == 0 {
+            // The library refuses an empty range; the header promises that
+            // a length of 0 is valid and does nothing.
+            if !r.is_null() {
+                // SAFETY: a non-NULL report points to a bm_migrate_report.
+                unsafe { r.write(BmMigrateReport::default()) };
+            }
+            return Ok(0);
+        }
         let rep = numa::migrate(addr as usize, len, to, MigrateOptions::default())?;
         if !r.is_null() {
             let c = BmMigrateReport {

@@ -49,19 +49,16 @@ fn resolve_only(opts: Options, op: Op) -> Res<c_int> {
     Ok(0)
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_copy(dst: *mut c_void, src: *const c_void, len: usize) -> c_int {
     // SAFETY: forwarded contract.
     call(|| unsafe { copy(Options::default(), dst, src, len) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_clear(dst: *mut c_void, len: usize) -> c_int {
     // SAFETY: forwarded contract.
     call(|| unsafe { clear(Options::default(), dst, len) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_copy_hint(
     dst: *mut c_void,
     src: *const c_void,
@@ -72,13 +69,11 @@ pub unsafe extern "C" fn bm_copy_hint(
     call(|| unsafe { copy(Options::hint(hint(h)?), dst, src, len) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_clear_hint(dst: *mut c_void, len: usize, h: c_int) -> c_int {
     // SAFETY: forwarded contract.
     call(|| unsafe { clear(Options::hint(hint(h)?), dst, len) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_copy_with(
     name: *const c_char,
     dst: *mut c_void,
@@ -89,13 +84,11 @@ pub unsafe extern "C" fn bm_copy_with(
     call(|| unsafe { copy(Options::strategy(strategy(name)?), dst, src, len) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_clear_with(name: *const c_char, dst: *mut c_void, len: usize) -> c_int {
     // SAFETY: forwarded contract.
     call(|| unsafe { clear(Options::strategy(strategy(name)?), dst, len) })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_strategy_available(name: *const c_char) -> c_int {
     call(|| {
         if name.is_null() {
@@ -105,7 +98,6 @@ pub unsafe extern "C" fn bm_strategy_available(name: *const c_char) -> c_int {
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_strategy_supports(name: *const c_char, op: c_int) -> c_int {
     call(|| {
         if name.is_null() {
@@ -124,7 +116,6 @@ pub unsafe extern "C" fn bm_strategy_supports(name: *const c_char, op: c_int) ->
     })
 }
 
-#[no_mangle]
 pub extern "C" fn bm_strategy_name(i: usize) -> *const c_char {
     match Strategy::ALL.get(i) {
         Some(&s) => status::name_of(s),
@@ -132,7 +123,6 @@ pub extern "C" fn bm_strategy_name(i: usize) -> *const c_char {
     }
 }
 
-#[no_mangle]
 pub extern "C" fn bm_auto_choice(op: c_int, total: usize, runs: usize, h: c_int) -> *const c_char {
     let op = match op {
         0 => Op::Copy,
@@ -156,12 +146,10 @@ pub extern "C" fn bm_auto_choice(op: c_int, total: usize, runs: usize, h: c_int)
     out
 }
 
-#[no_mangle]
 pub extern "C" fn bm_is_tuned() -> c_int {
     c_int::from(auto::is_tuned())
 }
 
-#[no_mangle]
 pub extern "C" fn bm_profile_status() -> *const c_char {
     static S: OnceLock<CString> = OnceLock::new();
     S.get_or_init(|| {
@@ -201,7 +189,6 @@ fn report_fault(e: bulkmem_core::Error, out: *mut BmFault) -> status::Fail {
     e.into()
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_copy_checked(
     dst: *mut c_void,
     src: *const c_void,
@@ -237,7 +224,6 @@ pub unsafe extern "C" fn bm_copy_checked(
     })
 }
 
-#[no_mangle]
 pub unsafe extern "C" fn bm_clear_checked(dst: *mut c_void, len: usize, f: *mut BmFault) -> c_int {
     call(|| {
         region(dst, len, "dst")?;

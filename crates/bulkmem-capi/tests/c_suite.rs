@@ -204,7 +204,7 @@ fn the_static_library_links_through_pkg_config_static() {
 }
 
 #[test]
-fn the_shared_library_has_its_soname_and_only_bm_symbols() {
+fn the_shared_library_has_its_soname() {
     let so = prefix().join("lib/libbulkmem.so");
     let o = Command::new("readelf")
         .arg("-d")
@@ -216,32 +216,133 @@ fn the_shared_library_has_its_soname_and_only_bm_symbols() {
         "{}",
         text(&o)
     );
-    let o = Command::new("nm")
-        .args(["-D", "--defined-only"])
-        .arg(&so)
+}
+
+/// The version node every symbol of this release is under.
+const NODE: &str = "BULKMEM_0.1";
+
+/// The defined dynamic symbols of the installed library and their version
+/// (`objdump -T`: `ADDR FLAGS SECTION SIZE VERSION NAME`).
+fn exported() -> Vec<(String, String)> {
+    let o = Command::new("objdump")
+        .arg("-T")
+        .arg(prefix().join("lib/libbulkmem.so"))
         .output()
-        .expect("nm");
-    let syms: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .expect("run objdump");
+    assert!(o.status.success(), "objdump -T: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout)
         .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() == 3 && f[1] == "T").then(|| f[2].to_string())
+        .filter(|l| {
+            let addr = l.split_whitespace().next().unwrap_or("");
+            addr.len() >= 8 && addr.chars().all(|c| c.is_ascii_hexdigit()) && !l.contains("*UND*")
         })
-        .collect();
-    assert!(
-        syms.iter().all(|s| s.starts_with("bm_")),
-        "exports beyond bm_*: {syms:?}"
-    );
-    // Every function the header declares is exported.
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let name = f[f.len() - 1].to_string();
+            let version = f[f.len() - 2].trim_matches(|c| c == '(' || c == ')');
+            (name, version.to_string())
+        })
+        // GNU ld also lists the node itself as an absolute symbol.
+        .filter(|(name, version)| name != version)
+        .collect()
+}
+
+/// The names bulkmem.map lists between `global:` and `local:`.
+fn map_symbols() -> Vec<String> {
+    let map = std::fs::read_to_string(here().join("bulkmem.map")).expect("read bulkmem.map");
+    let mut code = String::new();
+    let mut rest = map.as_str();
+    while let Some(i) = rest.find("/*") {
+        code.push_str(&rest[..i]);
+        let j = rest[i..]
+            .find("*/")
+            .expect("an unterminated comment in bulkmem.map");
+        rest = &rest[i + j + 2..];
+    }
+    code.push_str(rest);
+    let mut out = Vec::new();
+    let mut global = false;
+    for item in code.split([';', '{', '}']) {
+        let mut item = item.trim();
+        for (label, g) in [("global:", true), ("local:", false)] {
+            if let Some(r) = item.strip_prefix(label) {
+                global = g;
+                item = r.trim();
+            }
+        }
+        if global && item.starts_with("bm_") {
+            out.push(item.to_string());
+        }
+    }
+    out
+}
+
+/// Every `bm_*` function a C program can name: the header's declarations,
+/// the export list (src/exports.rs) and any `#[no_mangle]` function in
+/// src/.
+fn declared_functions() -> Vec<String> {
+    let mut names = Vec::new();
     let header = std::fs::read_to_string(here().join("include/bulkmem.h")).unwrap();
     for word in header.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
         if word.starts_with("bm_") && header.contains(&format!("{word}(")) && !word.ends_with("_fn")
         {
-            assert!(
-                syms.iter().any(|s| s == word),
-                "{word} is declared but not exported"
-            );
+            names.push(word.to_string());
         }
+    }
+    for e in std::fs::read_dir(here().join("src")).expect("src") {
+        let src = std::fs::read_to_string(e.expect("entry").path()).unwrap();
+        let lines: Vec<&str> = src.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let t = l.trim();
+            if let Some((name, _)) = t.split_once(" => crate::") {
+                names.push(name.trim().to_string());
+            }
+            if t.starts_with("#[no_mangle]") || t.starts_with("#[unsafe(no_mangle)]") {
+                let f = lines[i..]
+                    .iter()
+                    .find(|l| l.contains("fn "))
+                    .expect("a function");
+                let name = f.split("fn ").nth(1).unwrap().split('(').next().unwrap();
+                names.push(name.trim().to_string());
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn every_export_is_a_bm_function_under_its_version_node() {
+    let syms = exported();
+    assert!(syms.len() > 10, "too few exports: {syms:?}");
+    for (name, version) in &syms {
+        assert!(
+            name.starts_with("bm_"),
+            "exports beyond bm_*: {name} ({version})"
+        );
+        assert_eq!(
+            version, NODE,
+            "{name} is exported with version {version}, not {NODE}: list it in bulkmem.map \
+             (and src/exports.rs, not #[no_mangle])"
+        );
+    }
+    let map = map_symbols();
+    for name in declared_functions() {
+        assert!(
+            map.contains(&name),
+            "{name} is declared (bulkmem.h or src/) but has no version node in bulkmem.map"
+        );
+        assert!(
+            syms.iter().any(|(s, _)| *s == name),
+            "{name} is declared but not exported"
+        );
+    }
+    for name in &map {
+        assert!(
+            syms.iter().any(|(s, _)| s == name),
+            "bulkmem.map lists {name}, which the library does not define"
+        );
     }
 }
 
@@ -257,4 +358,95 @@ fn the_example_builds_with_pkg_config_and_runs() {
     );
     let out = run(&bin, &["64"]);
     assert!(out.contains("GB/s"), "{out}");
+}
+
+/// A program built against the 0.1 header as it was before the sized
+/// structs (tests/c/fixtures/bulkmem-0.1-pre.h) still compiles and passes
+/// against this library: its structs and functions are unchanged.
+#[test]
+fn programs_built_against_the_pre_sized_header_still_run() {
+    let old = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("old-header");
+    std::fs::create_dir_all(&old).expect("create the old-header directory");
+    std::fs::copy(
+        here().join("tests/c/fixtures/bulkmem-0.1-pre.h"),
+        old.join("bulkmem.h"),
+    )
+    .expect("copy the fixture");
+    let inc = format!("-I{}", old.display());
+    let mut flags = C_FLAGS.to_vec();
+    flags.push(&inc); // before pkg-config's -I: the old header wins
+    for name in ["test_engine", "test_api"] {
+        let bin = out_dir(&format!("{name}_old_header"));
+        compile(
+            "cc",
+            &flags,
+            &here().join(format!("tests/c/{name}.c")),
+            &pkg(&["--libs"]),
+            &bin,
+        );
+        assert_all_passed(&run(&bin, &[]), &bin);
+    }
+}
+
+#[path = "../src/sized.rs"]
+#[allow(dead_code)]
+mod sized;
+
+/// `_Static_assert`s that every field of the sized structs sits where the
+/// Rust `#[repr(C)]` definitions put it, and that the `*_SIZE_VER0` macros
+/// match; compiled against the installed header.
+fn layout_asserts() -> String {
+    use std::mem::{offset_of, size_of};
+    let mut c = String::from("#include <stddef.h>\n#include \"bulkmem.h\"\n");
+    let mut check = |ty: &str, field: &str, off: usize| {
+        c.push_str(&format!(
+            "_Static_assert(offsetof({ty}, {field}) == {off}, \"{ty}.{field}: C offset differs from Rust's {off}\");\n"
+        ));
+    };
+    macro_rules! fields {
+        ($rs:ty, $c:literal: $($f:ident),*) => {
+            $(check($c, stringify!($f), offset_of!($rs, $f));)*
+        };
+    }
+    fields!(sized::BmEngineOptsV2, "bm_engine_opts_v2": size, threads, placement, chunk, strategy, hint);
+    fields!(sized::BmCtlV2, "bm_ctl_v2": size, progress, ctx, cancel, cancel_handle);
+    fields!(sized::BmReportV2, "bm_report_v2": size, total, bytes_done, extents_done, workers,
+        cancelled, strategy, chunks, offloaded, offload_redone, partial, partial_extent, partial_bytes);
+    for (ty, size) in [
+        ("bm_engine_opts_v2", size_of::<sized::BmEngineOptsV2>()),
+        ("bm_ctl_v2", size_of::<sized::BmCtlV2>()),
+        ("bm_report_v2", size_of::<sized::BmReportV2>()),
+    ] {
+        c.push_str(&format!(
+            "_Static_assert(sizeof({ty}) == {size}, \"sizeof({ty}) differs from Rust's {size}\");\n"
+        ));
+    }
+    for (mac, v) in [
+        ("BM_ENGINE_OPTS_V2_SIZE_VER0", sized::ENGINE_OPTS_V2_VER0),
+        ("BM_CTL_V2_SIZE_VER0", sized::CTL_V2_VER0),
+        ("BM_REPORT_V2_SIZE_VER0", sized::REPORT_V2_VER0),
+    ] {
+        c.push_str(&format!(
+            "_Static_assert({mac} == {v}, \"{mac} differs from Rust's {v}\");\n"
+        ));
+    }
+    c
+}
+
+#[test]
+fn the_sized_structs_have_the_rust_layout() {
+    let src = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("layout_check.c");
+    std::fs::write(&src, layout_asserts()).expect("write the layout check");
+    let o = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"])
+        .arg(format!("-I{}", prefix().join("include").display()))
+        .arg(&src)
+        .output()
+        .expect("run cc");
+    assert!(
+        o.status.success(),
+        "the header's layout differs from the library's ({}):\n{}",
+        src.display(),
+        text(&o)
+    );
 }

@@ -4,6 +4,8 @@
 #endif
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,6 +310,8 @@ static void patch(size_t index, void *elem, size_t elem_len, void *ctx)
     else memcpy(elem, &v, 8);
 }
 
+static void test_nt_drain(const unsigned char *t);
+
 static void test_fill(void)
 {
     unsigned char t[64];
@@ -346,8 +350,58 @@ static void test_fill(void)
     CHECKF(bm_fill_with(b, 64, t, 0, patch, &c) == -EINVAL, "bm_fill_with: template length 0");
     CHECKF(all_eq(b, sizeof b, CANARY) && c.calls == 0, "refused fills wrote (or called the patch %zu times)", c.calls);
     CHECKF(bm_fill(NULL, 0, t, 64) == 0, "bm_fill: len 0 with NULL dst");
+    test_nt_drain(t);
+}
+
+/* Another thread streams a 4 MiB fill (non-temporal stores), drains, and
+ * publishes with a release store; this thread acquires and must see every
+ * byte. bm_nt_drain also works on a thread that never called bulkmem and
+ * leaves errno and bm_last_error() alone. */
+typedef struct {
+    unsigned char *buf;
+    const unsigned char *tmpl;
+    size_t len;
+    int rc, errno_after;
+    int ready;
+} drain_job;
+
+static void *drain_thread(void *arg)
+{
+    drain_job *j = arg;
+    errno = 4321;
+    bm_nt_drain(); /* first bulkmem call of this thread */
+    j->errno_after = errno;
+    j->rc = bm_fill(j->buf, j->len, j->tmpl, 64);
     bm_nt_drain();
-    CHECK(1); /* bm_nt_drain returned */
+    __atomic_store_n(&j->ready, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void test_nt_drain(const unsigned char *t)
+{
+    drain_job j = {malloc(4 * MIB), t, 4 * MIB, -1, 0, 0};
+    pthread_t th;
+    CHECK(j.buf != NULL);
+    if (!j.buf)
+        return;
+    memset(j.buf, CANARY, j.len);
+    CHECK_EQ_INT(bm_fill(NULL, 64, t, 64), -EINVAL); /* leaves a last error */
+    char before[128];
+    snprintf(before, sizeof before, "%s", bm_last_error());
+    errno = 777;
+    bm_nt_drain();
+    CHECK_EQ_INT(errno, 777);
+    CHECKF(strcmp(before, bm_last_error()) == 0, "bm_nt_drain changed bm_last_error: %s", bm_last_error());
+    CHECK_EQ_INT(pthread_create(&th, NULL, drain_thread, &j), 0);
+    while (!__atomic_load_n(&j.ready, __ATOMIC_ACQUIRE))
+        sched_yield();
+    size_t bad = 0;
+    for (size_t i = 0; i < j.len; i += 64)
+        bad += memcmp(j.buf + i, t, 64) != 0;
+    pthread_join(th, NULL);
+    CHECKF(j.rc == 0 && bad == 0, "fill on another thread: rc %d, %zu elements not seen", j.rc, bad);
+    CHECK_EQ_INT(j.errno_after, 4321);
+    free(j.buf);
 }
 
 static void test_mover(void)

@@ -3,7 +3,7 @@
 
 use std::io::Read;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn bulkmem(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bulkmem"))
@@ -597,50 +597,69 @@ fn bench_preload_rows_pair_off_and_on() {
     assert!(stderr(&o).contains("on over off"), "{}", stderr(&o));
 }
 
-/// Runs bulkmem with stdout discarded, killing it if it runs past `limit`
-/// (a run that should be refused at once must not measure for minutes):
-/// its exit code (`None` when killed), its stderr, and how long it took.
-fn bulkmem_briefly(args: &[&str], limit: Duration) -> (Option<i32>, String, Duration) {
-    let t = Instant::now();
+/// Runs bulkmem, killing it if it has not finished after [`HANG`]: a run
+/// that should be refused but measures instead must not hold the suite
+/// for minutes. Its exit code (`None` when killed), stdout and stderr.
+fn bulkmem_refused(args: &[&str]) -> (Option<i32>, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
         .args(args)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run bulkmem");
-    let mut pipe = child.stderr.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = pipe.read_to_string(&mut s);
-        s
-    });
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for bulkmem") {
-            break Some(status);
-        }
-        if t.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = pipe.read_to_string(&mut s);
+            s
+        })
     };
-    let took = t.elapsed();
-    let err = reader.join().expect("stderr reader");
-    (status.and_then(|s| s.code()), err, took)
+    let out = read(Box::new(child.stdout.take().expect("piped")));
+    let err = read(Box::new(child.stderr.take().expect("piped")));
+    let pid = child.id() as libc::pid_t;
+    let (finished, done) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if done.recv_timeout(HANG) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            // SAFETY: kill has no memory preconditions; the child is not
+            // reaped yet (wait below has not returned), so the pid is its.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let status = child.wait().expect("wait for bulkmem");
+    drop(finished);
+    watchdog.join().expect("watchdog");
+    (
+        status.code(),
+        out.join().expect("stdout reader"),
+        err.join().expect("stderr reader"),
+    )
 }
 
-/// Each case exits 2 within a second, naming `needle` on stderr.
+/// How long a refused run may take before it counts as hung: a hang guard
+/// far above any refusal, not a speed bound.
+const HANG: Duration = Duration::from_secs(120);
+
+/// Each case exits 2 naming `needle` on stderr, having measured and
+/// written nothing: no table on stdout, and the `--json` / `--plot` file
+/// it names does not exist afterwards.
 fn refused_at_once(cases: &[(Vec<String>, &str)]) {
     for (args, needle) in cases {
+        let outputs: Vec<&String> = args
+            .windows(2)
+            .filter(|w| w[0] == "--json" || w[0] == "--plot")
+            .map(|w| &w[1])
+            .collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let (code, err, took) = bulkmem_briefly(&args, Duration::from_secs(3));
-        assert_eq!(code, Some(2), "{args:?} ({took:?}): {err}");
+        let (code, out, err) = bulkmem_refused(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
         assert!(
             err.contains(needle),
             "{args:?}: stderr lacks {needle:?}: {err}"
         );
-        assert!(took < Duration::from_secs(1), "{args:?} took {took:?}");
+        assert_eq!(out, "", "{args:?} printed results: it measured");
+        for f in outputs {
+            assert!(!std::path::Path::new(f).exists(), "{args:?} wrote {f}");
+        }
     }
 }
 
@@ -651,24 +670,22 @@ fn strings(args: &[&str]) -> Vec<String> {
 #[test]
 fn migrate_refuses_a_range_past_the_limit_at_once() {
     let me = std::process::id().to_string();
-    let (code, err, took) = bulkmem_briefly(
-        &[
-            "migrate",
-            "--pid",
-            &me,
-            "--range",
-            "1000-7ffffffff000",
-            "--to",
-            "0",
-        ],
-        Duration::from_secs(10),
-    );
-    assert_eq!(code, Some(2), "{took:?}: {err}");
+    let (code, out, err) = bulkmem_refused(&[
+        "migrate",
+        "--pid",
+        &me,
+        "--range",
+        "1000-7ffffffff000",
+        "--to",
+        "0",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("--range") && err.contains("at most 1.0 TiB"),
         "{err}"
     );
-    assert!(took < Duration::from_secs(1), "took {took:?}");
+    // Refused before any page was asked about: no "N pages: ..." summary.
+    assert_eq!(out, "", "it walked the range");
 }
 
 #[test]
@@ -800,7 +817,7 @@ fn runs_that_need_more_memory_than_is_available_are_refused() {
         args.push("--quiet".into());
     }
     refused_at_once(&cases);
-    let (_, err, _) = bulkmem_briefly(&["bench", "move", "--sizes", &far], Duration::from_secs(3));
+    let (_, _, err) = bulkmem_refused(&["bench", "move", "--sizes", &far]);
     assert!(
         err.contains("available") && err.contains("MemAvailable"),
         "{err}"
@@ -964,6 +981,16 @@ fn copy_places_sources_and_destinations_on_named_nodes() {
         "--quiet",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    // Exit 0 means every page got there (a page left behind fails the
+    // run); the note names where.
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "sources on node {node}, destinations on node {node}"
+        )),
+        "{err}"
+    );
+    assert!(stdout(&o).contains("per-page"), "{}", stdout(&o));
     let o = bulkmem(&["bench", "clear", "--dst-node", "999", "--sizes", "4K"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use bulkmem::{CancelToken, Control, Engine, Error, Extent, Hint, Placement, Progress, Strategy};
+use bulkmem::{CancelToken, Control, Engine, Error, Extent, Hint, Progress, Strategy};
 use proptest::prelude::*;
 
 /// An engine that splits even small batches into many 4 KiB-aligned chunks
@@ -106,7 +106,7 @@ proptest! {
 }
 
 #[test]
-fn many_small_and_few_huge_extents_both_spread_over_workers() {
+fn many_small_and_few_huge_extents_are_both_cut_into_chunks() {
     let e = engine(2, 64 << 10);
     // 2048 extents of 4 KiB.
     let src = pattern(8 << 20, 1);
@@ -122,6 +122,62 @@ fn many_small_and_few_huge_extents_both_spread_over_workers() {
     let r = e.copy_batch(&mut [(&mut dst[..], &src[..])]).unwrap();
     assert_eq!(r.chunks, 128, "{r:?}");
     assert_eq!(dst, src);
+}
+
+#[test]
+fn chunks_are_taken_by_distinct_workers_on_their_own_cpus() {
+    // A fill's patch runs inside the chunk, outside every engine lock: the
+    // worker that patches element 0 waits there until another thread has
+    // patched an element, which only a second worker taking chunks from
+    // the shared counter can do.
+    let (ran_on, workers, cpus) = within(60, "a worker held inside its chunk", || {
+        let e = engine(2, 4096);
+        let seen = Mutex::new(Vec::<(std::thread::ThreadId, usize)>::new());
+        let another = std::sync::Condvar::new();
+        let distinct = |v: &[(std::thread::ThreadId, usize)]| {
+            v.iter()
+                .map(|p| p.0)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        };
+        let patch = |i: usize, elem: &mut [u8]| {
+            elem[0] = i as u8;
+            let here = (
+                std::thread::current().id(),
+                bulkmem::placement::current_cpu(),
+            );
+            let mut v = seen.lock().unwrap();
+            if !v.contains(&here) {
+                v.push(here);
+                another.notify_all();
+            }
+            if i == 0 {
+                while distinct(&v) < 2 {
+                    v = another.wait(v).unwrap();
+                }
+            }
+        };
+        let mut dst = vec![0u8; 64 * 4096];
+        let r = e
+            .fill_with(&mut dst, &[7u8; 64], &patch, Control::default())
+            .unwrap();
+        assert!(r.is_complete());
+        assert!(dst
+            .chunks(64)
+            .enumerate()
+            .all(|(i, el)| el[0] == i as u8 && el[1..].iter().all(|&b| b == 7)));
+        (seen.into_inner().unwrap(), r.workers, e.cpus().to_vec())
+    });
+    let me = std::thread::current().id();
+    let threads: std::collections::HashSet<_> = ran_on.iter().map(|p| p.0).collect();
+    assert_eq!(threads.len(), 2, "{ran_on:?}");
+    assert!(!threads.contains(&me), "the caller ran a chunk: {ran_on:?}");
+    assert_eq!(workers, 2);
+    // Workers are pinned: each ran only where its placement put it, and
+    // between them on every CPU the engine was given.
+    let on: std::collections::HashSet<usize> = ran_on.iter().map(|p| p.1).collect();
+    let given: std::collections::HashSet<usize> = cpus.iter().copied().collect();
+    assert_eq!(on, given, "{ran_on:?} on {cpus:?}");
 }
 
 #[test]
@@ -376,16 +432,108 @@ fn builder_rejects_bad_settings_with_clear_errors() {
     }
 }
 
+/// A sysfs CPU list ("0-3,8"), or None where the file cannot be read.
+fn sys_list(path: &str) -> Option<Vec<usize>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut out = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        out.extend(a.parse::<usize>().ok()?..=b.parse::<usize>().ok()?);
+    }
+    Some(out)
+}
+
+/// The CPUs of the last-level cache `cpu` shares (the highest-level data
+/// or unified cache sysfs lists for it).
+fn llc_of(cpu: usize) -> Option<Vec<usize>> {
+    let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cache");
+    let mut best: Option<(u32, Vec<usize>)> = None;
+    for entry in std::fs::read_dir(&dir).ok()?.flatten() {
+        let p = entry.path();
+        let read = |f: &str| std::fs::read_to_string(p.join(f)).ok();
+        if read("type").is_some_and(|t| t.trim() == "Instruction") {
+            continue;
+        }
+        let Some(level) = read("level").and_then(|l| l.trim().parse().ok()) else {
+            continue;
+        };
+        let Some(shared) = sys_list(p.join("shared_cpu_list").to_str()?) else {
+            continue;
+        };
+        if best.as_ref().is_none_or(|b| level > b.0) {
+            best = Some((level, shared));
+        }
+    }
+    best.map(|b| b.1)
+}
+
 #[test]
 fn engine_defaults_follow_the_topology() {
+    // The documented rule (README, docs/design.md), computed here from
+    // sysfs and the affinity mask: one worker per physical core the
+    // process may use, at most two per LLC domain, at least one.
+    let online = sys_list("/sys/devices/system/cpu/online").unwrap_or_else(|| vec![0]);
+    // SAFETY: a zeroed cpu_set_t is empty; sched_getaffinity fills it.
+    let allowed: Vec<usize> = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set),
+            0
+        );
+        online
+            .iter()
+            .copied()
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    };
+    let within_online =
+        |v: Vec<usize>| -> Vec<usize> { v.into_iter().filter(|c| online.contains(c)).collect() };
+    let core_of = |c: usize| {
+        sys_list(&format!(
+            "/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list"
+        ))
+        .map(within_online)
+        .unwrap_or_else(|| vec![c])
+    };
+    let domain_of = |c: usize| {
+        llc_of(c)
+            .map(within_online)
+            .unwrap_or_else(|| online.clone())
+    };
+    let cores: std::collections::HashSet<Vec<usize>> =
+        allowed.iter().map(|&c| core_of(c)).collect();
+    let domains: std::collections::HashSet<Vec<usize>> =
+        allowed.iter().map(|&c| domain_of(c)).collect();
+    let want = cores.len().min(2 * domains.len()).max(1);
+
     let e = Engine::new().unwrap();
-    let t = &bulkmem::cpu::info().topology;
-    assert_eq!(e.threads(), bulkmem::placement::default_threads(t, &[]));
     assert_eq!(
-        e.cpus(),
-        &bulkmem::placement::place(t, &[], e.threads(), Placement::Spread)[..]
+        e.threads(),
+        want,
+        "{} cores and {} LLC domains among CPUs {allowed:?}",
+        cores.len(),
+        domains.len()
     );
-    assert_eq!(e.chunk(), bulkmem::engine::DEFAULT_CHUNK);
+    // Spread: only CPUs the process may use, a core each, and as many
+    // LLC domains as there are workers to go round.
+    let cpus = e.cpus();
+    assert!(
+        cpus.iter().all(|c| allowed.contains(c)),
+        "{cpus:?} outside {allowed:?}"
+    );
+    let used_cores: std::collections::HashSet<_> = cpus.iter().map(|&c| core_of(c)).collect();
+    assert_eq!(
+        used_cores.len(),
+        cpus.len(),
+        "two workers share a core: {cpus:?}"
+    );
+    let used_domains: std::collections::HashSet<_> = cpus.iter().map(|&c| domain_of(c)).collect();
+    assert_eq!(
+        used_domains.len(),
+        cpus.len().min(domains.len()),
+        "{cpus:?}"
+    );
+    assert_eq!(e.chunk(), 32 << 20, "seed 004's 32 MiB bound");
     // Small batches run inline on the caller and still complete.
     let mut d = [0u8; 100];
     let r = e.copy_batch(&mut [(&mut d[..], &[5u8; 100][..])]).unwrap();
@@ -412,8 +560,13 @@ fn a_named_strategy_is_used_for_every_chunk() {
         .strategy(Strategy::Avx2)
         .threads(1)
         .build();
-    if let Ok(e) = e {
-        assert!(e.clear_batch(&mut ops).is_ok(), "avx2 clears");
+    if Strategy::Avx2.available() {
+        let r = e.expect("avx2 is available").clear_batch(&mut ops).unwrap();
+        assert_eq!(r.strategy, Strategy::Avx2);
+        assert!(r.is_complete());
+        assert!(ops[0].iter().all(|&b| b == 0), "avx2 cleared every byte");
+    } else {
+        assert!(matches!(e, Err(Error::Unavailable { .. })), "{e:?}");
     }
     let e = Engine::builder()
         .strategy(Strategy::RepMovsb)
@@ -613,11 +766,25 @@ fn workers_stay_inside_the_affinity_the_process_was_given() {
     }
 }
 
-/// The child side of the fork test (run in a re-executed test binary, so
-/// that no other test's threads exist when it forks).
 #[test]
-fn fork_child_side() {
-    if std::env::var_os("BULKMEM_FORK_TEST").is_none() {
+fn an_engine_works_in_a_forked_child_and_drops_cleanly() {
+    // The fork happens in a fresh copy of this binary running only this
+    // test, so that no other test's threads exist when it forks.
+    const CHILD: &str = "BULKMEM_FORK_TEST";
+    const NAME: &str = "an_engine_works_in_a_forked_child_and_drops_cleanly";
+    if std::env::var_os(CHILD).is_none() {
+        let o = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let out =
+            String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success() && out.contains("1 passed"), "{out}");
+        assert!(
+            out.contains("forked child: copied"),
+            "the child side did not run: {out}"
+        );
         return;
     }
     let e = engine(2, 1 << 20);
@@ -640,7 +807,7 @@ fn fork_child_side() {
     }
     let mut status = 0;
     // SAFETY: waits for the child just forked.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "the child hung or failed: status {status:#x}"
@@ -649,22 +816,7 @@ fn fork_child_side() {
     dst.fill(0);
     e.copy_batch(&mut [(&mut dst[..], &src[..])]).unwrap();
     assert_eq!(dst, src);
-}
-
-#[test]
-fn an_engine_works_in_a_forked_child_and_drops_cleanly() {
-    let o = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "fork_child_side",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("BULKMEM_FORK_TEST", "1")
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success() && out.contains("1 passed"), "{out}");
+    println!("forked child: copied {n} bytes and exited 0");
 }
 
 #[test]

@@ -12,7 +12,8 @@ pub fn text(o: &Output) -> String {
     )
 }
 
-/// The program's closing line says "N passed, 0 failed".
+/// The program's closing line says "N passed, 0 failed" with N > 0: a
+/// program that ran no check has not passed.
 pub fn assert_all_passed(out: &str, what: &str) {
     let last = out
         .lines()
@@ -20,4 +21,13 @@ pub fn assert_all_passed(out: &str, what: &str) {
         .find(|l| l.contains(" passed, "))
         .unwrap_or_else(|| panic!("{what}: no 'N passed, M failed' line:\n{out}"));
     assert!(last.trim_end().ends_with(" 0 failed"), "{what}: {last}");
+    let passed = last
+        .split(" passed, ")
+        .next()
+        .and_then(|head| head.split_whitespace().last())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(
+        passed.is_some_and(|n| n > 0),
+        "{what}: no check passed: {last}"
+    );
 }

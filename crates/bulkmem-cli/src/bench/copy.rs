@@ -83,6 +83,14 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     if threads > online && !quiet {
         eprintln!("bulkmem: warning: {threads} threads on {online} online CPUs share CPUs");
     }
+    if a.src_node.is_some() || a.dst_node.is_some() {
+        let on = |n: Option<usize>| n.map_or("any node".to_string(), |n| format!("node {n}"));
+        eprintln!(
+            "bulkmem: note: sources on {}, destinations on {} (every page moved there, or the run fails)",
+            on(a.src_node),
+            on(a.dst_node)
+        );
+    }
     let max_size = a.sizes.iter().copied().max().unwrap_or(0);
     if a.total < max_size {
         eprintln!(

@@ -15,13 +15,14 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use bulkmem::fault::{self, CHECKED_CLEAR, CHECKED_COPY};
 use bulkmem::{Error, Side, Strategy};
 use common::poison::*;
+use common::require;
 use common::*;
 use proptest::prelude::*;
 
+/// `Auto` and the checked strategies of `list` this host runs; those it
+/// cannot are named by the ignored `the_checked_*_routines_are_tested`.
 fn strategies(list: &[Strategy]) -> Vec<Strategy> {
-    let mut v = vec![Strategy::Auto];
-    v.extend(list.iter().copied().filter(|s| s.available()));
-    v
+    require::runnable(list)
 }
 
 /// What a UFFDIO_POISON page raises on x86 since Linux 6.10 (the kernel
@@ -37,11 +38,13 @@ const D_OFFS: &[usize] = &[0, 7, 64, 2049];
 const CUTS: &[usize] = &[0, 1, 100, 300, 3000, PAGE - 3];
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-poison"),
+    ignore = "needs userfaultfd UFFDIO_MOVE and UFFDIO_POISON (Linux 6.8+), which the build host lacks"
+)]
 fn poisoned_source_page_first_middle_last() {
     for p in [0, 2, N - 1] {
-        let Some((src, _m)) = poisoned(N, p) else {
-            return;
-        };
+        let (src, _m) = poisoned(N, p);
         let mut dst = Guarded::new((N + 1) * PAGE);
         let poison = src.start() as usize + p * PAGE;
         for s in strategies(CHECKED_COPY) {
@@ -79,6 +82,10 @@ fn poisoned_source_page_first_middle_last() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-poison"),
+    ignore = "needs userfaultfd UFFDIO_MOVE and UFFDIO_POISON (Linux 6.8+), which the build host lacks"
+)]
 fn poisoned_destination_page_first_middle_last() {
     let mut src = Guarded::new(N * PAGE);
     src.bytes()
@@ -86,9 +93,7 @@ fn poisoned_destination_page_first_middle_last() {
         .enumerate()
         .for_each(|(i, b)| *b = src_byte(i));
     for p in [0, 2, N - 1] {
-        let Some((mut dst, _m)) = poisoned(N, p) else {
-            return;
-        };
+        let (mut dst, _m) = poisoned(N, p);
         let bad = p * PAGE..(p + 1) * PAGE;
         for s in strategies(CHECKED_COPY) {
             for &d_off in S_OFFS {
@@ -127,11 +132,13 @@ fn poisoned_destination_page_first_middle_last() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-poison"),
+    ignore = "needs userfaultfd UFFDIO_MOVE and UFFDIO_POISON (Linux 6.8+), which the build host lacks"
+)]
 fn poisoned_page_stops_a_clear() {
     for p in [0, 2, N - 1] {
-        let Some((mut dst, _m)) = poisoned(N, p) else {
-            return;
-        };
+        let (mut dst, _m) = poisoned(N, p);
         let bad = p * PAGE..(p + 1) * PAGE;
         for s in strategies(CHECKED_CLEAR) {
             for &d_off in S_OFFS {
@@ -333,10 +340,12 @@ fn file_truncated_while_the_copy_runs() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-poison"),
+    ignore = "needs userfaultfd UFFDIO_MOVE and UFFDIO_POISON (Linux 6.8+), which the build host lacks"
+)]
 fn many_threads_fault_at_once() {
-    let Some((src, _m)) = poisoned(N, 3) else {
-        return;
-    };
+    let (src, _m) = poisoned(N, 3);
     let base = src.start() as usize;
     std::thread::scope(|sc| {
         for t in 0..8 {
@@ -399,6 +408,35 @@ fn checked_routines_match_the_reference_without_faults() {
     }
 }
 
+/// The checked routines the tests above loop over include the vector
+/// ones; where the build host lacks the feature, these are listed as
+/// ignored, naming what the loops above left out.
+#[test]
+#[cfg_attr(
+    not(bulkmem_host = "avx2"),
+    ignore = "the checked AVX2 routines need AVX2, which the build host lacks"
+)]
+fn the_checked_avx2_routines_are_tested() {
+    for s in [Strategy::Avx2, Strategy::Avx2Nt] {
+        assert!(CHECKED_COPY.contains(&s), "{s} has no checked copy");
+        if require::strategy(s).is_some() {
+            assert!(strategies(CHECKED_COPY).contains(&s), "{s} is left out");
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(
+    not(bulkmem_host = "avx512"),
+    ignore = "the checked AVX-512 routine needs AVX-512 (avx512f and avx512bw), which the build host lacks"
+)]
+fn the_checked_avx512_routine_is_tested() {
+    assert!(CHECKED_COPY.contains(&Strategy::Avx512));
+    if require::strategy(Strategy::Avx512).is_some() {
+        assert!(strategies(CHECKED_COPY).contains(&Strategy::Avx512));
+    }
+}
+
 #[test]
 fn unchecked_strategies_and_bad_lengths_are_refused() {
     let (mut d, s) = (vec![0u8; 8], vec![1u8; 9]);
@@ -422,10 +460,11 @@ proptest! {
     /// Any length, alignment and poisoned page: the fault lands exactly at
     /// the poisoned page and the prefix is the copy.
     #[test]
+    #[cfg_attr(not(bulkmem_host = "uffd-poison"), ignore = "needs userfaultfd UFFDIO_MOVE and UFFDIO_POISON (Linux 6.8+), which the build host lacks")]
     fn fault_offset_is_exact(s_off in 0usize..4096, len in 1usize..(5 * 4096), page in 0usize..5, idx in 0usize..5) {
         let all = strategies(CHECKED_COPY);
         let s = all[idx % all.len()];
-        let Some((src, _m)) = poisoned(5, page) else { return Ok(()); };
+        let (src, _m) = poisoned(5, page);
         let len = len.min(5 * PAGE - s_off);
         let mut dst = vec![0u8; len];
         // SAFETY: within src's usable region.
@@ -450,6 +489,10 @@ proptest! {
 /// extent is complete, and nothing outside the faulted extents' tails
 /// changed.
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-poison"),
+    ignore = "needs userfaultfd UFFDIO_MOVE and UFFDIO_POISON (Linux 6.8+), which the build host lacks"
+)]
 fn engine_batch_fault_ends_only_its_extent() {
     const EXT: usize = 16 * PAGE;
     const COUNT: usize = 12;
@@ -458,20 +501,12 @@ fn engine_batch_fault_ends_only_its_extent() {
     // Extent 3: source page 2 of the extent; the big extent (the last one):
     // source page 40 of it, which is in its third chunk.
     let big_at = COUNT * EXT;
-    let Some((src, _ms)) = poisoned_pages(src_pages, &[(3 * EXT) / PAGE + 2, (big_at / PAGE) + 40])
-    else {
-        return;
-    };
+    let (src, _ms) = poisoned_pages(src_pages, &[(3 * EXT) / PAGE + 2, (big_at / PAGE) + 40]);
     // Extent 7: destination page 5 of the extent.
-    let Some((mut dst, _md)) = poisoned_pages(src_pages, &[(7 * EXT) / PAGE + 5]) else {
-        return;
-    };
+    let (mut dst, _md) = poisoned_pages(src_pages, &[(7 * EXT) / PAGE + 5]);
     let bad_dst = 7 * EXT + 5 * PAGE..7 * EXT + 6 * PAGE;
     for threads in [1, 2] {
-        for s in [Strategy::Auto, Strategy::RepMovsb, Strategy::Avx2Nt] {
-            if !s.available() {
-                continue;
-            }
+        for s in require::runnable(&[Strategy::RepMovsb, Strategy::Avx2Nt]) {
             let engine = bulkmem::Engine::builder()
                 .threads(threads)
                 .chunk(64 << 10)
@@ -548,10 +583,12 @@ fn engine_batch_fault_ends_only_its_extent() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-poison"),
+    ignore = "needs userfaultfd UFFDIO_MOVE and UFFDIO_POISON (Linux 6.8+), which the build host lacks"
+)]
 fn engine_checked_clear_and_cancelled_batches() {
-    let Some((mut dst, _m)) = poisoned(8, 3) else {
-        return;
-    };
+    let (mut dst, _m) = poisoned(8, 3);
     let engine = bulkmem::Engine::builder()
         .threads(2)
         .chunk(64 << 10)
@@ -610,10 +647,12 @@ fn engine_checked_clear_and_cancelled_batches() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-poison"),
+    ignore = "needs userfaultfd UFFDIO_MOVE and UFFDIO_POISON (Linux 6.8+), which the build host lacks"
+)]
 fn inline_checked_batches_end_only_the_faulted_extent() {
-    let Some((src, _m)) = poisoned(8, 5) else {
-        return;
-    };
+    let (src, _m) = poisoned(8, 5);
     let all = src.start();
     for s in strategies(CHECKED_COPY) {
         let mut dst = vec![0u8; 8 * PAGE];

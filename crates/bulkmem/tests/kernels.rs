@@ -7,6 +7,7 @@
 mod common;
 
 use bulkmem::{Op, Strategy};
+use common::require;
 use common::*;
 
 /// Lengths around every internal edge: vector widths (16, 32, 64), the
@@ -18,21 +19,6 @@ const EDGES: &[usize] = &[
 ];
 
 const WINDOW: usize = 8192 + 3 * 64;
-
-fn available(op: Op) -> Vec<Strategy> {
-    let mut v: Vec<Strategy> = Strategy::for_op(op)
-        .iter()
-        .copied()
-        .filter(|s| s.available())
-        .collect();
-    v.push(Strategy::Auto);
-    for s in Strategy::for_op(op) {
-        if !s.available() {
-            eprintln!("skipping {op} {s}: not available on this CPU");
-        }
-    }
-    v
-}
 
 /// One copy of `len` bytes from `src[s_off..]` to `dst[d_off..]`, checked
 /// byte for byte, with the canary around it checked and then restored.
@@ -202,41 +188,41 @@ fn clear_around_2mib(s: Strategy) {
     assert_all_canary(s, &mut dst);
 }
 
+/// Three tests per strategy. One that needs a capability carries
+/// `#[cfg_attr(not(bulkmem_host = ...), ignore = ...)]`: where the build
+/// host lacks it, `cargo test` lists the three as ignored, with the reason.
 macro_rules! per_strategy {
-    ($($name:ident: $strategy:expr;)*) => {$(
-        mod $name {
+    ($($(#[$attr:meta])* $name:ident: $strategy:expr;)*) => {
+        /// The strategies that have tests here.
+        const TESTED: &[Strategy] = &[$($strategy),*];
+        $(mod $name {
             use super::*;
 
-            fn strategy() -> Option<Strategy> {
-                let s: Strategy = $strategy;
-                if s.available() { Some(s) } else {
-                    eprintln!("skipping {s}: not available on this CPU");
-                    None
-                }
-            }
-
+            $(#[$attr])*
             #[test]
             fn every_length() {
-                let Some(s) = strategy() else { return };
+                let Some(s) = require::strategy($strategy) else { return };
                 if s.supports(Op::Copy) { copy_every_length(s) }
                 if s.supports(Op::Clear) { clear_every_length(s) }
             }
 
+            $(#[$attr])*
             #[test]
             fn every_alignment_pair_at_edges() {
-                let Some(s) = strategy() else { return };
+                let Some(s) = require::strategy($strategy) else { return };
                 if s.supports(Op::Copy) { copy_every_alignment(s) }
                 if s.supports(Op::Clear) { clear_every_alignment(s) }
             }
 
+            $(#[$attr])*
             #[test]
             fn around_two_mib() {
-                let Some(s) = strategy() else { return };
+                let Some(s) = require::strategy($strategy) else { return };
                 if s.supports(Op::Copy) { copy_around_2mib(s) }
                 if s.supports(Op::Clear) { clear_around_2mib(s) }
             }
-        }
-    )*};
+        })*
+    };
 }
 
 per_strategy! {
@@ -247,18 +233,35 @@ per_strategy! {
     rep_stosq: Strategy::RepStosq;
     rep_stosb: Strategy::RepStosb;
     libc: Strategy::Libc;
+    #[cfg_attr(not(bulkmem_host = "avx2"), ignore = "needs AVX2, which the build host lacks")]
     avx2: Strategy::Avx2;
+    #[cfg_attr(not(bulkmem_host = "avx2"), ignore = "needs AVX2, which the build host lacks")]
     avx2_nt: Strategy::Avx2Nt;
+    #[cfg_attr(
+        not(bulkmem_host = "avx512"),
+        ignore = "needs AVX-512 (avx512f and avx512bw), which the build host lacks"
+    )]
     avx512: Strategy::Avx512;
+    #[cfg_attr(
+        not(bulkmem_host = "avx512"),
+        ignore = "needs AVX-512 (avx512f and avx512bw), which the build host lacks"
+    )]
     avx512_nt: Strategy::Avx512Nt;
+    #[cfg_attr(not(bulkmem_host = "clzero"), ignore = "needs CLZERO (AMD), which the build host lacks")]
     clzero: Strategy::Clzero;
     portable: Strategy::Portable;
 }
 
+/// Every strategy of either operation has its own tests above, and a
+/// capability for each feature it may need (or the macro's `ignore` could
+/// not name why it did not run).
 #[test]
-fn every_strategy_is_in_the_table() {
+fn every_strategy_has_tests_and_a_capability() {
     for op in [Op::Copy, Op::Clear] {
-        let listed = available(op);
-        assert!(listed.contains(&Strategy::PerPage) && listed.contains(&Strategy::Portable));
+        for &s in Strategy::for_op(op) {
+            assert!(TESTED.contains(&s), "{op} {s} has no tests here");
+            // Panics for a feature no capability stands for.
+            let _ = require::Capability::of(s);
+        }
     }
 }

@@ -386,10 +386,10 @@ fn a_flag_the_new_mapping_cannot_have_is_refused_by_name() {
     // SAFETY: a new userfaultfd descriptor.
     let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) } as i32;
     if fd < 0 {
-        eprintln!(
-            "skipped: no userfaultfd ({})",
+        common::require::skip(&format!(
+            "no userfaultfd ({})",
             std::io::Error::last_os_error()
-        );
+        ));
         return;
     }
     let mut api = [0xaa_u64, 0, 0];

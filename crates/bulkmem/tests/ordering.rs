@@ -3,10 +3,13 @@
 //! writer copies fresh data with a non-temporal strategy and releases a flag;
 //! the reader acquires it and must see every byte.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bulkmem::Strategy;
+use common::require;
 
 const LEN: usize = 64 * 1024;
 const ROUNDS: usize = 300;
@@ -23,10 +26,9 @@ struct Shared {
 unsafe impl Sync for Shared {}
 
 fn visibility(s: Strategy, clear: bool) {
-    if !s.available() {
-        eprintln!("skipping {s}: not available");
+    let Some(s) = require::strategy(s) else {
         return;
-    }
+    };
     rounds(clear, |buf, src| {
         if clear {
             bulkmem::clear_with(s, buf).unwrap();
@@ -88,19 +90,47 @@ fn rounds(clear: bool, write: impl Fn(&mut [u8], &[u8])) {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "avx2"),
+    ignore = "needs AVX2, which the build host lacks"
+)]
 fn avx2_nt_copy_is_visible_after_return() {
     visibility(Strategy::Avx2Nt, false)
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "avx512"),
+    ignore = "needs AVX-512 (avx512f and avx512bw), which the build host lacks"
+)]
 fn avx512_nt_copy_is_visible_after_return() {
     visibility(Strategy::Avx512Nt, false)
 }
 
 #[test]
-fn nt_clears_are_visible_after_return() {
+#[cfg_attr(
+    not(bulkmem_host = "avx2"),
+    ignore = "needs AVX2, which the build host lacks"
+)]
+fn avx2_nt_clear_is_visible_after_return() {
     visibility(Strategy::Avx2Nt, true);
+}
+
+#[test]
+#[cfg_attr(
+    not(bulkmem_host = "avx512"),
+    ignore = "needs AVX-512 (avx512f and avx512bw), which the build host lacks"
+)]
+fn avx512_nt_clear_is_visible_after_return() {
     visibility(Strategy::Avx512Nt, true);
+}
+
+#[test]
+#[cfg_attr(
+    not(bulkmem_host = "clzero"),
+    ignore = "needs CLZERO (AMD), which the build host lacks"
+)]
+fn clzero_clear_is_visible_after_return() {
     visibility(Strategy::Clzero, true);
 }
 

@@ -2,16 +2,20 @@
 //! arrives and the source empties, holes, populated and poisoned
 //! destinations (partial progress continues past them), bad arguments,
 //! transparent huge pages moved whole and split, the copy fallback for pages
-//! shared after fork(), and batches. Each test skips (saying why) where the
-//! kernel or the privileges lack userfaultfd moves.
+//! shared after fork(), and batches. Where the build host's kernel or
+//! privileges lack userfaultfd moves, the tests are compiled ignored and
+//! `cargo test` says why (see build.rs).
 //!
 //! Unpopulated pages of a registered destination are never touched: with no
 //! fault handler a read there would wait forever. Tests unregister first.
+
+mod common;
 
 use bulkmem::mapping::Mapping;
 use bulkmem::uffd::{MoveOptions, Mover};
 use bulkmem::Error;
 use bulkmem::Extent;
+use common::require;
 
 const PAGE: usize = 4096;
 const HUGE: usize = 2 << 20;
@@ -76,22 +80,27 @@ impl Map {
 /// take turns.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn mover() -> Option<(std::sync::MutexGuard<'static, ()>, Mover)> {
+/// The tests that call this are compiled ignored where the build host
+/// cannot move pages; one that runs here anyway fails, saying why.
+fn mover() -> (std::sync::MutexGuard<'static, ()>, Mover) {
     let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     match Mover::new() {
-        Ok(m) => Some((guard, m)),
-        Err(e) => {
-            eprintln!("skipping: {e}");
-            None
-        }
+        Ok(m) => (guard, m),
+        Err(e) => panic!(
+            "{e}: this test was compiled to move pages (the build host could), but this \
+             host cannot: built elsewhere, or a stale build (cargo clean -p bulkmem \
+             rebuilds the probe)"
+        ),
     }
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-move"),
+    ignore = "needs userfaultfd UFFDIO_MOVE (Linux 6.8+, unprivileged userfaultfd allowed), which the build host lacks"
+)]
 fn content_arrives_and_the_source_empties() {
-    let Some((_serial, mut m)) = mover() else {
-        return;
-    };
+    let (_serial, mut m) = mover();
     let n = 64;
     let (src, dst) = (
         Map::new(n * PAGE, PAGE, false),
@@ -109,10 +118,12 @@ fn content_arrives_and_the_source_empties() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-move"),
+    ignore = "needs userfaultfd UFFDIO_MOVE (Linux 6.8+, unprivileged userfaultfd allowed), which the build host lacks"
+)]
 fn holes_are_skipped_on_request_and_reported_otherwise() {
-    let Some((_serial, mut m)) = mover() else {
-        return;
-    };
+    let (_serial, mut m) = mover();
     let n = 16;
     for allow in [true, false] {
         let (src, dst) = (
@@ -142,10 +153,12 @@ fn holes_are_skipped_on_request_and_reported_otherwise() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-move"),
+    ignore = "needs userfaultfd UFFDIO_MOVE (Linux 6.8+, unprivileged userfaultfd allowed), which the build host lacks"
+)]
 fn populated_and_poisoned_destination_pages_are_reported_and_passed() {
-    let Some((_serial, mut m)) = mover() else {
-        return;
-    };
+    let (_serial, mut m) = mover();
     let n = 32;
     let (src, dst) = (
         Map::new(n * PAGE, PAGE, false),
@@ -155,6 +168,9 @@ fn populated_and_poisoned_destination_pages_are_reported_and_passed() {
     dst.fill_page(5, 1); // already populated
     m.register(dst.base, dst.len).unwrap();
     let poisoned = m.supports_poison();
+    if !poisoned {
+        require::skip("the poisoned destination page: this kernel has no UFFDIO_POISON");
+    }
     if poisoned {
         // SAFETY: page 20 of the destination is never read afterwards.
         unsafe { m.poison(dst.at(20 * PAGE), PAGE) }.unwrap();
@@ -178,10 +194,12 @@ fn populated_and_poisoned_destination_pages_are_reported_and_passed() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-move"),
+    ignore = "needs userfaultfd UFFDIO_MOVE (Linux 6.8+, unprivileged userfaultfd allowed), which the build host lacks"
+)]
 fn bad_arguments_are_refused_before_any_move() {
-    let Some((_serial, mut m)) = mover() else {
-        return;
-    };
+    let (_serial, mut m) = mover();
     let (src, dst) = (
         Map::new(8 * PAGE, PAGE, false),
         Map::new(8 * PAGE, PAGE, false),
@@ -259,16 +277,18 @@ fn thp_backed(addr: *mut u8) -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-move"),
+    ignore = "needs userfaultfd UFFDIO_MOVE (Linux 6.8+, unprivileged userfaultfd allowed), which the build host lacks"
+)]
 fn huge_pages_move_whole_or_split() {
-    let Some((_serial, mut m)) = mover() else {
-        return;
-    };
+    let (_serial, mut m) = mover();
     let n = HUGE / PAGE;
     for split in [false, true] {
         let src = Map::new(HUGE, HUGE, true);
         (0..n).for_each(|i| src.fill_page(i, 11));
         if !thp_backed(src.base) {
-            eprintln!("skipping THP case: the source did not get a huge page (THP off?)");
+            require::skip("the source did not get a transparent huge page (THP off?)");
             return;
         }
         let dst = Map::new(HUGE + PAGE, HUGE, true);
@@ -290,10 +310,12 @@ fn huge_pages_move_whole_or_split() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-move"),
+    ignore = "needs userfaultfd UFFDIO_MOVE (Linux 6.8+, unprivileged userfaultfd allowed), which the build host lacks"
+)]
 fn pages_shared_after_fork_fall_back_to_copy() {
-    let Some((_serial, mut m)) = mover() else {
-        return;
-    };
+    let (_serial, mut m) = mover();
     let n = 8;
     let (src, dst) = (
         Map::new(n * PAGE, PAGE, false),
@@ -345,10 +367,12 @@ fn pages_shared_after_fork_fall_back_to_copy() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-move"),
+    ignore = "needs userfaultfd UFFDIO_MOVE (Linux 6.8+, unprivileged userfaultfd allowed), which the build host lacks"
+)]
 fn a_batch_of_scattered_live_pages_is_compacted_in_few_ioctls() {
-    let Some((_serial, mut m)) = mover() else {
-        return;
-    };
+    let (_serial, mut m) = mover();
     let n = 256;
     let heap = Map::new(n * PAGE, PAGE, false);
     (0..n).for_each(|i| heap.fill_page(i, 17));
@@ -380,10 +404,12 @@ fn a_batch_of_scattered_live_pages_is_compacted_in_few_ioctls() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-move"),
+    ignore = "needs userfaultfd UFFDIO_MOVE (Linux 6.8+, unprivileged userfaultfd allowed), which the build host lacks"
+)]
 fn holes_over_populated_destination_pages_are_counted_once() {
-    let Some((_serial, mut m)) = mover() else {
-        return;
-    };
+    let (_serial, mut m) = mover();
     let n = 8;
     let (src, dst) = (
         Map::new(n * PAGE, PAGE, false),
@@ -433,10 +459,12 @@ fn holes_over_populated_destination_pages_are_counted_once() {
 }
 
 #[test]
+#[cfg_attr(
+    not(bulkmem_host = "uffd-move"),
+    ignore = "needs userfaultfd UFFDIO_MOVE (Linux 6.8+, unprivileged userfaultfd allowed), which the build host lacks"
+)]
 fn ranges_that_wrap_around_are_refused_without_overflow() {
-    let Some((_serial, mut m)) = mover() else {
-        return;
-    };
+    let (_serial, mut m) = mover();
     let dst = Map::new(4 * PAGE, PAGE, false);
     m.register(dst.base, dst.len).unwrap();
     let huge = usize::MAX & !0xfff;
@@ -468,6 +496,8 @@ fn ranges_that_wrap_around_are_refused_without_overflow() {
             Err(Error::BadRange { why, .. }) => assert!(why.contains("address space"), "{why}"),
             other => panic!("poison {near_end:?}: {other:?}"),
         }
+    } else {
+        require::skip("the wrapping poison range: this kernel has no UFFDIO_POISON");
     }
     m.unregister(dst.base, dst.len).unwrap();
     assert!(!dst.resident(0), "nothing moved into the destination");

@@ -8,6 +8,7 @@ use bulkmem::mapping::Mapping;
 
 pub mod poison;
 pub mod region;
+pub mod require;
 
 pub const PAGE: usize = 4096;
 

@@ -111,34 +111,39 @@ fn bench_json_rows_follow_the_schema() {
 
 #[test]
 fn unavailable_strategies_are_reported_not_run() {
-    let missing: Vec<&str> = bulkmem::Strategy::CLEAR
-        .iter()
-        .filter(|s| !s.available())
-        .map(|s| s.name())
-        .collect();
-    let Some(name) = missing.first() else {
-        eprintln!("every clear strategy is available here; nothing to check");
-        return;
-    };
-    let list = format!("per-page,{name}");
-    let o = bulkmem(&[
-        "bench",
-        "clear",
-        "--sizes",
-        "4K",
-        "--regime",
-        "hot",
-        "--runs",
-        "1",
-        "--strategies",
-        &list,
-        "--quiet",
-    ]);
+    // BULKMEM_DISABLE makes avx2 unavailable on any host, so the refusal is
+    // exercised where every strategy runs, too.
+    let o = bulkmem_env(
+        &[
+            "bench",
+            "clear",
+            "--sizes",
+            "4K",
+            "--regime",
+            "hot",
+            "--runs",
+            "1",
+            "--strategies",
+            "per-page,avx2,avx2-nt",
+            "--quiet",
+        ],
+        &[("BULKMEM_DISABLE", "avx2")],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("not run (this CPU lacks them)"), "{out}");
     assert!(
-        out.contains("not run (this CPU lacks them)") && out.contains(name),
+        out.contains("avx2 (needs avx2)") && out.contains("avx2-nt (needs avx2)"),
         "{out}"
+    );
+    assert!(
+        out.lines().any(|l| l.starts_with("per-page")),
+        "per-page still measured: {out}"
+    );
+    assert!(
+        !out.lines()
+            .any(|l| l.starts_with("avx2 ") || l.starts_with("avx2-nt ")),
+        "an unavailable strategy has a row: {out}"
     );
 }
 
@@ -298,7 +303,7 @@ fn bench_fill_rows_carry_element_and_patch() {
 #[test]
 fn bench_move_rows_carry_page_and_ms() {
     if let Err(e) = bulkmem::uffd::Mover::new() {
-        eprintln!("skipping: {e}");
+        skip(&format!("no userfaultfd here: {e}"));
         return;
     }
     let o = bulkmem(&[
@@ -1153,4 +1158,13 @@ fn compare_prints_no_escapes_from_the_documents() {
     assert!(stdout(&o).contains("per-page[31m"), "{}", stdout(&o));
     assert!(!o.stdout.contains(&0x1b), "{}", stdout(&o));
     assert!(!o.stderr.contains(&0x1b), "{}", stderr(&o));
+}
+
+/// A skip libtest shows: written to stderr directly (libtest captures only
+/// `print!`/`eprint!` of a passing test), prefixed like the library's
+/// tests' skips (`SKIPPED <test>: <why>`).
+fn skip(why: &str) {
+    use std::io::Write as _;
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    let _ = writeln!(std::io::stderr(), "\nSKIPPED {test}: {why}");
 }

@@ -259,7 +259,11 @@ fn tune_refuses_to_replace_what_is_not_a_regular_file() {
 #[test]
 fn tune_system_is_for_root_and_excludes_out() {
     use std::os::unix::process::CommandExt;
-    let o = run(&["tune", "--quick", "--system", "--out", "x.toml"], &[], &[]);
+    let o = run(
+        &["tune", "--quick", "--system", "--out", "x.toml"],
+        &[],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     assert!(text(&o).contains("--out"), "{}", text(&o));
     // SAFETY: geteuid has no preconditions.
@@ -312,14 +316,14 @@ fn a_setuid_program_ignores_every_bulkmem_variable() {
     use std::os::unix::process::CommandExt;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to make a set-user-ID copy of bulkmem");
+        skip("needs root to make a set-user-ID copy of bulkmem");
         return;
     }
     let d = std::env::temp_dir().join(format!("bulkmem-setuid-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
     if !suid_allowed(&d) {
-        eprintln!("skipped: {} is mounted nosuid", d.display());
+        skip(&format!("{} is mounted nosuid", d.display()));
         return;
     }
     let bin = d.join("bulkmem");
@@ -360,4 +364,12 @@ fn a_setuid_program_ignores_every_bulkmem_variable() {
     let (_, t) = run_as_nobody(&[("BULKMEM_STRATEGY", "copy:libc")]);
     assert!(t.contains("BULKMEM_STRATEGY"), "{t}");
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A skip libtest shows: written to stderr directly (libtest captures only
+/// `print!`/`eprint!` of a passing test).
+fn skip(why: &str) {
+    use std::io::Write as _;
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    let _ = writeln!(std::io::stderr(), "\nSKIPPED {test}: {why}");
 }

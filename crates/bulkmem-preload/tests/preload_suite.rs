@@ -338,8 +338,11 @@ fn unshare_user_namespace_after_the_engine_started() {
         HANG,
     );
     if hung || !o.status.success() {
-        eprintln!(
-            "skipped: unshare(CLONE_NEWUSER) fails here even without the preload:\n{}",
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\nSKIPPED unshare_user_namespace_after_the_engine_started: \
+             unshare(CLONE_NEWUSER) fails here even without the preload:\n{}",
             text(&o)
         );
         return;

@@ -332,9 +332,12 @@ unsafe fn big_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
     unsafe { next::memset(d, c, n) }
 }
 
-/// Reads the environment, resolves the C library's functions and runs
-/// bulkmem's lazy initialisation (CPU, caches, profile, overrides, bands),
-/// all outside any copy; then turns the accelerated paths on.
+/// Reads the environment, resolves the C library's functions and runs the
+/// part of bulkmem's lazy initialisation the copy path needs (CPUID facts
+/// and cache sizes, profile, overrides, bands), all outside any copy; then
+/// turns the accelerated paths on. Every process the library is loaded
+/// into pays this, so it reads no sysfs topology: the engine reads that
+/// when a large copy first builds it (`cpu::info()`).
 extern "C" fn init() {
     next::resolve_all();
     // SAFETY: getauxval has no preconditions.

@@ -207,7 +207,7 @@ pub fn load_profile(path: &Path, id: &Identity) -> Result<Profile, ProfileStatus
             why: format!("profile vs this CPU, {d}"),
         });
     }
-    p.check_runs_on(&cpu::info().features)
+    p.check_runs_on(cpu::features())
         .map_err(|why| ProfileStatus::Foreign {
             path: path_buf(),
             why,

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::harness::{interleave, Rounds};
 use crate::report::{pivot, Pivot, Row};
+use crate::stats::Stats;
 use crate::table::Table;
 
 /// Where `libbulkmem_preload.so` is: `$BULKMEM_PRELOAD_LIB`, else beside the
@@ -279,6 +280,106 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
             baseline: "off",
         },
     )]
+}
+
+/// A trivial program to time process start-up with: `/bin/true`, else
+/// `true` as `PATH` finds it.
+fn trivial_program() -> OsString {
+    let p = std::path::Path::new("/bin/true");
+    if p.is_file() {
+        p.into()
+    } else {
+        "true".into()
+    }
+}
+
+/// One start-up cell: median microseconds per exec off and on.
+#[derive(Clone, Debug)]
+pub struct Startup {
+    /// What was started.
+    pub what: String,
+    /// Execs per setting.
+    pub execs: usize,
+    /// Microseconds per exec without the preload, and with it.
+    pub off: Stats,
+    pub on: Stats,
+}
+
+impl Startup {
+    /// Median on over median off: what the preload adds to an exec.
+    pub fn ratio(&self) -> f64 {
+        self.on.median / self.off.median.max(1e-9)
+    }
+}
+
+/// Starts `execs` processes of a trivial program without and with the
+/// preload, interleaved (off, on, off, ...), each timed from spawn to
+/// exit by the parent: what every program pays for the preload's
+/// constructor before `main`.
+pub fn startup(
+    execs: usize,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Startup, String> {
+    let lib = library()?;
+    let prog = trivial_program();
+    let rounds = Rounds {
+        runs: execs,
+        warmup: 2,
+    };
+    let of = 2 * (rounds.runs + rounds.warmup);
+    let mut done = 0;
+    let stats = interleave(2, rounds, |i| {
+        let on = i == 1;
+        progress(done, of, if on { "start-up on" } else { "start-up off" });
+        let mut c = Command::new(&prog);
+        c.env_remove("BULKMEM_PRELOAD_STATS")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null());
+        if on {
+            c.env("LD_PRELOAD", ld_preload(&lib));
+        } else {
+            c.env_remove("LD_PRELOAD");
+        }
+        let t = Instant::now();
+        let status = c
+            .status()
+            .map_err(|e| format!("cannot run {}: {e}", prog.to_string_lossy()))?;
+        let us = t.elapsed().as_secs_f64() * 1e6;
+        if !status.success() {
+            return Err(format!("{} failed ({status})", prog.to_string_lossy()));
+        }
+        done += 1;
+        Ok(us)
+    })?;
+    let [off, on]: [Stats; 2] = stats
+        .try_into()
+        .map_err(|_| "start-up: two cells expected".to_string())?;
+    Ok(Startup {
+        what: prog.to_string_lossy().into_owned(),
+        execs,
+        off,
+        on,
+    })
+}
+
+/// The start-up table: one line, off and on per exec and their ratio.
+pub fn startup_table(s: &Startup) -> Table {
+    let mut t = Table::new(
+        format!(
+            "preload start-up: {} execs of {} each without and with libbulkmem_preload.so, \
+             interleaved: microseconds per exec, median±stdev; x = on over off",
+            s.execs, s.what
+        ),
+        vec!["program".into(), "off".into(), "on".into(), "on/off".into()],
+    );
+    let us = |x: &Stats| format!("{:.0}±{:.0}", x.median, x.stdev);
+    t.row(vec![
+        s.what.clone(),
+        us(&s.off),
+        us(&s.on),
+        format!("{:.2}x", s.ratio()),
+    ]);
+    t
 }
 
 #[derive(clap::Args)]

@@ -583,7 +583,7 @@ fn run_passes_exit_codes_and_reports_stats() {
 fn bench_preload_rows_pair_off_and_on() {
     ensure_preload();
     let o = bulkmem(&[
-        "bench", "preload", "--size", "8M", "--runs", "1", "--json", "-", "--quiet",
+        "bench", "preload", "--size", "8M", "--runs", "1", "--execs", "2", "--json", "-", "--quiet",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -600,6 +600,45 @@ fn bench_preload_rows_pair_off_and_on() {
         }
     }
     assert!(stderr(&o).contains("on over off"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("preload start-up: 2 execs"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn bench_preload_startup_row_times_execs_off_and_on() {
+    ensure_preload();
+    let o = bulkmem(&[
+        "bench",
+        "preload",
+        "--startup-only",
+        "--execs",
+        "3",
+        "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("preload start-up: 3 execs of"), "{out}");
+    // No workload ran: only the start-up table.
+    assert!(!out.contains("unmodified workloads"), "{out}");
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with('/') || l.trim_start().starts_with("true "))
+        .unwrap_or_else(|| panic!("no program row in {out}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    let us = |c: &str| c.split('±').next().unwrap().parse::<f64>().unwrap();
+    assert!(us(cells[1]) > 0.0 && us(cells[2]) > 0.0, "{row}");
+    let ratio: f64 = cells[3].trim_end_matches('x').parse().unwrap();
+    assert!(ratio > 0.0, "{row}");
+    let o = bulkmem(&["bench", "preload", "--startup-only", "--execs", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--startup-only needs"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// Runs bulkmem, killing it if it has not finished after [`HANG`]: a run

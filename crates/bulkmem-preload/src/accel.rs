@@ -1,7 +1,8 @@
 //! The accelerated paths: bulkmem's `auto` on the calling thread, and the
 //! multi-threaded engine for the largest calls. Both are entered only
-//! after the constructor initialised bulkmem (nothing here allocates or
-//! reads files on the way, except the engine's creation) and never
+//! once bulkmem is initialised, which the first large call outside a
+//! signal handler does ([`policy_ready`]; nothing else here allocates or
+//! reads files on the way, except the engine's creation), and never
 //! re-entered on a thread: bulkmem's own copies (its `libc` kernel, the
 //! engine's bookkeeping) go to the C library.
 //!
@@ -14,7 +15,7 @@
 
 use std::cell::Cell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use bulkmem::{Control, Engine, Extent, Op, Options};
@@ -36,8 +37,45 @@ static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
 /// this pid.
 static HOLDER: AtomicU32 = AtomicU32::new(0);
 
+/// bulkmem's policy for this process (CPU facts, profile, overrides,
+/// bands): 0 not built, 1 being built by one thread, 2 built.
+static POLICY: AtomicU8 = AtomicU8::new(0);
+
+/// Whether bulkmem's lazy initialisation is done, doing it on this thread
+/// if none has begun it and this is not a signal handler.
+///
+/// It is built by the first large call, not by the library's constructor:
+/// every process the library is loaded into runs the constructor, most
+/// never copy a MiB, and the profile's parse alone cost 0.4-0.6 ms per
+/// exec (a 2-CPU VM). Building allocates and reads files, so never inside
+/// a handler (which may have interrupted `malloc`); and nobody waits for
+/// it: a call that finds it being built (on another thread, or in a child
+/// forked meanwhile, where it never finishes) goes to the C library.
+fn policy_ready() -> bool {
+    match POLICY.load(Ordering::Acquire) {
+        2 => true,
+        0 if !signals::in_handler()
+            && POLICY
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok() =>
+        {
+            for op in [Op::Copy, Op::Clear] {
+                for h in bulkmem::Hint::ALL {
+                    let _ = bulkmem::auto::bands(op, *h);
+                }
+            }
+            let _ =
+                bulkmem::auto::here(&bulkmem::Request::single(Op::Copy, 0, bulkmem::Hint::Auto));
+            POLICY.store(2, Ordering::Release);
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Runs `op` over `n` bytes through bulkmem, or returns `None` when the C
-/// library must do it (re-entered, or bulkmem failed).
+/// library must do it (re-entered, bulkmem not initialised and not to be
+/// initialised here, or bulkmem failed).
 ///
 /// # Safety
 /// `d` writable (and for copies `s` readable) for `n` bytes, not
@@ -47,9 +85,12 @@ pub unsafe fn run(op: Op, d: *mut u8, s: *const u8, n: usize) -> Option<Path> {
         return None;
     }
     let done = catch_unwind(AssertUnwindSafe(|| {
+        if !policy_ready() {
+            return None;
+        }
         // SAFETY: forwarded contract.
         if n >= MT_MIN.load(Ordering::Relaxed) && unsafe { on_engine(op, d, s, n) } {
-            return Path::Engine;
+            return Some(Path::Engine);
         }
         // SAFETY: the caller's contract: valid, non-overlapping ranges.
         unsafe {
@@ -69,10 +110,10 @@ pub unsafe fn run(op: Op, d: *mut u8, s: *const u8, n: usize) -> Option<Path> {
                 }
             }
         }
-        Path::Cpu
+        Some(Path::Cpu)
     }));
     INSIDE.with(|i| i.set(false));
-    done.ok()
+    done.ok().flatten()
 }
 
 /// # Safety

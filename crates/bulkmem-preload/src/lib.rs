@@ -15,10 +15,13 @@
 //!   with `dlsym(RTLD_NEXT)` without recursion ([`next`]), or a string
 //!   instruction while that is unknown;
 //! * inside `malloc` and from signal handlers: the small path takes no lock
-//!   and allocates nothing; the `auto` path neither (the constructor did
-//!   bulkmem's lazy initialisation); a call made while the thread is already
-//!   inside bulkmem takes the C library; the engine is never used (nor
-//!   created) inside a signal handler (below);
+//!   and allocates nothing; the `auto` path neither once bulkmem is
+//!   initialised, which the first large call outside every signal handler
+//!   does (until then, a large call inside a handler takes the C library;
+//!   glibc's allocator never calls the interposed functions, see the
+//!   thread policy); a call made while the thread is already inside
+//!   bulkmem takes the C library; the engine is never used (nor created)
+//!   inside a signal handler (below);
 //! * forked children: the engine starts its own workers in the child on
 //!   its first batch there (bulkmem's engine does this for every user);
 //! * many threads: one batch on the engine at a time (others copy on their
@@ -58,7 +61,9 @@
 //! Not covered: handlers installed, and seccomp/namespace requests made,
 //! with raw system calls (`syscall(SYS_rt_sigaction, ...)`, libseccomp's
 //! `seccomp(2)`); allocators other than glibc's that call the exported
-//! `memcpy` with a lock held and at least `MT_MIN` bytes; and idle workers
+//! `memcpy` with a lock held and at least `MIN` bytes before bulkmem is
+//! initialised (the first such call builds its policy, which allocates) or
+//! `MT_MIN` bytes before the engine exists; and idle workers
 //! are not retired (they sleep until the process exits or one of the calls
 //! above stops them). Programs in those cases should run with
 //! `BULKMEM_PRELOAD_THREADS=1`.
@@ -332,9 +337,11 @@ unsafe fn big_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
     unsafe { next::memset(d, c, n) }
 }
 
-/// Reads the environment, resolves the C library's functions and runs
-/// bulkmem's lazy initialisation (CPU, caches, profile, overrides, bands),
-/// all outside any copy; then turns the accelerated paths on.
+/// Reads the environment and resolves the C library's functions, outside
+/// any copy; then turns the accelerated paths on. Every process the
+/// library is loaded into pays this, so it is all: bulkmem's own lazy
+/// initialisation (CPU facts, profile, bands) waits for the first large
+/// call ([`accel`]), and the sysfs topology for the engine's build.
 extern "C" fn init() {
     next::resolve_all();
     // SAFETY: getauxval has no preconditions.
@@ -342,14 +349,6 @@ extern "C" fn init() {
     let s = config::parse(|k| if secure { None } else { std::env::var(k).ok() });
     for w in &s.warnings {
         warn(&format!("bulkmem preload: warning: {w}\n"));
-    }
-    if !s.off {
-        for op in [Op::Copy, Op::Clear] {
-            for h in bulkmem::Hint::ALL {
-                let _ = bulkmem::auto::bands(op, *h);
-            }
-        }
-        let _ = bulkmem::auto::here(&bulkmem::Request::single(Op::Copy, 0, bulkmem::Hint::Auto));
     }
     config::apply(&s);
     if s.stats {

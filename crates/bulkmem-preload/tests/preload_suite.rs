@@ -424,3 +424,54 @@ fn warnings_that_cannot_be_written_are_dropped() {
     drop(r);
     echo(Stdio::from(w), true);
 }
+
+/// The constructor runs in every process: it opens no file of bulkmem's,
+/// least of all the sysfs topology (every CPU's cache indexes, SMT
+/// siblings, NUMA nodes), which waits for an engine. Checked with
+/// strace where it is installed (and skipped, saying so, where not).
+#[test]
+fn the_constructor_reads_no_sysfs_topology() {
+    let dir = std::env::temp_dir().join(format!("bulkmem-opens-{}", std::process::id()));
+    let log = dir.with_extension("log");
+    let o = match Command::new("strace")
+        .args(["-f", "-e", "trace=openat,open", "-o"])
+        .arg(&log)
+        .arg("-E")
+        .arg(format!("LD_PRELOAD={}", library().display()))
+        .arg("/bin/true")
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skipped: no strace ({e})");
+            return;
+        }
+    };
+    let opens = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    if !o.status.success() && opens.is_empty() {
+        eprintln!(
+            "skipped: strace cannot trace here: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        return;
+    }
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lib = library()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        opens.contains(&lib),
+        "the trace missed the preload:\n{opens}"
+    );
+    // Nor anything else of bulkmem's (CPU facts, profile): those wait for
+    // the first large call.
+    for topology in ["/sys/", "/proc/cpuinfo", ".cache/bulkmem"] {
+        assert!(
+            !opens.contains(topology),
+            "the constructor opened {topology}:\n{opens}"
+        );
+    }
+}

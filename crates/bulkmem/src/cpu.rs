@@ -1,6 +1,8 @@
 //! What this CPU can do: the instruction-set features the kernels need,
-//! detected once from CPUID, plus the cache and page geometry from
-//! [`crate::topology`].
+//! detected once from CPUID with the cache sizes the rules need
+//! ([`facts`], cheap: what every process under the preload pays), plus the
+//! full cache, CPU and page layout from [`crate::topology`] ([`info`], read
+//! only when something needs it).
 //!
 //! Features can be hidden with the environment variable `BULKMEM_DISABLE`
 //! (a comma-separated list of feature names, e.g. `BULKMEM_DISABLE=erms,fsrm`)
@@ -11,6 +13,7 @@
 use std::fmt;
 use std::sync::OnceLock;
 
+use crate::cpuid_cache::{self, CacheFacts};
 use crate::topology::Topology;
 
 /// CPU vendor, as far as the kernels' choices care.
@@ -124,13 +127,14 @@ features! {
     RepGood rep_good = "rep_good",
 }
 
-/// Everything bulkmem knows about the machine it runs on.
+/// What the copy path needs to know about the CPU, cheap to learn: CPUID
+/// (vendor, model, features, cache sizes), `BULKMEM_DISABLE`, and two small
+/// files (`cpu/online`, the first record of `/proc/cpuinfo`). No sysfs walk:
+/// under the preload every process start pays this.
 #[derive(Clone, Debug)]
-pub struct CpuInfo {
+pub struct Facts {
     /// Who made the CPU.
     pub vendor: Vendor,
-    /// Brand string from CPUID, e.g. "AMD EPYC 9655 96-Core Processor".
-    pub brand: String,
     /// Display family from CPUID leaf 1 (base plus extended family where
     /// the base is 0xf, e.g. 0x1a for Zen 5); 0 without CPUID.
     pub family: u32,
@@ -146,25 +150,42 @@ pub struct CpuInfo {
     pub disabled: Vec<String>,
     /// Names in `BULKMEM_DISABLE` that are not features; reported by `info`.
     pub unknown_disabled: Vec<String>,
+    /// Cache sizes and sharing as the rules and the profile identity use
+    /// them (CPUID, sysfs where CPUID says nothing; see
+    /// [`crate::cpuid_cache`]).
+    pub caches: CacheFacts,
+}
+
+impl Facts {
+    /// Bytes in the last-level cache one CPU can use (one LLC instance).
+    pub fn llc_bytes(&self) -> usize {
+        self.caches.llc
+    }
+
+    /// Online CPUs sharing one LLC, at least 1.
+    pub fn llc_cpus(&self) -> usize {
+        self.caches.llc_cpus
+    }
+}
+
+/// Everything bulkmem knows about the machine it runs on: the [`Facts`]
+/// (reachable through `Deref`: `info().features`) and the full layout.
+#[derive(Clone, Debug)]
+pub struct CpuInfo {
+    /// The cheap facts, the same as [`facts`] returns.
+    pub facts: Facts,
+    /// Brand string from CPUID, e.g. "AMD EPYC 9655 96-Core Processor"
+    /// (three more CPUID leaves, which the copy path does without).
+    pub brand: String,
     /// Caches, CPUs, NUMA nodes and page sizes, from sysfs.
     pub topology: Topology,
 }
 
-impl CpuInfo {
-    /// Bytes in the last-level cache one CPU can use (one LLC domain).
-    pub fn llc_bytes(&self) -> usize {
-        self.topology.llc_bytes()
-    }
+impl std::ops::Deref for CpuInfo {
+    type Target = Facts;
 
-    /// Online CPUs sharing one LLC (the largest domain), at least 1.
-    pub fn llc_cpus(&self) -> usize {
-        self.topology
-            .llc_domains
-            .iter()
-            .map(Vec::len)
-            .max()
-            .unwrap_or(1)
-            .max(1)
+    fn deref(&self) -> &Facts {
+        &self.facts
     }
 }
 
@@ -181,11 +202,11 @@ impl fmt::Display for CpuInfo {
     }
 }
 
-/// The machine description, detected on first use and cached for the life
-/// of the process.
-pub fn info() -> &'static CpuInfo {
-    static INFO: OnceLock<CpuInfo> = OnceLock::new();
-    INFO.get_or_init(|| {
+/// The cheap machine facts, detected on first use and cached for the life
+/// of the process: what `auto`, the kernels and the profile need.
+pub fn facts() -> &'static Facts {
+    static FACTS: OnceLock<Facts> = OnceLock::new();
+    FACTS.get_or_init(|| {
         let raw = detect();
         let mut features = raw.features;
         let mut disabled = Vec::new();
@@ -201,29 +222,50 @@ pub fn info() -> &'static CpuInfo {
                 }
             }
         }
-        CpuInfo {
+        Facts {
+            caches: raw.caches,
             vendor: raw.vendor,
-            brand: raw.brand,
             family: raw.family,
             model: raw.model,
             stepping: raw.stepping,
             features,
             disabled,
             unknown_disabled,
-            topology: Topology::detect(),
         }
+    })
+}
+
+/// The features the kernels may use ([`facts`]`().features`).
+pub fn features() -> &'static Features {
+    &facts().features
+}
+
+/// The machine description with its full sysfs layout, read on first use
+/// (an engine's build, `bulkmem info`) and cached for the life of the
+/// process. The copy path never needs it: see [`facts`].
+pub fn info() -> &'static CpuInfo {
+    static INFO: OnceLock<CpuInfo> = OnceLock::new();
+    INFO.get_or_init(|| CpuInfo {
+        facts: facts().clone(),
+        brand: brand(),
+        topology: Topology::detect(),
     })
 }
 
 struct Raw {
     vendor: Vendor,
-    brand: String,
     family: u32,
     model: u32,
     stepping: u32,
     features: Features,
+    caches: CacheFacts,
 }
 
+// Each CPUID is a VM exit under a hypervisor (about 7 us measured in this
+// project's VM), and every process under the preload pays them: the leaves
+// below are the fewest that give the features and the caches, each read
+// once (the brand string waits for `info`, std's feature cache is not
+// consulted: it would read its own dozen leaves).
 #[cfg(target_arch = "x86_64")]
 fn detect() -> Raw {
     use std::arch::x86_64::{__cpuid, __cpuid_count};
@@ -233,11 +275,11 @@ fn detect() -> Raw {
     // CPUID is unprivileged and present on every x86_64 CPU, and the leaves
     // read below are only read when the maximum-leaf queries say they exist.
     let leaf0 = __cpuid(0);
-    let mut vendor_bytes = Vec::with_capacity(12);
-    for reg in [leaf0.ebx, leaf0.edx, leaf0.ecx] {
-        vendor_bytes.extend_from_slice(&reg.to_le_bytes());
+    let mut vendor_bytes = [0u8; 12];
+    for (i, reg) in [leaf0.ebx, leaf0.edx, leaf0.ecx].into_iter().enumerate() {
+        vendor_bytes[4 * i..4 * i + 4].copy_from_slice(&reg.to_le_bytes());
     }
-    let vendor = match &vendor_bytes[..] {
+    let vendor = match &vendor_bytes {
         b"AuthenticAMD" | b"HygonGenuine" => Vendor::Amd,
         b"GenuineIntel" => Vendor::Intel,
         _ => Vendor::Other,
@@ -258,12 +300,28 @@ fn detect() -> Raw {
         (base_family, base_model)
     };
 
+    // What the OS saves on a context switch (XCR0): YMM needs SSE and AVX
+    // state (bits 1, 2), ZMM also opmask and both ZMM halves (5, 6, 7).
+    let xcr0 = if bit(leaf1.ecx, 27) {
+        // SAFETY: OSXSAVE (leaf 1 ECX[27]) says XGETBV is enabled.
+        unsafe { xgetbv0() }
+    } else {
+        0
+    };
+    let ymm = bit(leaf1.ecx, 28) && xcr0 & 0x6 == 0x6;
+    let zmm = ymm && xcr0 & 0xe0 == 0xe0;
+
     let mut f = Features::default();
+    let mut hybrid = false;
     if max_leaf >= 7 {
         let l7 = __cpuid_count(7, 0);
         f.erms = bit(l7.ebx, 9);
         f.fsrm = bit(l7.edx, 4);
         f.movdir64b = bit(l7.ecx, 28);
+        f.avx2 = ymm && bit(l7.ebx, 5);
+        f.avx512f = zmm && bit(l7.ebx, 16);
+        f.avx512bw = f.avx512f && bit(l7.ebx, 30);
+        hybrid = bit(l7.edx, 15);
         if l7.eax >= 1 {
             let l71 = __cpuid_count(7, 1);
             f.fzrm = bit(l71.eax, 10);
@@ -271,15 +329,49 @@ fn detect() -> Raw {
             f.fsrc = bit(l71.eax, 12);
         }
     }
-    // These also check that the OS saves the wide registers (XCR0).
-    f.avx2 = std::arch::is_x86_feature_detected!("avx2");
-    f.avx512f = std::arch::is_x86_feature_detected!("avx512f");
-    f.avx512bw = std::arch::is_x86_feature_detected!("avx512bw");
 
     let max_ext = __cpuid(0x8000_0000).eax;
-    if max_ext >= 0x8000_0008 {
-        f.clzero = bit(__cpuid(0x8000_0008).ebx, 0);
+    let amd = vendor == Vendor::Amd;
+    let mut package = None;
+    if amd && max_ext >= 0x8000_0008 {
+        let l = __cpuid(0x8000_0008);
+        f.clzero = bit(l.ebx, 0);
+        package = Some((l.ecx & 0xff) as usize + 1);
     }
+    f.rep_good = proc_cpuinfo_has_flag("rep_good");
+    let leaves = if amd {
+        cpuid_cache::amd_leaves(max_ext, package)
+    } else {
+        cpuid_cache::intel_leaves(max_leaf, hybrid)
+    };
+
+    Raw {
+        vendor,
+        family,
+        model,
+        stepping: leaf1.eax & 0xf,
+        features: f,
+        caches: cpuid_cache::detect(leaves),
+    }
+}
+
+/// XCR0.
+///
+/// # Safety
+/// Only where CPUID leaf 1 reports OSXSAVE.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "xsave")]
+unsafe fn xgetbv0() -> u64 {
+    // SAFETY: the caller checked OSXSAVE; XCR0 always exists then.
+    unsafe { std::arch::x86_64::_xgetbv(0) }
+}
+
+/// The brand string (CPUID 0x80000002..4), or the vendor string.
+#[cfg(target_arch = "x86_64")]
+fn brand() -> String {
+    use std::arch::x86_64::__cpuid;
+
+    let max_ext = __cpuid(0x8000_0000).eax;
     let mut brand = String::new();
     if max_ext >= 0x8000_0004 {
         let mut bytes = Vec::with_capacity(48);
@@ -295,41 +387,73 @@ fn detect() -> Raw {
             .to_string();
     }
     if brand.is_empty() {
-        brand = String::from_utf8_lossy(&vendor_bytes).into_owned();
+        let l0 = __cpuid(0);
+        let mut v = Vec::with_capacity(12);
+        for reg in [l0.ebx, l0.edx, l0.ecx] {
+            v.extend_from_slice(&reg.to_le_bytes());
+        }
+        brand = String::from_utf8_lossy(&v).into_owned();
     }
-    f.rep_good = proc_cpuinfo_has_flag("rep_good");
+    brand
+}
 
-    Raw {
-        vendor,
-        brand,
-        family,
-        model,
-        stepping: leaf1.eax & 0xf,
-        features: f,
-    }
+#[cfg(not(target_arch = "x86_64"))]
+fn brand() -> String {
+    std::env::consts::ARCH.to_string()
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 fn detect() -> Raw {
     Raw {
         vendor: Vendor::Other,
-        brand: std::env::consts::ARCH.to_string(),
         family: 0,
         model: 0,
         stepping: 0,
         features: Features::default(),
+        caches: cpuid_cache::detect(None),
     }
 }
 
+/// Whether the first CPU's `flags` line in /proc/cpuinfo lists `flag`.
+/// Reads only until that line: the kernel formats the file a CPU at a
+/// time, and a many-CPU machine's whole file is hundreds of KiB.
 #[cfg(target_arch = "x86_64")]
 fn proc_cpuinfo_has_flag(flag: &str) -> bool {
-    let Ok(text) = std::fs::read_to_string("/proc/cpuinfo") else {
+    use std::io::Read;
+
+    let Ok(mut file) = std::fs::File::open("/proc/cpuinfo") else {
         return false;
     };
-    text.lines()
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(line) = first_flags_line(&text) {
+            return line.split_whitespace().any(|f| f == flag);
+        }
+        match file.read(&mut chunk) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+        }
+        if text.len() > 1 << 20 {
+            return false;
+        }
+    }
+}
+
+/// The value of the first complete `flags` line, if `text` holds one.
+#[cfg(target_arch = "x86_64")]
+fn first_flags_line(text: &[u8]) -> Option<&str> {
+    let text = std::str::from_utf8(text).ok().or_else(|| {
+        // A chunk boundary may split a character: use the valid prefix.
+        let valid = std::str::from_utf8(text).unwrap_err().valid_up_to();
+        std::str::from_utf8(&text[..valid]).ok()
+    })?;
+    let complete = &text[..text.rfind('\n')? + 1];
+    complete
+        .lines()
         .find(|l| l.starts_with("flags"))
         .and_then(|l| l.split_once(':'))
-        .is_some_and(|(_, flags)| flags.split_whitespace().any(|f| f == flag))
+        .map(|(_, flags)| flags)
 }
 
 #[cfg(test)]
@@ -359,12 +483,51 @@ mod tests {
         assert!(!Features::default().disable("sse9"));
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn only_a_complete_flags_line_counts() {
+        assert_eq!(
+            first_flags_line(b"processor\t: 0\nflags\t\t: fpu erm"),
+            None
+        );
+        assert_eq!(
+            first_flags_line(b"processor\t: 0\nflags\t\t: fpu rep_good\nbugs\t: x\n"),
+            Some(" fpu rep_good")
+        );
+        // The first CPU's line, not a later one's.
+        assert_eq!(
+            first_flags_line(b"flags\t: a\nflags\t: b rep_good\n"),
+            Some(" a")
+        );
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_first_flags_line_answers_as_the_whole_file() {
+        let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let whole = |flag: &str| {
+            text.lines()
+                .find(|l| l.starts_with("flags"))
+                .and_then(|l| l.split_once(':'))
+                .is_some_and(|(_, f)| f.split_whitespace().any(|x| x == flag))
+        };
+        for flag in ["rep_good", "fpu", "sse2", "no_such_flag"] {
+            assert_eq!(proc_cpuinfo_has_flag(flag), whole(flag), "{flag}");
+        }
+    }
+
     #[test]
     fn detection_is_consistent_with_std() {
         let i = info();
         #[cfg(target_arch = "x86_64")]
-        if !i.disabled.iter().any(|d| d == "avx2") {
-            assert_eq!(i.features.avx2, std::arch::is_x86_feature_detected!("avx2"));
+        for (name, std) in [
+            ("avx2", std::arch::is_x86_feature_detected!("avx2")),
+            ("avx512f", std::arch::is_x86_feature_detected!("avx512f")),
+            ("avx512bw", std::arch::is_x86_feature_detected!("avx512bw")),
+        ] {
+            if !i.disabled.iter().any(|d| d == name) {
+                assert_eq!(i.features.names().contains(&name), std, "{name}");
+            }
         }
         assert!(!i.brand.is_empty());
     }

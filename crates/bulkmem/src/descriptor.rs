@@ -501,7 +501,7 @@ impl Strategy {
 
     /// Whether this CPU (after `BULKMEM_DISABLE`) can run the strategy.
     pub fn available(self) -> bool {
-        self.missing_feature(&cpu::info().features).is_none()
+        self.missing_feature(cpu::features()).is_none()
     }
 }
 

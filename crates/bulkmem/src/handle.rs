@@ -201,7 +201,7 @@ fn pick<F>(fenced: bool, f: F, u: F) -> F {
 }
 
 fn available(d: &Descriptor) -> Result<(), Error> {
-    match d.missing(&cpu::info().features) {
+    match d.missing(cpu::features()) {
         Some(needs) => Err(Error::Unavailable {
             strategy: d.strategy,
             needs,

@@ -45,6 +45,7 @@ pub mod auto;
 pub mod calibrate;
 mod calls;
 pub mod cpu;
+pub mod cpuid_cache;
 mod descriptor;
 pub mod engine;
 mod environment;

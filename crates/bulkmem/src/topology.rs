@@ -4,7 +4,7 @@
 //! feed fixtures copied from real machines; nothing here needs privileges.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What a cache holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,29 +85,40 @@ impl Topology {
         let sys = root.join("sys/devices/system");
         let online_cpus = read_list(&sys.join("cpu/online")).unwrap_or_else(|| vec![0]);
 
-        let caches = online_cpus
+        let first = online_cpus
             .first()
-            .map(|&cpu| read_caches(&sys.join(format!("cpu/cpu{cpu}/cache"))))
+            .map(|&cpu| read_caches_named(&sys.join(format!("cpu/cpu{cpu}/cache"))))
             .unwrap_or_default();
-
-        let llc_level = caches
+        let llc_index = first
             .iter()
-            .filter(|c| c.kind != CacheKind::Instruction)
-            .map(|c| c.level)
-            .max();
+            .filter(|(_, c)| c.kind != CacheKind::Instruction)
+            .max_by_key(|(_, c)| c.level)
+            .map(|(name, c)| (name.clone(), c.level, c.kind, c.shared_cpus.clone()));
+        let caches: Vec<Cache> = first.into_iter().map(|(_, c)| c).collect();
+        let llc_level = llc_index.as_ref().map(|(_, level, _, _)| *level);
+
+        // One read per LLC instance, not per CPU and cache level: a CPU a
+        // domain already holds is skipped, and of a new domain's first CPU
+        // only the first CPU's LLC index is read (its level and type checked,
+        // the whole directory read only where they differ).
         let mut llc_domains: Vec<Vec<usize>> = Vec::new();
-        if let Some(level) = llc_level {
-            for &cpu in &online_cpus {
+        if let Some((name, level, kind, first_shared)) = &llc_index {
+            for (i, &cpu) in online_cpus.iter().enumerate() {
                 if llc_domains.iter().any(|d| d.contains(&cpu)) {
                     continue;
                 }
-                let dir = sys.join(format!("cpu/cpu{cpu}/cache"));
-                let shared = read_caches(&dir)
-                    .into_iter()
-                    .find(|c| c.level == level && c.kind != CacheKind::Instruction)
-                    .map(|c| c.shared_cpus)
-                    .unwrap_or_else(|| vec![cpu]);
+                let shared = if i == 0 {
+                    Some(first_shared.clone())
+                } else {
+                    llc_shared(
+                        &sys.join(format!("cpu/cpu{cpu}/cache")),
+                        name,
+                        *level,
+                        *kind,
+                    )
+                };
                 let domain: Vec<usize> = shared
+                    .unwrap_or_else(|| vec![cpu])
                     .into_iter()
                     .filter(|c| online_cpus.contains(c))
                     .collect();
@@ -215,47 +226,73 @@ impl Topology {
     }
 }
 
-fn read_caches(dir: &Path) -> Vec<Cache> {
+/// The caches in a CPU's sysfs `cache` directory, lowest level first.
+pub(crate) fn read_caches(dir: &Path) -> Vec<Cache> {
+    read_caches_named(dir).into_iter().map(|(_, c)| c).collect()
+}
+
+/// [`read_caches`] with each cache's `indexN` directory name.
+fn read_caches_named(dir: &Path) -> Vec<(String, Cache)> {
     let mut caches = Vec::new();
     let Ok(entries) = fs::read_dir(dir) else {
         return caches;
     };
-    let mut paths: Vec<PathBuf> = entries
+    let mut names: Vec<String> = entries
         .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("index"))
-        })
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with("index"))
         .collect();
-    paths.sort();
-    for p in paths {
-        let level = read_trimmed(&p.join("level")).and_then(|s| s.parse::<u8>().ok());
-        let kind = match read_trimmed(&p.join("type")).as_deref() {
-            Some("Data") => Some(CacheKind::Data),
-            Some("Instruction") => Some(CacheKind::Instruction),
-            Some("Unified") => Some(CacheKind::Unified),
-            _ => None,
-        };
-        let size = read_trimmed(&p.join("size")).and_then(|s| parse_sysfs_size(&s));
-        let (Some(level), Some(kind), Some(size)) = (level, kind, size) else {
-            continue;
-        };
-        let line = read_trimmed(&p.join("coherency_line_size"))
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(64);
-        let shared_cpus = read_list(&p.join("shared_cpu_list")).unwrap_or_default();
-        caches.push(Cache {
-            level,
-            kind,
-            size,
-            line,
-            shared_cpus,
-        });
+    names.sort();
+    for name in names {
+        if let Some(c) = read_cache(&dir.join(&name)) {
+            caches.push((name, c));
+        }
     }
-    caches.sort_by_key(|c| (c.level, c.kind != CacheKind::Data));
+    caches.sort_by_key(|(_, c)| (c.level, c.kind != CacheKind::Data));
     caches
+}
+
+/// One `indexN` directory, or `None` where it lacks a level, type or size.
+fn read_cache(p: &Path) -> Option<Cache> {
+    let level = read_trimmed(&p.join("level")).and_then(|s| s.parse::<u8>().ok())?;
+    let kind = parse_kind(read_trimmed(&p.join("type")).as_deref())?;
+    let size = read_trimmed(&p.join("size")).and_then(|s| parse_sysfs_size(&s))?;
+    let line = read_trimmed(&p.join("coherency_line_size"))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(64);
+    let shared_cpus = read_list(&p.join("shared_cpu_list")).unwrap_or_default();
+    Some(Cache {
+        level,
+        kind,
+        size,
+        line,
+        shared_cpus,
+    })
+}
+
+fn parse_kind(s: Option<&str>) -> Option<CacheKind> {
+    match s {
+        Some("Data") => Some(CacheKind::Data),
+        Some("Instruction") => Some(CacheKind::Instruction),
+        Some("Unified") => Some(CacheKind::Unified),
+        _ => None,
+    }
+}
+
+/// The CPUs sharing a CPU's LLC: its `name` index when that is the same
+/// level and type as the first CPU's LLC (three small reads), else the
+/// whole directory searched for that level.
+fn llc_shared(dir: &Path, name: &str, level: u8, kind: CacheKind) -> Option<Vec<usize>> {
+    let p = dir.join(name);
+    let same = read_trimmed(&p.join("level")).and_then(|s| s.parse::<u8>().ok()) == Some(level)
+        && parse_kind(read_trimmed(&p.join("type")).as_deref()) == Some(kind);
+    if same {
+        return read_list(&p.join("shared_cpu_list"));
+    }
+    read_caches(dir)
+        .into_iter()
+        .find(|c| c.level == level && c.kind != CacheKind::Instruction)
+        .map(|c| c.shared_cpus)
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {

@@ -370,3 +370,112 @@ fn capture_script_round_trips_this_machine() {
     }
     assert_eq!(captured, live);
 }
+
+/// The LLC domains as an exhaustive walk finds them: every online CPU's
+/// every cache index read, the first CPU's highest data level matched.
+/// `Topology::read` reads one index per domain instead; this is its oracle.
+fn full_walk_llc_domains(root: &Path) -> Vec<Vec<usize>> {
+    let sys = root.join("sys/devices/system/cpu");
+    let read = |p: PathBuf| std::fs::read_to_string(p).map(|s| s.trim().to_string());
+    let online = bulkmem::topology::parse_cpu_list(&read(sys.join("online")).unwrap_or_default())
+        .unwrap_or_default();
+    // (level, is-instruction, shared CPUs) of every index of a CPU.
+    let caches = |cpu: usize| -> Vec<(u8, bool, Vec<usize>)> {
+        let dir = sys.join(format!("cpu{cpu}/cache"));
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("index"))
+            .filter_map(|e| {
+                let p = e.path();
+                let level = read(p.join("level")).ok()?.parse().ok()?;
+                let instr = read(p.join("type")).ok()? == "Instruction";
+                read(p.join("size")).ok()?;
+                let shared = bulkmem::topology::parse_cpu_list(
+                    &read(p.join("shared_cpu_list")).unwrap_or_default(),
+                )
+                .unwrap_or_default();
+                Some((level, instr, shared))
+            })
+            .collect()
+    };
+    let Some(level) = online
+        .first()
+        .and_then(|&c| caches(c).iter().filter(|c| !c.1).map(|c| c.0).max())
+    else {
+        return vec![online];
+    };
+    let mut domains: Vec<Vec<usize>> = Vec::new();
+    for &cpu in &online {
+        let shared = caches(cpu)
+            .into_iter()
+            .find(|c| c.0 == level && !c.1)
+            .map(|c| c.2)
+            .unwrap_or_default();
+        let mut d: Vec<usize> = shared.into_iter().filter(|c| online.contains(c)).collect();
+        if d.is_empty() {
+            d = vec![cpu];
+        }
+        d.sort_unstable();
+        if !domains.contains(&d) {
+            domains.push(d);
+        }
+    }
+    domains.sort();
+    domains
+}
+
+#[test]
+fn llc_domains_match_the_full_walk_here_and_on_every_fixture() {
+    let mut trees = vec![
+        ("vm-2core-epyc", unpack(&fixture("vm-2core-epyc.sysfs"))),
+        ("epyc-9654", unpack(&EPYC_9654.snapshot())),
+        ("epyc-7713", unpack(&EPYC_7713.snapshot())),
+        ("xeon-8380", unpack(&XEON_8380.snapshot())),
+    ];
+    // A part whose later CPUs number their caches differently (no L1i
+    // index on cpu2-3: their index2 is the L3, not the L2): the one-index
+    // read must notice and search the directory.
+    let mut odd = String::from("sys/devices/system/cpu/online\t0-3\n");
+    for cpu in 0..4 {
+        let kinds: &[(u8, &str, &str, &str)] = if cpu < 2 {
+            &[
+                (1, "Data", "48K", "self"),
+                (1, "Instruction", "32K", "self"),
+                (2, "Unified", "2048K", "self"),
+                (3, "Unified", "32768K", "0-1"),
+            ]
+        } else {
+            &[
+                (1, "Data", "32K", "self"),
+                (2, "Unified", "4096K", "2-3"),
+                (3, "Unified", "16384K", "2-3"),
+            ]
+        };
+        for (i, (level, kind, size, shared)) in kinds.iter().enumerate() {
+            let d = format!("sys/devices/system/cpu/cpu{cpu}/cache/index{i}");
+            let shared = if *shared == "self" {
+                cpu.to_string()
+            } else {
+                shared.to_string()
+            };
+            odd += &format!(
+                "{d}/level\t{level}\n{d}/type\t{kind}\n{d}/size\t{size}\n{d}/shared_cpu_list\t{shared}\n"
+            );
+        }
+    }
+    trees.push(("odd-numbering", unpack(&odd)));
+    for (name, tree) in &trees {
+        let t = Topology::read(&tree.0);
+        assert_eq!(t.llc_domains, full_walk_llc_domains(&tree.0), "{name}");
+    }
+    let odd = Topology::read(&trees.last().unwrap().1 .0);
+    assert_eq!(odd.llc_domains, vec![vec![0, 1], vec![2, 3]]);
+    assert_eq!(
+        Topology::detect().llc_domains,
+        full_walk_llc_domains(Path::new("/")),
+        "this machine"
+    );
+}

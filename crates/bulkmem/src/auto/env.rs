@@ -55,7 +55,7 @@ impl Overrides {
             let o = Overrides::parse(
                 get("BULKMEM_STRATEGY").as_deref(),
                 get("BULKMEM_NT_THRESHOLD").as_deref(),
-                &cpu::info().features,
+                cpu::features(),
             );
             for w in &o.warnings {
                 crate::environment::warn(w);

@@ -242,7 +242,7 @@ fn load_checked(path: &Path, id: &Identity, trust: Trust) -> Result<Profile, Pro
             why: format!("profile vs this CPU, {d}"),
         });
     }
-    p.check_runs_on(&cpu::info().features)
+    p.check_runs_on(cpu::features())
         .map_err(|why| ProfileStatus::Foreign {
             path: path_buf(),
             why,

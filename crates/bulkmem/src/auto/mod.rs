@@ -79,12 +79,12 @@ impl Machine {
     pub fn this() -> &'static Machine {
         static THIS: OnceLock<Machine> = OnceLock::new();
         THIS.get_or_init(|| {
-            let i = cpu::info();
+            let i = cpu::facts();
             Machine {
                 vendor: i.vendor,
                 features: i.features,
-                l1d_bytes: i.topology.data_cache_bytes(1).unwrap_or(32 << 10),
-                l2_bytes: i.topology.data_cache_bytes(2).unwrap_or(512 << 10),
+                l1d_bytes: i.caches.l1d.unwrap_or(32 << 10),
+                l2_bytes: i.caches.l2.unwrap_or(512 << 10),
                 llc_bytes: i.llc_bytes(),
                 llc_cpus: i.llc_cpus(),
                 x86: cfg!(target_arch = "x86_64"),

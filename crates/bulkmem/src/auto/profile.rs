@@ -37,7 +37,7 @@
 
 use std::fmt::Write as _;
 
-use crate::cpu::{self, CpuInfo};
+use crate::cpu::{self, Facts};
 use crate::strategy::{Hint, Op, Strategy};
 
 use super::toml::{value, Table};
@@ -65,9 +65,9 @@ pub struct Identity {
     /// [`Vendor::name`](crate::cpu::Vendor::name): "AMD", "Intel" or
     /// "other".
     pub vendor: String,
-    /// CPUID display family ([`CpuInfo::family`]).
+    /// CPUID display family ([`Facts::family`]).
     pub family: u32,
-    /// CPUID display model ([`CpuInfo::model`]).
+    /// CPUID display model ([`Facts::model`]).
     pub model: u32,
     /// CPUID stepping.
     pub stepping: u32,
@@ -88,22 +88,23 @@ pub struct Identity {
 impl Identity {
     /// The running machine's.
     pub fn this() -> Identity {
-        Identity::of(cpu::info())
+        Identity::of(cpu::facts())
     }
 
-    /// The identity of the machine `i` describes.
-    pub fn of(i: &CpuInfo) -> Identity {
+    /// The identity of the machine `i` describes (a [`crate::cpu::CpuInfo`]
+    /// derefs to its facts).
+    pub fn of(i: &Facts) -> Identity {
         Identity {
             vendor: i.vendor.name().to_string(),
             family: i.family,
             model: i.model,
             stepping: i.stepping,
             features: i.features.names().join(" "),
-            l1d: i.topology.data_cache_bytes(1).unwrap_or(0),
-            l2: i.topology.data_cache_bytes(2).unwrap_or(0),
+            l1d: i.caches.l1d.unwrap_or(0),
+            l2: i.caches.l2.unwrap_or(0),
             llc: i.llc_bytes(),
             llc_cpus: i.llc_cpus(),
-            cpus: i.topology.online_cpus.len(),
+            cpus: i.caches.cpus,
         }
     }
 

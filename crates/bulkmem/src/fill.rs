@@ -501,16 +501,27 @@ mod tests {
     fn windows_are_whole_lines_and_about_4k() {
         for l in [1, 3, 8, 48, 64, 100, 128, 255, 4096] {
             let k = window_elements(l);
+            // Whole lines: the fewest elements that end on a line boundary
+            // and hold every whole element that fits in WINDOW (at least one).
+            let fits = (WINDOW / l).max(1);
+            let period = 64 / gcd(l, 64);
             assert_eq!((k * l) % 64, 0, "len {l}");
-            assert!(k * l >= WINDOW.min(l * k), "len {l}");
+            assert!(k >= fits, "len {l}: {k} elements, {fits} fit in a window");
+            assert!(
+                k - period < fits,
+                "len {l}: {k} is not the fewest whole lines"
+            );
             assert!(k * l <= MAX_STAGE, "len {l}: {k}");
         }
         assert_eq!(window_elements(64), 64);
+        assert_eq!(window_elements(100), 48);
         assert_eq!(window_elements(4096), 1);
-        // Past MAX_STAGE, staging stays small rather than line-aligned.
+        // Past MAX_STAGE, staging stays small rather than line-aligned: as
+        // many whole elements as fit in WINDOW, at least one.
         for l in [257, 1023, 4095, 5000, (4 << 20) + 1] {
             let k = window_elements(l);
-            assert!(k * l <= MAX_STAGE.max(l), "len {l}: {k}");
+            assert!(k >= 1 && k * l <= WINDOW.max(l), "len {l}: {k}");
+            assert!((k + 1) * l > WINDOW, "len {l}: {k} leaves room for another");
         }
         assert_eq!(window_elements((4 << 20) + 1), 1);
     }

@@ -391,32 +391,99 @@ fn programs_built_against_the_pre_sized_header_still_run() {
 #[path = "../src/sized.rs"]
 #[allow(dead_code)]
 mod sized;
+#[path = "../src/structs.rs"]
+#[allow(dead_code)]
+mod structs;
 
-/// `_Static_assert`s that every field of the sized structs sits where the
-/// Rust `#[repr(C)]` definitions put it, and that the `*_SIZE_VER0` macros
-/// match; compiled against the installed header.
-fn layout_asserts() -> String {
+/// A public C struct as Rust lays it out: its C name, its fields in
+/// declaration order with `offset_of!`, and `size_of`.
+struct Layout {
+    c: &'static str,
+    fields: Vec<(&'static str, usize)>,
+    size: usize,
+}
+
+/// Every `#[repr(C)]` definition of a public struct (src/structs.rs,
+/// src/sized.rs), listed with the fields in Rust's order.
+fn rust_layouts() -> Vec<Layout> {
     use std::mem::{offset_of, size_of};
-    let mut c = String::from("#include <stddef.h>\n#include \"bulkmem.h\"\n");
-    let mut check = |ty: &str, field: &str, off: usize| {
-        c.push_str(&format!(
-            "_Static_assert(offsetof({ty}, {field}) == {off}, \"{ty}.{field}: C offset differs from Rust's {off}\");\n"
-        ));
-    };
-    macro_rules! fields {
-        ($rs:ty, $c:literal: $($f:ident),*) => {
-            $(check($c, stringify!($f), offset_of!($rs, $f));)*
+    macro_rules! layouts {
+        ($($rs:ty => $c:literal: $($f:ident),*;)*) => {
+            vec![$(Layout {
+                c: $c,
+                fields: vec![$((stringify!($f), offset_of!($rs, $f))),*],
+                size: size_of::<$rs>(),
+            }),*]
         };
     }
-    fields!(sized::BmEngineOptsV2, "bm_engine_opts_v2": size, threads, placement, chunk, strategy, hint);
-    fields!(sized::BmCtlV2, "bm_ctl_v2": size, progress, ctx, cancel, cancel_handle);
-    fields!(sized::BmReportV2, "bm_report_v2": size, total, bytes_done, extents_done, workers,
-        cancelled, strategy, chunks, offloaded, offload_redone, partial, partial_extent, partial_bytes);
-    for (ty, size) in [
-        ("bm_engine_opts_v2", size_of::<sized::BmEngineOptsV2>()),
-        ("bm_ctl_v2", size_of::<sized::BmCtlV2>()),
-        ("bm_report_v2", size_of::<sized::BmReportV2>()),
-    ] {
+    layouts! {
+        structs::BmExtent => "bm_extent": dst, src, len;
+        structs::BmFault => "bm_fault": offset, addr, side, code;
+        structs::BmEngineOpts => "bm_engine_opts": threads, placement, chunk, strategy, hint;
+        structs::BmCtl => "bm_ctl": progress, ctx, cancel;
+        structs::BmReport => "bm_report": total, bytes_done, extents_done, workers, cancelled,
+            strategy;
+        structs::BmMoveReport => "bm_move_report": moved, copied, holes, failures, ioctls;
+        structs::BmMigrateReport => "bm_migrate_report": moved, already, not_present, failed;
+        sized::BmEngineOptsV2 => "bm_engine_opts_v2": size, threads, placement, chunk, strategy,
+            hint;
+        sized::BmCtlV2 => "bm_ctl_v2": size, progress, ctx, cancel, cancel_handle;
+        sized::BmReportV2 => "bm_report_v2": size, total, bytes_done, extents_done, workers,
+            cancelled, strategy, chunks, offloaded, offload_redone, partial, partial_extent,
+            partial_bytes;
+    }
+}
+
+/// The header's `typedef struct NAME { ... } NAME;` definitions: each name
+/// with its field names in order (opaque `typedef struct x x;` have none
+/// and are skipped).
+fn header_structs(header: &str) -> Vec<(String, Vec<String>)> {
+    let mut code = String::new();
+    let mut rest = header;
+    while let Some(i) = rest.find("/*") {
+        code.push_str(&rest[..i]);
+        let j = rest[i..]
+            .find("*/")
+            .expect("an unterminated comment in bulkmem.h");
+        rest = &rest[i + j + 2..];
+    }
+    code.push_str(rest);
+    let mut out = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(i) = rest.find("typedef struct ") {
+        rest = &rest[i + "typedef struct ".len()..];
+        let head = &rest[..rest.find(';').expect("a typedef ends with ;")];
+        let Some(open) = head.find('{') else { continue };
+        let name = head[..open].trim().to_string();
+        let close = rest.find('}').expect("a struct body ends with }");
+        let fields = rest[open + 1..close]
+            .split(';')
+            .filter_map(|decl| {
+                decl.rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .find(|w| !w.is_empty())
+                    .map(String::from)
+            })
+            .collect();
+        out.push((name, fields));
+        rest = &rest[close..];
+    }
+    out
+}
+
+/// `_Static_assert`s that every field of every public struct sits where
+/// the Rust `#[repr(C)]` definitions put it, that the sizes agree, and
+/// that the `*_SIZE_VER0` macros match; compiled against the installed
+/// header.
+fn layout_asserts(layouts: &[Layout]) -> String {
+    let mut c = String::from("#include <stddef.h>\n#include \"bulkmem.h\"\n");
+    for l in layouts {
+        let ty = l.c;
+        for (field, off) in &l.fields {
+            c.push_str(&format!(
+                "_Static_assert(offsetof({ty}, {field}) == {off}, \"{ty}.{field}: C offset differs from Rust's {off}\");\n"
+            ));
+        }
+        let size = l.size;
         c.push_str(&format!(
             "_Static_assert(sizeof({ty}) == {size}, \"sizeof({ty}) differs from Rust's {size}\");\n"
         ));
@@ -433,10 +500,38 @@ fn layout_asserts() -> String {
     c
 }
 
+/// Every struct the header defines has a Rust twin with the same fields in
+/// the same order, and the compiler agrees on each offset and size: a
+/// reordered, added or removed field on either side fails here, not in a
+/// program built against an older header.
 #[test]
-fn the_sized_structs_have_the_rust_layout() {
+fn every_public_struct_has_the_rust_layout() {
+    let layouts = rust_layouts();
+    let header = std::fs::read_to_string(prefix().join("include/bulkmem.h")).unwrap();
+    let structs = header_structs(&header);
+    assert!(
+        structs.len() >= layouts.len(),
+        "too few structs parsed: {structs:?}"
+    );
+    for (name, fields) in &structs {
+        let l = layouts.iter().find(|l| l.c == name).unwrap_or_else(|| {
+            panic!("bulkmem.h defines struct {name}, which has no Rust layout checked here: add it to rust_layouts()")
+        });
+        let rust: Vec<&str> = l.fields.iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            fields, &rust,
+            "{name}: the header's fields (left) differ from the ones checked against Rust (right)"
+        );
+    }
+    for l in &layouts {
+        assert!(
+            structs.iter().any(|(n, _)| n == l.c),
+            "{} is checked but the header does not define it",
+            l.c
+        );
+    }
     let src = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("layout_check.c");
-    std::fs::write(&src, layout_asserts()).expect("write the layout check");
+    std::fs::write(&src, layout_asserts(&layouts)).expect("write the layout check");
     let o = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"])
         .arg(format!("-I{}", prefix().join("include").display()))

@@ -78,8 +78,9 @@ int bm_version_number(void);
  * major.minor declares: the same major version and a library minor version
  * at least `minor` (a newer minor only adds functions and struct fields).
  * -ENOTSUP otherwise: a different major (an incompatible ABI) or an older
- * library than the program was built for. Call it once at start-up as
- * BM_CHECK_VERSION(). */
+ * library than the program was built for; bm_last_error() then names
+ * both versions ("built for bulkmem 0.2, running with the older 0.1.0").
+ * Call it once at start-up as BM_CHECK_VERSION(). */
 int bm_check_version(int major, int minor);
 #define BM_CHECK_VERSION() bm_check_version(BULKMEM_VERSION_MAJOR, BULKMEM_VERSION_MINOR)
 

@@ -545,3 +545,87 @@ fn every_public_struct_has_the_rust_layout() {
         text(&o)
     );
 }
+
+/// The installed header's `#define BULKMEM_VERSION_{part} N`.
+fn header_version(header: &str, part: &str) -> u32 {
+    let key = format!("#define BULKMEM_VERSION_{part} ");
+    let line = header.lines().find_map(|l| l.strip_prefix(&key));
+    line.and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("bulkmem.h lacks `{key}N`"))
+}
+
+/// tests/c/fixtures/version_check.c built against a copy of the installed
+/// header with `part` set to `value` (the macros are plain #defines, so a
+/// -D on the command line would only draw a redefinition warning and the
+/// header's value would win); run on the library. Returns its exit status
+/// and output.
+fn version_check_with(part: &str, value: u32) -> (Option<i32>, String) {
+    let header = std::fs::read_to_string(prefix().join("include/bulkmem.h")).unwrap();
+    let old = format!(
+        "#define BULKMEM_VERSION_{part} {}\n",
+        header_version(&header, part)
+    );
+    let new = format!("#define BULKMEM_VERSION_{part} {value}\n");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("header-{part}-{value}"));
+    std::fs::create_dir_all(&dir).expect("create the header directory");
+    std::fs::write(dir.join("bulkmem.h"), header.replace(&old, &new)).expect("write the header");
+    let inc = format!("-I{}", dir.display());
+    let mut flags = C_FLAGS.to_vec();
+    flags.push(&inc); // before pkg-config's -I: this header wins
+    let bin = out_dir(&format!("version_check_{part}_{value}"));
+    let src = here().join("tests/c/fixtures/version_check.c");
+    compile("cc", &flags, &src, &pkg(&["--libs"]), &bin);
+    let o = Command::new(&bin)
+        .env("LD_LIBRARY_PATH", prefix().join("lib"))
+        .output()
+        .expect("run version_check");
+    let out = text(&o);
+    println!("{part}={value}:\n{out}");
+    (o.status.code(), out)
+}
+
+/// A program built for a newer minor (or another major) than the library
+/// it runs with is told so by BM_CHECK_VERSION(): -ENOTSUP and a message
+/// naming both versions, returned normally (an exit status, no signal);
+/// one built with the library's own header passes the same check.
+#[test]
+fn a_program_built_for_a_newer_library_is_refused_cleanly() {
+    let header = std::fs::read_to_string(prefix().join("include/bulkmem.h")).unwrap();
+    let [major, minor, patch] = ["MAJOR", "MINOR", "PATCH"].map(|p| header_version(&header, p));
+    let lib = format!("{major}.{minor}.{patch}");
+
+    let (code, out) = version_check_with("MINOR", minor);
+    assert_eq!(code, Some(0), "the matching header is refused:\n{out}");
+    assert!(out.contains("rc=0 ") && out.contains("last=\n"), "{out}");
+
+    let (code, out) = version_check_with("MINOR", minor + 1);
+    assert_eq!(
+        code,
+        Some(3),
+        "a newer minor is not refused cleanly:\n{out}"
+    );
+    let number = major * 10000 + (minor + 1) * 100 + patch;
+    assert!(
+        out.contains(&format!("number={number}\n")),
+        "the copy was not used:\n{out}"
+    );
+    assert!(out.contains("enotsup=1"), "not -ENOTSUP:\n{out}");
+    let want = format!(
+        "last=built for bulkmem {major}.{}, running with the older {lib}\n",
+        minor + 1
+    );
+    assert!(out.contains(&want), "expected `{want}`:\n{out}");
+
+    let (code, out) = version_check_with("MAJOR", major + 1);
+    assert_eq!(
+        code,
+        Some(3),
+        "another major is not refused cleanly:\n{out}"
+    );
+    assert!(out.contains("enotsup=1"), "not -ENOTSUP:\n{out}");
+    let want = format!(
+        "last=built for bulkmem {}.x, running with {lib}\n",
+        major + 1
+    );
+    assert!(out.contains(&want), "expected `{want}`:\n{out}");
+}

@@ -45,6 +45,15 @@
  *   bm_progress_fn for what bulkmem recovers from.
  * - Non-temporal stores are fenced before any function returns.
  * - Everything is thread-safe unless a function says otherwise.
+ *
+ * Environment: `auto` follows BULKMEM_PROFILE (another tuned profile, or
+ * off), BULKMEM_STRATEGY (force a strategy), BULKMEM_NT_THRESHOLD (where
+ * hinted calls start streaming) and BULKMEM_DISABLE (hide CPU features),
+ * read once per process as by the command: see bulkmem(1); `bulkmem info`
+ * shows which are in force.
+ *
+ * See also: bulkmem(1), pkg-config(1), memcpy(3), move_pages(2),
+ * userfaultfd(2).
  */
 #ifndef BULKMEM_H
 #define BULKMEM_H
@@ -64,7 +73,8 @@ extern "C" {
 #define BULKMEM_VERSION_PATCH 0
 /* major * 10000 + minor * 100 + patch: 0.1.0 is 100, 1.2.3 is 10203. */
 #define BULKMEM_VERSION_NUMBER \
-    (BULKMEM_VERSION_MAJOR * 10000 + BULKMEM_VERSION_MINOR * 100 + BULKMEM_VERSION_PATCH)
+    (BULKMEM_VERSION_MAJOR * 10000 + BULKMEM_VERSION_MINOR * 100 + \
+     BULKMEM_VERSION_PATCH)
 
 /* The library's version, e.g. "0.1.0" (static storage). */
 const char *bm_version(void);
@@ -78,8 +88,9 @@ int bm_version_number(void);
  * major.minor declares: the same major version and a library minor version
  * at least `minor` (a newer minor only adds functions and struct fields).
  * -ENOTSUP otherwise: a different major (an incompatible ABI) or an older
- * library than the program was built for. Call it once at start-up as
- * BM_CHECK_VERSION(). */
+ * library than the program was built for; bm_last_error() then names
+ * both versions ("built for bulkmem 0.2, running with the older 0.1.0").
+ * Call it once at start-up as BM_CHECK_VERSION(). */
 int bm_check_version(int major, int minor);
 #define BM_CHECK_VERSION() bm_check_version(BULKMEM_VERSION_MAJOR, BULKMEM_VERSION_MINOR)
 
@@ -308,7 +319,7 @@ int bm_cancel_set(bm_cancel *c);
 void bm_cancel_free(bm_cancel *c);
 
 typedef struct bm_engine_opts_v2 {
-    size_t size;          /* sizeof(bm_engine_opts_v2): BM_ENGINE_OPTS_V2_INIT */
+    size_t size;          /* sizeof(bm_engine_opts_v2): the _INIT macro */
     size_t threads;       /* as in bm_engine_opts */
     int placement;
     size_t chunk;

@@ -1,7 +1,7 @@
 //! Batches of extents: on the calling thread, and on the engine's workers
 //! with progress and a cancel flag.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bulkmem_core::{
@@ -11,14 +11,7 @@ use bulkmem_core::{
 use bulkmem_core::offload::{EmulatedOptions, GpuOptions, Offload};
 
 use crate::status::{self, call, call_ptr, fail, hint, invalid, region, strategy, Fail, Res};
-
-/// The C `bm_extent`.
-#[repr(C)]
-pub struct BmExtent {
-    dst: *mut c_void,
-    src: *const c_void,
-    len: usize,
-}
+use crate::structs::{BmCtl, BmEngineOpts, BmExtent, BmReport};
 
 /// The C extents as the library's, or why not (the library then checks
 /// NULL pointers and overlaps before writing anything).
@@ -62,16 +55,6 @@ pub unsafe extern "C" fn bm_clear_batch(ext: *const BmExtent, n: usize) -> c_int
         unsafe { bulkmem_core::clear_extents(Options::default(), &v)? };
         Ok(0)
     })
-}
-
-/// The C `bm_engine_opts`.
-#[repr(C)]
-pub struct BmEngineOpts {
-    pub threads: usize,
-    pub placement: c_int,
-    pub chunk: usize,
-    pub strategy: *const c_char,
-    pub hint: c_int,
 }
 
 /// The C `bm_engine`: an opaque box around the engine (which serialises
@@ -226,25 +209,6 @@ pub unsafe extern "C" fn bm_engine_free(e: *mut BmEngine) {
             drop(unsafe { Box::from_raw(e) })
         }));
     }
-}
-
-/// The C `bm_ctl`.
-#[repr(C)]
-pub struct BmCtl {
-    progress: Option<extern "C" fn(usize, usize, *mut c_void)>,
-    ctx: *mut c_void,
-    cancel: *const c_int,
-}
-
-/// The C `bm_report`.
-#[repr(C)]
-pub struct BmReport {
-    total: usize,
-    bytes_done: usize,
-    extents_done: usize,
-    workers: usize,
-    cancelled: c_int,
-    strategy: *const c_char,
 }
 
 /// The caller's progress callback, context and cancel flag, shared with

@@ -17,11 +17,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bulkmem_core::Report;
 
-use crate::batch::{self, BmEngine, BmEngineOpts, BmExtent, Hooks, Which};
+use crate::batch::{self, BmEngine, Hooks, Which};
 use crate::sized::{
     BmCtlV2, BmEngineOptsV2, BmReportV2, CTL_V2_VER0, ENGINE_OPTS_V2_VER0, REPORT_V2_VER0,
 };
 use crate::status::{self, call, call_ptr, fail, invalid, Res};
+use crate::structs::{BmEngineOpts, BmExtent};
 
 /// The `size` a sized struct starts with, checked against its first
 /// version.

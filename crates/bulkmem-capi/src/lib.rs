@@ -14,6 +14,7 @@ mod numa;
 mod single;
 mod sized;
 mod status;
+mod structs;
 
 use std::ffi::{c_char, c_int};
 

@@ -7,22 +7,13 @@ use bulkmem_core::uffd::{MoveOptions, MoveReport, Mover};
 use bulkmem_core::Error;
 
 use crate::status::{call, call_ptr, fail, invalid, Res};
+use crate::structs::BmMoveReport;
 
 const PAGE: usize = 4096;
 
 /// The C `bm_mover`: registration needs `&mut`, so the mover sits behind a
 /// lock and a handle may be shared between threads.
 pub struct BmMover(Mutex<Mover>);
-
-/// The C `bm_move_report` (bytes).
-#[repr(C)]
-pub struct BmMoveReport {
-    moved: usize,
-    copied: usize,
-    holes: usize,
-    failures: usize,
-    ioctls: usize,
-}
 
 fn mover<'a>(m: *mut BmMover) -> Res<std::sync::MutexGuard<'a, Mover>> {
     if m.is_null() {

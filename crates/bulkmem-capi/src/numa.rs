@@ -5,16 +5,7 @@ use std::ffi::{c_int, c_void};
 use bulkmem_core::numa::{self, MigrateOptions, Nodes};
 
 use crate::status::{call, fail, invalid};
-
-/// The C `bm_migrate_report` (pages).
-#[repr(C)]
-#[derive(Default)]
-pub struct BmMigrateReport {
-    moved: usize,
-    already: usize,
-    not_present: usize,
-    failed: usize,
-}
+use crate::structs::BmMigrateReport;
 
 pub extern "C" fn bm_numa_nodes() -> c_int {
     call(|| Ok(Nodes::detect().ids().len().max(1) as c_int))

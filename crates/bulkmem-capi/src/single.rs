@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 use bulkmem_core::{auto, Op, Options, Request, Strategy};
 
 use crate::status::{self, call, disjoint, hint, invalid, region, strategy, Res};
+use crate::structs::BmFault;
 
 /// Copies with `opts` after checking the C arguments.
 ///
@@ -156,15 +157,6 @@ pub extern "C" fn bm_profile_status() -> *const c_char {
         CString::new(auto::profile_status().to_string().replace('\0', " ")).unwrap_or_default()
     })
     .as_ptr()
-}
-
-/// The C `bm_fault`.
-#[repr(C)]
-pub struct BmFault {
-    offset: usize,
-    addr: *mut c_void,
-    side: c_int,
-    code: c_int,
 }
 
 #[cfg(target_arch = "x86_64")]

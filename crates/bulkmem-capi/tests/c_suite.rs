@@ -391,32 +391,99 @@ fn programs_built_against_the_pre_sized_header_still_run() {
 #[path = "../src/sized.rs"]
 #[allow(dead_code)]
 mod sized;
+#[path = "../src/structs.rs"]
+#[allow(dead_code)]
+mod structs;
 
-/// `_Static_assert`s that every field of the sized structs sits where the
-/// Rust `#[repr(C)]` definitions put it, and that the `*_SIZE_VER0` macros
-/// match; compiled against the installed header.
-fn layout_asserts() -> String {
+/// A public C struct as Rust lays it out: its C name, its fields in
+/// declaration order with `offset_of!`, and `size_of`.
+struct Layout {
+    c: &'static str,
+    fields: Vec<(&'static str, usize)>,
+    size: usize,
+}
+
+/// Every `#[repr(C)]` definition of a public struct (src/structs.rs,
+/// src/sized.rs), listed with the fields in Rust's order.
+fn rust_layouts() -> Vec<Layout> {
     use std::mem::{offset_of, size_of};
-    let mut c = String::from("#include <stddef.h>\n#include \"bulkmem.h\"\n");
-    let mut check = |ty: &str, field: &str, off: usize| {
-        c.push_str(&format!(
-            "_Static_assert(offsetof({ty}, {field}) == {off}, \"{ty}.{field}: C offset differs from Rust's {off}\");\n"
-        ));
-    };
-    macro_rules! fields {
-        ($rs:ty, $c:literal: $($f:ident),*) => {
-            $(check($c, stringify!($f), offset_of!($rs, $f));)*
+    macro_rules! layouts {
+        ($($rs:ty => $c:literal: $($f:ident),*;)*) => {
+            vec![$(Layout {
+                c: $c,
+                fields: vec![$((stringify!($f), offset_of!($rs, $f))),*],
+                size: size_of::<$rs>(),
+            }),*]
         };
     }
-    fields!(sized::BmEngineOptsV2, "bm_engine_opts_v2": size, threads, placement, chunk, strategy, hint);
-    fields!(sized::BmCtlV2, "bm_ctl_v2": size, progress, ctx, cancel, cancel_handle);
-    fields!(sized::BmReportV2, "bm_report_v2": size, total, bytes_done, extents_done, workers,
-        cancelled, strategy, chunks, offloaded, offload_redone, partial, partial_extent, partial_bytes);
-    for (ty, size) in [
-        ("bm_engine_opts_v2", size_of::<sized::BmEngineOptsV2>()),
-        ("bm_ctl_v2", size_of::<sized::BmCtlV2>()),
-        ("bm_report_v2", size_of::<sized::BmReportV2>()),
-    ] {
+    layouts! {
+        structs::BmExtent => "bm_extent": dst, src, len;
+        structs::BmFault => "bm_fault": offset, addr, side, code;
+        structs::BmEngineOpts => "bm_engine_opts": threads, placement, chunk, strategy, hint;
+        structs::BmCtl => "bm_ctl": progress, ctx, cancel;
+        structs::BmReport => "bm_report": total, bytes_done, extents_done, workers, cancelled,
+            strategy;
+        structs::BmMoveReport => "bm_move_report": moved, copied, holes, failures, ioctls;
+        structs::BmMigrateReport => "bm_migrate_report": moved, already, not_present, failed;
+        sized::BmEngineOptsV2 => "bm_engine_opts_v2": size, threads, placement, chunk, strategy,
+            hint;
+        sized::BmCtlV2 => "bm_ctl_v2": size, progress, ctx, cancel, cancel_handle;
+        sized::BmReportV2 => "bm_report_v2": size, total, bytes_done, extents_done, workers,
+            cancelled, strategy, chunks, offloaded, offload_redone, partial, partial_extent,
+            partial_bytes;
+    }
+}
+
+/// The header's `typedef struct NAME { ... } NAME;` definitions: each name
+/// with its field names in order (opaque `typedef struct x x;` have none
+/// and are skipped).
+fn header_structs(header: &str) -> Vec<(String, Vec<String>)> {
+    let mut code = String::new();
+    let mut rest = header;
+    while let Some(i) = rest.find("/*") {
+        code.push_str(&rest[..i]);
+        let j = rest[i..]
+            .find("*/")
+            .expect("an unterminated comment in bulkmem.h");
+        rest = &rest[i + j + 2..];
+    }
+    code.push_str(rest);
+    let mut out = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(i) = rest.find("typedef struct ") {
+        rest = &rest[i + "typedef struct ".len()..];
+        let head = &rest[..rest.find(';').expect("a typedef ends with ;")];
+        let Some(open) = head.find('{') else { continue };
+        let name = head[..open].trim().to_string();
+        let close = rest.find('}').expect("a struct body ends with }");
+        let fields = rest[open + 1..close]
+            .split(';')
+            .filter_map(|decl| {
+                decl.rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .find(|w| !w.is_empty())
+                    .map(String::from)
+            })
+            .collect();
+        out.push((name, fields));
+        rest = &rest[close..];
+    }
+    out
+}
+
+/// `_Static_assert`s that every field of every public struct sits where
+/// the Rust `#[repr(C)]` definitions put it, that the sizes agree, and
+/// that the `*_SIZE_VER0` macros match; compiled against the installed
+/// header.
+fn layout_asserts(layouts: &[Layout]) -> String {
+    let mut c = String::from("#include <stddef.h>\n#include \"bulkmem.h\"\n");
+    for l in layouts {
+        let ty = l.c;
+        for (field, off) in &l.fields {
+            c.push_str(&format!(
+                "_Static_assert(offsetof({ty}, {field}) == {off}, \"{ty}.{field}: C offset differs from Rust's {off}\");\n"
+            ));
+        }
+        let size = l.size;
         c.push_str(&format!(
             "_Static_assert(sizeof({ty}) == {size}, \"sizeof({ty}) differs from Rust's {size}\");\n"
         ));
@@ -433,10 +500,38 @@ fn layout_asserts() -> String {
     c
 }
 
+/// Every struct the header defines has a Rust twin with the same fields in
+/// the same order, and the compiler agrees on each offset and size: a
+/// reordered, added or removed field on either side fails here, not in a
+/// program built against an older header.
 #[test]
-fn the_sized_structs_have_the_rust_layout() {
+fn every_public_struct_has_the_rust_layout() {
+    let layouts = rust_layouts();
+    let header = std::fs::read_to_string(prefix().join("include/bulkmem.h")).unwrap();
+    let structs = header_structs(&header);
+    assert!(
+        structs.len() >= layouts.len(),
+        "too few structs parsed: {structs:?}"
+    );
+    for (name, fields) in &structs {
+        let l = layouts.iter().find(|l| l.c == name).unwrap_or_else(|| {
+            panic!("bulkmem.h defines struct {name}, which has no Rust layout checked here: add it to rust_layouts()")
+        });
+        let rust: Vec<&str> = l.fields.iter().map(|(f, _)| *f).collect();
+        assert_eq!(
+            fields, &rust,
+            "{name}: the header's fields (left) differ from the ones checked against Rust (right)"
+        );
+    }
+    for l in &layouts {
+        assert!(
+            structs.iter().any(|(n, _)| n == l.c),
+            "{} is checked but the header does not define it",
+            l.c
+        );
+    }
     let src = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("layout_check.c");
-    std::fs::write(&src, layout_asserts()).expect("write the layout check");
+    std::fs::write(&src, layout_asserts(&layouts)).expect("write the layout check");
     let o = Command::new("cc")
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"])
         .arg(format!("-I{}", prefix().join("include").display()))
@@ -449,4 +544,88 @@ fn the_sized_structs_have_the_rust_layout() {
         src.display(),
         text(&o)
     );
+}
+
+/// The installed header's `#define BULKMEM_VERSION_{part} N`.
+fn header_version(header: &str, part: &str) -> u32 {
+    let key = format!("#define BULKMEM_VERSION_{part} ");
+    let line = header.lines().find_map(|l| l.strip_prefix(&key));
+    line.and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("bulkmem.h lacks `{key}N`"))
+}
+
+/// tests/c/fixtures/version_check.c built against a copy of the installed
+/// header with `part` set to `value` (the macros are plain #defines, so a
+/// -D on the command line would only draw a redefinition warning and the
+/// header's value would win); run on the library. Returns its exit status
+/// and output.
+fn version_check_with(part: &str, value: u32) -> (Option<i32>, String) {
+    let header = std::fs::read_to_string(prefix().join("include/bulkmem.h")).unwrap();
+    let old = format!(
+        "#define BULKMEM_VERSION_{part} {}\n",
+        header_version(&header, part)
+    );
+    let new = format!("#define BULKMEM_VERSION_{part} {value}\n");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("header-{part}-{value}"));
+    std::fs::create_dir_all(&dir).expect("create the header directory");
+    std::fs::write(dir.join("bulkmem.h"), header.replace(&old, &new)).expect("write the header");
+    let inc = format!("-I{}", dir.display());
+    let mut flags = C_FLAGS.to_vec();
+    flags.push(&inc); // before pkg-config's -I: this header wins
+    let bin = out_dir(&format!("version_check_{part}_{value}"));
+    let src = here().join("tests/c/fixtures/version_check.c");
+    compile("cc", &flags, &src, &pkg(&["--libs"]), &bin);
+    let o = Command::new(&bin)
+        .env("LD_LIBRARY_PATH", prefix().join("lib"))
+        .output()
+        .expect("run version_check");
+    let out = text(&o);
+    println!("{part}={value}:\n{out}");
+    (o.status.code(), out)
+}
+
+/// A program built for a newer minor (or another major) than the library
+/// it runs with is told so by BM_CHECK_VERSION(): -ENOTSUP and a message
+/// naming both versions, returned normally (an exit status, no signal);
+/// one built with the library's own header passes the same check.
+#[test]
+fn a_program_built_for_a_newer_library_is_refused_cleanly() {
+    let header = std::fs::read_to_string(prefix().join("include/bulkmem.h")).unwrap();
+    let [major, minor, patch] = ["MAJOR", "MINOR", "PATCH"].map(|p| header_version(&header, p));
+    let lib = format!("{major}.{minor}.{patch}");
+
+    let (code, out) = version_check_with("MINOR", minor);
+    assert_eq!(code, Some(0), "the matching header is refused:\n{out}");
+    assert!(out.contains("rc=0 ") && out.contains("last=\n"), "{out}");
+
+    let (code, out) = version_check_with("MINOR", minor + 1);
+    assert_eq!(
+        code,
+        Some(3),
+        "a newer minor is not refused cleanly:\n{out}"
+    );
+    let number = major * 10000 + (minor + 1) * 100 + patch;
+    assert!(
+        out.contains(&format!("number={number}\n")),
+        "the copy was not used:\n{out}"
+    );
+    assert!(out.contains("enotsup=1"), "not -ENOTSUP:\n{out}");
+    let want = format!(
+        "last=built for bulkmem {major}.{}, running with the older {lib}\n",
+        minor + 1
+    );
+    assert!(out.contains(&want), "expected `{want}`:\n{out}");
+
+    let (code, out) = version_check_with("MAJOR", major + 1);
+    assert_eq!(
+        code,
+        Some(3),
+        "another major is not refused cleanly:\n{out}"
+    );
+    assert!(out.contains("enotsup=1"), "not -ENOTSUP:\n{out}");
+    let want = format!(
+        "last=built for bulkmem {}.x, running with {lib}\n",
+        major + 1
+    );
+    assert!(out.contains(&want), "expected `{want}`:\n{out}");
 }

@@ -1,0 +1,74 @@
+//! The 0.1 C structs of bulkmem.h that have a layout (the handles are
+//! opaque), `#[repr(C)]` with the C field names. They sit here rather than
+//! beside the functions that use them so that tests/c_suite.rs can include
+//! this file (only std types) and check every field's offset against the
+//! header; the sized `_v2` structs are in [`crate::sized`] for the same
+//! reason. These layouts are frozen: programs built against 0.1 pass them.
+
+use std::ffi::{c_char, c_int, c_void};
+
+/// The C `bm_extent`.
+#[repr(C)]
+pub struct BmExtent {
+    pub dst: *mut c_void,
+    pub src: *const c_void,
+    pub len: usize,
+}
+
+/// The C `bm_fault`.
+#[repr(C)]
+pub struct BmFault {
+    pub offset: usize,
+    pub addr: *mut c_void,
+    pub side: c_int,
+    pub code: c_int,
+}
+
+/// The C `bm_engine_opts`.
+#[repr(C)]
+pub struct BmEngineOpts {
+    pub threads: usize,
+    pub placement: c_int,
+    pub chunk: usize,
+    pub strategy: *const c_char,
+    pub hint: c_int,
+}
+
+/// The C `bm_ctl`.
+#[repr(C)]
+pub struct BmCtl {
+    pub progress: Option<extern "C" fn(usize, usize, *mut c_void)>,
+    pub ctx: *mut c_void,
+    pub cancel: *const c_int,
+}
+
+/// The C `bm_report`.
+#[repr(C)]
+pub struct BmReport {
+    pub total: usize,
+    pub bytes_done: usize,
+    pub extents_done: usize,
+    pub workers: usize,
+    pub cancelled: c_int,
+    pub strategy: *const c_char,
+}
+
+/// The C `bm_move_report` (bytes).
+#[repr(C)]
+pub struct BmMoveReport {
+    pub moved: usize,
+    pub copied: usize,
+    pub holes: usize,
+    pub failures: usize,
+    pub ioctls: usize,
+}
+
+/// The C `bm_migrate_report` (pages).
+#[repr(C)]
+#[derive(Default)]
+pub struct BmMigrateReport {
+    pub moved: usize,
+    pub already: usize,
+    pub not_present: usize,
+    pub failed: usize,
+}

@@ -44,7 +44,8 @@ pub struct Output {
     /// to stderr). The format is docs/bench-schema.json.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Table format: aligned text, Markdown, or CSV.
+    /// Table format: aligned text, Markdown, or CSV (one line per cell,
+    /// numbers only, units in the column names).
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Cut text tables into blocks of columns at most this wide (80 for a
@@ -217,10 +218,18 @@ pub fn publish(
     rows: &[Row],
     plot: Option<(&Path, &str, &str, Style)>,
 ) -> Result<(), Failure> {
-    let text: String = tables
-        .iter()
-        .map(|t| t.render(out.format, out.width.into()))
-        .collect();
+    let text: String = match out.format {
+        // Numbers, one line per cell, rather than the tables' text.
+        Format::Csv => crate::row_csv::csv(rows),
+        f => {
+            let mut text: String = tables
+                .iter()
+                .map(|t| t.render(f, out.width.into()))
+                .collect();
+            text.push_str(&format!("\n{}\n", crate::table::GB_NOTE));
+            text
+        }
+    };
     if out.json.as_deref() == Some(Path::new("-")) {
         // The JSON owns stdout; the tables are a courtesy on stderr.
         let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());

@@ -10,13 +10,15 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use clap::ValueEnum as _;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::cli::{runtime, Failure};
 use crate::out;
 use crate::size::fmt_size;
-use crate::stats::Stats;
-use crate::table::{fixed, Format, Table};
+use crate::stats::{t_critical_95, Stats};
+use crate::table::{csv_field, fixed, Format, Table, GB_NOTE};
 
 /// Fields that are measured (or follow from a measurement, like what `auto`
 /// chose) rather than configured: they differ between runs of the same cell.
@@ -38,9 +40,18 @@ pub struct CompareArgs {
     /// significant, however consistent.
     #[arg(long, default_value = "2%", value_parser = parse_threshold)]
     pub threshold: f64,
-    /// Table format: aligned text, Markdown, or CSV.
+    /// Table format: aligned text, Markdown, or CSV (one line per cell,
+    /// numbers only).
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
+    /// Also write every cell's figures and verdict as JSON to FILE (`-`
+    /// for stdout; the tables then go to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Exit 1 when a cell changed significantly in that direction (for
+    /// CI); without it, the exit status says only whether the comparison ran.
+    #[arg(long, value_enum, value_name = "CHANGE")]
+    pub fail_on: Option<FailOn>,
 }
 
 fn parse_threshold(s: &str) -> Result<f64, String> {
@@ -68,7 +79,34 @@ pub fn cmd(args: CompareArgs) -> Result<(), Failure> {
     for w in warnings(&a, &b) {
         eprintln!("bulkmem: warning: {w}");
     }
-    out::print(&report(&a, &b, args.threshold, args.format))
+    crate::cli::check_outputs(args.json.as_deref(), None)?;
+    let o = outcome(&a, &b, args.threshold);
+    let text = render(&o, args.format);
+    if let Some(path) = args.json.as_deref() {
+        let json = serde_json::to_string_pretty(&o).expect("plain data serializes") + "\n";
+        if path == Path::new("-") {
+            // The JSON owns stdout; the tables are a courtesy on stderr.
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+            out::write_bytes(json.as_bytes()).map_err(out::failed)?;
+        } else {
+            out::print(&text)?;
+            std::fs::write(path, json)
+                .map_err(|e| runtime(format!("cannot write {}: {e}", path.display())))?;
+        }
+    } else {
+        out::print(&text)?;
+    }
+    match args.fail_on {
+        Some(f) if fails(&o, f) => Err(runtime(format!(
+            "--fail-on {}: {} faster, {} slower",
+            f.to_possible_value()
+                .expect("no skipped variants")
+                .get_name(),
+            o.faster,
+            o.slower
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// One bench document: its rows, and the provenance to warn about.
@@ -236,7 +274,22 @@ enum Verdict {
     Unknown,
 }
 
+impl serde::Serialize for Verdict {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
 impl Verdict {
+    fn name(self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::Same => "unchanged",
+            Verdict::Unknown => "cannot-tell",
+        }
+    }
+
     fn mark(self) -> &'static str {
         match self {
             Verdict::Faster => "faster",
@@ -244,23 +297,6 @@ impl Verdict {
             Verdict::Same => "~",
             Verdict::Unknown => "?",
         }
-    }
-}
-
-/// Two-sided 5% critical values of Student's t for df 1..=30.
-const T_975: [f64; 30] = [
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-    2.052, 2.048, 2.045, 2.042,
-];
-
-/// The critical value for a Welch–Satterthwaite df, which is fractional:
-/// rounding it down errs towards "no change".
-fn t_critical(df: f64) -> f64 {
-    if df > 30.0 {
-        1.96
-    } else {
-        T_975[(df.floor() as usize).clamp(1, 30) - 1]
     }
 }
 
@@ -283,7 +319,7 @@ fn welch(a: &[f64], b: &[f64]) -> Option<i8> {
     }
     let t = (mb - ma) / se2.sqrt();
     let df = se2 * se2 / (sa * sa / (a.len() - 1) as f64 + sb * sb / (b.len() - 1) as f64);
-    Some(if t.abs() > t_critical(df) { sign } else { 0 })
+    Some(if t.abs() > t_critical_95(df) { sign } else { 0 })
 }
 
 fn verdict(a: &Stats, b: &Stats, threshold: f64) -> (Option<f64>, Verdict) {
@@ -331,8 +367,52 @@ fn match_rows(a: &[Key], b: &[Key]) -> Matching {
     (pairs, only_a, only_b)
 }
 
-/// The whole report, in `format`.
-fn report(a: &Doc, b: &Doc, threshold: f64, format: Format) -> String {
+/// A matched cell's side: the figures the verdict came from.
+#[derive(Serialize)]
+struct Side {
+    median: f64,
+    stdev: f64,
+    runs: usize,
+}
+
+impl Side {
+    fn of(s: &Stats) -> Side {
+        Side {
+            median: s.median,
+            stdev: s.stdev,
+            runs: s.samples.len(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Cell {
+    cell: String,
+    a: Side,
+    b: Side,
+    /// B/A of the medians; `null` when A's is 0.
+    ratio: Option<f64>,
+    verdict: Verdict,
+}
+
+/// What `--json` writes and the tables show. GB/s throughout.
+#[derive(Serialize)]
+struct Outcome {
+    a: String,
+    b: String,
+    threshold: f64,
+    cells: Vec<Cell>,
+    only_in_a: Vec<String>,
+    only_in_b: Vec<String>,
+    faster: usize,
+    slower: usize,
+    unchanged: usize,
+    cannot_tell: usize,
+    /// Geometric mean of B/A over the cells with a ratio.
+    geomean: Option<f64>,
+}
+
+fn outcome(a: &Doc, b: &Doc, threshold: f64) -> Outcome {
     let keys_a: Vec<Key> = a.rows.iter().map(key).collect();
     let keys_b: Vec<Key> = b.rows.iter().map(key).collect();
     let (pairs, only_a, only_b) = match_rows(&keys_a, &keys_b);
@@ -360,83 +440,158 @@ fn report(a: &Doc, b: &Doc, threshold: f64, format: Format) -> String {
             short[i].clone()
         }
     };
+    let cells: Vec<Cell> = pairs
+        .iter()
+        .map(|&(i, j)| {
+            let (ma, mb) = (measured(&a.rows[i]), measured(&b.rows[j]));
+            let (ratio, verdict) = verdict(&ma, &mb, threshold);
+            Cell {
+                cell: name(a, &short_a, i),
+                a: Side::of(&ma),
+                b: Side::of(&mb),
+                ratio,
+                verdict,
+            }
+        })
+        .collect();
+    let count = |v: Verdict| cells.iter().filter(|c| c.verdict == v).count();
+    let logs: Vec<f64> = cells
+        .iter()
+        .filter_map(|c| c.ratio.filter(|r| *r > 0.0 && r.is_finite()))
+        .map(f64::ln)
+        .collect();
+    Outcome {
+        a: a.name.clone(),
+        b: b.name.clone(),
+        threshold,
+        faster: count(Verdict::Faster),
+        slower: count(Verdict::Slower),
+        unchanged: count(Verdict::Same),
+        cannot_tell: count(Verdict::Unknown),
+        geomean: (!logs.is_empty()).then(|| (logs.iter().sum::<f64>() / logs.len() as f64).exp()),
+        only_in_a: only_a.iter().map(|&i| name(a, &short_a, i)).collect(),
+        only_in_b: only_b.iter().map(|&j| name(b, &short_b, j)).collect(),
+        cells,
+    }
+}
 
+/// The whole report, in `format` (the tests' shorthand).
+#[cfg(test)]
+fn report(a: &Doc, b: &Doc, threshold: f64, format: Format) -> String {
+    render(&outcome(a, b, threshold), format)
+}
+
+fn render(o: &Outcome, format: Format) -> String {
+    if format == Format::Csv {
+        return csv(o);
+    }
     let mut out = String::new();
     let mut t = Table::new(
-        format!("GB/s, median±stdev: A = {}, B = {}", a.name, b.name),
+        format!("GB/s, median±stdev: A = {}, B = {}", o.a, o.b),
         ["cell", "A", "B", "B/A", "verdict"]
             .map(String::from)
             .to_vec(),
     );
-    let (mut faster, mut slower, mut same, mut unknown) = (0, 0, 0, 0);
-    let mut log_sum = 0.0;
-    let mut logs = 0usize;
-    for &(i, j) in &pairs {
-        let (ma, mb) = (measured(&a.rows[i]), measured(&b.rows[j]));
-        let (ratio, v) = verdict(&ma, &mb, threshold);
-        match v {
-            Verdict::Faster => faster += 1,
-            Verdict::Slower => slower += 1,
-            Verdict::Same => same += 1,
-            Verdict::Unknown => unknown += 1,
-        }
-        if let Some(r) = ratio.filter(|r| *r > 0.0 && r.is_finite()) {
-            log_sum += r.ln();
-            logs += 1;
-        }
+    for c in &o.cells {
         t.row(vec![
-            name(a, &short_a, i),
-            format!("{}±{}", fixed(ma.median), fixed(ma.stdev)),
-            format!("{}±{}", fixed(mb.median), fixed(mb.stdev)),
-            ratio.map_or("-".into(), |r| format!("{r:.3}x")),
-            v.mark().into(),
+            c.cell.clone(),
+            format!("{}±{}", fixed(c.a.median), fixed(c.a.stdev)),
+            format!("{}±{}", fixed(c.b.median), fixed(c.b.stdev)),
+            c.ratio.map_or("-".into(), |r| format!("{r:.3}x")),
+            c.verdict.mark().into(),
         ]);
     }
     t.notes.push(format!(
-        "faster/slower: Welch's t-test on the samples, 5% two-sided, and a change of at least {}%; ~ no change; ? fewer than 2 samples",
-        percent(threshold)
+        "faster/slower: Welch's t-test on the samples, 5% two-sided, and a change of at least {}%; ~ no change; ? fewer than 2 samples; {GB_NOTE}",
+        percent(o.threshold)
     ));
     out.push_str(&t.render(format, WIDTH));
-    for (rows, doc, short) in [(&only_a, a, &short_a), (&only_b, b, &short_b)] {
-        if rows.is_empty() {
+    for (cells, name) in [(&o.only_in_a, &o.a), (&o.only_in_b, &o.b)] {
+        if cells.is_empty() {
             continue;
         }
-        let mut t = Table::new(format!("only in {}", doc.name), vec!["cell".into()]);
-        for &i in rows.iter() {
-            t.row(vec![name(doc, short, i)]);
+        let mut t = Table::new(format!("only in {name}"), vec!["cell".into()]);
+        for c in cells {
+            t.row(vec![c.clone()]);
         }
         out.push_str(&t.render(format, WIDTH));
     }
-    let geo = if logs > 0 {
-        format!("{:.3}x", (log_sum / logs as f64).exp())
-    } else {
-        "-".into()
-    };
-    let mut line = format!("{faster} faster, {slower} slower, {same} unchanged");
-    if unknown > 0 {
-        let _ = write!(line, ", {unknown} cannot tell");
+    let geo = o.geomean.map_or("-".into(), |g| format!("{g:.3}x"));
+    let mut line = format!(
+        "{} faster, {} slower, {} unchanged",
+        o.faster, o.slower, o.unchanged
+    );
+    if o.cannot_tell > 0 {
+        let _ = write!(line, ", {} cannot tell", o.cannot_tell);
     }
+    let logs = o
+        .cells
+        .iter()
+        .filter(|c| c.ratio.is_some_and(|r| r > 0.0 && r.is_finite()))
+        .count();
     let _ = write!(
         line,
         "; geometric mean of B/A {geo} over {logs} matched cell(s)"
     );
-    if !only_a.is_empty() || !only_b.is_empty() {
+    if !o.only_in_a.is_empty() || !o.only_in_b.is_empty() {
         let _ = write!(
             line,
             "; {} only in A, {} only in B",
-            only_a.len(),
-            only_b.len()
+            o.only_in_a.len(),
+            o.only_in_b.len()
         );
     }
-    match format {
-        Format::Csv => {
-            let _ = writeln!(out, "# {line}");
-        }
-        _ => {
-            let _ = writeln!(out, "\n{line}");
+    let _ = writeln!(out, "\n{line}");
+    out
+}
+
+/// One line per cell, numbers only (GB/s = 10^9 bytes/s), cells found in
+/// one document only with empty figures: for spreadsheets and scripts.
+fn csv(o: &Outcome) -> String {
+    let mut out = String::from(
+        "cell,a_median_gbps,a_stdev_gbps,a_runs,b_median_gbps,b_stdev_gbps,b_runs,ratio_b_over_a,verdict\n",
+    );
+    for c in &o.cells {
+        let ratio = c.ratio.map_or(String::new(), |r| r.to_string());
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{ratio},{}",
+            csv_field(&c.cell),
+            c.a.median,
+            c.a.stdev,
+            c.a.runs,
+            c.b.median,
+            c.b.stdev,
+            c.b.runs,
+            c.verdict.name()
+        );
+    }
+    for (cells, which) in [(&o.only_in_a, "only-a"), (&o.only_in_b, "only-b")] {
+        for c in cells {
+            let _ = writeln!(out, "{},,,,,,,,{which}", csv_field(c));
         }
     }
     out
+}
+
+/// What `--fail-on` watches for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// A cell significantly slower in B.
+    Slower,
+    /// A cell significantly faster in B (an unexpected gain is suspect too).
+    Faster,
+    /// Either.
+    Any,
+}
+
+/// Whether `o` has a change `fail_on` fails on.
+fn fails(o: &Outcome, fail_on: FailOn) -> bool {
+    match fail_on {
+        FailOn::Slower => o.slower > 0,
+        FailOn::Faster => o.faster > 0,
+        FailOn::Any => o.slower + o.faster > 0,
+    }
 }
 
 #[cfg(test)]
@@ -475,15 +630,6 @@ mod tests {
         assert_eq!(welch(&[5.0, 5.0], &[5.0, 5.0]), Some(0));
         assert_eq!(welch(&[5.0, 5.0], &[6.0, 6.0]), Some(1));
         assert_eq!(welch(&[5.0], &[6.0, 6.0]), None);
-    }
-
-    #[test]
-    fn critical_values_shrink_towards_the_normal() {
-        assert_eq!(t_critical(1.0), 12.706);
-        assert_eq!(t_critical(2.9), 4.303);
-        assert_eq!(t_critical(0.5), 12.706);
-        assert_eq!(t_critical(30.0), 2.042);
-        assert_eq!(t_critical(31.0), 1.96);
     }
 
     #[test]
@@ -573,7 +719,31 @@ mod tests {
         );
         assert!(text.contains("1 faster, 0 slower, 1 unchanged"), "{text}");
         let csv = report(&a, &b, 0.02, Format::Csv);
-        assert!(csv.contains("cell,A,B,B/A,verdict"), "{csv}");
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(lines[0].starts_with("cell,a_median_gbps,"), "{csv}");
+        // Two matched cells, then one only in each; every line has the
+        // header's nine fields, the figures as plain numbers.
+        assert_eq!(lines.len(), 5, "{csv}");
+        assert!(lines.iter().all(|l| l.split(',').count() == 9), "{csv}");
+        let avx = lines
+            .iter()
+            .find(|l| l.starts_with("copy avx2-nt 4K"))
+            .unwrap();
+        let f: Vec<&str> = avx.split(',').collect();
+        assert_eq!((f[1], f[4], f[8]), ("10", "12", "faster"), "{csv}");
+        assert!(
+            lines.contains(&"copy erms 4K hot 1t,,,,,,,,only-a"),
+            "{csv}"
+        );
+        let o = outcome(&a, &b, 0.02);
+        assert!(fails(&o, FailOn::Faster) && fails(&o, FailOn::Any));
+        assert!(!fails(&o, FailOn::Slower));
+        let back = outcome(&b, &a, 0.02);
+        assert!(fails(&back, FailOn::Slower) && !fails(&back, FailOn::Faster));
+        let json = serde_json::to_value(&o).unwrap();
+        assert_eq!(json["faster"], 1);
+        assert_eq!(json["cells"][1]["verdict"], "faster");
+        assert_eq!(json["only_in_b"][0], "copy clzero 4K hot 1t");
     }
 
     #[test]

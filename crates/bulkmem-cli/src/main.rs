@@ -8,6 +8,7 @@ mod bench;
 mod chart;
 mod cli;
 mod compare;
+mod examples;
 mod failure;
 mod generate;
 mod harness;
@@ -18,30 +19,22 @@ mod preflight;
 mod preload_cmd;
 mod provenance;
 mod report;
+mod row_csv;
 mod size;
 mod stats;
 mod table;
 mod tune;
+mod version;
 
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
-
-/// `--version`: the release, the commit it was built from, and the CPU
-/// features the compiler could assume.
-const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("BULKMEM_COMMIT"),
-    ")\nbuilt for target features: ",
-    env!("BULKMEM_TARGET_FEATURES")
-);
+use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
     name = "bulkmem",
-    version = VERSION,
+    version = version::SHORT,
     max_term_width = 100,
     about = "Copy, clear and move large runs of memory pages at the speed of the hardware",
     long_about = "Copy, clear and move large runs of memory pages at the speed of the hardware.\n\n\
@@ -81,15 +74,25 @@ enum Cmd {
     /// through bulkmem (LD_PRELOAD of libbulkmem_preload.so; variables:
     /// BULKMEM_PRELOAD_MIN, _MT_MIN, _THREADS, _STATS, BULKMEM_PRELOAD=off).
     Run(preload_cmd::RunArgs),
-    /// Shell completions or the man page, on stdout.
+    /// Shell completions or the man pages.
     Generate(generate::GenerateArgs),
+    /// The version; with --verbose, the commit, compiler and target
+    /// features of the build.
+    Version(version::VersionArgs),
     /// The child side of `bench preload` (not for direct use).
     #[command(hide = true)]
     PreloadWorkload(preload_cmd::WorkloadArgs),
 }
 
+/// The command as parsed and as documented: the derive, plus the examples
+/// `--help` ends with.
+fn command() -> Command {
+    examples::annotate(Cli::command())
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let quiet = cli.quiet;
     let result = match cli.cmd {
         None => bench::copy::default_report(quiet),
@@ -99,7 +102,8 @@ fn main() -> ExitCode {
         Some(Cmd::Migrate(a)) => migrate_cmd::cmd(a),
         Some(Cmd::Tune(a)) => tune::cmd(a, quiet),
         Some(Cmd::Run(a)) => preload_cmd::run_cmd(a),
-        Some(Cmd::Generate(a)) => generate::cmd(a, &mut Cli::command()),
+        Some(Cmd::Generate(a)) => generate::cmd(a, command()),
+        Some(Cmd::Version(a)) => version::cmd(a),
         Some(Cmd::PreloadWorkload(a)) => preload_cmd::workload_cmd(a),
     };
     // A failed stdout decides the exit status whatever the command made of
@@ -114,5 +118,40 @@ fn main() -> ExitCode {
             let _ = writeln!(std::io::stderr(), "bulkmem: error: {}", f.msg);
             ExitCode::from(f.code)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every example `--help` shows parses: its subcommand, flags and
+    /// values exist (a renamed flag would leave a stale example).
+    #[test]
+    fn every_example_parses() {
+        let mut seen = 0;
+        for (path, text) in examples::EXAMPLES {
+            for line in text.lines() {
+                let line = line.split(" #").next().unwrap();
+                let line = line.split(['|', '>']).next().unwrap();
+                let words: Vec<&str> = line
+                    .split_whitespace()
+                    .skip_while(|w| w.contains('=') && !w.starts_with('-'))
+                    .collect();
+                assert_eq!(words.first(), Some(&"bulkmem"), "{line}");
+                let m = command()
+                    .try_get_matches_from(&words)
+                    .unwrap_or_else(|e| panic!("{line}: {e}"));
+                Cli::from_arg_matches(&m).unwrap_or_else(|e| panic!("{line}: {e}"));
+                seen += 1;
+            }
+            // The examples hang where `--help` of that command shows them.
+            let mut cmd = command();
+            for p in path.iter() {
+                cmd = cmd.find_subcommand(p).unwrap().clone();
+            }
+            assert!(cmd.get_after_long_help().is_some(), "{path:?}");
+        }
+        assert!(seen >= 20, "{seen}");
     }
 }

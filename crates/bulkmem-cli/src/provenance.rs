@@ -13,7 +13,11 @@ pub const SCHEMA: u32 = 1;
 #[derive(Clone, Debug, Serialize)]
 pub struct Provenance {
     pub bulkmem: &'static str,
+    /// `git rev-parse --short=12 HEAD`, `-dirty` when tracked files had
+    /// uncommitted changes (the build is then not that commit).
     pub commit: &'static str,
+    /// `rustc --version` of the compiler that built the command.
+    pub rustc: &'static str,
     /// `CARGO_CFG_TARGET_FEATURE` at build time: kernels outside it are
     /// still chosen at run time, but the compiler's own code is not.
     pub target_features: Vec<&'static str>,
@@ -34,6 +38,7 @@ impl Provenance {
         Provenance {
             bulkmem: env!("CARGO_PKG_VERSION"),
             commit: env!("BULKMEM_COMMIT"),
+            rustc: env!("BULKMEM_RUSTC"),
             target_features: split_features(env!("BULKMEM_TARGET_FEATURES")),
             kernel: read_line("/proc/sys/kernel/osrelease"),
             cpu: i.brand.clone(),
@@ -117,6 +122,12 @@ mod tests {
         let p = Provenance::this();
         assert_eq!(p.bulkmem, env!("CARGO_PKG_VERSION"));
         assert!(!p.commit.is_empty());
+        // The build script ran the compiler that built this test.
+        assert!(
+            p.rustc.starts_with("rustc ") || p.rustc == "unknown",
+            "{}",
+            p.rustc
+        );
         assert!(!p.command.is_empty());
         assert!(p
             .target_features

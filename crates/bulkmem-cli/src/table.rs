@@ -16,7 +16,8 @@ pub enum Format {
     Text,
     /// GitHub-flavoured Markdown tables.
     Md,
-    /// Comma-separated values, one header line per table.
+    /// Comma-separated values: the benches and `compare` write one line per
+    /// cell, numbers only; other tables, one header line per table.
     Csv,
 }
 
@@ -134,15 +135,8 @@ impl Table {
     }
 
     fn csv(&self) -> String {
-        let field = |s: &str| {
-            if s.contains([',', '"', '\n']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s.to_string()
-            }
-        };
         let line = |cells: &[String]| {
-            let v: Vec<String> = cells.iter().map(|c| field(c)).collect();
+            let v: Vec<String> = cells.iter().map(|c| csv_field(c)).collect();
             v.join(",") + "\n"
         };
         let mut out = format!("# {}\n", self.title);
@@ -153,6 +147,19 @@ impl Table {
         out
     }
 }
+
+/// One CSV field, quoted where it must be (RFC 4180).
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// Under the tables: which GB the rates are in, since the sizes beside
+/// them (4K, 2M) are powers of two.
+pub const GB_NOTE: &str = "GB/s = 10^9 bytes/s; sizes K, M, G = 2^10, 2^20, 2^30 bytes";
 
 /// `text` broken at spaces into lines of at most `width` columns (a word
 /// longer than that keeps its own line), continuation lines indented.
@@ -208,12 +215,14 @@ pub fn noise_note<'a>(stats: impl IntoIterator<Item = &'a Stats>) -> Option<Stri
 }
 
 /// `tables` as aligned text, wide enough never to split (the default
-/// report and tests read whole tables).
+/// report and tests read whole tables), then [`GB_NOTE`].
 pub fn text(tables: &[Table]) -> String {
-    tables
+    let mut out: String = tables
         .iter()
         .map(|t| t.render(Format::Text, usize::MAX))
-        .collect()
+        .collect();
+    out.push_str(&format!("\n{GB_NOTE}\n"));
+    out
 }
 
 #[cfg(test)]

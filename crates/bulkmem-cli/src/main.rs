@@ -38,8 +38,8 @@ use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
     max_term_width = 100,
     about = "Copy, clear and move large runs of memory pages at the speed of the hardware",
     long_about = "Copy, clear and move large runs of memory pages at the speed of the hardware.\n\n\
-                  Without a command, prints the default report for this machine: the seed 000 copy \
-                  table and the seed 004 clear table at 4K/2M/256M, cache-hot and cache-cold, and \
+                  Without a command, prints the default report for this machine: copy and \
+                  clear throughput of every primitive at 4K/2M/256M, cache-hot and cache-cold, and \
                   which primitive wins here."
 )]
 struct Cli {
@@ -55,7 +55,7 @@ enum Cmd {
     /// CPU, features, caches, LLC domains, NUMA nodes, page sizes,
     /// strategies and what `auto` would choose.
     Info(info::InfoArgs),
-    /// Measure primitives (seeds 000-004's experiments).
+    /// Measure primitives (the five kernel patch threads' experiments).
     Bench {
         #[command(subcommand)]
         what: bench::BenchCmd,

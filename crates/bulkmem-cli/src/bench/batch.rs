@@ -401,7 +401,7 @@ pub struct BatchArgs {
     /// Bytes per batch.
     #[arg(long, value_parser = size::parse_size, default_value = "256M")]
     total: usize,
-    /// Also measure these folio counts at 2M (seed 002 experiment 2).
+    /// Also measure these folio counts at 2M (the folio-count experiment).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
     counts: Vec<u32>,
     /// Copy channels beside the workers: gpu[:CHANNELS] (the CUDA driver's

@@ -48,7 +48,7 @@ pub struct MemArgs {
     #[arg(long, alias = "cpu", value_parser = parse_cpus)]
     cpus: Option<CpuList>,
     /// Put the sources on this NUMA node (move_pages after prefaulting):
-    /// seed 000's DRAM0 -> DRAM1 / CXL rows.
+    /// DRAM0 -> DRAM1 or CXL rows, as the folio-copy patches measured.
     #[arg(long)]
     src_node: Option<usize>,
     /// Put the destinations on this NUMA node.

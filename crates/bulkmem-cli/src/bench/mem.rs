@@ -57,8 +57,8 @@ pub struct Plan {
     pub rounds: Rounds,
     /// Bytes per cold run.
     pub total: usize,
-    /// NUMA nodes to place the sources and destinations on (seed 000's
-    /// DRAM0 -> DRAM1 / CXL rows); `None` leaves them where they faulted in.
+    /// NUMA nodes to place the sources and destinations on (DRAM0 ->
+    /// DRAM1 or CXL rows); `None` leaves them where they faulted in.
     pub src_node: Option<usize>,
     pub dst_node: Option<usize>,
     /// CPUs to pin worker i to (`cpus[i % len]`); worker 0 is the caller.

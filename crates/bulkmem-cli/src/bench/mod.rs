@@ -22,24 +22,24 @@ pub enum BenchCmd {
     /// Unmodified workloads (a 1 GiB copy, a fresh 1 GiB copy, small
     /// copies, python3's bytes(bytearray)) without and with the preload.
     Preload(preload::PreloadArgs),
-    /// Copy throughput per strategy and size (seed 000).
+    /// Copy throughput per strategy and size, cache-hot and cold (as the batched folio-copy patches measured).
     Copy(copy::MemArgs),
-    /// Clear throughput per strategy and size (seed 004).
+    /// Clear throughput per strategy and size, cache-hot and cold (as the extent-clearing patches measured).
     Clear(copy::MemArgs),
     /// The multi-threaded batch engine: folio size x threads, folio count,
-    /// placement (seed 002).
+    /// placement (as the batched-migration patches measured).
     Batch(batch::BatchArgs),
     /// Template fill with a per-element patch, temporal and non-temporal
-    /// (seed 001).
+    /// (the memcpy_nt + drain pattern).
     Fill(fill::FillArgs),
     /// Batched page moves with userfaultfd UFFDIO_MOVE against per-page
-    /// ioctls and plain copying (seed 003).
+    /// ioctls and plain copying.
     Move(moves::MoveArgs),
     /// What surviving a bad page costs: copy_checked against auto, then a
-    /// copy over a poisoned page (seed 000's folio_mc_copy).
+    /// copy over a poisoned page (as folio_mc_copy does in the kernel).
     Fault(fault::FaultArgs),
     /// NUMA migration: move_pages(2) against copy-and-remap with 1..N
-    /// threads, both directions (seeds 000, 002).
+    /// threads, both directions.
     Migrate(migrate::BenchMigrateArgs),
 }
 

@@ -237,7 +237,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// The 16-vCPU Emerald Rapids VM of issue 11: family 6 model 0xcf,
+    /// A 16-vCPU Emerald Rapids VM: family 6 model 0xcf,
     /// ERMS FSRM FZRM FSRS FSRC AVX-512, no CLZERO, 48 KiB L1d, 2 MiB L2,
     /// one 300 MiB L3 shared by all 16 CPUs.
     pub(crate) fn intel_emr() -> Machine {
@@ -292,7 +292,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// One cell of the default report measured on [`intel_emr`] (issue 11,
+    /// One cell of the default report measured on [`intel_emr`] (
     /// GB/s, median of 7): every strategy whose figure the report gave.
     struct Cell {
         op: Op,

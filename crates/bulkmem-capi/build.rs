@@ -1,6 +1,6 @@
 //! Gives the shared library its soname, so programs linked against
 //! libbulkmem.so record libbulkmem.so.0 and keep working across compatible
-//! releases (scripts/install-c installs the links); versions every exported
+//! releases (scripts/install installs the links); versions every exported
 //! symbol with bulkmem.map (BULKMEM_0.1, nothing else exported); and refuses to build
 //! when bulkmem.h's version macros disagree with Cargo's version: a program
 //! compares the two at run time (bm_check_version), so a stale header would

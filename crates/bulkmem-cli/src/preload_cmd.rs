@@ -13,7 +13,9 @@ use crate::stats::Stats;
 use crate::table::Table;
 
 /// Where `libbulkmem_preload.so` is: `$BULKMEM_PRELOAD_LIB`, else beside the
-/// `bulkmem` binary (cargo puts both in target/release).
+/// `bulkmem` binary (cargo puts both in target/release), else where
+/// scripts/install puts it relative to the binary (BINDIR/../LIBDIR/bulkmem,
+/// for the usual LIBDIRs; nothing records where it went).
 pub fn library() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("BULKMEM_PRELOAD_LIB") {
         let p = PathBuf::from(p);
@@ -24,16 +26,25 @@ pub fn library() -> Result<PathBuf, String> {
         };
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-    let p = exe.with_file_name("libbulkmem_preload.so");
-    if p.is_file() {
-        Ok(p)
-    } else {
-        Err(format!(
-            "no {} (build it with `cargo build --release`, which builds crates/bulkmem-preload, \
-             or set BULKMEM_PRELOAD_LIB)",
-            p.display()
-        ))
+    let name = "libbulkmem_preload.so";
+    let mut tried = vec![exe.with_file_name(name)];
+    if let Some(prefix) = exe.parent().and_then(|bin| bin.parent()) {
+        let multiarch = format!("lib/{}-linux-gnu", std::env::consts::ARCH);
+        for lib in ["lib", "lib64", &multiarch] {
+            tried.push(prefix.join(lib).join("bulkmem").join(name));
+        }
     }
+    if let Some(p) = tried.iter().find(|p| p.is_file()) {
+        return Ok(p.clone());
+    }
+    let list: Vec<String> = tried.iter().map(|p| format!("  {}", p.display())).collect();
+    Err(format!(
+        "cannot find {name}; looked in:\n{}\n\
+         install it beside this command with scripts/install --prefix DIR from a bulkmem \
+         checkout (cargo install installs the command alone), build it there with \
+         `cargo build --release`, or set BULKMEM_PRELOAD_LIB=/path/to/{name}",
+        list.join("\n")
+    ))
 }
 
 /// `LD_PRELOAD` with the library in front of what is already there.

@@ -229,7 +229,7 @@ pub struct Cell {
     pub shape: Shape,
     /// A single call's length, or a batch's total, in bytes.
     pub size: usize,
-    /// The strategy with the highest median GB/s.
+    /// The strategy with the highest GB/s (lower quartile of its runs).
     pub winner: Strategy,
     /// The second fastest; `None` when only one strategy was measured.
     pub runner_up: Option<Strategy>,
@@ -260,7 +260,7 @@ impl Cell {
         self.best(|s| s.is_non_temporal())
     }
 
-    /// The median GB/s `s` measured here.
+    /// The GB/s `s` measured here (lower quartile of its runs).
     pub fn gbps_of(&self, s: Strategy) -> Option<f64> {
         self.gbps.iter().find(|c| c.0 == s).map(|c| c.1)
     }

@@ -1,4 +1,5 @@
-//! From medians to choices: a profile departs from the built-in rules only
+//! From measurements (each strategy's lower quartile over its runs) to
+//! choices: a profile departs from the built-in rules only
 //! where the departure is clear and reproduces, because on a shared
 //! machine near-ties flip from one measurement to the next (seen on a
 //! 2-CPU Zen 3 VM: every strategy at 24 GB/s from 512K to 4M in one run,
@@ -31,7 +32,8 @@ pub const KEEP: f64 = 0.97;
 /// What the built-in rules pick for a cell (no profile, no overrides).
 pub type Prior<'a> = &'a dyn Fn(Op, Shape, usize) -> Strategy;
 
-/// One cell's medians, GB/s per strategy in measurement order.
+/// One cell's figures (lower quartiles), GB/s per strategy in
+/// measurement order.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Measured {
     /// The operation measured.
@@ -137,7 +139,7 @@ pub fn candidates(c: &Cell, rules: Strategy) -> Vec<Strategy> {
     v
 }
 
-/// Applies a re-check: `again` holds fresh medians of each cell's
+/// Applies a re-check: `again` holds fresh figures of each cell's
 /// [`candidates`]. A candidate scores the lower of its fractions of the
 /// best in the two passes; the rules' choice, else the first pass's
 /// choice, stays while it scores within [`KEEP`] of the top, else the top

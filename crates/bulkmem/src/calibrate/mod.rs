@@ -37,7 +37,8 @@ pub use measure::HOT_BYTES;
 pub struct CalibrateOptions {
     /// Fewer sizes (x4 steps) and runs (3); the profile records it.
     pub quick: bool,
-    /// Runs per cell (median); `None`: 7, or 3 with `quick`.
+    /// Runs per cell (scored by their lower quartile); `None`: 7, or 3
+    /// with `quick`.
     pub runs: Option<usize>,
     /// Pin the calling thread to this CPU for the measurement (it stays
     /// pinned afterwards); `None` measures where the thread runs.

@@ -1,5 +1,5 @@
 //! Line charts of benchmark results: GB/s against size, one panel per
-//! regime, one line per strategy, with the spread of the runs as error bars.
+//! regime (or per element size, for fill), one line per strategy, with the spread of the runs as error bars.
 //! The SVG is written by hand (text is laid out by the viewer, so no font
 //! metrics are needed; widths are estimated per character); PNG rasterises
 //! that same SVG with resvg, using whatever system fonts exist (without any,
@@ -9,8 +9,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 mod axis;
+mod rows;
 
 use axis::{x_tick_label, YAxis};
+pub use rows::{merge_disjoint, panels, RowStyle};
 
 /// One measured cell.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,7 +36,7 @@ pub struct Series {
     pub dashed: bool,
 }
 
-/// One set of axes; a regime such as "hot" or "cold".
+/// One set of axes: a regime such as "hot" or "cold", or fill's element size.
 pub struct Panel {
     pub name: String,
     pub series: Vec<Series>,

@@ -205,9 +205,7 @@ pub fn with_progress<T>(
     out.map_err(runtime)
 }
 
-/// How one row is drawn: its line's name, colour index and dash; `None`
-/// leaves the row out of the plot.
-pub type Style<'a> = &'a dyn Fn(&Row) -> Option<(String, usize, bool)>;
+pub use crate::chart::RowStyle as Style;
 
 /// Prints the tables in `out`'s format (to stderr when the JSON goes to
 /// stdout), writes the JSON, and plots GB/s against size: one line per
@@ -242,65 +240,18 @@ pub fn publish(
     let Some((path, what, x_label, style)) = plot else {
         return Ok(());
     };
-    let mut panels: Vec<chart::Panel> = Vec::new();
-    for r in rows {
-        let Some((name, color, dashed)) = style(r) else {
-            continue;
-        };
-        let panel = match panels.iter_mut().position(|p| p.name == r.regime) {
-            Some(i) => &mut panels[i],
-            None => {
-                panels.push(chart::Panel {
-                    name: r.regime.to_string(),
-                    series: Vec::new(),
-                });
-                panels.last_mut().expect("just pushed")
-            }
-        };
-        let point = chart::Point {
-            x: r.size as f64,
-            y: r.gbps.median,
-            lo: r.gbps.min,
-            hi: r.gbps.max,
-        };
-        match panel.series.iter_mut().find(|s| s.name == name) {
-            Some(s) => s.points.push(point),
-            None => panel.series.push(chart::Series {
-                name,
-                points: vec![point],
-                color,
-                dashed,
-            }),
-        }
-    }
-    // Regimes that split the sizes between them (fill: small regions hot,
-    // large ones cold) share one panel: apart, each would be a single column.
-    let disjoint = panels.iter().enumerate().all(|(i, a)| {
-        panels[i + 1..].iter().all(|b| {
-            a.series
-                .iter()
-                .flat_map(|s| &s.points)
-                .all(|p| b.series.iter().flat_map(|s| &s.points).all(|q| q.x != p.x))
-        })
-    });
-    if panels.len() > 1 && disjoint {
-        let name = panels
-            .iter()
-            .map(|p| p.name.as_str())
-            .collect::<Vec<_>>()
-            .join(" / ");
-        let mut one = chart::Panel {
-            name,
-            series: Vec::new(),
-        };
-        for s in panels.drain(..).flat_map(|p| p.series) {
-            match one.series.iter_mut().find(|o| o.name == s.name) {
-                Some(o) => o.points.extend(s.points),
-                None => one.series.push(s),
-            }
-        }
-        panels.push(one);
-    }
+    let panels = chart::panels(rows, style, &|r| r.regime.to_string());
+    plot_panels(path, what, x_label, &chart::merge_disjoint(panels))
+}
+
+/// Writes `panels` to `path`, titled with the benchmark and this CPU (for
+/// benches whose panels are not regimes).
+pub fn plot_panels(
+    path: &Path,
+    what: &str,
+    x_label: &str,
+    panels: &[chart::Panel],
+) -> Result<(), Failure> {
     let title = format!("bulkmem {what}: {}", bulkmem::cpu::info().brand);
     chart::write(
         path,
@@ -308,7 +259,7 @@ pub fn publish(
             title: &title,
             x_label,
             y_label: "GB/s (median, min-max bars)",
-            panels: &panels,
+            panels,
             log_x: true,
         },
     )

@@ -29,9 +29,10 @@ use crate::preflight::{self, eviction_bytes, Need};
 use crate::size;
 use clap::Args;
 
+use crate::chart::{self, Panel};
 use crate::cli::{
-    check_memory, check_outputs, measuring_cpus, publish, usage, with_progress, Failure, Measure,
-    Output, Style,
+    check_memory, check_outputs, measuring_cpus, plot_panels, publish, usage, with_progress,
+    Failure, Measure, Output,
 };
 
 pub const STRATEGIES: &[&str] = &[
@@ -251,7 +252,8 @@ pub struct FillArgs {
     no_thp: bool,
     #[command(flatten)]
     out: Output,
-    /// GB/s against region size, a line per strategy and element (.svg or .png).
+    /// GB/s against region size, a panel per element size, a line per
+    /// strategy (.svg or .png).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
 }
@@ -286,26 +288,33 @@ pub fn cmd(a: FillArgs, quiet: bool) -> Result<(), Failure> {
     measuring_cpus(None)?;
     let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, p))?;
     crate::report::add_speedups_over(&mut rows, BASELINE);
+    publish(&a.out, &table(&rows), &rows, None)?;
+    match a.plot.as_deref() {
+        Some(p) => plot_panels(p, "fill", PLOT_X, &panels(&rows)),
+        None => Ok(()),
+    }
+}
+
+/// Says where the regime changes, since hot and cold share each panel.
+const PLOT_X: &str = "region size (hot up to 1M, cold above)";
+
+/// A panel per element size, a line per strategy. Element sizes apart: a
+/// 64-byte template and a 4 KiB one are different workloads (the patch is
+/// an eighth of one and a five-hundredth of the other), and in one panel
+/// their lines tangle. Hot and cold sizes share a panel: apart, each would
+/// hold a single column of points.
+fn panels(rows: &[Row]) -> Vec<Panel> {
     let style = |r: &Row| {
-        let el = r.fill.as_ref()?.element;
+        r.fill.as_ref()?;
         let color = STRATEGIES
             .iter()
             .position(|s| *s == r.strategy)
             .unwrap_or(0);
-        Some((
-            format!("{} {el}B", r.strategy),
-            color,
-            plan.elements.first() != Some(&el),
-        ))
+        Some((r.strategy.clone(), color, false))
     };
-    publish(
-        &a.out,
-        &table(&rows),
-        &rows,
-        a.plot
-            .as_deref()
-            .map(|p| (p, "fill", "region size", &style as Style)),
-    )
+    chart::panels(rows, &style, &|r| {
+        format!("{}-byte elements", r.fill.as_ref().map_or(0, |f| f.element))
+    })
 }
 
 #[cfg(test)]
@@ -337,5 +346,75 @@ mod tests {
         // 2M is not a whole number of 100-byte elements: a clear error.
         let e = run(&plan, &mut |_, _, _| {}).unwrap_err();
         assert!(e.contains("100-byte"), "{e}");
+    }
+
+    /// A fill result as `run` orders it: element, then size, then strategy;
+    /// each row's GB/s is its element size, so a point shows its origin.
+    fn result(elements: &[usize], sizes: &[usize]) -> Vec<Row> {
+        let mut rows = Vec::new();
+        for &el in elements {
+            for &size in sizes {
+                for &name in STRATEGIES {
+                    rows.push(Row {
+                        op: "fill",
+                        strategy: name.into(),
+                        chose: "memcpy".into(),
+                        hint: None,
+                        size,
+                        total: size,
+                        regime: if size <= HOT_MAX { "hot" } else { "cold" },
+                        threads: 1,
+                        runs: 1,
+                        gbps: crate::stats::Stats::or_zero(&[el as f64]),
+                        speedup: None,
+                        batch: None,
+                        fill: Some(FillCell {
+                            element: el,
+                            patch: true,
+                        }),
+                        moved: None,
+                        migrated: None,
+                    });
+                }
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn the_plot_has_a_panel_per_element_size() {
+        let sizes = [64 << 10, 64 << 20];
+        let p = panels(&result(&[64, 4096], &sizes));
+        let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["64-byte elements", "4096-byte elements"]);
+        for (panel, el) in p.iter().zip([64.0, 4096.0]) {
+            let lines: Vec<&str> = panel.series.iter().map(|s| s.name.as_str()).collect();
+            assert_eq!(lines, STRATEGIES, "a line per strategy in {}", panel.name);
+            for s in &panel.series {
+                // Hot and cold sizes share the panel; no other element's
+                // points leak in.
+                let xs: Vec<f64> = s.points.iter().map(|q| q.x).collect();
+                assert_eq!(xs, sizes.map(|n| n as f64), "{} {}", panel.name, s.name);
+                assert!(
+                    s.points.iter().all(|q| q.y == el),
+                    "{} {}",
+                    panel.name,
+                    s.name
+                );
+            }
+        }
+        let svg = chart::render_svg(&chart::Chart {
+            title: "fill",
+            x_label: PLOT_X,
+            y_label: "GB/s",
+            panels: &p,
+            log_x: true,
+        });
+        assert!(svg.contains(">64-byte elements<") && svg.contains(">4096-byte elements<"));
+        assert_eq!(
+            svg.matches(r#"class="legend""#).count(),
+            STRATEGIES.len(),
+            "a strategy is one legend entry, whatever the element size"
+        );
     }
 }

@@ -6,7 +6,7 @@
 //! Linux fills `/sys/devices/system/cpu/cpuN/cache` from the same leaves
 //! (4 on Intel, 0x8000001D on AMD with TOPOEXT), with the same size formula,
 //! so the sizes agree with sysfs by construction. The sharing count does
-//! not come out exactly: EAX[25:14] is the *APIC-id space* sharing the
+//! not come out exactly: EAX\[25:14\] is the *APIC-id space* sharing the
 //! cache (a power of two on most parts, 128 on a 56-core Xeon whose L3 is
 //! shared by 112 threads), so it is clamped to the package's logical CPUs
 //! (leaf 0xB's core level, or 0x80000008 on AMD) and to the online CPUs. The test
@@ -63,7 +63,7 @@ pub struct Leaf {
     pub kind: CacheKind,
     /// Bytes: ways x partitions x line x sets.
     pub size: usize,
-    /// Logical CPUs (APIC ids) sharing it, EAX[25:14] + 1.
+    /// Logical CPUs (APIC ids) sharing it, EAX\[25:14\] + 1.
     pub sharing: usize,
 }
 
@@ -125,7 +125,7 @@ pub fn detect(leaves: Option<Leaves>) -> CacheFacts {
 /// Cache leaves and the package's logical CPUs (`None`: unknown).
 pub type Leaves = (Vec<Leaf>, Option<usize>);
 
-/// The online CPUs (sysfs `cpu/online`, `[0]` if unreadable): one small file.
+/// The online CPUs (sysfs `cpu/online`, `\[0\]` if unreadable): one small file.
 fn online_cpus(root: &Path) -> Vec<usize> {
     std::fs::read_to_string(root.join("sys/devices/system/cpu/online"))
         .ok()
@@ -165,7 +165,7 @@ pub fn from_sysfs(root: &Path, online: &[usize]) -> CacheFacts {
 }
 
 /// Intel's leaf 4 and the package's logical CPUs, given the maximum
-/// basic leaf and whether the part is hybrid (leaf 7 EDX[15]); `None` where
+/// basic leaf and whether the part is hybrid (leaf 7 EDX\[15\]); `None` where
 /// they do not describe the caches (see the module docs).
 #[cfg(target_arch = "x86_64")]
 pub fn intel_leaves(max: u32, hybrid: bool) -> Option<Leaves> {
@@ -193,7 +193,7 @@ pub fn intel_leaves(max: u32, hybrid: bool) -> Option<Leaves> {
 }
 
 /// AMD's leaf 0x8000001D (with TOPOEXT), given the maximum extended leaf
-/// and the package's logical CPUs (0x80000008 ECX[7:0] + 1, which the
+/// and the package's logical CPUs (0x80000008 ECX\[7:0\] + 1, which the
 /// caller reads with the CLZERO bit).
 #[cfg(target_arch = "x86_64")]
 pub fn amd_leaves(max_ext: u32, package: Option<usize>) -> Option<Leaves> {

@@ -93,7 +93,9 @@ fn assert_exact(r: &Report, dst: &[u8], src: &[u8], ext: usize) {
 
 /// Holds `e` busy with a synchronous batch, whose progress callback blocks
 /// on a worker until the gate opens, while `body` runs; opens it after
-/// `body` (also when `body` panics, so that the test fails, not hangs).
+/// `body` (also when `body` panics). A body asserts nothing while a ticket
+/// of its own is alive and the gate closed: the ticket's drop, unwinding,
+/// would wait for the gate, and the test would hang instead of failing.
 fn gated<R>(e: &Engine, body: impl FnOnce(&dyn Fn()) -> R) -> R {
     let open = (Mutex::new(false), Condvar::new());
     let release = || {
@@ -235,19 +237,19 @@ fn a_caller_token_cancels_and_an_unstarted_ticket_writes_nothing() {
         register(&e, &dst);
         let x = extents(&mut dst, &src, EXT);
         let token = CancelToken::new();
-        gated(&e, |_| {
+        let (t, pending) = gated(&e, |_| {
             // SAFETY: the vectors outlive the ticket, waited on here.
             let t = unsafe { e.submit_copy(&x, Some(&token)) }.unwrap();
-            assert!(t.try_wait().is_none() && !t.is_done());
-            assert!(t.wait_timeout(Duration::from_millis(1)).is_none());
+            let pending = t.try_wait().is_none()
+                && !t.is_done()
+                && t.wait_timeout(Duration::from_millis(1)).is_none();
             token.cancel();
-            t
-        })
-        .wait()
-        .map(|r| {
-            assert!(r.cancelled && r.bytes_done == 0, "{kind:?} {r:?}");
-        })
-        .unwrap();
+            (t, pending)
+        });
+        assert!(pending, "{kind:?}: done while the engine was held");
+        let r = t.wait().unwrap();
+        assert!(r.cancelled && r.bytes_done == 0, "{kind:?} {r:?}");
+        drop(t);
         assert!(
             dst.iter().all(|&b| b == 0),
             "{kind:?}: a cancelled ticket wrote"
@@ -380,10 +382,11 @@ fn the_ticket_fd_is_readable_in_epoll_once_done_and_not_before() {
             };
             // SAFETY: registers the ticket's live fd with a live epoll.
             let rc = unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, t.as_raw_fd(), &mut ev) };
-            assert_eq!(rc, 0);
             // The engine is held: the batch cannot have run.
-            assert_eq!(ready(0).0, 0, "{kind:?}: readable before completion");
+            let before = ready(0).0;
             release();
+            assert_eq!(rc, 0);
+            assert_eq!(before, 0, "{kind:?}: readable before completion");
             t
         });
         // Bounded so that a missing wake-up fails instead of hanging.
@@ -422,7 +425,7 @@ fn a_forked_child_does_not_hang_on_a_parent_ticket() {
         register(&e, &src);
         register(&e, &dst);
         let x = extents(&mut dst, &src, EXT);
-        let t = gated(&e, |_| {
+        let (t, pid, waited, status) = gated(&e, |_| {
             // SAFETY: the vectors outlive the ticket, waited on below.
             let t = unsafe { e.submit_copy(&x, None) }.unwrap();
             // SAFETY: the child touches only the ticket, whose waits look
@@ -430,7 +433,6 @@ fn a_forked_child_does_not_hang_on_a_parent_ticket() {
             // other threads (workers, offload channels, the submission
             // thread, the gate's, all blocked) hold is never needed there.
             let pid = unsafe { libc::fork() };
-            assert!(pid >= 0);
             if pid == 0 {
                 // SAFETY: alarm only arms a timer: a hang dies of SIGALRM.
                 unsafe { libc::alarm(20) };
@@ -438,21 +440,30 @@ fn a_forked_child_does_not_hang_on_a_parent_ticket() {
                 let ok = matches!(waited, Some(Err(Error::Config(ref m))) if m.contains("parent"))
                     && matches!(t.try_wait(), Some(Err(Error::Config(_))))
                     && !t.is_done();
-                drop(t); // must not wait for the parent's thread
-                         // SAFETY: ends the child without unwinding into the scope,
-                         // whose threads exist only in the parent.
+                // Must not wait for the parent's thread.
+                drop(t);
+                // SAFETY: ends the child without unwinding into the scope,
+                // whose threads exist only in the parent.
                 unsafe { libc::_exit(if ok { 0 } else { 3 }) };
             }
             let mut status = 0;
-            // SAFETY: waits for the child just forked.
-            assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-            assert!(
-                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-                "{kind:?}: the child hung or failed: status {status:#x}"
-            );
-            println!("{kind:?}: child exited 0");
-            t
+            let waited = if pid > 0 {
+                // SAFETY: waits for the child just forked.
+                unsafe { libc::waitpid(pid, &mut status, 0) }
+            } else {
+                -1
+            };
+            (t, pid, waited, status)
         });
+        assert!(
+            pid > 0 && waited == pid,
+            "{kind:?}: fork {pid}, waitpid {waited}"
+        );
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{kind:?}: the child hung or failed: status {status:#x}"
+        );
+        println!("{kind:?}: child exited 0");
         // The parent's ticket runs as if nothing happened.
         assert!(t.wait().unwrap().is_complete());
         drop(t);

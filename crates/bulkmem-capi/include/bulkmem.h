@@ -318,6 +318,39 @@ int bm_cancel_set(bm_cancel *c);
 /* Free it (NULL is allowed); no batch may still be using it. */
 void bm_cancel_free(bm_cancel *c);
 
+/* ---- asynchronous batches ---------------------------------------------- */
+
+/* A batch running in the background (Engine::submit_copy in Rust). */
+typedef struct bm_ticket bm_ticket;
+
+/* Check a batch as bm_engine_copy_batch (clear) does (an invalid one is
+ * refused here, nothing queued), queue it and return at once with
+ * *ticket. Each engine runs its tickets one at a time, in submission
+ * order (FIFO). flags must be 0. The extents' memory must stay valid and
+ * untouched until the ticket is done or freed, and every ticket must be
+ * freed before its engine. */
+int bm_engine_submit_copy(bm_engine *e, const bm_extent *ext, size_t n,
+                          unsigned flags, bm_ticket **ticket);
+int bm_engine_submit_clear(bm_engine *e, const bm_extent *ext, size_t n,
+                           unsigned flags, bm_ticket **ticket);
+/* Wait up to timeout_ns (negative: no limit; 0: just look) for the batch;
+ * then as bm_engine_copy_batch_ctl: 0, or -ECANCELED with *report (may be
+ * NULL) naming the completed prefix. -ETIMEDOUT if it is still running.
+ * May be called again, from any thread: it returns the same outcome. In a
+ * child made by fork(), a parent's ticket never completes: -EINVAL. */
+int bm_ticket_wait(bm_ticket *t, long long timeout_ns, bm_report *report);
+/* 1 if the batch is done, 0 if not; never blocks. */
+int bm_ticket_poll(const bm_ticket *t);
+/* An eventfd that becomes readable when the batch is done (for poll or
+ * epoll); owned by the ticket: do not read or close it. */
+int bm_ticket_fd(const bm_ticket *t);
+/* Stop the batch after the chunks in flight (its report stays exact);
+ * returns at once. */
+int bm_ticket_cancel(bm_ticket *t);
+/* Free the ticket (NULL is allowed); a batch still running is cancelled
+ * and waited for first, so its memory may be freed afterwards. */
+void bm_ticket_free(bm_ticket *t);
+
 typedef struct bm_engine_opts_v2 {
     size_t size;          /* sizeof(bm_engine_opts_v2): the _INIT macro */
     size_t threads;       /* as in bm_engine_opts */

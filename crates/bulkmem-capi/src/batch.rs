@@ -18,7 +18,7 @@ use crate::structs::{BmCtl, BmEngineOpts, BmExtent, BmReport};
 ///
 /// # Safety
 /// `ext` points to `n` extents (the contract), or `n` is 0.
-unsafe fn extents(ext: *const BmExtent, n: usize) -> Res<Vec<Extent>> {
+pub(crate) unsafe fn extents(ext: *const BmExtent, n: usize) -> Res<Vec<Extent>> {
     if n == 0 {
         return Ok(Vec::new());
     }
@@ -344,7 +344,7 @@ pub unsafe fn run(
     Ok(0)
 }
 
-fn write_report(out: *mut BmReport, r: &Report) {
+pub(crate) fn write_report(out: *mut BmReport, r: &Report) {
     if out.is_null() {
         return;
     }

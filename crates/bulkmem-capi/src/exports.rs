@@ -85,4 +85,11 @@ exports! {
     bm_cancel_new => crate::ext::bm_cancel_new;
     bm_cancel_set => crate::ext::bm_cancel_set;
     bm_cancel_free => crate::ext::bm_cancel_free;
+    bm_engine_submit_copy => crate::ticket::bm_engine_submit_copy;
+    bm_engine_submit_clear => crate::ticket::bm_engine_submit_clear;
+    bm_ticket_wait => crate::ticket::bm_ticket_wait;
+    bm_ticket_poll => crate::ticket::bm_ticket_poll;
+    bm_ticket_fd => crate::ticket::bm_ticket_fd;
+    bm_ticket_cancel => crate::ticket::bm_ticket_cancel;
+    bm_ticket_free => crate::ticket::bm_ticket_free;
 }

@@ -15,6 +15,7 @@ mod single;
 mod sized;
 mod status;
 mod structs;
+mod ticket;
 
 use std::ffi::{c_char, c_int};
 

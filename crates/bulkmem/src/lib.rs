@@ -77,7 +77,7 @@ pub use calls::{
     clear, clear_batch, clear_batch_with, clear_extents, clear_hint, clear_opts, clear_with, copy,
     copy_batch, copy_batch_with, copy_extents, copy_hint, copy_opts, copy_with, resolve,
 };
-pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report};
+pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};
 pub use error::Error;
 #[cfg(target_arch = "x86_64")]
 pub use fault::{clear_checked, clear_checked_with, copy_checked, copy_checked_with, Fault, Side};

@@ -12,7 +12,7 @@ use crate::strategy::Strategy;
 /// Stops a running batch after the chunks in flight. Cheap to clone; all
 /// clones share one flag.
 #[derive(Clone, Debug, Default)]
-pub struct CancelToken(Arc<AtomicBool>);
+pub struct CancelToken(Arc<AtomicBool>, Option<Arc<AtomicBool>>);
 
 impl CancelToken {
     /// A token not (yet) cancelled.
@@ -27,9 +27,17 @@ impl CancelToken {
     }
 
     /// Whether [`cancel`](CancelToken::cancel) was called on this token or
-    /// a clone.
+    /// a clone (or on the token it was [`linked`](CancelToken::linked) to).
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.0.load(Ordering::Relaxed) || self.1.as_ref().is_some_and(|p| p.load(Ordering::Relaxed))
+    }
+
+    /// A token of its own that also counts as cancelled once `parent` (or
+    /// a clone of it) is: a submitted batch's, which its ticket cancels
+    /// without touching the caller's token. Cancelling it leaves `parent`
+    /// alone.
+    pub(crate) fn linked(parent: Option<&CancelToken>) -> CancelToken {
+        CancelToken(Arc::default(), parent.map(|p| Arc::clone(&p.0)))
     }
 }
 

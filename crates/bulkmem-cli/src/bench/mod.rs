@@ -11,6 +11,7 @@ pub mod fill;
 pub mod mem;
 pub mod migrate;
 pub mod moves;
+pub mod overlap;
 pub mod preload;
 
 use clap::Subcommand;
@@ -41,6 +42,9 @@ pub enum BenchCmd {
     /// NUMA migration: move_pages(2) against copy-and-remap with 1..N
     /// threads, both directions.
     Migrate(migrate::BenchMigrateArgs),
+    /// Compute on the caller overlapped with an asynchronous batch copy
+    /// (`Engine::submit_copy`) against the two one after the other.
+    Overlap(overlap::OverlapArgs),
 }
 
 pub fn cmd(what: BenchCmd, quiet: bool) -> Result<(), Failure> {
@@ -53,5 +57,6 @@ pub fn cmd(what: BenchCmd, quiet: bool) -> Result<(), Failure> {
         BenchCmd::Fault(a) => fault::cmd(a, quiet),
         BenchCmd::Migrate(a) => migrate::cmd(a, quiet),
         BenchCmd::Preload(a) => preload::cmd(a, quiet),
+        BenchCmd::Overlap(a) => overlap::cmd(a, quiet),
     }
 }

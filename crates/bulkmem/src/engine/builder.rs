@@ -247,6 +247,7 @@ impl EngineBuilder {
             serial: Serial::new(),
             offload: self.offload,
             offload_only: self.offload_only,
+            submitter: Mutex::new(None),
         })
     }
 }

@@ -20,7 +20,8 @@
 //! Here: the [`Engine`] and its unchecked batch entry points. Beside it:
 //! `builder` (configuration, CPUs), `pool` (the worker threads), `job` (one
 //! batch's chunk stream and the loop that works it), `batch` (the shapes a
-//! batch arrives in), `fill_job` (fills on the workers) and `checked` with
+//! batch arrives in), `fill_job` (fills on the workers), `submit` with
+//! `ticket` (batches run in the background, [`Ticket`]) and `checked` with
 //! `fault_log` (batches that survive SIGBUS). The types a batch reports
 //! with live in `crate::report` and `crate::extent`, so that the rest of
 //! the crate can name them without depending on the engine.
@@ -35,6 +36,8 @@ mod fill_job;
 mod job;
 mod pool;
 mod serial;
+mod submit;
+mod ticket;
 
 use std::sync::Mutex;
 
@@ -49,10 +52,12 @@ use batch::{Batch, ClearSlices, CopySlices, Raw};
 use job::{stream, Kernel};
 use pool::Pool;
 use serial::{stack_addr, Serial, SerialGuard};
+use submit::Submitter;
 
 pub use crate::placement::{max_threads, MAX_THREADS};
 pub use builder::{allowed_cpus, EngineBuilder};
 pub use serial::STALL;
+pub use ticket::Ticket;
 // Defined outside the engine so that errors, faults and `uffd` can name them
 // without depending on it; re-exported here, where callers look for them.
 pub use crate::extent::Extent;
@@ -107,6 +112,9 @@ pub struct Engine {
     serial: Serial,
     offload: Option<Offload>,
     offload_only: bool,
+    /// The submission thread of [`Engine::submit_copy`] and its kin,
+    /// started by the first submission (see `submit`).
+    submitter: Mutex<Option<Submitter>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -308,6 +316,16 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        // Before the workers: a ticket left running (only a leaked one can
+        // be, as a ticket borrows the engine) needs them to stop.
+        if let Some(s) = self
+            .submitter
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            s.stop();
+        }
         self.pool
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())

@@ -2,7 +2,7 @@
 //! private prefix, then compiles every `tests/c/*.c` as C99 and
 //! `tests/c/header.cpp` as C++17 (`-Wall -Wextra -Werror`) against it with
 //! pkg-config, runs them, links one statically, and builds and runs
-//! `examples/c/engine_copy.c`. Needs `cc`, `c++` and `pkg-config`
+//! `examples/c/engine_copy.c` and `examples/c/double_buffer.c`. Needs `cc`, `c++` and `pkg-config`
 //! (`scripts/c-deps` installs them).
 
 use std::path::{Path, PathBuf};
@@ -358,6 +358,23 @@ fn the_example_builds_with_pkg_config_and_runs() {
     );
     let out = run(&bin, &["64"]);
     assert!(out.contains("GB/s"), "{out}");
+}
+
+#[test]
+fn the_double_buffer_example_overlaps_copies_and_checks_every_block() {
+    let bin = out_dir("double_buffer");
+    compile(
+        "cc",
+        &["-O2", "-std=c99", "-Wall", "-Wextra", "-Werror"],
+        &root().join("examples/c/double_buffer.c"),
+        &pkg(&["--libs"]),
+        &bin,
+    );
+    // The checksum of what was processed equals the source's only if every
+    // block's background copy was whole before the block was read.
+    let out = run(&bin, &["6", "2"]);
+    assert!(out.contains("processed 6 blocks") && out.contains(": match"), "{out}");
+    assert!(!out.contains("MISMATCH"), "{out}");
 }
 
 /// A program built against the 0.1 header as it was before the sized

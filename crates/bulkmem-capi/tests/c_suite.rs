@@ -373,7 +373,10 @@ fn the_double_buffer_example_overlaps_copies_and_checks_every_block() {
     // The checksum of what was processed equals the source's only if every
     // block's background copy was whole before the block was read.
     let out = run(&bin, &["6", "2"]);
-    assert!(out.contains("processed 6 blocks") && out.contains(": match"), "{out}");
+    assert!(
+        out.contains("processed 6 blocks") && out.contains(": match"),
+        "{out}"
+    );
     assert!(!out.contains("MISMATCH"), "{out}");
 }
 

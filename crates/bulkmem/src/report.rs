@@ -27,7 +27,7 @@ impl CancelToken {
     }
 
     /// Whether [`cancel`](CancelToken::cancel) was called on this token or
-    /// a clone (or on the token it was [`linked`](CancelToken::linked) to).
+    /// a clone (or, for a ticket's own token, on the caller's token it follows).
     pub fn is_cancelled(&self) -> bool {
         self.0.load(Ordering::Relaxed) || self.1.as_ref().is_some_and(|p| p.load(Ordering::Relaxed))
     }

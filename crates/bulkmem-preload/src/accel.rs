@@ -73,6 +73,18 @@ fn policy_ready() -> bool {
     }
 }
 
+/// Builds bulkmem's policy now, if it is not built and this is not a
+/// signal handler: for the calls after which the process may no longer
+/// open files (seccomp: strict mode leaves read, write, _exit and
+/// sigreturn, and the first large copy after it would have read the CPU
+/// facts and the profile, and been killed). Returns whether it is built.
+pub fn prepare_for_sandbox() -> bool {
+    if INSIDE.with(|i| i.get()) {
+        return POLICY.load(Ordering::Acquire) == 2;
+    }
+    catch_unwind(policy_ready).unwrap_or(false)
+}
+
 /// Runs `op` over `n` bytes through bulkmem, or returns `None` when the C
 /// library must do it (re-entered, bulkmem not initialised and not to be
 /// initialised here, or bulkmem failed).

@@ -5,7 +5,9 @@
 //!   `_exit` and `sigreturn` remain, so a worker could never be woken or
 //!   stopped again, and the process would outlive its main thread's
 //!   `_exit`; a filter applies to the calling thread only, and the workers
-//!   would run outside the sandbox. Threads are forbidden from then on.
+//!   would run outside the sandbox. Threads are forbidden from then on,
+//!   and bulkmem's lazy initialisation (which opens /proc/cpuinfo and the
+//!   profile) is done first: no copy may open a file afterwards.
 //! * `unshare` and `setns`: a new user namespace (and `setns` into a mount
 //!   or user namespace) needs a single-threaded process. Workers start
 //!   again on the next large copy.
@@ -78,6 +80,9 @@ pub unsafe extern "C" fn prctl(
     // SAFETY: the C library's prctl, with the arguments the caller passed.
     let call = || unsafe { std::mem::transmute::<*mut c_void, PrctlFn>(p)(option, a2, a3, a4, a5) };
     if option == libc::PR_SET_SECCOMP {
+        // After it, no file can be opened: bulkmem's lazy initialisation
+        // (CPU facts, profile) must be done before, not by the next copy.
+        accel::prepare_for_sandbox();
         return accel::without_threads(true, |_| call());
     }
     call()

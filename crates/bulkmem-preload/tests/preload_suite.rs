@@ -331,6 +331,36 @@ fn seccomp_strict_mode_after_the_engine_started() {
 }
 
 #[test]
+fn seccomp_strict_mode_before_any_large_call() {
+    // Regression: bulkmem's initialisation moved from the constructor to
+    // the first large call, which under strict mode opened /proc/cpuinfo
+    // and was killed. prctl now initialises it before the sandbox.
+    policy(&["seccomp-cold"], &[]);
+    policy(&["seccomp-cold"], EAGER);
+}
+
+#[test]
+fn a_hostile_profile_is_refused_at_the_first_large_call_without_a_hang() {
+    // The profile is read by the first large call now (or by prctl before
+    // the sandbox): a FIFO with no writer, a device and a 3 GiB sparse file
+    // must each be refused at once, and the copies still run.
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("preload-hostile-profiles");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the directory");
+    let fifo = dir.join("fifo.toml");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let huge = dir.join("huge.toml");
+    std::fs::File::create(&huge)
+        .and_then(|f| f.set_len(3 << 30))
+        .expect("a sparse 3 GiB file");
+    for p in [fifo.to_str().unwrap(), "/dev/zero", huge.to_str().unwrap()] {
+        policy(&["seccomp-cold"], &[("BULKMEM_PROFILE", p)]);
+    }
+}
+
+#[test]
 fn unshare_user_namespace_after_the_engine_started() {
     let bin = compile("test_policy");
     let (o, hung) = limited_plain(

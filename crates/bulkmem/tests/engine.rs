@@ -4,6 +4,8 @@
 //! progress reaches the total, a panicking callback never hangs the caller,
 //! and several callers can share one engine.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -19,18 +21,6 @@ fn engine(threads: usize, chunk: usize) -> Engine {
         .inline_max(0)
         .build()
         .expect("engine")
-}
-
-fn pattern(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
 }
 
 /// Splits `buf` into extents of `lens`, skipping `gap` bytes after each.
@@ -70,7 +60,7 @@ proptest! {
     ) {
         let e = Engine::builder().threads(threads).chunk(chunk_pages * 4096).inline_max(0).hint(hint).build().unwrap();
         let space = lens.iter().sum::<usize>() + lens.len() * gap + 1;
-        let src = pattern(space, shuffle);
+        let src = common::pattern_vec(space, shuffle as usize);
         let mut dst = vec![0xEEu8; space];
         let mut expected = dst.clone();
         let (mut off, mut soff) = (0, 0);
@@ -109,7 +99,7 @@ proptest! {
 fn many_small_and_few_huge_extents_are_both_cut_into_chunks() {
     let e = engine(2, 64 << 10);
     // 2048 extents of 4 KiB.
-    let src = pattern(8 << 20, 1);
+    let src = common::pattern_vec(8 << 20, 1);
     let mut dst = vec![0u8; 8 << 20];
     let mut ops: Vec<(&mut [u8], &[u8])> =
         dst.chunks_mut(4096).zip(src.chunks(4096)).rev().collect();
@@ -263,7 +253,7 @@ fn cancel_case(threads: usize, clear: bool) {
         .map(|i| 4096 * (1 + i % 7) + (i % 3) * 100)
         .collect();
     let total: usize = lens.iter().sum();
-    let src = pattern(total, 7);
+    let src = common::pattern_vec(total, 7);
     let mut dst = vec![0xEEu8; total];
     let token = CancelToken::new();
     let at_cancel = AtomicUsize::new(usize::MAX);
@@ -333,7 +323,7 @@ fn cancel_stops_within_a_chunk_and_reports_exactly() {
 fn progress_reaches_the_total_and_only_grows() {
     let e = engine(2, 64 << 10);
     let total = 4 << 20;
-    let src = pattern(total, 3);
+    let src = common::pattern_vec(total, 3);
     let mut dst = vec![0u8; total];
     let seen = Mutex::new(Vec::new());
     let cb = |p: Progress| seen.lock().unwrap().push(p);
@@ -363,7 +353,7 @@ fn progress_reaches_the_total_and_only_grows() {
 fn a_panicking_callback_stops_the_batch_without_hanging() {
     let e = engine(2, 64 << 10);
     let total = 4 << 20;
-    let src = pattern(total, 5);
+    let src = common::pattern_vec(total, 5);
     let mut dst = vec![0u8; total];
     let calls = AtomicUsize::new(0);
     let cb = |_: Progress| {
@@ -403,7 +393,7 @@ fn several_callers_share_one_engine() {
             s.spawn(move || {
                 for round in 0..40u64 {
                     let n = 4096 * (1 + (round as usize % 9)) * 7 + 13;
-                    let src = pattern(n, t * 1000 + round + 1);
+                    let src = common::pattern_vec(n, (t * 1000 + round + 1) as usize);
                     let mut dst = vec![0u8; n];
                     let mut ops: Vec<(&mut [u8], &[u8])> =
                         dst.chunks_mut(5000).zip(src.chunks(5000)).collect();
@@ -550,7 +540,7 @@ fn a_named_strategy_is_used_for_every_chunk() {
         .strategy(Strategy::Portable)
         .build()
         .unwrap();
-    let src = pattern(1 << 20, 9);
+    let src = common::pattern_vec(1 << 20, 9);
     let mut dst = vec![0u8; 1 << 20];
     let r = e.copy_batch(&mut [(&mut dst[..], &src[..])]).unwrap();
     assert_eq!(r.strategy, Strategy::Portable);
@@ -633,7 +623,7 @@ fn a_panicking_patch_on_a_worker_is_an_error_not_a_hang() {
 fn progress_is_monotonic_with_many_small_chunks() {
     let e = engine(2, 4096);
     let total = 2 << 20;
-    let src = pattern(total, 9);
+    let src = common::pattern_vec(total, 9);
     let mut dst = vec![0u8; total];
     for round in 0..50 {
         let seen = Mutex::new(Vec::new());
@@ -660,7 +650,7 @@ fn a_callback_submitting_to_its_own_engine_is_refused() {
     let (inner, outer) = within(30, "a progress callback submitting to its engine", || {
         let e = engine(2, 64 << 10);
         let total = 1 << 20;
-        let src = pattern(total, 4);
+        let src = common::pattern_vec(total, 4);
         let mut dst = vec![0u8; total];
         let inner = Mutex::new(Vec::new());
         let cb = |_: Progress| {
@@ -693,7 +683,7 @@ fn a_callback_submitting_to_its_own_engine_is_refused() {
     let e = engine(2, 64 << 10);
     let other = engine(1, 64 << 10);
     let mut dst = vec![0u8; 1 << 20];
-    let src = pattern(1 << 20, 5);
+    let src = common::pattern_vec(1 << 20, 5);
     let ok = AtomicUsize::new(0);
     let cb = |_: Progress| {
         let mut a = vec![0u8; 4096];
@@ -789,7 +779,7 @@ fn an_engine_works_in_a_forked_child_and_drops_cleanly() {
     }
     let e = engine(2, 1 << 20);
     let n = 64 << 20;
-    let src = pattern(n, 11);
+    let src = common::pattern_vec(n, 11);
     let mut dst = vec![0u8; n];
     e.copy_batch(&mut [(&mut dst[..], &src[..])]).unwrap();
     // SAFETY: fork in a process whose only other threads are the engine's

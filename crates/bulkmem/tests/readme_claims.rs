@@ -9,6 +9,8 @@
 
 #![cfg(target_arch = "x86_64")]
 
+mod common;
+
 use std::collections::HashSet;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
@@ -33,18 +35,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn pattern(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
-
 #[test]
 fn a_cancelled_checked_batch_reports_the_extent_it_cut_as_partial() {
     const CHUNK: usize = 64 << 10;
@@ -57,7 +47,7 @@ fn a_cancelled_checked_batch_reports_the_extent_it_cut_as_partial() {
         .build()
         .unwrap();
     let (first, second) = (1 << 20, 3 * PAGE);
-    let src = pattern(first + second, 21);
+    let src = common::pattern_vec(first + second, 21);
     let mut dst = vec![0xEEu8; first + second];
     let (a, b) = dst.split_at_mut(first);
     let token = CancelToken::new();
@@ -218,7 +208,7 @@ fn a_move_cut_short_by_a_populated_page_is_continued_and_counted() {
     let n = 16;
     let mut src = Mapping::options().map(n * PAGE).unwrap();
     let mut dst = Mapping::options().map(n * PAGE).unwrap();
-    let want = pattern(n * PAGE, 5);
+    let want = common::pattern_vec(n * PAGE, 5);
     src.as_mut_slice().copy_from_slice(&want);
     // Populated before registering (a read of an unpopulated registered
     // page would wait for a fault handler that does not exist).
@@ -262,7 +252,7 @@ fn batches_up_to_4_mib_run_on_the_caller_and_larger_ones_on_the_workers() {
     let e = Engine::builder().threads(2).build().unwrap();
     let me = std::thread::current().id();
     for (len, inline) in [(4 << 20, true), ((4 << 20) + PAGE, false)] {
-        let src = pattern(len, len as u64);
+        let src = common::pattern_vec(len, len);
         let mut dst = vec![0u8; len];
         let ran_on = Mutex::new(HashSet::new());
         let cb = |_: Progress| {
@@ -288,7 +278,7 @@ fn batches_up_to_4_mib_run_on_the_caller_and_larger_ones_on_the_workers() {
 #[test]
 fn copy_hint_and_clear_hint_stream_with_non_temporal_kernels() {
     let n = (1 << 20) + 123;
-    let src = pattern(n, 77);
+    let src = common::pattern_vec(n, 77);
     let mut dst = vec![0u8; n];
     bulkmem::copy_hint(&mut dst, &src, Hint::Stream);
     assert_eq!(dst, src);

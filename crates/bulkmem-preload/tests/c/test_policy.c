@@ -10,6 +10,8 @@
  *             malloc: no thread started there, the heap intact
  *   seccomp   the engine running, then seccomp strict mode, then a large
  *             copy: the process must still copy, write and exit
+ *   seccomp-cold  strict mode before any large call (bulkmem not yet
+ *             initialised), then a large copy and clear
  *   unshare   the engine running, then unshare(CLONE_NEWUSER)
  *   zero      zero-length calls with null pointers return the destination
  *   fdstats   BULKMEM_PRELOAD_STATS=1 in a program that closes every
@@ -232,6 +234,35 @@ static int scenario_seccomp(void)
     return 1;
 }
 
+/* Strict mode before any large call: bulkmem is not initialised yet (the
+ * first large call does it, and that opens /proc/cpuinfo and the profile),
+ * so the preload must initialise it before entering the sandbox. A copy
+ * that opened a file afterwards would be killed (SIGKILL, exit 137). */
+static int scenario_seccomp_cold(void)
+{
+    size_t n = 64 << 20;
+    unsigned char *a = malloc(n), *b = malloc(n);
+    static const char ok[] = "ok\n", bad[] = "copy under seccomp went wrong\n";
+    if (a == NULL || b == NULL)
+        return 2;
+    for (size_t i = 0; i < n; i += 4096)
+        a[i] = 1, b[i] = 0; /* touched without a large library call */
+    a[n - 1] = 11;
+    fflush(NULL);
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT, 0, 0, 0) != 0) {
+        fprintf(stderr, "FAIL: prctl(PR_SET_SECCOMP): %s\n", strerror(errno));
+        return 1;
+    }
+    p_memcpy(b, a, n);
+    p_memset(a, 0, n);
+    if (b[4096] == 1 && b[n - 1] == 11 && a[n - 1] == 0)
+        (void)!write(1, ok, sizeof ok - 1);
+    else
+        (void)!write(2, bad, sizeof bad - 1);
+    syscall(SYS_exit, 0);
+    return 1;
+}
+
 /* --- unshare ------------------------------------------------------------------------- */
 
 static int scenario_unshare(int expect_threads)
@@ -301,6 +332,8 @@ int main(int argc, char **argv)
         return scenario_alarm();
     if (strcmp(s, "seccomp") == 0)
         return scenario_seccomp();
+    if (strcmp(s, "seccomp-cold") == 0)
+        return scenario_seccomp_cold();
     if (strcmp(s, "unshare") == 0)
         return scenario_unshare(getenv("LD_PRELOAD") != NULL);
     if (strcmp(s, "zero") == 0)

@@ -70,6 +70,11 @@ pub fn fill_pattern(buf: &mut [u8], seed: usize) {
     }
 }
 
+/// `n` bytes of [`pattern`]: a source buffer for tests that need no guards.
+pub fn pattern_vec(n: usize, seed: usize) -> Vec<u8> {
+    (0..n).map(|i| pattern(i, seed)).collect()
+}
+
 /// Index of the first byte in `buf[from..to]` that is not the canary.
 pub fn first_non_canary(buf: &[u8], from: usize, to: usize) -> Option<usize> {
     (from..to).find(|&i| buf[i] != canary(i))

@@ -15,7 +15,9 @@
 //! Not covered: the same requests made with `syscall(SYS_seccomp, ...)`,
 //! `syscall(SYS_unshare, ...)` and the like (libseccomp's `seccomp_load`
 //! uses the `seccomp` system call when the kernel has it): set
-//! `BULKMEM_PRELOAD_THREADS=1` for such programs.
+//! `BULKMEM_PRELOAD_THREADS=1` for such programs, and `BULKMEM_PRELOAD=off`
+//! if the sandbox forbids opening files before their first large copy
+//! (bulkmem's lazy initialisation reads /proc/cpuinfo and the profile).
 //!
 //! `prctl` is variadic in C; it is defined here with its five integer
 //! arguments, which is how callers pass them on x86_64 and aarch64 Linux.

@@ -91,6 +91,17 @@ pub extern "C" fn bulkmem_preload_active() -> c_int {
     c_int::from(config::ACTIVE.load(Ordering::Relaxed))
 }
 
+/// Unwinds through a frame of this library and says whether the unwind was
+/// caught (1): the proof, for the test suite, that the unwinder linked into
+/// the library (build.rs) finds its frames, so a panic inside bulkmem is
+/// caught at the boundary instead of aborting the host. `resume_unwind`
+/// runs no panic hook: nothing is printed.
+#[no_mangle]
+pub extern "C" fn bulkmem_preload_selftest_unwind() -> c_int {
+    let caught = std::panic::catch_unwind(|| std::panic::resume_unwind(Box::new(0u8)));
+    c_int::from(caught.is_err())
+}
+
 #[inline(always)]
 fn small(n: usize) -> bool {
     n < config::MIN.load(Ordering::Relaxed)

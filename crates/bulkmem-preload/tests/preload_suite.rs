@@ -381,6 +381,28 @@ fn unshare_user_namespace_after_the_engine_started() {
     policy(&["unshare"], EAGER);
 }
 
+/// The preload loads no `libgcc_s` into its hosts (its constructor alone
+/// was most of the start-up cost under a hypervisor); the unwinder linked
+/// in instead (build.rs) still catches an unwind inside the library.
+#[test]
+fn the_preload_brings_its_own_unwinder_not_libgcc_s() {
+    let o = Command::new("readelf")
+        .arg("-dW")
+        .arg(library())
+        .output()
+        .expect("run readelf (binutils, which cc needs)");
+    let dynamic = text(&o);
+    assert!(o.status.success(), "readelf -d: {dynamic}");
+    let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).collect();
+    assert!(!needed.is_empty(), "no NEEDED entries in:\n{dynamic}");
+    assert!(
+        needed.iter().all(|l| !l.contains("libgcc_s")),
+        "the preload needs libgcc_s again:\n{}",
+        needed.join("\n")
+    );
+    policy(&["unwind"], &[]);
+}
+
 #[test]
 fn zero_lengths_with_null_pointers_touch_nothing() {
     policy(&["zero"], EAGER);

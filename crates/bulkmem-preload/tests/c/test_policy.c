@@ -16,9 +16,12 @@
  *   zero      zero-length calls with null pointers return the destination
  *   fdstats   BULKMEM_PRELOAD_STATS=1 in a program that closes every
  *             descriptor above 2 and opens a data file (argv[2])
+ *   unwind    the preload's own unwinder (linked in statically, no
+ *             libgcc_s) catches an unwind through the library's frames
  *
  * Prints "ok" on success (the runner also looks at the exit status). */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
@@ -305,6 +308,19 @@ static int scenario_zero(void)
     return finish();
 }
 
+/* --- unwind -------------------------------------------------------------------------- */
+
+static int scenario_unwind(void)
+{
+    int (*selftest)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "bulkmem_preload_selftest_unwind");
+    EXPECT(selftest != NULL, "the preload exports bulkmem_preload_selftest_unwind");
+    if (selftest)
+        EXPECT(selftest() == 1, "an unwind inside the preload was not caught");
+    EXPECT(dlsym(RTLD_DEFAULT, "_Unwind_RaiseException") == NULL,
+           "the preload's unwinder is private, yet _Unwind_RaiseException is visible");
+    return finish();
+}
+
 /* --- fdstats ------------------------------------------------------------------------- */
 
 static int scenario_fdstats(const char *path)
@@ -338,8 +354,10 @@ int main(int argc, char **argv)
         return scenario_unshare(getenv("LD_PRELOAD") != NULL);
     if (strcmp(s, "zero") == 0)
         return scenario_zero();
+    if (strcmp(s, "unwind") == 0)
+        return scenario_unwind();
     if (strcmp(s, "fdstats") == 0 && argc > 2)
         return scenario_fdstats(argv[2]);
-    fprintf(stderr, "usage: %s handler|alarm|seccomp|unshare|zero|fdstats FILE\n", argv[0]);
+    fprintf(stderr, "usage: %s handler|alarm|seccomp|seccomp-cold|unshare|zero|unwind|fdstats FILE\n", argv[0]);
     return 2;
 }

@@ -188,9 +188,45 @@ fn clear_around_2mib(s: Strategy) {
     assert_all_canary(s, &mut dst);
 }
 
-/// Three tests per strategy. One that needs a capability carries
+/// Lengths around the page blocks of the non-temporal copies' interleaved
+/// body (four pages, 16 KiB, at once: NT_COPY_PAGES in kernels/mod.rs),
+/// with the remainders that fall to the 256-byte and 64-byte loops and the
+/// tail, and a head of 1..63 bytes before the first aligned line.
+const BLOCK_EDGES: &[usize] = &[
+    12287, 16383, 16384, 16385, 16447, 16448, 16639, 16640, 20479, 32767, 32768, 33025, 49153,
+    69695,
+];
+
+fn copy_around_page_blocks(s: Strategy) {
+    let (mut dst, mut src) = fresh(69695 + 2 * 64);
+    let end = dst.usable();
+    for &len in BLOCK_EDGES {
+        for d in [0, 1, 31, 63] {
+            for so in [0, 5, 32, 63] {
+                copy_case(s, &mut dst, &mut src, d, so, len);
+            }
+        }
+        copy_case(s, &mut dst, &mut src, end - len, end - len, len);
+        copy_case(s, &mut dst, &mut src, end - len, (end - len) & !63, len);
+    }
+    assert_all_canary(s, &mut dst);
+}
+
+fn clear_around_page_blocks(s: Strategy) {
+    let (mut dst, _) = fresh(69695 + 2 * 64);
+    let end = dst.usable();
+    for &len in BLOCK_EDGES {
+        for d in [0, 1, 31, 63] {
+            clear_case(s, &mut dst, d, len);
+        }
+        clear_case(s, &mut dst, end - len, len);
+    }
+    assert_all_canary(s, &mut dst);
+}
+
+/// Four tests per strategy. One that needs a capability carries
 /// `#[cfg_attr(not(bulkmem_host = ...), ignore = ...)]`: where the build
-/// host lacks it, `cargo test` lists the three as ignored, with the reason.
+/// host lacks it, `cargo test` lists the four as ignored, with the reason.
 macro_rules! per_strategy {
     ($($(#[$attr:meta])* $name:ident: $strategy:expr;)*) => {
         /// The strategies that have tests here.
@@ -212,6 +248,14 @@ macro_rules! per_strategy {
                 let Some(s) = require::strategy($strategy) else { return };
                 if s.supports(Op::Copy) { copy_every_alignment(s) }
                 if s.supports(Op::Clear) { clear_every_alignment(s) }
+            }
+
+            $(#[$attr])*
+            #[test]
+            fn around_page_blocks() {
+                let Some(s) = require::strategy($strategy) else { return };
+                if s.supports(Op::Copy) { copy_around_page_blocks(s) }
+                if s.supports(Op::Clear) { clear_around_page_blocks(s) }
             }
 
             $(#[$attr])*

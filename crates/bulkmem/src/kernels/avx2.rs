@@ -10,6 +10,7 @@
 use core::arch::x86_64::*;
 
 use super::small::{copy_upto_64, to_line, zero_upto_64};
+use super::{NT_COPY_BLOCK, NT_COPY_PAGES};
 
 /// # Safety
 /// The CPU has AVX2; `src` readable and `dst` writable for `len` bytes, not
@@ -55,12 +56,32 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
 #[target_feature(enable = "avx2")]
 pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     let head = to_line(dst).min(len);
-    // SAFETY: (whole block) the head is [0, head) with head <= len; the body
-    // starts 64-aligned at `head` and each iteration ends at or before len;
-    // the tail is exactly [k, len) with len - k < 64.
+    // SAFETY: (whole block) the head is [0, head) with head <= len; each
+    // interleaved block is [k, k + NT_COPY_BLOCK) with k + NT_COPY_BLOCK <=
+    // len by its loop condition, every access in it below k +
+    // NT_COPY_BLOCK; the body starts 64-aligned at `head` and each
+    // iteration ends at or before len; the tail is exactly [k, len) with
+    // len - k < 64.
     unsafe {
         copy_upto_64(dst, src, head);
         let mut k = head;
+        while k + NT_COPY_BLOCK <= len {
+            let mut i = 0;
+            while i < 4096 {
+                for p in 0..NT_COPY_PAGES {
+                    let at = k + p * 4096 + i;
+                    let mut v = [_mm256_setzero_si256(); 4];
+                    for (j, v) in v.iter_mut().enumerate() {
+                        *v = _mm256_loadu_si256(src.add(at + 32 * j).cast());
+                    }
+                    for (j, v) in v.iter().enumerate() {
+                        _mm256_stream_si256(dst.add(at + 32 * j).cast(), *v);
+                    }
+                }
+                i += 128;
+            }
+            k += NT_COPY_BLOCK;
+        }
         while k + 256 <= len {
             // Load a whole 256-byte block before streaming it out, as
             // Linux's memcpy_orig does, so loads run ahead of the stores.

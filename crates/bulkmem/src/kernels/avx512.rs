@@ -5,6 +5,7 @@
 use core::arch::x86_64::*;
 
 use super::small::to_line;
+use super::{NT_COPY_BLOCK, NT_COPY_PAGES};
 
 /// Mask of the low `n` lanes, `n <= 64`.
 #[inline(always)]
@@ -79,11 +80,31 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
 #[target_feature(enable = "avx512f,avx512bw")]
 pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     let head = to_line(dst).min(len);
-    // SAFETY: (whole block) head is [0, head); the body is 64-aligned from
-    // `head` and ends at or before len; the tail is exactly [k, len).
+    // SAFETY: (whole block) head is [0, head); each interleaved block is
+    // [k, k + NT_COPY_BLOCK) with k + NT_COPY_BLOCK <= len by its loop
+    // condition, and every access in it is at k + p * 4096 + i + 64 * j <
+    // k + NT_COPY_BLOCK; the body is 64-aligned from `head` and ends at or
+    // before len; the tail is exactly [k, len).
     unsafe {
         copy_masked(dst, src, head);
         let mut k = head;
+        while k + NT_COPY_BLOCK <= len {
+            let mut i = 0;
+            while i < 4096 {
+                for p in 0..NT_COPY_PAGES {
+                    let at = k + p * 4096 + i;
+                    let mut v = [_mm512_setzero_si512(); 4];
+                    for (j, v) in v.iter_mut().enumerate() {
+                        *v = _mm512_loadu_si512(src.add(at + 64 * j).cast());
+                    }
+                    for (j, &v) in v.iter().enumerate() {
+                        _mm512_stream_si512(dst.add(at + 64 * j).cast(), v);
+                    }
+                }
+                i += 256;
+            }
+            k += NT_COPY_BLOCK;
+        }
         while k + 256 <= len {
             let mut v = [_mm512_setzero_si512(); 4];
             for (i, v) in v.iter_mut().enumerate() {

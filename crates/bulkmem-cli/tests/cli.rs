@@ -436,7 +436,14 @@ fn info_says_why_the_built_in_rules_are_used() {
     let garbage = dir.join("garbage.toml");
     std::fs::write(&garbage, "\u{0}\u{1}not a profile\n").unwrap();
     let truncated = dir.join("truncated.toml");
-    std::fs::write(&truncated, "format = 1\nbulkmem = \"0.1.0\"\ncells = 3\n").unwrap();
+    std::fs::write(
+        &truncated,
+        format!(
+            "format = {}\nbulkmem = \"0.1.0\"\ncells = 3\n",
+            bulkmem::auto::FORMAT
+        ),
+    )
+    .unwrap();
     let cases: &[(&str, &str)] = &[
         (
             "/nonexistent/profile.toml",

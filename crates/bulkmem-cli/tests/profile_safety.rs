@@ -198,7 +198,7 @@ fn statuses_never_quote_the_file() {
     let path = dir().join("secret.toml");
     for body in [
         secret.to_string(),
-        format!("format = 1\ncells = 0\n[cpu]\nvendor = \"{secret}\"\n"),
+        format!("format = {FORMAT}\ncells = 0\n[cpu]\nvendor = \"{secret}\"\n"),
         format!("format = \"{secret}\"\n"),
         format!("[{secret}]\n"),
     ] {
@@ -224,7 +224,8 @@ fn off_in_any_case_and_out_of_range_integers() {
     let path = dir().join("format.toml");
     std::fs::write(
         &path,
-        p.to_toml().replacen("format = 1", "format = 4294967297", 1),
+        p.to_toml()
+            .replacen(&format!("format = {FORMAT}"), "format = 4294967297", 1),
     )
     .unwrap();
     let t = text(&run(&["info"], &[("BULKMEM_PROFILE", path.as_path())], &[]));

@@ -461,7 +461,7 @@ mod tests {
             }),
             (
                 "old-format",
-                text.replacen("format = 1", "format = 0", 1),
+                text.replacen(&format!("format = {FORMAT}"), "format = 1", 1),
                 |s| matches!(s, ProfileStatus::Outdated { .. }),
             ),
             (
@@ -550,7 +550,7 @@ mod tests {
         let r = resolve(false, None, None, &system, &id);
         assert_eq!(r.1.is_tuned(), root, "no HOME: the system's");
         // A broken user profile is reported, not passed over.
-        let broken = temp("resolve-broken.toml", "format = 1\n");
+        let broken = temp("resolve-broken.toml", &format!("format = {FORMAT}\n"));
         let r = resolve(false, None, Some(broken), &system, &id);
         assert!(matches!(r.1, ProfileStatus::Invalid { .. }), "{}", r.1);
         // BULKMEM_PROFILE names one file, or none.

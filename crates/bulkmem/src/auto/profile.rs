@@ -459,7 +459,7 @@ impl Profile {
                         Section::Cpu => &mut cpu,
                         Section::Cell => cells.last_mut().expect("a cell section has a cell"),
                     };
-                    t.0.push((k.trim().to_string(), v));
+                    t.0.push((k.trim(), v));
                 }
             }
         }

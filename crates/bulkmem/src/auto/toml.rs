@@ -4,8 +4,8 @@
 //! are the profile parser's to interpret; this reads values and tables.
 
 #[derive(Clone, Debug, PartialEq)]
-pub(super) enum Value {
-    Str(String),
+pub(super) enum Value<'a> {
+    Str(&'a str),
     Int(u64),
     Float(f64),
     Bool(bool),
@@ -13,7 +13,7 @@ pub(super) enum Value {
 
 /// A TOML value: "string" (no escapes: profiles never need them), an
 /// unsigned integer, a float or a boolean, then an optional # comment.
-pub(super) fn value(v: &str) -> Result<Value, String> {
+pub(super) fn value(v: &str) -> Result<Value<'_>, String> {
     let v = v.trim();
     if let Some(rest) = v.strip_prefix('"') {
         let end = rest
@@ -23,7 +23,7 @@ pub(super) fn value(v: &str) -> Result<Value, String> {
         if !(tail.is_empty() || tail.starts_with('#')) {
             return Err("unexpected text after a string".to_string());
         }
-        return Ok(Value::Str(rest[..end].to_string()));
+        return Ok(Value::Str(&rest[..end]));
     }
     let v = v.split('#').next().unwrap_or("").trim();
     match v {
@@ -37,7 +37,7 @@ pub(super) fn value(v: &str) -> Result<Value, String> {
     }
 }
 
-impl Value {
+impl Value<'_> {
     /// The value's type, for messages (which never quote a file's text).
     fn kind(&self) -> &'static str {
         match self {
@@ -50,24 +50,24 @@ impl Value {
 }
 
 #[derive(Default)]
-pub(super) struct Table(pub(super) Vec<(String, Value)>);
+pub(super) struct Table<'a>(pub(super) Vec<(&'a str, Value<'a>)>);
 
-impl Table {
+impl<'a> Table<'a> {
     pub(super) fn has(&self, k: &str) -> bool {
-        self.0.iter().any(|(key, _)| key == k)
+        self.0.iter().any(|(key, _)| *key == k)
     }
 
-    pub(super) fn get(&self, k: &str) -> Result<&Value, String> {
+    pub(super) fn get(&self, k: &str) -> Result<&Value<'a>, String> {
         self.0
             .iter()
-            .find(|(key, _)| key == k)
+            .find(|(key, _)| *key == k)
             .map(|(_, v)| v)
             .ok_or_else(|| format!("missing '{k}'"))
     }
 
-    pub(super) fn str(&self, k: &str) -> Result<&str, String> {
+    pub(super) fn str(&self, k: &str) -> Result<&'a str, String> {
         match self.get(k)? {
-            Value::Str(s) => Ok(s),
+            Value::Str(s) => Ok(*s),
             v => Err(format!("'{k}' should be a string, not {}", v.kind())),
         }
     }

@@ -65,11 +65,19 @@ pub struct MemArgs {
     /// (.svg or .png).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Also time another library's routine, as one more row in the same
+    /// rounds: a shared library opened with RTLD_LOCAL (it cannot replace
+    /// this process's memcpy) and its SYMBOL (default memcpy for copy,
+    /// memset for clear). Repeat, or separate with commas. The row is named
+    /// LABEL, else the file's stem and the symbol.
+    #[arg(long, value_name = "[LABEL=]LIB[:SYMBOL]", value_delimiter = ',')]
+    against: Vec<String>,
 }
 
 pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
     let (strategies, skipped) = pick_strategies(op, &a.strategies)?;
+    let foreign = super::against::load(op, &a.against).map_err(usage)?;
     let nodes = bulkmem::numa::Nodes::detect();
     for (flag, node) in [("--src-node", a.src_node), ("--dst-node", a.dst_node)] {
         if let Some(n) = node {
@@ -114,6 +122,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         thp: !a.no_thp,
         checked: false,
         named_batches: false,
+        foreign,
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
     report::add_speedups(&mut rows);
@@ -167,6 +176,7 @@ pub fn default_report(quiet: bool) -> Result<(), Failure> {
             thp: true,
             checked: false,
             named_batches: false,
+            foreign: Vec::new(),
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
         report::add_speedups(&mut rows);

@@ -204,6 +204,7 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
         thp: !a.no_thp,
         checked: true,
         named_batches: false,
+        foreign: Vec::new(),
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
     report::add_speedups_over(&mut rows, "auto");

@@ -16,8 +16,10 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use bulkmem::mapping::Mapping;
-use bulkmem::Kernel;
-use bulkmem::{Hint, Op, Options, Strategy};
+use bulkmem::{Hint, Op, Strategy};
+
+use super::against::Foreign;
+use super::exec::{cells, Exec};
 
 use crate::arena;
 use crate::harness::{fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
@@ -72,6 +74,8 @@ pub struct Plan {
     /// instead of extent by extent as the kernel's loops do. `bulkmem tune`
     /// compares like with like this way.
     pub named_batches: bool,
+    /// Other libraries' routines, each one more row (`--against`).
+    pub foreign: Vec<(String, Foreign)>,
 }
 
 /// Called as work proceeds with (done, of, label); the unit is one
@@ -184,128 +188,12 @@ fn place(m: &Mapping, node: Option<usize>, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// How one call executes: a resolved kernel, the same through the
-/// library's batch call, `auto` with a hint, or the checked routine of a
-/// checked strategy.
-#[derive(Clone, Copy)]
-enum Exec {
-    Named(Kernel),
-    Batch(Strategy),
-    Auto(Hint),
-    Checked(Strategy),
-}
-
-/// The cells of a group: row name and how each runs. `req` is what one
-/// call (hot) or one thread's batch (cold) looks like to `auto`, so the
-/// checked cell stands in for the routine auto picks for the same shape.
-fn cells(plan: &Plan, req: &bulkmem::Request) -> Result<Vec<(String, Exec)>, String> {
-    let mut v: Vec<(String, Exec)> = plan
-        .strategies
-        .iter()
-        .map(|&s| (s.name().to_string(), Exec::of(plan, s)))
-        .collect();
-    if plan.checked {
-        let s = bulkmem::fault::checked_form(Strategy::Auto, req).map_err(|e| e.to_string())?;
-        v.push(("checked".to_string(), Exec::Checked(s)));
-    }
-    Ok(v)
-}
-
-impl Exec {
-    fn of(plan: &Plan, s: Strategy) -> Exec {
-        if s == Strategy::Auto {
-            Exec::Auto(plan.hint)
-        } else if plan.named_batches {
-            Exec::Batch(s)
-        } else {
-            Exec::Named(Kernel::new(s, plan.op).expect("the plan holds only available strategies"))
-        }
-    }
-
-    /// One copy; returns the strategy that ran.
-    fn copy(self, dst: &mut [u8], src: &[u8]) -> Strategy {
-        match self {
-            Exec::Named(k) => {
-                k.copy(dst, src);
-                k.strategy()
-            }
-            Exec::Batch(s) => bulkmem::copy_with(s, dst, src)
-                .map(|()| s)
-                .expect("available"),
-            Exec::Auto(h) => bulkmem::copy_opts(Options::hint(h), dst, src).expect("equal lengths"),
-            Exec::Checked(s) => {
-                bulkmem::fault::copy_checked_with(s, dst, src).expect("no fault in a benchmark");
-                s
-            }
-        }
-    }
-
-    fn clear(self, dst: &mut [u8]) -> Strategy {
-        match self {
-            Exec::Named(k) => {
-                k.clear(dst);
-                k.strategy()
-            }
-            Exec::Batch(s) => bulkmem::clear_with(s, dst).map(|()| s).expect("available"),
-            Exec::Auto(h) => bulkmem::clear_opts(Options::hint(h), dst).expect("clear cannot fail"),
-            Exec::Checked(s) => {
-                bulkmem::fault::clear_checked_with(s, dst).expect("no fault in a benchmark");
-                s
-            }
-        }
-    }
-
-    fn copy_batch(self, ops: &mut [(&mut [u8], &[u8])]) -> Strategy {
-        match self {
-            Exec::Auto(h) => {
-                bulkmem::copy_batch_with(Options::hint(h), ops).expect("equal lengths")
-            }
-            Exec::Batch(s) => {
-                bulkmem::copy_batch_with(Options::strategy(s), ops).expect("an available strategy")
-            }
-            Exec::Checked(s) => {
-                let out = bulkmem::fault::copy_batch_checked(s, ops).expect("equal lengths");
-                assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
-                s
-            }
-            Exec::Named(k) => {
-                for (d, sr) in ops.iter_mut() {
-                    k.copy(d, sr);
-                }
-                k.strategy()
-            }
-        }
-    }
-
-    fn clear_batch(self, ops: &mut [&mut [u8]]) -> Strategy {
-        match self {
-            Exec::Auto(h) => {
-                bulkmem::clear_batch_with(Options::hint(h), ops).expect("clear cannot fail")
-            }
-            Exec::Batch(s) => {
-                bulkmem::clear_batch_with(Options::strategy(s), ops).expect("an available strategy")
-            }
-            Exec::Checked(s) => {
-                let out = bulkmem::fault::clear_batch_checked(s, ops).expect("valid strategy");
-                assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
-                s
-            }
-            Exec::Named(k) => {
-                for d in ops.iter_mut() {
-                    k.clear(d);
-                }
-                k.strategy()
-            }
-        }
-    }
-}
-
 fn hot_group(plan: &Plan, size: usize, bufs: &mut HotBufs) -> Result<Vec<Row>, String> {
     let reps = (HOT_BYTES / size).max(1);
     let cells = cells(plan, &bulkmem::Request::single(plan.op, size, plan.hint))?;
     let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
     // Check each cell once, from a poisoned destination.
-    let mut chose = vec![Strategy::Auto; execs.len()];
+    let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
     for (i, exec) in execs.iter().enumerate() {
         for (src, dst) in bufs.pairs.iter_mut() {
             dst.as_mut_slice().fill(POISON);
@@ -385,7 +273,7 @@ fn cold_group(
         .map(Some)
         .collect();
     let src_slots: Vec<&[u8]> = src.as_slice().chunks_exact(size).take(count).collect();
-    let mut chose = vec![Strategy::Auto; execs.len()];
+    let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
     let stats = match plan.op {
         Op::Copy => {
             let mut ops: Vec<(&mut [u8], &[u8])> = dst_order
@@ -462,7 +350,7 @@ fn cold_group(
 fn row(
     plan: &Plan,
     name: &str,
-    chose: Strategy,
+    chose: Option<Strategy>,
     size: usize,
     total: usize,
     regime: Regime,
@@ -471,7 +359,7 @@ fn row(
     Row {
         op: plan.op.name(),
         strategy: name.to_string(),
-        chose: chose.name().to_string(),
+        chose: chose.map_or(name, |s| s.name()).to_string(),
         hint: (name == "auto").then(|| plan.hint.name().to_string()),
         size,
         total,
@@ -624,6 +512,7 @@ mod tests {
             thp: false,
             checked: false,
             named_batches: false,
+            foreign: Vec::new(),
         }
     }
 

@@ -4,8 +4,10 @@
 //! builder (`crate::table`) and publishing (`crate::cli::publish`), never
 //! each other.
 
+pub mod against;
 pub mod batch;
 pub mod copy;
+mod exec;
 pub mod fault;
 pub mod fill;
 pub mod mem;

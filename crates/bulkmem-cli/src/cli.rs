@@ -140,10 +140,12 @@ pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
         )));
     }
     let first = cpus[0];
+    // Read before pinning: afterwards this thread's affinity is `first`
+    // alone, and every other worker would share its CPU.
+    let allowed = bulkmem::engine::allowed_cpus().unwrap_or_else(|| online.clone());
     bulkmem::placement::pin_to(first)
         .map_err(|e| runtime(format!("cannot pin to CPU {first}: {e}")))?;
     if named.is_none() {
-        let allowed = bulkmem::engine::allowed_cpus().unwrap_or_else(|| online.clone());
         cpus.extend(
             online
                 .iter()
@@ -274,4 +276,29 @@ pub fn parse_hint(s: &str) -> Result<Hint, String> {
 pub fn parse_placement(s: &str) -> Result<bulkmem::Placement, String> {
     s.parse()
         .map_err(|e: bulkmem::ParseNameError| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pinning the caller first made its affinity one CPU, and every other
+    /// measuring thread then shared that CPU (`--threads 2` measured one).
+    #[test]
+    fn measuring_cpus_lists_every_allowed_cpu() {
+        let online = bulkmem::cpu::info().topology.online_cpus.clone();
+        let allowed = bulkmem::engine::allowed_cpus().unwrap_or_else(|| online.clone());
+        let mut want: Vec<usize> = online
+            .iter()
+            .copied()
+            .filter(|c| allowed.contains(c))
+            .collect();
+        // On a thread of its own: the pin stays there.
+        let mut got = std::thread::spawn(|| measuring_cpus(None).ok().expect("online CPUs"))
+            .join()
+            .unwrap();
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want);
+    }
 }

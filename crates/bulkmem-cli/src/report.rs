@@ -81,6 +81,10 @@ pub struct BatchCell {
     /// how much CPU a configuration spends, offload rows included.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_busy: Option<f64>,
+    /// Engine rows: the median over this machine's memory bound for the
+    /// row's thread count (`bench limits`: min(read, write) for a copy).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bound_share: Option<f64>,
 }
 
 impl Row {

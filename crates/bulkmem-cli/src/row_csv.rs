@@ -45,6 +45,9 @@ const BATCH: &[Column] = &[
     ("cpu_busy", |r| {
         opt(r.batch.as_ref().and_then(|b| b.cpu_busy))
     }),
+    ("bound_share", |r| {
+        opt(r.batch.as_ref().and_then(|b| b.bound_share))
+    }),
 ];
 
 const FILL: &[Column] = &[

@@ -21,6 +21,7 @@ use crate::cli::{
     check_memory, check_outputs, measuring_cpus, publish, usage, with_progress, Failure, Measure,
     Output, Style,
 };
+use crate::failure::runtime;
 use crate::harness::{cpu_time, fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
 use crate::preflight::{self, eviction_bytes, times, Need};
 use crate::report;
@@ -30,6 +31,7 @@ use crate::stats::Stats;
 use clap::Args;
 use std::path::PathBuf;
 
+mod bound;
 mod offload;
 mod tables;
 
@@ -361,6 +363,7 @@ fn measure_shape(
             layout: layout.name(),
             count,
             cpu_busy,
+            bound_share: None,
         }),
         fill: None,
         moved: None,
@@ -429,6 +432,17 @@ pub struct BatchArgs {
     /// GB/s against folio size, a line per thread count (.svg or .png).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// The memory bound each engine row's share is of, in GB/s, instead
+    /// of measuring it (`bench limits`) at the start.
+    #[arg(long, value_name = "GBPS", value_parser = parse_bound)]
+    bound: Option<f64>,
+}
+
+fn parse_bound(s: &str) -> Result<f64, String> {
+    s.parse::<f64>()
+        .ok()
+        .filter(|g| g.is_finite() && *g > 0.0)
+        .ok_or_else(|| format!("'{s}': expected GB/s above 0"))
 }
 
 pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
@@ -486,42 +500,11 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
         thp: !a.no_thp,
         offload: a.offload.map(open_offload).transpose()?,
     };
+    let bounds = bound::bounds(plan.op, &plan.threads, first, a.bound).map_err(runtime)?;
     let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, first, p))?;
     report::add_speedups(&mut rows);
-    let style = |r: &Row| {
-        let b = r.batch.as_ref()?;
-        // Experiment 1 only: the count experiment has its own axis.
-        if b.count != (plan.total / r.size).max(1) || !plan.folios.contains(&r.size) {
-            return None;
-        }
-        let engine = r.strategy.starts_with("engine");
-        let mut name = match r.strategy.as_str() {
-            "engine" => format!("engine {}", r.threads),
-            "per-page" => "per-page 1".to_string(),
-            s if engine => format!("engine {} + {}", r.threads, &s["engine+".len()..]),
-            s => s.to_string(),
-        };
-        if plan.placements.len() > 1 && engine {
-            name = format!("{name} {}", b.placement);
-        }
-        if plan.layouts.len() > 1 {
-            name = format!("{name} {}", b.layout);
-        }
-        // Offloaded rows share their thread count's colour, dashed.
-        let offloaded = r.strategy != "engine" && r.strategy != "per-page";
-        let color = if engine {
-            r.threads
-        } else if offloaded {
-            11
-        } else {
-            0
-        };
-        Some((
-            name,
-            color,
-            offloaded || b.layout == "adjacent" || b.placement == "fill",
-        ))
-    };
+    bound::attach(&mut rows, &bounds);
+    let style = |r: &Row| tables::style(&plan, r);
     let what = format!("batch {}", plan.op);
     publish(
         &a.out,

@@ -402,7 +402,11 @@ fn verify(
 /// Runs `work` on every worker at once, worker i pinned to `cpus[i % n]`
 /// (worker 0 on the calling thread, already pinned), and returns the time
 /// from the common start to the last finish.
-fn timed<W: Send>(workers: &mut [W], cpus: &[usize], work: impl Fn(&mut W) + Sync) -> Duration {
+pub(super) fn timed<W: Send>(
+    workers: &mut [W],
+    cpus: &[usize],
+    work: impl Fn(&mut W) + Sync,
+) -> Duration {
     if workers.len() == 1 {
         let t = Instant::now();
         work(&mut workers[0]);

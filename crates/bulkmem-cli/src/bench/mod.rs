@@ -10,6 +10,7 @@ pub mod copy;
 mod exec;
 pub mod fault;
 pub mod fill;
+pub mod limits;
 pub mod mem;
 pub mod migrate;
 pub mod moves;
@@ -44,6 +45,9 @@ pub enum BenchCmd {
     /// NUMA migration: move_pages(2) against copy-and-remap with 1..N
     /// threads, both directions.
     Migrate(migrate::BenchMigrateArgs),
+    /// This machine's memory limits per thread count: read, non-temporal
+    /// and temporal write bandwidth, and the copy bound they imply.
+    Limits(limits::LimitsArgs),
     /// Compute on the caller overlapped with an asynchronous batch copy
     /// (`Engine::submit_copy`) against the two one after the other.
     Overlap(overlap::OverlapArgs),
@@ -60,5 +64,6 @@ pub fn cmd(what: BenchCmd, quiet: bool) -> Result<(), Failure> {
         BenchCmd::Migrate(a) => migrate::cmd(a, quiet),
         BenchCmd::Preload(a) => preload::cmd(a, quiet),
         BenchCmd::Overlap(a) => overlap::cmd(a, quiet),
+        BenchCmd::Limits(a) => limits::cmd(a, quiet),
     }
 }

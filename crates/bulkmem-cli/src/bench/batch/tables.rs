@@ -1,5 +1,6 @@
 //! The tables of `bench batch`.
 
+use super::Plan;
 use crate::report::{pivot, Pivot, Row};
 use crate::size::fmt_size;
 use crate::stats::Stats;
@@ -73,7 +74,69 @@ pub fn tables(rows: &[Row]) -> Vec<Table> {
                     cells.join(", ")
                 ));
             }
+            let mut shares: Vec<(String, Vec<f64>)> = Vec::new();
+            for r in rows {
+                let (Some(name), Some(s)) = (row(r), batch(r).bound_share) else {
+                    continue;
+                };
+                match shares.iter_mut().find(|(n, _)| *n == name) {
+                    Some((_, v)) => v.push(s),
+                    None => shares.push((name, vec![s])),
+                }
+            }
+            if !shares.is_empty() {
+                let bound = if op == "copy" { "min(read, write)" } else { "write" };
+                let cells: Vec<String> = shares
+                    .iter()
+                    .map(|(n, v)| {
+                        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+                        let hi = v.iter().copied().fold(0.0, f64::max);
+                        format!("{n} {:.0}-{:.0}%", lo * 100.0, hi * 100.0)
+                    })
+                    .collect();
+                t.notes.push(format!(
+                    "of the memory bound ({bound} per thread count, bench limits), over the columns: {}",
+                    cells.join(", ")
+                ));
+            }
             t
         })
         .collect()
+}
+
+/// The chart's line for `r` (name, colour, dashed): experiment 1 only, a
+/// line per thread count (and placement or layout when there are several).
+pub fn style(plan: &Plan, r: &Row) -> Option<(String, usize, bool)> {
+    let b = r.batch.as_ref()?;
+    // Experiment 1 only: the count experiment has its own axis.
+    if b.count != (plan.total / r.size).max(1) || !plan.folios.contains(&r.size) {
+        return None;
+    }
+    let engine = r.strategy.starts_with("engine");
+    let mut name = match r.strategy.as_str() {
+        "engine" => format!("engine {}", r.threads),
+        "per-page" => "per-page 1".to_string(),
+        s if engine => format!("engine {} + {}", r.threads, &s["engine+".len()..]),
+        s => s.to_string(),
+    };
+    if plan.placements.len() > 1 && engine {
+        name = format!("{name} {}", b.placement);
+    }
+    if plan.layouts.len() > 1 {
+        name = format!("{name} {}", b.layout);
+    }
+    // Offloaded rows share their thread count's colour, dashed.
+    let offloaded = r.strategy != "engine" && r.strategy != "per-page";
+    let color = if engine {
+        r.threads
+    } else if offloaded {
+        11
+    } else {
+        0
+    };
+    Some((
+        name,
+        color,
+        offloaded || b.layout == "adjacent" || b.placement == "fill",
+    ))
 }

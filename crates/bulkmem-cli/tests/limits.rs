@@ -1,0 +1,73 @@
+//! `bench limits` (read, write and the copy bounds) and the share of the
+//! bound that `bench batch` reports for each engine row.
+
+use std::process::Command;
+
+fn bulkmem(args: &[&str]) -> (String, String, bool) {
+    let o = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+        .args(args)
+        .output()
+        .expect("run bulkmem");
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        o.status.success(),
+    )
+}
+
+fn median(doc: &serde_json::Value, name: &str) -> f64 {
+    doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["strategy"].as_str().unwrap().starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} row in {doc}"))["gbps"]["median"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn limits_give_rates_and_bounds_no_rate_exceeds() {
+    let (out, err, ok) = bulkmem(&[
+        "bench", "limits", "--threads", "1", "--size", "16M", "--runs", "2", "--quiet", "--json",
+        "-",
+    ]);
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let read = median(&doc, "read");
+    let nt = median(&doc, "write (non-temporal)");
+    let temporal = median(&doc, "write (temporal)");
+    let min = median(&doc, "copy bound: min");
+    let bus = median(&doc, "copy bound, one bus");
+    assert!(read > 0.0 && temporal > 0.0 && nt >= 0.0, "{doc}");
+    let w = nt.max(temporal);
+    // Medians of per-run bounds: at most the medians they come from.
+    assert!(min <= read.min(w) * 1.0001, "{min} vs {read} {w}");
+    assert!(bus < min && bus >= min / 2.0 * 0.9, "{bus} vs {min}");
+    assert!(err.contains("copy bound") || out.contains("copy bound"));
+}
+
+#[test]
+fn batch_rows_report_their_share_of_a_given_bound() {
+    let (out, err, ok) = bulkmem(&[
+        "bench", "batch", "--folio", "64K", "--total", "4M", "--threads", "1", "--runs", "2",
+        "--bound", "1000", "--quiet", "--json", "-",
+    ]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("of the memory bound") && err.contains("engine 1"),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let engine = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["strategy"] == "engine")
+        .expect("an engine row");
+    let share = engine["bound_share"].as_f64().expect("bound_share");
+    let median = engine["gbps"]["median"].as_f64().unwrap();
+    assert!((share - median / 1000.0).abs() < 1e-9, "{engine}");
+    let (_, err, ok) = bulkmem(&["bench", "batch", "--bound", "0"]);
+    assert!(!ok && err.contains("--bound"), "{err}");
+}

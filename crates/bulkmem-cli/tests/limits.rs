@@ -3,9 +3,10 @@
 
 use std::process::Command;
 
-fn bulkmem(args: &[&str]) -> (String, String, bool) {
+/// Runs `bulkmem` with `args` split at spaces.
+fn bulkmem(args: &str) -> (String, String, bool) {
     let o = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
-        .args(args)
+        .args(args.split_whitespace())
         .output()
         .expect("run bulkmem");
     (
@@ -28,10 +29,7 @@ fn median(doc: &serde_json::Value, name: &str) -> f64 {
 
 #[test]
 fn limits_give_rates_and_bounds_no_rate_exceeds() {
-    let (out, err, ok) = bulkmem(&[
-        "bench", "limits", "--threads", "1", "--size", "16M", "--runs", "2", "--quiet", "--json",
-        "-",
-    ]);
+    let (out, err, ok) = bulkmem("bench limits --threads 1 --size 16M --runs 2 --quiet --json -");
     assert!(ok, "{err}");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     let read = median(&doc, "read");
@@ -49,10 +47,9 @@ fn limits_give_rates_and_bounds_no_rate_exceeds() {
 
 #[test]
 fn batch_rows_report_their_share_of_a_given_bound() {
-    let (out, err, ok) = bulkmem(&[
-        "bench", "batch", "--folio", "64K", "--total", "4M", "--threads", "1", "--runs", "2",
-        "--bound", "1000", "--quiet", "--json", "-",
-    ]);
+    let (out, err, ok) = bulkmem(
+        "bench batch --folio 64K --total 4M --threads 1 --runs 2 --bound 1000 --quiet --json -",
+    );
     assert!(ok, "{err}");
     assert!(
         err.contains("of the memory bound") && err.contains("engine 1"),
@@ -68,6 +65,6 @@ fn batch_rows_report_their_share_of_a_given_bound() {
     let share = engine["bound_share"].as_f64().expect("bound_share");
     let median = engine["gbps"]["median"].as_f64().unwrap();
     assert!((share - median / 1000.0).abs() < 1e-9, "{engine}");
-    let (_, err, ok) = bulkmem(&["bench", "batch", "--bound", "0"]);
+    let (_, err, ok) = bulkmem("bench batch --bound 0");
     assert!(!ok && err.contains("--bound"), "{err}");
 }

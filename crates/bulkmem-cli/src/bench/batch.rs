@@ -18,8 +18,7 @@ use bulkmem::{Engine, Kernel, Op, Placement, Strategy};
 
 use crate::arena;
 use crate::cli::{
-    check_memory, check_outputs, measuring_cpus, publish, usage, with_progress, Failure, Measure,
-    Output, Style,
+    check_memory, check_outputs, publish, usage, with_progress, Failure, Measure, Output, Style,
 };
 use crate::failure::runtime;
 use crate::harness::{cpu_time, fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
@@ -487,7 +486,15 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
         ));
     }
     check_memory(&needs)?;
-    let first = measuring_cpus(a.cpu.map(|c| vec![c]).as_deref())?[0];
+    // Not pinned yet: an engine takes the CPUs its builder's thread may
+    // use, so one built on a pinned caller would have one CPU for all its
+    // workers. run() pins the caller for the per-page baseline once the
+    // engines exist.
+    let first = match a.cpu {
+        Some(c) if bulkmem::cpu::info().topology.online_cpus.contains(&c) => c,
+        Some(c) => return Err(usage(format!("--cpu: {c} is not an online CPU"))),
+        None => bulkmem::placement::current_cpu(),
+    };
     let plan = Plan {
         op: a.op,
         folios: a.folio,

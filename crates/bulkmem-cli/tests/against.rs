@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 /// Good and broken routines, and a `memcpy`/`memset` of its own that
 /// would corrupt every copy of the process if the library were loaded
@@ -41,9 +42,21 @@ fn skip(why: &str) {
     let _ = writeln!(std::io::stderr(), "\nSKIPPED {test}: {why}");
 }
 
-/// The library, built once per test binary; `None` (and a skip line)
-/// without a C compiler.
+/// The library, built once per test binary (tests run in parallel: each
+/// building its own copy over the same path had one loading a half-written
+/// file); `None`, and a skip line, without a C compiler.
 fn lib() -> Option<PathBuf> {
+    static LIB_SO: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    match LIB_SO.get_or_init(build) {
+        Ok(p) => Some(p.clone()),
+        Err(why) => {
+            skip(why);
+            None
+        }
+    }
+}
+
+fn build() -> Result<PathBuf, String> {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("against");
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("libpeer.so");
@@ -56,14 +69,11 @@ fn lib() -> Option<PathBuf> {
         .arg(&src)
         .output()
     {
-        Ok(o) if o.status.success() => Some(out),
+        Ok(o) if o.status.success() => Ok(out),
         Ok(o) => panic!("cc failed: {}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => {
-            skip(&format!(
-                "no C compiler (cc: {e}); scripts/c-deps installs one"
-            ));
-            None
-        }
+        Err(e) => Err(format!(
+            "no C compiler (cc: {e}); scripts/c-deps installs one"
+        )),
     }
 }
 

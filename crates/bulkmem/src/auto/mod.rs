@@ -341,9 +341,31 @@ pub(crate) fn checked(strategy: Strategy, req: &Request) -> Result<CheckedKernel
     stand_in(req.op, pick)
 }
 
-/// The checked routine closest to `pick`.
+/// The checked routine closest to `pick`, resolved once per (op, pick):
+/// walking the stand-in list on every call, and building an error for
+/// each routine this CPU lacks, was two thirds of a checked 4 KiB copy
+/// (56 ns against the bare kernel's 31 on Emerald Rapids).
 #[cfg(target_arch = "x86_64")]
 fn stand_in(op: Op, pick: Strategy) -> Result<CheckedKernel, Error> {
+    const N: usize = Strategy::Portable as usize + 1;
+    static TABLE: OnceLock<[[Option<CheckedKernel>; N]; 2]> = OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let mut t = [[None; N]; 2];
+        for (row, op) in t.iter_mut().zip([Op::Copy, Op::Clear]) {
+            for &s in Strategy::for_op(op) {
+                row[s as usize] = find_stand_in(op, s).ok();
+            }
+        }
+        t
+    });
+    match table[(op == Op::Clear) as usize][pick as usize] {
+        Some(k) => Ok(k),
+        None => find_stand_in(op, pick),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn find_stand_in(op: Op, pick: Strategy) -> Result<CheckedKernel, Error> {
     let stand_ins = crate::descriptor::row(pick).stand_ins(op);
     std::iter::once(pick)
         .chain(stand_ins.iter().copied())
@@ -418,4 +440,27 @@ pub(crate) fn element_copy() -> Kernel {
 /// `auto (tuned)` / `auto (built-in)`).
 pub fn is_tuned() -> bool {
     profile().is_some()
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod stand_in_tests {
+    use super::*;
+
+    /// The table resolved once gives what walking the stand-in list gives,
+    /// for every strategy of either operation.
+    #[test]
+    fn the_stand_in_table_matches_the_walk() {
+        for op in [Op::Copy, Op::Clear] {
+            for &s in Strategy::for_op(op) {
+                let walked = find_stand_in(op, s).map(|k| k.strategy());
+                let cached = stand_in(op, s).map(|k| k.strategy());
+                assert_eq!(cached.ok(), walked.ok(), "{op} {s}");
+                // And again, from the table.
+                assert_eq!(
+                    stand_in(op, s).map(|k| k.strategy()).ok(),
+                    find_stand_in(op, s).map(|k| k.strategy()).ok()
+                );
+            }
+        }
+    }
 }

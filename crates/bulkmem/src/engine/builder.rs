@@ -51,6 +51,12 @@ impl EngineBuilder {
     /// Worker threads. Default: one per physical core, at most two per LLC
     /// domain ([`placement::default_threads`]). At most [`max_threads`]:
     /// [`build`](EngineBuilder::build) refuses more.
+    ///
+    /// Workers run on the CPUs the *building* thread may use
+    /// ([`planned_cpus`](EngineBuilder::planned_cpus)): an engine built on
+    /// a thread pinned to one CPU puts all its workers there, however many
+    /// are asked for. Build it before pinning the caller (a benchmark that
+    /// pinned first measured two workers as one).
     pub fn threads(mut self, n: usize) -> Self {
         self.threads = Some(n);
         self
@@ -62,8 +68,8 @@ impl EngineBuilder {
         self
     }
 
-    /// Restrict workers to these CPUs (e.g. a NUMA node's); default: all
-    /// online CPUs.
+    /// Restrict workers to these CPUs (e.g. a NUMA node's); default: the
+    /// online CPUs the building thread may run on.
     pub fn cpus(mut self, cpus: &[usize]) -> Self {
         self.cpus = cpus.to_vec();
         self

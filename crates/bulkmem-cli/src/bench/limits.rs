@@ -26,7 +26,7 @@ use bulkmem::{Kernel, Op, Strategy};
 
 use super::mem::timed;
 use crate::arena;
-use crate::cli::{check_memory, measuring_cpus, publish, with_progress, Failure, Output};
+use crate::cli::{check_memory, measuring_cpus, publish, usage, with_progress, Failure, Output};
 use crate::harness::{gbps, interleave, Rounds};
 use crate::preflight::{times, Need};
 use crate::report::{pivot, Pivot, Row};
@@ -91,6 +91,12 @@ pub fn cmd(a: LimitsArgs, quiet: bool) -> Result<(), Failure> {
         a.threads.iter().map(|&t| t as usize).collect()
     };
     threads.dedup();
+    if let Some(&t) = threads.iter().find(|&&t| t > cpus.len()) {
+        return Err(usage(format!(
+            "--threads {t}: this process may use {} CPUs (one thread per CPU)",
+            cpus.len()
+        )));
+    }
     let size = a.size.next_multiple_of(4096);
     let most = threads.iter().copied().max().unwrap_or(1);
     check_memory(&[Need {

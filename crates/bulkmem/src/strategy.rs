@@ -126,11 +126,21 @@ impl FromStr for Strategy {
     type Err = ParseNameError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let wanted = s.trim().to_ascii_lowercase().replace('_', "-");
+        // Compared in place, without a lowered copy: a profile's parse
+        // names strategies about a thousand times, in every process that
+        // uses it.
+        let wanted = s.trim();
+        let same = |name: &str| {
+            name.len() == wanted.len()
+                && name
+                    .bytes()
+                    .zip(wanted.bytes())
+                    .all(|(n, w)| n == w.to_ascii_lowercase() || (n == b'-' && w == b'_'))
+        };
         Strategy::ALL
             .iter()
             .copied()
-            .find(|st| st.name() == wanted)
+            .find(|st| same(st.name()))
             .ok_or_else(|| ParseNameError {
                 what: "strategy",
                 given: s.to_string(),

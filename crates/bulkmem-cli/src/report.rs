@@ -85,6 +85,10 @@ pub struct BatchCell {
     /// row's thread count (`bench limits`: min(read, write) for a copy).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bound_share: Option<f64>,
+    /// Engine rows: the distinct CPUs its workers run on (fewer than its
+    /// threads when they share CPUs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<usize>,
 }
 
 impl Row {

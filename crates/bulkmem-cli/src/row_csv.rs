@@ -48,6 +48,7 @@ const BATCH: &[Column] = &[
     ("bound_share", |r| {
         opt(r.batch.as_ref().and_then(|b| b.bound_share))
     }),
+    ("cpus", |r| opt(r.batch.as_ref().and_then(|b| b.cpus))),
 ];
 
 const FILL: &[Column] = &[

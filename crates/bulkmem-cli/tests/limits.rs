@@ -65,6 +65,21 @@ fn batch_rows_report_their_share_of_a_given_bound() {
     let share = engine["bound_share"].as_f64().expect("bound_share");
     let median = engine["gbps"]["median"].as_f64().unwrap();
     assert!((share - median / 1000.0).abs() < 1e-9, "{engine}");
+    // Each engine's workers on as many CPUs as it has threads, where the
+    // process may use that many (an engine built on a pinned thread had
+    // one CPU for all).
+    let (out, err, ok) = bulkmem(
+        "bench batch --folio 64K --total 4M --threads 1,2 --runs 1 --bound 1000 --quiet --json -",
+    );
+    assert!(ok, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let usable = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for r in doc["results"].as_array().unwrap() {
+        if r["strategy"] == "engine" {
+            let threads = r["threads"].as_u64().unwrap() as usize;
+            assert_eq!(r["cpus"].as_u64(), Some(threads.min(usable) as u64), "{r}");
+        }
+    }
     let (_, err, ok) = bulkmem("bench batch --bound 0");
     assert!(!ok && err.contains("--bound"), "{err}");
 }

@@ -345,7 +345,8 @@ fn measure_shape(
                threads,
                placement: &'static str,
                s: &Stats,
-               cpu_busy: Option<f64>| Row {
+               cpu_busy: Option<f64>,
+               cpus: Option<usize>| Row {
         op: plan.op.name(),
         strategy: strategy.to_string(),
         chose: chose.name().to_string(),
@@ -363,6 +364,7 @@ fn measure_shape(
             count,
             cpu_busy,
             bound_share: None,
+            cpus,
         }),
         fill: None,
         moved: None,
@@ -375,6 +377,7 @@ fn measure_shape(
         "-",
         &stats[0],
         busy[0],
+        None,
     )];
     for (i, c) in engines.iter().enumerate() {
         rows.push(row(
@@ -384,9 +387,19 @@ fn measure_shape(
             c.placement.name(),
             &stats[i + 1],
             busy[i + 1],
+            distinct(c.engine.cpus()),
         ));
     }
     Ok(rows)
+}
+
+/// How many different CPUs `cpus` names (`None` for none: an engine of
+/// copy channels only).
+fn distinct(cpus: &[usize]) -> Option<usize> {
+    let mut v = cpus.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    (!v.is_empty()).then_some(v.len())
 }
 
 #[derive(Args)]

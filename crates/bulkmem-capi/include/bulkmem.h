@@ -20,7 +20,8 @@
  *     -ENOTSUP    a strategy (or userfaultfd feature) this CPU/kernel lacks;
  *     -ENOMEM     not enough memory;
  *     -EIO        a checked copy stopped at a bad page (-EHWPOISON when the
- *                 signal says hardware poison);
+ *                 signal says hardware poison, -EFAULT at an unmapped or
+ *                 protected page);
  *     -ECANCELED  an engine batch stopped by its cancel flag;
  *     -EAGAIN     a thread could not be started (RLIMIT_NPROC, memory);
  *     -EBUSY      an engine held by a stalled call on another thread;
@@ -178,21 +179,27 @@ int bm_clear_batch(const bm_extent *ext, size_t n);
 #define BM_FAULT_DST 2 /* writing the destination faulted */
 
 typedef struct bm_fault {
-    size_t offset; /* first byte not copied: bytes before it are done, none
-                      after it were written */
+    size_t offset; /* first byte not copied: bytes before it are done; bytes
+                      after it are untouched or already hold their copy */
     void *addr;    /* the faulting address the kernel reported */
     int side;      /* BM_FAULT_SRC or BM_FAULT_DST */
-    int code;      /* the SIGBUS si_code: BUS_ADRERR (2), BUS_MCEERR_AR (4) */
+    int code;      /* the signal's si_code: for SIGBUS BUS_ADRERR (2),
+                      BUS_MCEERR_AR (4); for SIGSEGV (the call returned
+                      -EFAULT) SEGV_MAPERR (1), SEGV_ACCERR (2) */
 } bm_fault;
 
-/* Copy (clear) like bm_copy (bm_clear), but a SIGBUS while touching the
- * memory (a poisoned page, a file mapping truncated under the caller) stops
- * the operation and returns -EIO (-EHWPOISON for hardware poison) with *f
- * filled in (f may be NULL). bulkmem installs a SIGBUS handler (on first
- * use) that chains to the previous one for faults outside its routines.
- * An application that installs its own SIGBUS handler afterwards replaces
- * bulkmem's, and checked calls then die on a bad page: keep the old action
- * sigaction() returns and call it for faults you do not own, e.g.
+/* Copy (clear) like bm_copy (bm_clear), but a fault while touching the
+ * memory stops the operation with *f filled in (f may be NULL) and
+ * returns -EIO for a SIGBUS (a file mapping truncated under the caller, a
+ * software-poisoned page), -EHWPOISON for hardware poison, -EFAULT for a
+ * SIGSEGV (an unmapped or protected page). Until a page is bad they run
+ * at bm_copy's (bm_clear's) speed: the same kernel, in a form whose
+ * faulting instructions are in an exception table. bulkmem installs a
+ * handler for SIGBUS and SIGSEGV (on first use) that chains to the
+ * previous one for faults outside its routines. An application that
+ * installs its own handler for either afterwards replaces bulkmem's, and
+ * checked calls then die on a bad page: keep the old action sigaction()
+ * returns and call it for faults you do not own, e.g.
  *
  *     static struct sigaction prev;   (bulkmem's)
  *     static void on_bus(int sig, siginfo_t *si, void *uc) {

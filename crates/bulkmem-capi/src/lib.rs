@@ -80,7 +80,7 @@ pub extern "C" fn bm_strerror(err: c_int) -> *const c_char {
         libc::ENODEV => b"no such NUMA node\0",
         libc::EAGAIN => b"try again: a thread could not be started, or some pages were left behind\0",
         libc::EPERM => b"operation not permitted\0",
-        libc::EFAULT => b"bad address\0",
+        libc::EFAULT => b"bad address (a checked copy stopped at an unmapped or protected page: SIGSEGV)\0",
         libc::EBUSY => b"busy\0",
         libc::EEXIST => b"destination already populated\0",
         libc::ENOENT => b"no such page or entry\0",

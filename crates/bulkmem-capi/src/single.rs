@@ -191,6 +191,10 @@ pub unsafe extern "C" fn bm_copy_checked(
         region(dst, len, "dst")?;
         region(src, len, "src")?;
         disjoint(dst, len, src, len, "dst and src")?;
+        // Installed even for length 0: bulkmem.h tells programs to make
+        // such a call to put bulkmem's handler in first.
+        #[cfg(target_arch = "x86_64")]
+        bulkmem_core::fault::install();
         if len == 0 {
             return Ok(0);
         }
@@ -219,6 +223,8 @@ pub unsafe extern "C" fn bm_copy_checked(
 pub unsafe extern "C" fn bm_clear_checked(dst: *mut c_void, len: usize, f: *mut BmFault) -> c_int {
     call(|| {
         region(dst, len, "dst")?;
+        #[cfg(target_arch = "x86_64")]
+        bulkmem_core::fault::install();
         if len == 0 {
             return Ok(0);
         }

@@ -40,16 +40,22 @@ impl From<Error> for Fail {
             Error::WorkerPanicked { .. } => libc::ENOTRECOVERABLE,
             Error::Busy { .. } => libc::EBUSY,
             #[cfg(target_arch = "x86_64")]
-            Error::Fault(f) => fault_errno(f.code),
+            Error::Fault(f) => fault_errno(f.signal, f.code),
             _ => libc::EINVAL,
         };
         fail(errno, e.to_string())
     }
 }
 
-/// `-EHWPOISON` for the machine-check codes, `-EIO` for the rest.
-pub fn fault_errno(si_code: i32) -> c_int {
-    if si_code == libc::BUS_MCEERR_AR || si_code == libc::BUS_MCEERR_AO {
+/// `EFAULT` for SIGSEGV (an unmapped or protected page), `EHWPOISON`
+/// for SIGBUS's machine-check codes, `EIO` for the other SIGBUS (a mapping
+/// past the end of its file, software poison). The errno carries the
+/// signal because `bm_fault`'s layout is frozen without one, and SIGBUS
+/// and SIGSEGV codes overlap (BUS_ADRERR and SEGV_ACCERR are both 2).
+pub fn fault_errno(signal: i32, si_code: i32) -> c_int {
+    if signal == libc::SIGSEGV {
+        libc::EFAULT
+    } else if si_code == libc::BUS_MCEERR_AR || si_code == libc::BUS_MCEERR_AO {
         libc::EHWPOISON
     } else {
         libc::EIO

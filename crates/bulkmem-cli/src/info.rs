@@ -58,7 +58,7 @@ struct Info {
     numa_nodes: Vec<NodeInfo>,
     huge_page_sizes: Vec<usize>,
     strategies: Vec<Availability>,
-    /// Strategies with a checked (SIGBUS-surviving) form runnable here.
+    /// Strategies with a checked (fault-surviving) form runnable here.
     checked: Checked,
     /// What `auto` follows: a tuned profile or the built-in rules, and why.
     profile: ProfileInfo,
@@ -431,7 +431,7 @@ pub fn text() -> String {
     for (op, list) in [("copy", &info.checked.copy), ("clear", &info.checked.clear)] {
         let _ = writeln!(
             o,
-            "checked {op:<5} (survive SIGBUS): auto {}",
+            "checked {op:<5} (survive SIGBUS, SIGSEGV): auto {}",
             list.join(" ")
         );
     }

@@ -14,7 +14,9 @@ use crate::strategy::{Op, Strategy};
 #[cfg(target_arch = "x86_64")]
 use crate::kernels::{avx2, avx512, clzero, rep};
 #[cfg(target_arch = "x86_64")]
-use crate::mc::{clear_mc, copy_mc, McClear, McCopy};
+use crate::mc::{clear_mc, clear_mc_nt, clear_mc_vec, copy_mc, copy_mc_nt, copy_mc_vec};
+#[cfg(target_arch = "x86_64")]
+use crate::mc::{McClear, McCopy};
 
 // The x86-only kernels stand behind this macro: elsewhere the row keeps its
 // shape with `$other`, and `x86_only` keeps
@@ -101,11 +103,23 @@ const fn streaming<K, M>(fenced: K, unfenced: K, checked: Checked<M>) -> Option<
     })
 }
 
+// What stands in for a strategy without a checked routine of its own
+// (`libc`, `portable`; `auto` resolves `libc` by size, as glibc would run
+// it) or whose routine this CPU lacks: the nearest checked routine, best
+// first, ending in one every x86-64 CPU runs.
 const COPY_BASE: &[Strategy] = &[Strategy::RepMovsq];
 const CLEAR_BASE: &[Strategy] = &[Strategy::RepStosb];
 const COPY_NT: &[Strategy] = &[Strategy::Avx2Nt, Strategy::RepMovsq];
 const CLEAR_NT: &[Strategy] = &[Strategy::Avx2Nt, Strategy::RepStosb];
 const COPY_VECTOR: &[Strategy] = &[Strategy::Avx2, Strategy::RepMovsq];
+const CLEAR_VECTOR: &[Strategy] = &[Strategy::Avx2, Strategy::RepStosb];
+
+/// A checked routine of its own that is the same for fenced and unfenced
+/// use (temporal stores).
+#[cfg(target_arch = "x86_64")]
+const fn own1<F: Copy>(f: F, stand_ins: &'static [Strategy]) -> Checked<F> {
+    own(f, f, stand_ins)
+}
 
 /// In the order of the `Strategy` enum.
 const ROWS: &[Descriptor] = &[
@@ -124,8 +138,20 @@ const ROWS: &[Descriptor] = &[
         needs: &[],
         x86_only: false,
         non_temporal: false,
-        copy: temporal(per_page::copy, like(COPY_BASE)),
-        clear: temporal(per_page::clear, like(CLEAR_BASE)),
+        copy: temporal(
+            per_page::copy,
+            x86!(
+                own1(copy_mc::bulkmem_mc_copy_per_page, COPY_BASE),
+                like(&[])
+            ),
+        ),
+        clear: temporal(
+            per_page::clear,
+            x86!(
+                own1(clear_mc::bulkmem_mc_clear_per_page, CLEAR_BASE),
+                like(&[])
+            ),
+        ),
     },
     Descriptor {
         strategy: Strategy::RepMovsq,
@@ -135,14 +161,7 @@ const ROWS: &[Descriptor] = &[
         non_temporal: false,
         copy: temporal(
             x86!(rep::copy_movsq, portable::copy),
-            x86!(
-                own(
-                    copy_mc::bulkmem_mc_copy_movsq,
-                    copy_mc::bulkmem_mc_copy_movsq,
-                    COPY_BASE
-                ),
-                like(&[])
-            ),
+            x86!(own1(copy_mc::bulkmem_mc_copy_movsq, COPY_BASE), like(&[])),
         ),
         clear: None,
     },
@@ -154,14 +173,7 @@ const ROWS: &[Descriptor] = &[
         non_temporal: false,
         copy: temporal(
             x86!(rep::copy_movsb, portable::copy),
-            x86!(
-                own(
-                    copy_mc::bulkmem_mc_copy_movsb,
-                    copy_mc::bulkmem_mc_copy_movsb,
-                    COPY_BASE
-                ),
-                like(&[])
-            ),
+            x86!(own1(copy_mc::bulkmem_mc_copy_movsb, COPY_BASE), like(&[])),
         ),
         clear: None,
     },
@@ -172,7 +184,13 @@ const ROWS: &[Descriptor] = &[
         x86_only: true,
         non_temporal: false,
         copy: None,
-        clear: temporal(x86!(rep::clear_stosq, portable::clear), like(CLEAR_BASE)),
+        clear: temporal(
+            x86!(rep::clear_stosq, portable::clear),
+            x86!(
+                own1(clear_mc::bulkmem_mc_clear_stosq, CLEAR_BASE),
+                like(&[])
+            ),
+        ),
     },
     Descriptor {
         strategy: Strategy::RepStosb,
@@ -184,11 +202,7 @@ const ROWS: &[Descriptor] = &[
         clear: temporal(
             x86!(rep::clear_stosb, portable::clear),
             x86!(
-                own(
-                    clear_mc::bulkmem_mc_clear_stosb,
-                    clear_mc::bulkmem_mc_clear_stosb,
-                    CLEAR_BASE
-                ),
+                own1(clear_mc::bulkmem_mc_clear_stosb, CLEAR_BASE),
                 like(&[])
             ),
         ),
@@ -211,15 +225,17 @@ const ROWS: &[Descriptor] = &[
         copy: temporal(
             x86!(avx2::copy, portable::copy),
             x86!(
-                own(
-                    copy_mc::bulkmem_mc_copy_avx2,
-                    copy_mc::bulkmem_mc_copy_avx2,
-                    COPY_BASE
-                ),
+                own1(copy_mc_vec::bulkmem_mc_copy_avx2, COPY_BASE),
                 like(&[])
             ),
         ),
-        clear: temporal(x86!(avx2::clear, portable::clear), like(CLEAR_BASE)),
+        clear: temporal(
+            x86!(avx2::clear, portable::clear),
+            x86!(
+                own1(clear_mc_vec::bulkmem_mc_clear_avx2, CLEAR_BASE),
+                like(&[])
+            ),
+        ),
     },
     Descriptor {
         strategy: Strategy::Avx2Nt,
@@ -232,8 +248,8 @@ const ROWS: &[Descriptor] = &[
             x86!(avx2::copy_nt_unfenced, portable::copy),
             x86!(
                 own(
-                    copy_mc::bulkmem_mc_copy_avx2nt,
-                    copy_mc::bulkmem_mc_copy_avx2nt_unfenced,
+                    copy_mc_nt::bulkmem_mc_copy_avx2nt,
+                    copy_mc_nt::bulkmem_mc_copy_avx2nt_unfenced,
                     COPY_BASE
                 ),
                 like(&[])
@@ -244,8 +260,8 @@ const ROWS: &[Descriptor] = &[
             x86!(avx2::clear_nt_unfenced, portable::clear),
             x86!(
                 own(
-                    clear_mc::bulkmem_mc_clear_avx2nt,
-                    clear_mc::bulkmem_mc_clear_avx2nt_unfenced,
+                    clear_mc_nt::bulkmem_mc_clear_avx2nt,
+                    clear_mc_nt::bulkmem_mc_clear_avx2nt_unfenced,
                     CLEAR_BASE
                 ),
                 like(&[])
@@ -261,15 +277,17 @@ const ROWS: &[Descriptor] = &[
         copy: temporal(
             x86!(avx512::copy, portable::copy),
             x86!(
-                own(
-                    copy_mc::bulkmem_mc_copy_avx512,
-                    copy_mc::bulkmem_mc_copy_avx512,
-                    COPY_VECTOR
-                ),
+                own1(copy_mc_vec::bulkmem_mc_copy_avx512, COPY_VECTOR),
                 like(&[])
             ),
         ),
-        clear: temporal(x86!(avx512::clear, portable::clear), like(CLEAR_BASE)),
+        clear: temporal(
+            x86!(avx512::clear, portable::clear),
+            x86!(
+                own1(clear_mc_vec::bulkmem_mc_clear_avx512, CLEAR_VECTOR),
+                like(&[])
+            ),
+        ),
     },
     Descriptor {
         strategy: Strategy::Avx512Nt,
@@ -280,12 +298,26 @@ const ROWS: &[Descriptor] = &[
         copy: streaming(
             x86!(avx512::copy_nt, portable::copy),
             x86!(avx512::copy_nt_unfenced, portable::copy),
-            like(COPY_NT),
+            x86!(
+                own(
+                    copy_mc_nt::bulkmem_mc_copy_avx512nt,
+                    copy_mc_nt::bulkmem_mc_copy_avx512nt_unfenced,
+                    COPY_NT
+                ),
+                like(&[])
+            ),
         ),
         clear: streaming(
             x86!(avx512::clear_nt, portable::clear),
             x86!(avx512::clear_nt_unfenced, portable::clear),
-            like(CLEAR_NT),
+            x86!(
+                own(
+                    clear_mc_nt::bulkmem_mc_clear_avx512nt,
+                    clear_mc_nt::bulkmem_mc_clear_avx512nt_unfenced,
+                    CLEAR_NT
+                ),
+                like(&[])
+            ),
         ),
     },
     Descriptor {
@@ -298,7 +330,14 @@ const ROWS: &[Descriptor] = &[
         clear: streaming(
             x86!(clzero::clear, portable::clear),
             x86!(clzero::clear_unfenced, portable::clear),
-            like(CLEAR_NT),
+            x86!(
+                own(
+                    clear_mc_nt::bulkmem_mc_clear_clzero,
+                    clear_mc_nt::bulkmem_mc_clear_clzero_unfenced,
+                    CLEAR_NT
+                ),
+                like(&[])
+            ),
         ),
     },
     Descriptor {
@@ -308,7 +347,7 @@ const ROWS: &[Descriptor] = &[
         x86_only: false,
         non_temporal: false,
         copy: temporal(portable::copy, like(COPY_VECTOR)),
-        clear: temporal(portable::clear, like(CLEAR_BASE)),
+        clear: temporal(portable::clear, like(CLEAR_VECTOR)),
     },
 ];
 

@@ -188,6 +188,14 @@ impl Image {
         self.symbols[..i].iter().rev().take(8).find(|s| at < s.end)
     }
 
+    /// Whether runtime address `at` lies in the function that starts at
+    /// runtime address `f`.
+    pub(crate) fn in_function(&self, f: usize, at: usize) -> bool {
+        let (f, at) = (f as u64 - self.bias, at as u64 - self.bias);
+        self.symbol(f)
+            .is_some_and(|s| s.start == f && (s.start..s.end).contains(&at))
+    }
+
     /// `name+0xoff` for messages.
     fn describe(&self, at: u64) -> String {
         match self.symbol(at) {
@@ -683,6 +691,92 @@ mod tests {
             let r = image().check(k, false);
             assert!(r.weak_stores.is_empty(), "{name}: {:?}", r.weak_stores);
         }
+    }
+
+    /// `(name, fenced, unfenced)` for every checked twin of the rows
+    /// marked `non_temporal` or not.
+    fn checked(non_temporal: bool) -> Vec<(String, usize, usize)> {
+        let mut out = Vec::new();
+        for &s in Strategy::ALL {
+            let d = row(s);
+            if d.non_temporal != non_temporal {
+                continue;
+            }
+            if let Some((f, u)) = d.copy.as_ref().and_then(|k| k.checked.own) {
+                out.push((format!("{s} checked copy"), f as usize, u as usize));
+            }
+            if let Some((f, u)) = d.clear.as_ref().and_then(|k| k.checked.own) {
+                out.push((format!("{s} checked clear"), f as usize, u as usize));
+            }
+        }
+        out
+    }
+
+    /// The checked twins as the kernels: the fenced form fences on every
+    /// path to its return, the unfenced one is seen not to.
+    #[test]
+    fn the_checked_streaming_twins_fence_and_their_unfenced_forms_do_not() {
+        let nt = checked(true);
+        for want in [
+            "avx2-nt checked copy",
+            "avx2-nt checked clear",
+            "avx512-nt checked copy",
+            "avx512-nt checked clear",
+            "clzero checked clear",
+        ] {
+            assert!(nt.iter().any(|k| k.0 == want), "{want} is not checked");
+        }
+        for (name, fenced, unfenced) in nt {
+            let r = image().check(fenced, false);
+            assert!(!r.weak_stores.is_empty(), "{name} ({})", r.entry);
+            assert!(
+                r.unfenced_exits.is_empty(),
+                "{name} ({}) returns with non-temporal stores not fenced:\n{}",
+                r.entry,
+                lines(&r.unfenced_exits)
+            );
+            assert!(r.clean_exit, "{name} ({}): no path returns", r.entry);
+            let r = image().check(unfenced, false);
+            assert!(
+                !r.unfenced_exits.is_empty(),
+                "{name} ({}): no unfenced return found in a routine without a fence",
+                r.entry
+            );
+        }
+        for (name, k, _) in checked(false) {
+            let r = image().check(k, false);
+            assert!(r.weak_stores.is_empty(), "{name}: {:?}", r.weak_stores);
+        }
+    }
+
+    /// A fault ends a non-temporal routine through its fixup, which the
+    /// signal handler jumps to (no control-flow edge leads there): each
+    /// such fixup, entered with streaming stores pending, fences before it
+    /// returns, in the fenced and the unfenced forms alike.
+    #[test]
+    fn every_fixup_of_a_streaming_twin_fences() {
+        let entries = crate::mc::entries();
+        let mut seen = 0;
+        for (name, fenced, unfenced) in checked(true) {
+            for f in [fenced, unfenced] {
+                let fixups: BTreeSet<usize> = entries
+                    .iter()
+                    .map(|e| e[2])
+                    .filter(|&fix| image().in_function(f, fix))
+                    .collect();
+                assert!(!fixups.is_empty(), "{name}: no fixups found");
+                for fix in fixups {
+                    seen += 1;
+                    let r = image().check(fix, true);
+                    assert!(
+                        r.unfenced_exits.is_empty(),
+                        "{name}: the fixup at {fix:#x} returns unfenced:\n{}",
+                        lines(&r.unfenced_exits)
+                    );
+                }
+            }
+        }
+        assert!(seen >= 10, "only {seen} fixups checked");
     }
 
     type Fill = fn(&mut [u8], &[u8]) -> Result<Mode, Error>;

@@ -250,6 +250,12 @@ impl CheckedKernel {
         Ok(CheckedKernel { strategy, call })
     }
 
+    /// The checked per-page loop, which every x86-64 CPU runs: what a
+    /// checked choice falls back to when nothing better can be had.
+    pub(crate) fn baseline(op: Op) -> CheckedKernel {
+        CheckedKernel::new(Strategy::PerPage, op).expect("per-page has a checked twin")
+    }
+
     /// The strategy whose checked routine this is.
     pub(crate) fn strategy(&self) -> Strategy {
         self.strategy
@@ -260,6 +266,7 @@ impl CheckedKernel {
     ///
     /// # Panics
     /// If this is a clear routine.
+    #[inline]
     pub(crate) fn copy_fn(&self, fenced: bool) -> McCopy {
         match self.call {
             CheckedCall::Copy {
@@ -274,6 +281,7 @@ impl CheckedKernel {
     ///
     /// # Panics
     /// If this is a copy routine.
+    #[inline]
     pub(crate) fn clear_fn(&self, fenced: bool) -> McClear {
         match self.call {
             CheckedCall::Clear {

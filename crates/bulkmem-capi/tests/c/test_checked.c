@@ -1,9 +1,11 @@
 /* test_checked.c - bm_copy_checked / bm_clear_checked, with real SIGBUS faults
- * from a MAP_SHARED file mapping truncated under the caller. */
+ * from a MAP_SHARED file mapping truncated under the caller, and SIGSEGV
+ * faults from a PROT_NONE page. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -168,10 +170,57 @@ static void test_faults(void)
     free(s), free(pat), free(d);
 }
 
+/* A length-0 checked call installs bulkmem's handler for both signals, as
+ * bulkmem.h tells programs that want it in front of theirs. */
+static void test_zero_length_installs(void)
+{
+    struct sigaction bus, segv;
+    CHECK_EQ_INT(bm_copy_checked(NULL, NULL, 0, NULL), 0);
+    sigaction(SIGBUS, NULL, &bus);
+    sigaction(SIGSEGV, NULL, &segv);
+    CHECKF(bus.sa_handler != SIG_DFL && segv.sa_handler != SIG_DFL,
+           "a length-0 checked call left SIGBUS (%p) or SIGSEGV (%p) at the default",
+           (void *)bus.sa_handler, (void *)segv.sa_handler);
+}
+
+/* A PROT_NONE page (SIGSEGV) stops a checked copy with -EFAULT. */
+static void test_protected(void)
+{
+    size_t len = 6 * pg;
+    unsigned char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *d = malloc(len);
+    bm_fault f;
+    if (m == MAP_FAILED || !d) {
+        CHECKF(0, "mmap: %s", strerror(errno));
+        return;
+    }
+    pattern(m, len);
+    CHECK_EQ_INT(mprotect(m + 4 * pg, pg, PROT_NONE), 0);
+    memset(d, 0xAA, len);
+    reset_fault(&f);
+    int rc = bm_copy_checked(d, m + 10, len - 10, &f);
+    CHECKF(rc == -EFAULT, "copy from a protected page: rc %d (%s), want -EFAULT", rc, bm_strerror(rc));
+    CHECKF(f.offset == 4 * pg - 10 && f.side == BM_FAULT_SRC && f.code == 2 /* SEGV_ACCERR */,
+           "copy from a protected page: %s", fstr(&f));
+    CHECKF((unsigned char *)f.addr >= m + 4 * pg && (unsigned char *)f.addr < m + 5 * pg,
+           "copy from a protected page: fault addr %p", f.addr);
+    CHECKF(memcmp(d, m + 10, 4 * pg - 10) == 0, "copy from a protected page: wrong prefix");
+    reset_fault(&f);
+    rc = bm_clear_checked(m + pg, len - pg, &f);
+    CHECKF(rc == -EFAULT && f.offset == 3 * pg && f.side == BM_FAULT_DST,
+           "clear of a protected page: rc %d, %s", rc, fstr(&f));
+    CHECK(all_eq(m + pg, 3 * pg, 0));
+    munmap(m, len);
+    free(d);
+}
+
 int main(void)
 {
     pg = (size_t)sysconf(_SC_PAGESIZE);
-    if (test_normal())
+    test_zero_length_installs();
+    if (test_normal()) {
         test_faults();
+        test_protected();
+    }
     return check_finish();
 }

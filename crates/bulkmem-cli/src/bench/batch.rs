@@ -67,6 +67,9 @@ pub struct Plan {
     /// Copy channels beside the workers: adds `engine N + <kind>` rows and
     /// one `<kind> only` row (the sources and destinations are registered).
     pub offload: Option<(Offload, &'static str)>,
+    /// Also measure each engine's checked batches (`engine N checked`):
+    /// the same batch through `copy_batch_checked` / `clear_batch_checked`.
+    pub checked: bool,
 }
 
 /// Folio size of the count experiment, as in seed 002.
@@ -138,13 +141,24 @@ pub fn run(
                 placement: p,
                 threads: t,
                 engine: start(b.clone())?,
+                checked: false,
             });
+            if plan.checked {
+                engines.push(Config {
+                    label: "engine checked".into(),
+                    placement: p,
+                    threads: t,
+                    engine: start(b.clone())?,
+                    checked: true,
+                });
+            }
             if let Some((o, kind)) = offload {
                 engines.push(Config {
                     label: format!("engine+{kind}"),
                     placement: p,
                     threads: t,
                     engine: start(b.offload(o.clone()))?,
+                    checked: false,
                 });
             }
         }
@@ -160,6 +174,7 @@ pub fn run(
                 .offload_only(true)
                 .build()
                 .map_err(|e| format!("cannot start the offload-only engine: {e}"))?,
+            checked: false,
         });
     }
     let bytes = plan.arena_bytes();
@@ -229,6 +244,8 @@ struct Config {
     /// CPU workers (channels for an offload-only engine).
     threads: usize,
     engine: Engine,
+    /// Runs its batches through the checked (fault-surviving) calls.
+    checked: bool,
 }
 
 fn measure_shape(
@@ -276,13 +293,28 @@ fn measure_shape(
             per_page_clear.clear(d);
         }
     };
-    let run_engine = |e: &Engine,
+    let run_engine = |c: &Config,
                       ops: &mut [(&mut [u8], &[u8])],
                       clears: &mut [&mut [u8]]|
      -> Result<Strategy, String> {
-        let r = match plan.op {
-            Op::Copy => e.copy_batch(ops),
-            Op::Clear => e.clear_batch(clears),
+        let e = &c.engine;
+        let r = match (plan.op, c.checked) {
+            (Op::Copy, false) => e.copy_batch(ops),
+            (Op::Clear, false) => e.clear_batch(clears),
+            (op, true) => {
+                let r = match op {
+                    Op::Copy => e.copy_batch_checked(ops, Default::default()),
+                    Op::Clear => e.clear_batch_checked(clears, Default::default()),
+                }
+                .map_err(|e| format!("checked engine batch failed: {e}"))?;
+                if !r.all_done() {
+                    return Err(format!(
+                        "checked engine batch faulted: {:?}",
+                        r.faults().next()
+                    ));
+                }
+                Ok(r.report)
+            }
         }
         .map_err(|e| format!("engine batch failed: {e}"))?;
         if !r.is_complete() {
@@ -310,7 +342,7 @@ fn measure_shape(
     let mut chose = Vec::new();
     for c in engines {
         poison(&mut ops, &mut clears);
-        chose.push(run_engine(&c.engine, &mut ops, &mut clears)?);
+        chose.push(run_engine(c, &mut ops, &mut clears)?);
         check(&ops, &clears, &c.label)?;
     }
     poison(&mut ops, &mut clears);
@@ -328,7 +360,7 @@ fn measure_shape(
         match i {
             0 => baseline(&mut ops, &mut clears),
             _ => {
-                run_engine(&engines[i - 1].engine, &mut ops, &mut clears)?;
+                run_engine(&engines[i - 1], &mut ops, &mut clears)?;
             }
         }
         let wall = t.elapsed();
@@ -444,6 +476,10 @@ pub struct BatchArgs {
     /// GB/s against folio size, a line per thread count (.svg or .png).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Also measure each thread count's checked batches (`engine N
+    /// checked`: the batches that survive a bad page), beside the engine's.
+    #[arg(long)]
+    checked: bool,
     /// The memory bound each engine row's share is of, in GB/s, instead
     /// of measuring it (`bench limits`) at the start.
     #[arg(long, value_name = "GBPS", value_parser = parse_bound)]
@@ -519,6 +555,7 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
         rounds: a.measure.rounds(),
         thp: !a.no_thp,
         offload: a.offload.map(open_offload).transpose()?,
+        checked: a.checked,
     };
     let bounds = bound::bounds(plan.op, &plan.threads, first, a.bound).map_err(runtime)?;
     let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, first, p))?;
@@ -552,6 +589,7 @@ mod tests {
             rounds: crate::harness::Rounds { runs: 1, warmup: 0 },
             thp: false,
             offload: None,
+            checked: false,
         }
     }
 

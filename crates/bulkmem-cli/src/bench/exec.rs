@@ -15,6 +15,9 @@ pub(super) enum Exec {
     Named(Kernel),
     Batch(Strategy),
     Auto(Hint),
+    /// `auto`'s checked call (`copy_checked`, `clear_checked`, the
+    /// checked batches with `Auto`); the strategy is the twin it runs,
+    /// for the row's label.
     Checked(Strategy),
     Foreign(Foreign),
 }
@@ -63,7 +66,7 @@ impl Exec {
                 .expect("available"),
             Exec::Auto(h) => bulkmem::copy_opts(Options::hint(h), dst, src).expect("equal lengths"),
             Exec::Checked(s) => {
-                bulkmem::fault::copy_checked_with(s, dst, src).expect("no fault in a benchmark");
+                bulkmem::copy_checked(dst, src).expect("no fault in a benchmark");
                 s
             }
             Exec::Foreign(f) => {
@@ -82,7 +85,7 @@ impl Exec {
             Exec::Batch(s) => bulkmem::clear_with(s, dst).map(|()| s).expect("available"),
             Exec::Auto(h) => bulkmem::clear_opts(Options::hint(h), dst).expect("clear cannot fail"),
             Exec::Checked(s) => {
-                bulkmem::fault::clear_checked_with(s, dst).expect("no fault in a benchmark");
+                bulkmem::clear_checked(dst).expect("no fault in a benchmark");
                 s
             }
             Exec::Foreign(f) => {
@@ -101,7 +104,8 @@ impl Exec {
                 bulkmem::copy_batch_with(Options::strategy(s), ops).expect("an available strategy")
             }
             Exec::Checked(s) => {
-                let out = bulkmem::fault::copy_batch_checked(s, ops).expect("equal lengths");
+                let out =
+                    bulkmem::fault::copy_batch_checked(Strategy::Auto, ops).expect("equal lengths");
                 assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
                 s
             }
@@ -129,7 +133,8 @@ impl Exec {
                 bulkmem::clear_batch_with(Options::strategy(s), ops).expect("an available strategy")
             }
             Exec::Checked(s) => {
-                let out = bulkmem::fault::clear_batch_checked(s, ops).expect("valid strategy");
+                let out = bulkmem::fault::clear_batch_checked(Strategy::Auto, ops)
+                    .expect("auto is valid");
                 assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
                 s
             }

@@ -1,6 +1,6 @@
 //! `bulkmem bench fault`: what surviving a bad page costs. `checked`
-//! (`bulkmem::copy_checked`, the exception-table routine standing in for
-//! what auto picks) against the unchecked `auto`, hot and cold, through the
+//! (`bulkmem::copy_checked` or `clear_checked`: the checked twin of what
+//! auto picks) against the unchecked `auto`, hot and cold, through the
 //! same cells as `bench copy`; then a demonstration: a page in the middle
 //! of a source is poisoned and the checked copy reports where it stopped.
 
@@ -146,6 +146,9 @@ pub fn demonstration(len: usize) -> Result<String, String> {
 
 #[derive(Args)]
 pub struct FaultArgs {
+    /// copy (`copy_checked`) or clear (`clear_checked`).
+    #[arg(long, default_value = "copy", value_parser = crate::cli::parse_op)]
+    op: Op,
     /// Extent sizes (K, M, G are powers of two).
     #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,2M,256M")]
     sizes: Vec<usize>,
@@ -190,7 +193,7 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
     ));
     check_memory(&needs)?;
     let plan = Plan {
-        op: Op::Copy,
+        op: a.op,
         sizes: a.sizes,
         regimes,
         strategies: vec![Strategy::Auto],

@@ -5,11 +5,13 @@
 //!
 //! [`Bands`] are the decisions as strategies (what `bulkmem info` prints
 //! and what tests compare on synthetic CPUs); [`Compiled`] turns each band
-//! into a CPU-checked [`Kernel`] once, when the process's bands are built,
-//! so the per-call path holds only kernels this CPU runs.
+//! into a CPU-checked [`Kernel`] (or its checked twin) once, when the
+//! process's bands are built, so the per-call path holds only kernels this
+//! CPU runs.
 
+#[cfg(doc)]
 use crate::handle::Kernel;
-use crate::strategy::{Op, Strategy};
+use crate::strategy::Strategy;
 
 /// Single-call decisions as length bands. A lookup is one table load
 /// indexed by the length's bit count, unless a band starts inside that
@@ -111,28 +113,32 @@ impl Bands {
     }
 }
 
-/// [`Bands`] with each band's kernel resolved on this CPU once.
+/// [`Bands`] with each band's kernel resolved on this CPU once: a
+/// [`Kernel`], or on x86-64 the checked twin (`CheckedKernel`) of the
+/// kernel the single-call bands run.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Compiled {
+pub(crate) struct Compiled<K> {
     bands: Bands,
-    kernels: [Kernel; Bands::CAP],
+    kernels: [K; Bands::CAP],
 }
 
-impl Compiled {
-    /// Resolves every band of `bands` for `op`; a band whose strategy this
-    /// CPU cannot run (never, for a validated profile: see
-    /// `load::load_profile`) gets `fallback`'s kernel.
-    pub(crate) fn new(bands: Bands, op: Op, fallback: impl Fn(usize) -> Kernel) -> Compiled {
-        let mut kernels = [Kernel::baseline(op); Bands::CAP];
-        for (i, &(start, s)) in bands.as_slice().iter().enumerate() {
-            kernels[i] = Kernel::new(s, op).unwrap_or_else(|_| fallback(start));
+impl<K: Copy> Compiled<K> {
+    /// Resolves every band of `bands`: `resolve(first length, strategy)`
+    /// gives the band's kernel (a band whose strategy this CPU cannot run
+    /// gets whatever `resolve` falls back to).
+    pub(crate) fn new(bands: Bands, resolve: impl Fn(usize, Strategy) -> K) -> Compiled<K> {
+        let slice = bands.as_slice();
+        let first = resolve(slice[0].0, slice[0].1);
+        let mut kernels = [first; Bands::CAP];
+        for (i, &(start, s)) in slice.iter().enumerate().skip(1) {
+            kernels[i] = resolve(start, s);
         }
         Compiled { bands, kernels }
     }
 
     /// The kernel for a single call of `len` bytes.
     #[inline]
-    pub(crate) fn kernel(&self, len: usize) -> Kernel {
+    pub(crate) fn kernel(&self, len: usize) -> K {
         self.kernels[self.bands.index(len)]
     }
 }

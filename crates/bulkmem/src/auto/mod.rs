@@ -259,10 +259,12 @@ pub fn here(req: &Request) -> Choice {
 }
 
 /// This process's policy compiled once: per op and hint, the single-call
-/// bands and their kernels.
+/// bands, their kernels, and (x86-64) the checked twins of those kernels.
 struct Here {
     bands: [[Bands; 3]; 2],
-    compiled: [[Compiled; 3]; 2],
+    compiled: [[Compiled<Kernel>; 3]; 2],
+    #[cfg(target_arch = "x86_64")]
+    checked: [[Compiled<CheckedKernel>; 3]; 2],
 }
 
 #[inline]
@@ -274,12 +276,34 @@ fn compiled_here() -> &'static Here {
         let compiled = [Op::Copy, Op::Clear].map(|op| {
             let row = &bands[(op == Op::Clear) as usize];
             [0, 1, 2].map(|h| {
-                Compiled::new(row[h], op, |len| {
-                    p.kernel(&Request::single(op, len, HINTS[h]))
+                Compiled::new(row[h], |start, s| {
+                    Kernel::new(s, op)
+                        .unwrap_or_else(|_| p.kernel(&Request::single(op, start, HINTS[h])))
                 })
             })
         });
-        Here { bands, compiled }
+        #[cfg(target_arch = "x86_64")]
+        let checked = [Op::Copy, Op::Clear].map(|op| {
+            let row = &compiled[(op == Op::Clear) as usize];
+            [0, 1, 2].map(|h| {
+                // The twin changes where the kernel does and, for `libc`,
+                // where glibc changes its own loop.
+                let mut edges = p.edges(op);
+                edges.extend(libc_twin_edges(p.machine));
+                edges.sort_unstable();
+                edges.dedup();
+                let twins = Bands::build(&edges, |len| {
+                    twin(op, row[h].kernel(len).strategy(), len).strategy()
+                });
+                Compiled::new(twins, |start, s| twin(op, s, start))
+            })
+        });
+        Here {
+            bands,
+            compiled,
+            #[cfg(target_arch = "x86_64")]
+            checked,
+        }
     })
 }
 
@@ -307,6 +331,14 @@ pub(crate) fn single(op: Op, hint: Hint, len: usize) -> Kernel {
     compiled_here().compiled[(op == Op::Clear) as usize][hint_ix(hint)].kernel(len)
 }
 
+/// The checked twin of [`single`]'s kernel for one call of `len` bytes:
+/// one band lookup, like the unchecked call's.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn checked_single(op: Op, hint: Hint, len: usize) -> CheckedKernel {
+    compiled_here().checked[(op == Op::Clear) as usize][hint_ix(hint)].kernel(len)
+}
+
 /// The kernel `opts` means for `req`: `auto`'s decision, or the named
 /// strategy once the CPU is checked ([`Error::Unsupported`] /
 /// [`Error::Unavailable`] otherwise). Every copy and clear outside the
@@ -324,56 +356,91 @@ pub(crate) fn kernel(opts: Options, req: &Request) -> Result<Kernel, Error> {
 }
 
 /// The checked routine `strategy` means for `req`: itself if it has one
-/// (and the CPU runs it), else for `Auto` the checked routine closest to
-/// what `auto` picks (the descriptor's stand-ins: the same instruction
-/// where there is one, AVX2 for the wider vector loops, non-temporal for
-/// streams).
+/// (and the CPU runs it), else for `Auto` the checked twin of the kernel
+/// `auto` runs for `req` (see [`twin`]).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn checked(strategy: Strategy, req: &Request) -> Result<CheckedKernel, Error> {
     if strategy != Strategy::Auto {
         return CheckedKernel::new(strategy, req.op);
     }
-    let pick = if req.runs <= 1 {
-        single(req.op, req.hint, req.total).strategy()
-    } else {
-        here(req).strategy
-    };
-    stand_in(req.op, pick)
+    if req.runs <= 1 {
+        return Ok(checked_single(req.op, req.hint, req.total));
+    }
+    let pick = Policy::here().kernel(req).strategy();
+    Ok(twin(req.op, pick, req.mean_run()))
 }
 
-/// The checked routine closest to `pick`, resolved once per (op, pick):
+/// The checked routine that runs for `pick` on calls of `len` bytes: its
+/// own twin (the same instructions and loop shape); for `libc`, whose code
+/// has no exception table, the twin of what glibc runs at that length
+/// ([`libc_twin`]); for a strategy without a twin or one this CPU lacks,
+/// the descriptor's nearest stand-in. Resolved once per (op, strategy):
 /// walking the stand-in list on every call, and building an error for
 /// each routine this CPU lacks, was two thirds of a checked 4 KiB copy
 /// (56 ns against the bare kernel's 31 on Emerald Rapids).
 #[cfg(target_arch = "x86_64")]
-fn stand_in(op: Op, pick: Strategy) -> Result<CheckedKernel, Error> {
+pub(crate) fn twin(op: Op, pick: Strategy, len: usize) -> CheckedKernel {
     const N: usize = Strategy::Portable as usize + 1;
-    static TABLE: OnceLock<[[Option<CheckedKernel>; N]; 2]> = OnceLock::new();
+    static TABLE: OnceLock<[[CheckedKernel; N]; 2]> = OnceLock::new();
+    let pick = match pick {
+        Strategy::Libc => libc_twin(Machine::this(), op, len),
+        s => s,
+    };
     let table = TABLE.get_or_init(|| {
-        let mut t = [[None; N]; 2];
-        for (row, op) in t.iter_mut().zip([Op::Copy, Op::Clear]) {
+        [Op::Copy, Op::Clear].map(|op| {
+            let mut row = [CheckedKernel::baseline(op); N];
             for &s in Strategy::for_op(op) {
-                row[s as usize] = find_stand_in(op, s).ok();
+                row[s as usize] = find_stand_in(op, s);
             }
-        }
-        t
+            row
+        })
     });
-    match table[(op == Op::Clear) as usize][pick as usize] {
-        Some(k) => Ok(k),
-        None => find_stand_in(op, pick),
-    }
+    table[(op == Op::Clear) as usize][pick as usize]
 }
 
 #[cfg(target_arch = "x86_64")]
-fn find_stand_in(op: Op, pick: Strategy) -> Result<CheckedKernel, Error> {
+fn find_stand_in(op: Op, pick: Strategy) -> CheckedKernel {
     let stand_ins = crate::descriptor::row(pick).stand_ins(op);
     std::iter::once(pick)
         .chain(stand_ins.iter().copied())
         .find_map(|s| CheckedKernel::new(s, op).ok())
         // Every stand-in list ends in a routine all x86-64 CPUs run (a
         // descriptor test checks it); this is for the type, not for use.
-        .ok_or(Error::NotChecked { strategy: pick, op })
+        .unwrap_or_else(|| CheckedKernel::baseline(op))
 }
+
+/// What glibc's `memcpy`/`memset` run for `len` bytes on `m`, as the
+/// strategy whose checked twin stands in for `libc`: streaming stores from
+/// glibc's non-temporal threshold (3/4 of one thread's LLC share, its
+/// default `x86_non_temporal_threshold`; `memset` streams from there too
+/// since glibc 2.40), `rep movsb`/`rep stosb` from its `rep_movsb_threshold`
+/// (2 KiB) with ERMS, vector loops below.
+pub fn libc_twin(m: &Machine, op: Op, len: usize) -> Strategy {
+    let f = &m.features;
+    let [nt, erms] = libc_twin_edges(m);
+    match op {
+        Op::Copy if len >= nt && f.avx2 => Strategy::Avx2Nt,
+        Op::Copy if len >= erms && f.erms => Strategy::RepMovsb,
+        Op::Copy if f.avx2 => Strategy::Avx2,
+        Op::Copy => Strategy::RepMovsq,
+        Op::Clear if len >= nt && f.avx2 => Strategy::Avx2Nt,
+        Op::Clear if len >= erms && f.erms => Strategy::RepStosb,
+        Op::Clear if f.avx2 => Strategy::Avx2,
+        Op::Clear => Strategy::RepStosb,
+    }
+}
+
+/// The lengths at which [`libc_twin`] changes: glibc's non-temporal and
+/// `rep movsb` thresholds.
+fn libc_twin_edges(m: &Machine) -> [usize; 2] {
+    [
+        (m.llc_share() / 4 * 3).max(LIBC_REP_MOVSB_MIN),
+        LIBC_REP_MOVSB_MIN,
+    ]
+}
+
+/// glibc's default `x86_rep_movsb_threshold` (and `rep_stosb`'s).
+const LIBC_REP_MOVSB_MIN: usize = 2048;
 
 /// How a fill stores: temporal stores, or windows streamed with a
 /// non-temporal copy kernel.
@@ -443,24 +510,50 @@ pub fn is_tuned() -> bool {
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
-mod stand_in_tests {
+mod twin_tests {
     use super::*;
 
     /// The table resolved once gives what walking the stand-in list gives,
-    /// for every strategy of either operation.
+    /// for every strategy of either operation but `libc`, which resolves
+    /// by length.
     #[test]
-    fn the_stand_in_table_matches_the_walk() {
+    fn the_twin_table_matches_the_walk() {
         for op in [Op::Copy, Op::Clear] {
             for &s in Strategy::for_op(op) {
-                let walked = find_stand_in(op, s).map(|k| k.strategy());
-                let cached = stand_in(op, s).map(|k| k.strategy());
-                assert_eq!(cached.ok(), walked.ok(), "{op} {s}");
-                // And again, from the table.
-                assert_eq!(
-                    stand_in(op, s).map(|k| k.strategy()).ok(),
-                    find_stand_in(op, s).map(|k| k.strategy()).ok()
-                );
+                if s == Strategy::Libc {
+                    continue;
+                }
+                let walked = find_stand_in(op, s).strategy();
+                assert_eq!(twin(op, s, 4096).strategy(), walked, "{op} {s}");
+                if CheckedKernel::new(s, op).is_ok() {
+                    assert_eq!(walked, s, "{op} {s} has a twin of its own");
+                }
             }
         }
+    }
+
+    /// `libc` stands in by length, as glibc changes its loop.
+    #[test]
+    fn libc_twins_follow_glibcs_thresholds() {
+        let mut m = Machine::this().clone();
+        m.llc_bytes = 32 << 20;
+        m.llc_cpus = 8;
+        m.features.avx2 = true;
+        m.features.erms = true;
+        let nt = (4 << 20) / 4 * 3;
+        for (len, copy, clear) in [
+            (64, Strategy::Avx2, Strategy::Avx2),
+            (2047, Strategy::Avx2, Strategy::Avx2),
+            (2048, Strategy::RepMovsb, Strategy::RepStosb),
+            (nt - 1, Strategy::RepMovsb, Strategy::RepStosb),
+            (nt, Strategy::Avx2Nt, Strategy::Avx2Nt),
+        ] {
+            assert_eq!(libc_twin(&m, Op::Copy, len), copy, "{len}");
+            assert_eq!(libc_twin(&m, Op::Clear, len), clear, "{len}");
+        }
+        m.features.erms = false;
+        assert_eq!(libc_twin(&m, Op::Copy, 4096), Strategy::Avx2);
+        m.features.avx2 = false;
+        assert_eq!(libc_twin(&m, Op::Copy, 1 << 30), Strategy::RepMovsq);
     }
 }

@@ -144,10 +144,12 @@ fn check_policy(p: &Profile, lens: &[usize], trust: bool) {
     for op in [Op::Copy, Op::Clear] {
         for &hint in Hint::ALL {
             let bands = pol.bands(op, hint);
-            let compiled = Compiled::new(bands, op, |len| {
-                // A validated profile never needs the fallback.
-                assert!(!trust, "{op} {hint} band at {len} needed a fallback");
-                pol.kernel(&Request::single(op, len, hint))
+            let compiled = Compiled::new(bands, |len, s| {
+                Kernel::new(s, op).unwrap_or_else(|_| {
+                    // A validated profile never needs the fallback.
+                    assert!(!trust, "{op} {hint} band at {len} needed a fallback");
+                    pol.kernel(&Request::single(op, len, hint))
+                })
             });
             for &len in lens {
                 runs_here(compiled.kernel(len), op);

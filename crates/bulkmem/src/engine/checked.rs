@@ -81,15 +81,13 @@ impl Engine {
         if check_overlap {
             validate(op, batch, &mut scratch.spans)?;
         }
-        let mut log = FaultLog::new(batch.count());
+        let log = FaultLog::new(batch.count());
+        // Run i is extent i, empty ones included (the job skips them):
+        // no map from runs to extents to build, and an exact-size extend.
         scratch.runs.clear();
-        for i in 0..batch.count() {
-            let r = batch.get(i);
-            if r.len > 0 {
-                scratch.runs.push(r);
-                log.owners.push(i);
-            }
-        }
+        scratch
+            .runs
+            .extend((0..batch.count()).map(|i| batch.get(i)));
         let req = stream(op, &scratch.runs, &mut scratch.ends, self.opts.hint);
         let k = crate::auto::checked(self.opts.strategy, &req)?;
         let strategy = k.strategy();

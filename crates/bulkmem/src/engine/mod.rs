@@ -22,7 +22,7 @@
 //! batch's chunk stream and the loop that works it), `batch` (the shapes a
 //! batch arrives in), `fill_job` (fills on the workers), `submit` with
 //! `ticket` (batches run in the background, [`Ticket`]) and `checked` with
-//! `fault_log` (batches that survive SIGBUS). The types a batch reports
+//! `fault_log` (batches that survive a bad page). The types a batch reports
 //! with live in `crate::report` and `crate::extent`, so that the rest of
 //! the crate can name them without depending on the engine.
 

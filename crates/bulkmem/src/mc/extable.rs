@@ -16,21 +16,32 @@
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RawFault {
-    /// `si_addr` of the SIGBUS.
+    /// `si_addr` of the signal.
     pub addr: usize,
-    /// `si_code` in the low 32 bits, `si_addr_lsb` above them.
+    /// `si_code` in the low 32 bits, `si_addr_lsb` in bits 32-47 and the
+    /// signal number (SIGBUS or SIGSEGV) in bits 48-63, as the handler
+    /// packs them into one register.
     pub code_lsb: u64,
     /// 0: the routine cannot tell, 1: its load faulted, 2: its store did.
     pub side: u64,
 }
 
 impl RawFault {
+    /// The packed `code_lsb` word the handler hands a fixup.
+    pub fn pack(signal: i32, code: i32, addr_lsb: u16) -> u64 {
+        (code as u32 as u64) | (u64::from(addr_lsb) << 32) | ((signal as u16 as u64) << 48)
+    }
+
     pub fn code(&self) -> i32 {
         self.code_lsb as u32 as i32
     }
 
     pub fn addr_lsb(&self) -> u8 {
-        (self.code_lsb >> 32) as u8
+        (self.code_lsb >> 32) as u16 as u8
+    }
+
+    pub fn signal(&self) -> i32 {
+        i32::from((self.code_lsb >> 48) as u16)
     }
 }
 
@@ -81,20 +92,24 @@ pub(super) unsafe fn entries(start: *const i32, end: *const i32) -> Vec<[usize; 
     out
 }
 
-/// How many entries of `table` fall in each routine, in the order of
-/// `routines` (name, entry address). A routine runs up to the next one's
-/// start, the last up to `text_end`. Panics on an entry whose range or
-/// fixup is not inside a single routine: that entry was attached to the
-/// wrong labels.
+/// Checks one file's table against its routines, given as (name, entry
+/// address, expected entry count) for every routine of the file: each
+/// entry's range and fixup lie inside a single routine (a routine runs up
+/// to the next one's start, the last up to `text_end`), each routine has
+/// the expected number of entries, and `fixup` finds every entry at both
+/// ends of its range. Panics on the first violation: an entry attached to
+/// the wrong labels, or one lost, would let a fault it should cover kill
+/// the process.
 #[cfg(test)]
-pub(super) fn per_routine(
+pub(super) fn check(
     table: &[[usize; 3]],
-    routines: &[(&'static str, usize)],
+    routines: &[(&'static str, usize, usize)],
     text_end: usize,
-) -> Vec<(&'static str, usize)> {
-    let mut sorted = routines.to_vec();
+    fixup: fn(usize) -> Option<usize>,
+) {
+    let mut sorted: Vec<(&str, usize)> = routines.iter().map(|&(n, at, _)| (n, at)).collect();
     sorted.sort_by_key(|&(_, at)| at);
-    let mut counts: Vec<(&'static str, usize)> = routines.iter().map(|&(n, _)| (n, 0)).collect();
+    let mut counts: Vec<(&str, usize)> = routines.iter().map(|&(n, _, _)| (n, 0)).collect();
     for &[from, to, fix] in table {
         let i = sorted
             .iter()
@@ -108,6 +123,9 @@ pub(super) fn per_routine(
         );
         assert!((lo..hi).contains(&fix), "{name}: fixup {fix:#x} outside it");
         counts.iter_mut().find(|(n, _)| *n == name).unwrap().1 += 1;
+        assert_eq!(fixup(from), Some(fix), "{name}: entry at {from:#x}");
+        assert_eq!(fixup(to - 1), Some(fix), "{name}: entry ending {to:#x}");
     }
-    counts
+    let want: Vec<(&str, usize)> = routines.iter().map(|&(n, _, c)| (n, c)).collect();
+    assert_eq!(counts, want, "exception-table entries per routine");
 }

@@ -1,13 +1,15 @@
-//! The SIGBUS handler: resumes a checked routine at its fixup when the
-//! fault is ours, and passes every other SIGBUS on to whoever had the
-//! signal before bulkmem.
+//! The SIGBUS and SIGSEGV handler: resumes a checked routine at its fixup
+//! when the fault is ours, and passes every other signal on to whoever had
+//! it before bulkmem.
 //!
 //! "Ours" means: the kernel raised it for a memory access (`si_code > 0`,
 //! not `kill`/`raise`/`sigqueue`) and the interrupted instruction pointer is
 //! in one of the exception tables. A synchronous fault is delivered to the
 //! thread that faulted, so the instruction pointer in the ucontext is that
 //! thread's: no per-thread state is needed, and many threads can fault at
-//! once.
+//! once. SIGBUS is a bad page (poison, a file mapping past its end);
+//! SIGSEGV an unmapped or protected one (`PROT_NONE`, a read-only
+//! destination).
 //!
 //! Everything the handler does is async-signal-safe: it reads static
 //! tables, rewrites the interrupted context, and when chaining calls
@@ -18,11 +20,14 @@ use core::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::{clear_mc, copy_mc};
+use super::extable::RawFault;
 
-/// The disposition SIGBUS had before bulkmem took it, in one of two slots
-/// so that [`reinstall`] can publish a new one without writing the slot a
-/// running handler may be reading.
+/// The signals bulkmem takes, in [`slot`] order.
+const SIGNALS: [libc::c_int; 2] = [libc::SIGBUS, libc::SIGSEGV];
+
+/// The disposition a signal had before bulkmem took it, in one of two
+/// slots so that [`reinstall`] can publish a new one without writing the
+/// slot a running handler may be reading.
 struct Previous {
     slots: [UnsafeCell<MaybeUninit<libc::sigaction>>; 2],
     /// Index of the valid slot, or usize::MAX before the first install.
@@ -35,18 +40,30 @@ struct Previous {
 // publishing it.
 unsafe impl Sync for Previous {}
 
-static PREVIOUS: Previous = Previous {
-    slots: [
-        UnsafeCell::new(MaybeUninit::uninit()),
-        UnsafeCell::new(MaybeUninit::uninit()),
-    ],
-    current: AtomicUsize::new(usize::MAX),
-};
+impl Previous {
+    const fn new() -> Previous {
+        Previous {
+            slots: [
+                UnsafeCell::new(MaybeUninit::uninit()),
+                UnsafeCell::new(MaybeUninit::uninit()),
+            ],
+            current: AtomicUsize::new(usize::MAX),
+        }
+    }
+}
+
+static PREVIOUS: [Previous; 2] = [Previous::new(), Previous::new()];
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Mutex<()> = Mutex::new(());
 
-/// Makes sure the handler is installed; cheap after the first call.
+/// The index of `sig` in [`SIGNALS`].
+fn slot(sig: libc::c_int) -> usize {
+    usize::from(sig == libc::SIGSEGV)
+}
+
+/// Makes sure the handler is installed for both signals; cheap after the
+/// first call.
 #[inline]
 pub fn ensure() {
     if !INSTALLED.load(Ordering::Acquire) {
@@ -54,22 +71,25 @@ pub fn ensure() {
     }
 }
 
-/// Puts bulkmem's handler back in front (see `fault::reinstall`).
-/// Returns whether it had to: false when SIGBUS was still ours.
+/// Puts bulkmem's handler back in front of both signals (see
+/// `fault::reinstall`). Returns whether it had to for either.
 pub fn reinstall() -> bool {
     install_slow(true)
 }
 
-/// Whether SIGBUS is currently handled by bulkmem (one `sigaction` query).
+/// Whether SIGBUS and SIGSEGV are both currently handled by bulkmem (one
+/// `sigaction` query each).
 pub fn is_installed() -> bool {
-    current_disposition().sa_sigaction == ours()
+    SIGNALS
+        .iter()
+        .all(|&s| current_disposition(s).sa_sigaction == ours())
 }
 
-fn current_disposition() -> libc::sigaction {
+fn current_disposition(sig: libc::c_int) -> libc::sigaction {
     let mut cur = MaybeUninit::<libc::sigaction>::zeroed();
     // SAFETY: querying (null new action) writes only `cur`.
-    let rc = unsafe { libc::sigaction(libc::SIGBUS, core::ptr::null(), cur.as_mut_ptr()) };
-    assert_eq!(rc, 0, "sigaction(SIGBUS) query failed");
+    let rc = unsafe { libc::sigaction(sig, core::ptr::null(), cur.as_mut_ptr()) };
+    assert_eq!(rc, 0, "sigaction({sig}) query failed");
     // SAFETY: sigaction filled it in (and it started zeroed).
     unsafe { cur.assume_init() }
 }
@@ -79,20 +99,30 @@ fn install_slow(force: bool) -> bool {
     if INSTALLED.load(Ordering::Acquire) && !force {
         return false;
     }
-    let cur = current_disposition();
+    let mut changed = false;
+    for sig in SIGNALS {
+        changed |= install_one(sig);
+    }
+    INSTALLED.store(true, Ordering::Release);
+    changed
+}
+
+/// Puts the handler in front of `sig` unless it is there; under INSTALL.
+fn install_one(sig: libc::c_int) -> bool {
+    let cur = current_disposition(sig);
     if cur.sa_sigaction == ours() {
-        INSTALLED.store(true, Ordering::Release);
         return false;
     }
     // Publish what we will chain to before we can receive anything.
-    let next = match PREVIOUS.current.load(Ordering::Relaxed) {
+    let prev = &PREVIOUS[slot(sig)];
+    let next = match prev.current.load(Ordering::Relaxed) {
         0 => 1,
         _ => 0,
     };
     // SAFETY: only this lock's holder writes slots, and never the one
     // `current` names, which is the only one the handler reads.
-    unsafe { (*PREVIOUS.slots[next].get()).write(cur) };
-    PREVIOUS.current.store(next, Ordering::Release);
+    unsafe { (*prev.slots[next].get()).write(cur) };
+    prev.current.store(next, Ordering::Release);
 
     // SAFETY: a zeroed sigaction is a valid empty one; we fill the handler,
     // flags and an empty mask before passing it.
@@ -101,24 +131,25 @@ fn install_slow(force: bool) -> bool {
     ours.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
     // SAFETY: sa_mask is ours to initialise.
     unsafe { libc::sigemptyset(&mut ours.sa_mask) };
-    // SAFETY: installs a valid action for SIGBUS; the old one is not needed
+    // SAFETY: installs a valid action for `sig`; the old one is not needed
     // (it was read above under the same lock).
-    let rc = unsafe { libc::sigaction(libc::SIGBUS, &ours, core::ptr::null_mut()) };
-    assert_eq!(rc, 0, "sigaction(SIGBUS) install failed");
-    INSTALLED.store(true, Ordering::Release);
+    let rc = unsafe { libc::sigaction(sig, &ours, core::ptr::null_mut()) };
+    assert_eq!(rc, 0, "sigaction({sig}) install failed");
     true
 }
 
 fn ours() -> usize {
-    on_sigbus as *const () as usize
+    on_fault as *const () as usize
 }
 
 /// The offset of `si_addr_lsb` in x86-64 Linux's siginfo_t: the sigfault
 /// member's union starts at 16 with the 8-byte `si_addr`, and the short
 /// `_addr_lsb` follows it (no `_trapno` on x86). libc does not expose it.
+/// The kernel fills it for SIGBUS's `BUS_MCEERR_*` codes only; for
+/// SIGSEGV the same bytes belong to other members, so it is read as 0.
 const SI_ADDR_LSB_OFFSET: usize = 24;
 
-extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo and ucontext to an
     // SA_SIGINFO handler; we only read the siginfo and update the saved
     // registers of the interrupted context, which sigreturn will load.
@@ -128,15 +159,17 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             let uc = ctx.cast::<libc::ucontext_t>();
             let gregs = &mut (*uc).uc_mcontext.gregs;
             let rip = gregs[libc::REG_RIP as usize] as usize;
-            if let Some(fix) = copy_mc::fixup(rip).or_else(|| clear_mc::fixup(rip)) {
-                let lsb = info
-                    .cast::<u8>()
-                    .add(SI_ADDR_LSB_OFFSET)
-                    .cast::<i16>()
-                    .read() as u16;
+            if let Some(fix) = super::fixup(rip) {
+                let lsb = if sig == libc::SIGBUS {
+                    info.cast::<u8>()
+                        .add(SI_ADDR_LSB_OFFSET)
+                        .cast::<i16>()
+                        .read() as u16
+                } else {
+                    0
+                };
                 gregs[libc::REG_R10 as usize] = (*info).si_addr() as usize as i64;
-                gregs[libc::REG_R11 as usize] =
-                    ((code as u32 as u64) | (u64::from(lsb) << 32)) as i64;
+                gregs[libc::REG_R11 as usize] = RawFault::pack(sig, code, lsb) as i64;
                 gregs[libc::REG_RIP as usize] = fix as i64;
                 return;
             }
@@ -145,31 +178,32 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     }
 }
 
-/// Hands a SIGBUS that is not ours to the previous disposition.
+/// Hands a signal that is not ours to the previous disposition.
 ///
 /// # Safety
 /// Called from the handler with the kernel's arguments.
 unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void, code: i32) {
-    let idx = PREVIOUS.current.load(Ordering::Acquire);
+    let prev = &PREVIOUS[slot(sig)];
+    let idx = prev.current.load(Ordering::Acquire);
     if idx > 1 {
         // Cannot happen: we publish before installing. Be the default.
         // SAFETY: async-signal-safe calls with valid arguments.
-        unsafe { default_action(code) };
+        unsafe { default_action(sig, code) };
         return;
     }
     // SAFETY: `current` names a slot written before it was published.
-    let prev = unsafe { (*PREVIOUS.slots[idx].get()).assume_init_read() };
+    let prev = unsafe { (*prev.slots[idx].get()).assume_init_read() };
     let h = prev.sa_sigaction;
     if h == libc::SIG_IGN && code <= 0 {
         return; // an ignored kill(SIGBUS) stays ignored
     }
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
         // SAFETY: as above.
-        unsafe { default_action(code) };
+        unsafe { default_action(sig, code) };
         return;
     }
     // Run the previous handler under the mask it asked for, as the kernel
-    // would have (SIGBUS itself is already blocked unless it set
+    // would have (the signal itself is already blocked unless it set
     // SA_NODEFER, which we do not emulate).
     let mut old = MaybeUninit::<libc::sigset_t>::uninit();
     // SAFETY: pthread_sigmask is async-signal-safe; both sets are valid.
@@ -190,22 +224,23 @@ unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), core::ptr::null_mut()) };
 }
 
-/// What SIGBUS would have done without us: terminate (with a core dump).
-/// A fault re-executes the instruction after we return and dies of it; a
-/// sent signal is raised again, and delivered once the handler returns.
+/// What the signal would have done without us: terminate (with a core
+/// dump). A fault re-executes the instruction after we return and dies of
+/// it; a sent signal is raised again, and delivered once the handler
+/// returns.
 ///
 /// # Safety
 /// Called from the handler.
-unsafe fn default_action(code: i32) {
+unsafe fn default_action(sig: libc::c_int, code: i32) {
     // SAFETY: a zeroed sigaction with SIG_DFL is valid; sigaction and raise
     // are async-signal-safe.
     unsafe {
         let mut dfl: libc::sigaction = core::mem::zeroed();
         dfl.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(libc::SIGBUS, &dfl, core::ptr::null_mut());
+        libc::sigaction(sig, &dfl, core::ptr::null_mut());
         INSTALLED.store(false, Ordering::Relaxed);
         if code <= 0 {
-            libc::raise(libc::SIGBUS);
+            libc::raise(sig);
         }
     }
 }

@@ -29,6 +29,9 @@ pub fn tables(rows: &[Row]) -> Vec<Table> {
                     "per-page" => Some("per-page".to_string()),
                     s if s.ends_with(" only") => Some(format!("{s} ({} ch)", r.threads)),
                     "engine" if b.placement == placement => Some(format!("engine {}", r.threads)),
+                    "engine checked" if b.placement == placement => {
+                        Some(format!("engine {} checked", r.threads))
+                    }
                     s if b.placement == placement => Some(format!(
                         "engine {} + {}",
                         r.threads,
@@ -115,6 +118,7 @@ pub fn style(plan: &Plan, r: &Row) -> Option<(String, usize, bool)> {
     let engine = r.strategy.starts_with("engine");
     let mut name = match r.strategy.as_str() {
         "engine" => format!("engine {}", r.threads),
+        "engine checked" => format!("engine {} checked", r.threads),
         "per-page" => "per-page 1".to_string(),
         s if engine => format!("engine {} + {}", r.threads, &s["engine+".len()..]),
         s => s.to_string(),

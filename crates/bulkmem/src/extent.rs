@@ -33,6 +33,22 @@ unsafe impl Sync for Extent {}
 pub(crate) trait Batch {
     fn count(&self) -> usize;
     fn get(&self, i: usize) -> Run;
+
+    /// Appends every extent to `out` as a run (empty ones included). A
+    /// provided method, so each batch type gets its own loop with `get`
+    /// inlined: one dynamic call per batch instead of one per extent (a
+    /// `Run` returned through a `dyn` call took 0.40 ms per 65536 extents
+    /// against 0.23 here, on a Zen 4 VM).
+    fn runs_into(&self, out: &mut Vec<Run>) {
+        out.extend((0..self.count()).map(|i| self.get(i)));
+    }
+
+    /// Appends the batch's coalesced runs to `out` (`plan::coalesce`).
+    fn coalesced_into(&self, out: &mut Vec<Run>) {
+        out.extend(crate::plan::coalesce(
+            (0..self.count()).map(|i| self.get(i)),
+        ));
+    }
 }
 
 /// Extents given by address, as a batch for `op` (sources are dropped for

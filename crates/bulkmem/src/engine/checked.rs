@@ -85,9 +85,7 @@ impl Engine {
         // Run i is extent i, empty ones included (the job skips them):
         // no map from runs to extents to build, and an exact-size extend.
         scratch.runs.clear();
-        scratch
-            .runs
-            .extend((0..batch.count()).map(|i| batch.get(i)));
+        batch.runs_into(&mut scratch.runs);
         let req = stream(op, &scratch.runs, &mut scratch.ends, self.opts.hint);
         let k = crate::auto::checked(self.opts.strategy, &req)?;
         let strategy = k.strategy();

@@ -45,7 +45,7 @@ use crate::error::Error;
 use crate::extent::validate;
 use crate::offload::Offload;
 use crate::placement::Placement;
-use crate::plan::{self, Run};
+use crate::plan::Run;
 use crate::strategy::Op;
 use crate::Options;
 use batch::{Batch, ClearSlices, CopySlices, Raw};
@@ -247,9 +247,7 @@ impl Engine {
             validate(op, batch, &mut scratch.spans)?;
         }
         scratch.runs.clear();
-        scratch
-            .runs
-            .extend(plan::coalesce((0..batch.count()).map(|i| batch.get(i))));
+        batch.coalesced_into(&mut scratch.runs);
         let req = stream(op, &scratch.runs, &mut scratch.ends, self.opts.hint);
         let k = crate::auto::kernel(self.opts, &req)?;
         let strategy = k.strategy();

@@ -1,231 +1,188 @@
-//! The accelerated paths: bulkmem's `auto` on the calling thread, and the
-//! multi-threaded engine for the largest calls. Both are entered only
-//! once bulkmem is initialised, which the first large call outside a
-//! signal handler does ([`policy_ready`]; nothing else here allocates or
-//! reads files on the way, except the engine's creation), and never
-//! re-entered on a thread: bulkmem's own copies (its `libc` kernel, the
-//! engine's bookkeeping) go to the C library.
+//! The accelerated path: bulkmem's checked twin of what `auto` picks for
+//! the call, on the calling thread, or with helper threads for the largest
+//! calls ([`crate::helpers`]). The bytes from the first fault on (or those
+//! a handler's interruption left undone) go back to the caller, which
+//! copies them with the C library's routine, so the program meets the
+//! fault on its own thread at the address glibc's copy touches.
 //!
-//! The engine (and so any thread of the preload's) is used, and created,
-//! only by a copy outside every signal handler ([`signals::in_handler`]),
-//! while threads are allowed (`config::THREADS` is not 1), and never waited
-//! for: a copy that finds it busy runs on its own thread. [`without_threads`]
-//! stops and joins the workers for the calls that need a process without
-//! them (see the crate docs' thread policy).
+//! bulkmem is initialised by the first large call outside a signal handler
+//! ([`ready`]): its policy (CPU facts, profile, bands) and its fault
+//! handler, put in front of SIGSEGV and SIGBUS ([`signals::take_faults`]).
+//! That is the only code on this path that can panic: it runs once, with
+//! cancellation blocked, under `catch_unwind`. Every later call runs only
+//! code that holds no value to drop and catches no unwind, so an unwind
+//! that starts in it (a program's handler that throws or calls
+//! `pthread_exit`, a cancellation) passes through without meeting a
+//! personality routine of ours: the preload's unwinder is not the
+//! process's (build.rs), and one that met the other's unwind state
+//! aborted. The C library answers every call it must (re-entered from
+//! bulkmem's own code, bulkmem not initialised and not to be here, or
+//! under a sanitizer or valgrind: [`crate::tools`]).
 
 use std::cell::Cell;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
-use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::panic::catch_unwind;
+use std::sync::atomic::{AtomicU8, Ordering};
 
-use bulkmem::{Control, Engine, Extent, Op, Options};
+use bulkmem::Op;
 
-use crate::config::{MT_MIN, THREADS};
-use crate::signals;
+use crate::config::MT_MIN;
 use crate::stats::Path;
+use crate::{cancel, helpers, signals, tools};
 
 thread_local! {
     static INSIDE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Built on the first call that needs it; after `fork()` the engine starts
-/// its own workers in the child (see bulkmem's engine).
-static ENGINE: Mutex<Option<Engine>> = Mutex::new(None);
-/// The process whose thread took [`ENGINE`] last (0: none yet), kept after
-/// it is released: a lock held in a parent when it forked is never released
-/// in the child, and is told from one held by a thread of this process by
-/// this pid.
-static HOLDER: AtomicU32 = AtomicU32::new(0);
-
-/// bulkmem's policy for this process (CPU facts, profile, overrides,
-/// bands): 0 not built, 1 being built by one thread, 2 built.
+/// bulkmem for this process: 0 not built, 1 being built by one thread, 2
+/// built, 3 not to be used (a sanitizer, valgrind, or the build failed).
 static POLICY: AtomicU8 = AtomicU8::new(0);
 
-/// Whether bulkmem's lazy initialisation is done, doing it on this thread
-/// if none has begun it and this is not a signal handler.
-///
-/// It is built by the first large call, not by the library's constructor:
-/// every process the library is loaded into runs the constructor, most
-/// never copy a MiB, and the profile's parse alone cost 0.4-0.6 ms per
-/// exec (a 2-CPU VM). Building allocates and reads files, so never inside
-/// a handler (which may have interrupted `malloc`); and nobody waits for
-/// it: a call that finds it being built (on another thread, or in a child
-/// forked meanwhile, where it never finishes) goes to the C library.
-fn policy_ready() -> bool {
+/// Whether this thread is inside bulkmem (its own calls of the interposed
+/// functions go to the C library).
+pub fn inside() -> bool {
+    INSIDE.with(|i| i.get())
+}
+
+/// Runs `f` as bulkmem's own code: calls of the interposed functions it
+/// makes go to the C library.
+pub fn as_bulkmem<R>(f: impl FnOnce() -> R) -> R {
+    let was = INSIDE.with(|i| i.replace(true));
+    let r = f();
+    INSIDE.with(|i| i.set(was));
+    r
+}
+
+/// For a signal handler of the program's about to run on this thread:
+/// takes the thread out of bulkmem (its calls are the program's) and
+/// returns what to give [`back_from_handler`] if it returns.
+pub fn leave_for_handler() -> bool {
+    INSIDE.with(|i| i.replace(false))
+}
+
+pub fn back_from_handler(was: bool) {
+    INSIDE.with(|i| i.set(was));
+}
+
+/// What an accelerated call did.
+pub struct Done {
+    /// Bytes from the start that are done; the caller does the rest with
+    /// the C library's routine.
+    pub upto: usize,
+    pub path: Path,
+}
+
+/// Whether bulkmem is initialised, doing it on this thread if none has
+/// begun it and this is not a signal handler. Nobody waits for it: a call
+/// that finds it being built (on another thread, or in a child forked
+/// meanwhile, where it never finishes) goes to the C library.
+#[inline]
+fn ready() -> bool {
     match POLICY.load(Ordering::Acquire) {
         2 => true,
-        0 if !signals::in_handler()
-            && POLICY
-                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok() =>
-        {
-            for op in [Op::Copy, Op::Clear] {
-                for h in bulkmem::Hint::ALL {
-                    let _ = bulkmem::auto::bands(op, *h);
-                }
-            }
-            let _ =
-                bulkmem::auto::here(&bulkmem::Request::single(Op::Copy, 0, bulkmem::Hint::Auto));
-            POLICY.store(2, Ordering::Release);
-            true
-        }
+        0 => first_time(),
         _ => false,
     }
 }
 
-/// Builds bulkmem's policy now, if it is not built and this is not a
-/// signal handler: for the calls after which the process may no longer
-/// open files (seccomp: strict mode leaves read, write, _exit and
-/// sigreturn, and the first large copy after it would have read the CPU
-/// facts and the profile, and been killed). Returns whether it is built.
+#[cold]
+#[inline(never)]
+fn first_time() -> bool {
+    if signals::in_handler()
+        || POLICY
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+    {
+        return false;
+    }
+    // Cancellation stays out until the state is built: the building runs
+    // code that catches unwinds (a cancellation's would abort in it). The
+    // mask comes back last, from a frame with nothing to unwind.
+    let old = cancel::block();
+    let ok = build();
+    POLICY.store(if ok { 2 } else { 3 }, Ordering::Release);
+    cancel::restore(old);
+    ok
+}
+
+/// The one-time state, built under `catch_unwind` (a panic in it means
+/// the C library answers for good). Never inlined: its landing pads stay
+/// in its own frame, which cancellation cannot reach.
+#[inline(never)]
+fn build() -> bool {
+    catch_unwind(|| {
+        if let Some(tool) = tools::present() {
+            crate::stats::set_inert(tool);
+            return false;
+        }
+        for op in [Op::Copy, Op::Clear] {
+            for h in bulkmem::Hint::ALL {
+                let _ = bulkmem::auto::bands(op, *h);
+            }
+            let _ = bulkmem::fault::checked_single(op, 0);
+        }
+        let _ = bulkmem::auto::here(&bulkmem::Request::single(Op::Copy, 0, bulkmem::Hint::Auto));
+        helpers::init();
+        signals::take_faults();
+        true
+    })
+    .unwrap_or(false)
+}
+
+/// Builds bulkmem's state now, if it is not built and this is not a signal
+/// handler: for the calls after which the process may no longer open
+/// files (seccomp). Returns whether it is built.
 pub fn prepare_for_sandbox() -> bool {
-    if INSIDE.with(|i| i.get()) {
+    if inside() {
         return POLICY.load(Ordering::Acquire) == 2;
     }
-    catch_unwind(policy_ready).unwrap_or(false)
+    as_bulkmem(ready)
 }
 
 /// Runs `op` over `n` bytes through bulkmem, or returns `None` when the C
-/// library must do it (re-entered, bulkmem not initialised and not to be
-/// initialised here, or bulkmem failed).
+/// library must do all of it.
 ///
 /// # Safety
 /// `d` writable (and for copies `s` readable) for `n` bytes, not
-/// overlapping.
-pub unsafe fn run(op: Op, d: *mut u8, s: *const u8, n: usize) -> Option<Path> {
+/// overlapping; bytes that fault are the program's business, as with the
+/// C library.
+#[inline]
+pub unsafe fn run(op: Op, d: *mut u8, s: *const u8, n: usize) -> Option<Done> {
     if INSIDE.with(|i| i.replace(true)) {
         return None;
     }
-    let done = catch_unwind(AssertUnwindSafe(|| {
-        if !policy_ready() {
-            return None;
-        }
+    let done = if ready() {
         // SAFETY: forwarded contract.
-        if n >= MT_MIN.load(Ordering::Relaxed) && unsafe { on_engine(op, d, s, n) } {
-            return Some(Path::Engine);
-        }
-        // SAFETY: the caller's contract: valid, non-overlapping ranges.
-        unsafe {
-            match op {
-                Op::Copy => {
-                    let _ = bulkmem::copy_opts(
-                        Options::default(),
-                        std::slice::from_raw_parts_mut(d, n),
-                        std::slice::from_raw_parts(s, n),
-                    );
-                }
-                Op::Clear => {
-                    let _ = bulkmem::clear_opts(
-                        Options::default(),
-                        std::slice::from_raw_parts_mut(d, n),
-                    );
-                }
-            }
-        }
-        Some(Path::Cpu)
-    }));
+        Some(unsafe { execute(op, d, s, n) })
+    } else {
+        None
+    };
     INSIDE.with(|i| i.set(false));
-    done.ok().flatten()
+    done
 }
 
 /// # Safety
-/// As [`run`].
-unsafe fn on_engine(op: Op, d: *mut u8, s: *const u8, n: usize) -> bool {
-    if THREADS.load(Ordering::Relaxed) == 1 || signals::in_handler() {
-        return false;
+/// As [`run`], and bulkmem is initialised.
+unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
+    let k = bulkmem::fault::checked_single(op, n);
+    if n >= MT_MIN.load(Ordering::Relaxed) {
+        // SAFETY: forwarded contract.
+        if let Some(upto) = unsafe { helpers::run(k, op, d, s, n) } {
+            return Done {
+                upto,
+                path: Path::Engine,
+            };
+        }
     }
-    // Busy (another thread's batch, or a lock a fork left held): the
-    // calling thread copies alone.
-    let Ok(mut slot) = ENGINE.try_lock() else {
-        return false;
+    // SAFETY: forwarded contract; the routine survives faults, which the
+    // caller meets again with the C library.
+    let r = unsafe {
+        match op {
+            Op::Copy => k.copy_raw(d, s, n),
+            Op::Clear => k.clear_raw(d, n),
+        }
     };
-    HOLDER.store(std::process::id(), Ordering::Relaxed);
-    (|| {
-        // Threads may have been forbidden between the check above and
-        // taking the lock (`without_threads` forbids, then takes it).
-        if THREADS.load(Ordering::Relaxed) == 1 {
-            return false;
-        }
-        if slot.is_none() {
-            let mut b = Engine::builder();
-            let t = THREADS.load(Ordering::Relaxed);
-            if t > 0 {
-                b = b.threads(t);
-            }
-            match b.build() {
-                Ok(engine) if engine.threads() > 1 => *slot = Some(engine),
-                _ => {
-                    THREADS.store(1, Ordering::Relaxed);
-                    return false;
-                }
-            }
-        }
-        let Some(engine) = slot.as_ref() else {
-            return false;
-        };
-        let ext = [Extent {
-            dst: d,
-            src: s,
-            len: n,
-        }];
-        // SAFETY: forwarded contract; the engine validates before writing.
-        let r = unsafe {
-            match op {
-                Op::Copy => engine.copy_extents(&ext, Control::default()),
-                Op::Clear => engine.clear_extents(&ext, Control::default()),
-            }
-        };
-        r.is_ok_and(|r| r.is_complete())
-    })()
-}
-
-/// Stops the engine's workers and waits until they have exited, runs `f`
-/// (told whether there were workers to stop) while no copy can start them
-/// again, and then lets copies start them again on demand, or with
-/// `forbid` never again.
-///
-/// Called from a signal handler, or while this thread is inside a copy,
-/// it does not wait for the engine: if another batch holds it, `f` runs
-/// with the workers still there.
-pub fn without_threads<R>(forbid: bool, f: impl FnOnce(bool) -> R) -> R {
-    if forbid {
-        THREADS.store(1, Ordering::Relaxed);
+    Done {
+        upto: r.map_or_else(|f| f.offset, |()| n),
+        path: Path::Cpu,
     }
-    let mut guard = lock_engine();
-    let stopped = match guard.as_mut() {
-        Some(slot) => {
-            let had = slot.as_ref().is_some_and(|e| e.threads() > 0);
-            // Dropping the engine joins its workers (in a forked child,
-            // whose copy of the engine has none, it only forgets them).
-            let engine = slot.take();
-            drop(engine);
-            had
-        }
-        None => false,
-    };
-    let r = f(stopped);
-    drop(guard);
-    r
-}
-
-/// The engine's lock when it can be had without a wait that may never end.
-fn lock_engine() -> Option<MutexGuard<'static, Option<Engine>>> {
-    let me = std::process::id();
-    let careful = signals::in_handler() || INSIDE.with(|i| i.get());
-    let g = match ENGINE.try_lock() {
-        Ok(g) => Some(g),
-        Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
-        // Held by a thread of this process: wait for its batch to end,
-        // unless that thread may be this one.
-        Err(TryLockError::WouldBlock) if !careful && HOLDER.load(Ordering::Relaxed) == me => {
-            Some(ENGINE.lock().unwrap_or_else(|e| e.into_inner()))
-        }
-        // Held in the parent when it forked: no worker of this process
-        // exists (a batch would have needed the lock to start them).
-        Err(TryLockError::WouldBlock) => None,
-    };
-    if g.is_some() {
-        HOLDER.store(me, Ordering::Relaxed);
-    }
-    g
 }

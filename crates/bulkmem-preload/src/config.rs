@@ -4,9 +4,10 @@
 //! * `BULKMEM_PRELOAD_MIN=BYTES` (default 1 MiB): calls at or above go
 //!   through bulkmem's `auto`; smaller ones to the C library.
 //! * `BULKMEM_PRELOAD_MT_MIN=BYTES` (default 16 MiB): copies and clears at
-//!   or above go to bulkmem's multi-threaded engine.
-//! * `BULKMEM_PRELOAD_THREADS=N` (default: the engine's, one per core, at
-//!   most two per LLC domain); 0 or 1: no engine, and no thread of the
+//!   or above have helper threads beside the calling thread.
+//! * `BULKMEM_PRELOAD_THREADS=N` threads per call, the caller included
+//!   (default: the engine's worker count, one per core, at most two per
+//!   LLC domain); 0 or 1: no helper, and no thread of the
 //!   preload's in the process, ever (see the thread policy in the crate
 //!   docs).
 //! * `BULKMEM_PRELOAD_STATS=1`: calls and bytes per path, one line on
@@ -30,7 +31,8 @@ pub const DEFAULT_MT_MIN: usize = 16 << 20;
 pub static MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
 pub static MIN_REAL: AtomicUsize = AtomicUsize::new(usize::MAX);
 pub static MT_MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
-/// Engine workers (0: the engine's default; 1: no engine; set to 1 when
+/// Threads per large call, the caller included (0: the engine's default;
+/// 1: no helper; set to 1 when
 /// threads are forbidden later, see `sandbox`).
 pub static THREADS: AtomicUsize = AtomicUsize::new(0);
 pub static STATS: AtomicBool = AtomicBool::new(false);

@@ -4,10 +4,51 @@
 //!
 //! Calls below `BULKMEM_PRELOAD_MIN` (1 MiB) go straight to the next
 //! definition (the C library): one load, one compare and a jump. Larger
-//! ones go through bulkmem's `auto` (following the tuned profile when there
-//! is one), and those of at least `BULKMEM_PRELOAD_MT_MIN` (16 MiB) to the
-//! engine's worker threads. See [`config`] for the variables. Zero-length
-//! calls return their destination without touching anything.
+//! ones run bulkmem's checked twin of what `auto` picks (following the
+//! tuned profile when there is one), and those of at least
+//! `BULKMEM_PRELOAD_MT_MIN` (16 MiB) with helper threads beside the
+//! calling thread. See [`config`] for the variables. Zero-length calls
+//! return their destination without touching anything; overlapping
+//! `memmove`s and `memset` of non-zero bytes are left to the C library.
+//!
+//! # The contract
+//!
+//! For any program, what it can observe of these functions is what the C
+//! library gives on the calling thread: results, faults, signals,
+//! unwinding, early exits, its thread budget and its tools alike, only
+//! faster. How each part is kept:
+//!
+//! * **Faults stay on the caller.** bulkmem's handler for SIGSEGV and
+//!   SIGBUS is in front from bulkmem's initialisation on; a handler the
+//!   program installs goes behind it ([`signals`]), and the program sees
+//!   its own. Every byte bulkmem copies goes through a checked routine,
+//!   whose fault bulkmem's handler turns into a stop at an exact offset;
+//!   the calling thread then copies from there with the C library's
+//!   routine, so the program's handler runs on the calling thread, with
+//!   its thread-local values, for the address glibc's copy touches, and
+//!   may repair and return, `siglongjmp`, throw or exit the thread.
+//! * **Helper threads are invisible** ([`helpers`]): started for one call
+//!   with every asynchronous signal blocked (a process-directed SIGTERM
+//!   goes to the program's threads), joined before it returns, none where
+//!   the program keeps a thread budget (`RLIMIT_NPROC` of 4096 or less),
+//!   inside a signal handler, after seccomp, or when a raw system call
+//!   displaced bulkmem's fault handler; the job they share is on the heap.
+//! * **Leaving early leaves no work behind**: before a program's handler
+//!   runs on a thread whose call has helpers, they stop (each ends its
+//!   chunk, at most 4 MiB) and the handler runs outside bulkmem; if it
+//!   returns, the caller finishes the copy itself. Cancellation is held
+//!   off while helpers run ([`cancel`]) and arrives when the copy is
+//!   complete.
+//! * **Unwinding passes through**: the exported functions are
+//!   `C-unwind`, and nothing on a call's path holds a value to drop or
+//!   catches an unwind, so an exception or a thread's cancellation that
+//!   starts inside a call never meets a personality routine of ours (the
+//!   preload's unwinder is not the process's: build.rs). What can panic
+//!   (bulkmem's one-time initialisation, [`accel`]) runs once, with
+//!   cancellation blocked, under `catch_unwind`. The checked routines
+//!   carry call-frame information.
+//! * **Inert under tools**: under a sanitizer or valgrind every call goes
+//!   to the C library ([`tools`]), and the stats line says so.
 //!
 //! Where it is safe to be called from, and why:
 //! * before `main`, inside the dynamic loader and `dlsym`: until the
@@ -15,68 +56,43 @@
 //!   with `dlsym(RTLD_NEXT)` without recursion ([`next`]), or a string
 //!   instruction while that is unknown;
 //! * inside `malloc` and from signal handlers: the small path takes no lock
-//!   and allocates nothing; the `auto` path neither once bulkmem is
+//!   and allocates nothing; the large path neither once bulkmem is
 //!   initialised, which the first large call outside every signal handler
 //!   does (until then, a large call inside a handler takes the C library;
-//!   glibc's allocator never calls the interposed functions, see the
-//!   thread policy); a call made while the thread is already inside
-//!   bulkmem takes the C library; the engine is never used (nor created)
-//!   inside a signal handler (below);
-//! * forked children: the engine starts its own workers in the child on
-//!   its first batch there (bulkmem's engine does this for every user);
-//! * many threads: one batch on the engine at a time (others copy on their
-//!   own thread rather than wait).
+//!   glibc's allocator never calls the interposed functions); a call made
+//!   while the thread is inside bulkmem takes the C library; no helper is
+//!   started inside a signal handler;
+//! * forked children: no helper outlives its call, so a child has none to
+//!   lose;
+//! * many threads: each large call has its own helpers, within one budget
+//!   for the process (the CPUs it may use); a call that finds the budget
+//!   taken copies on its own thread rather than wait.
 //!
-//! Overlapping `memmove`s and `memset` of non-zero bytes are left to the C
-//! library.
+//! `prctl(PR_SET_SECCOMP)` initialises bulkmem first (no file can be
+//! opened afterwards) and forbids helpers for good; `unshare` and `setns`
+//! wait until no helper is alive ([`sandbox`]).
 //!
-//! # Thread policy
-//!
-//! The preload adds threads to a process only when it must to be useful,
-//! only where starting them is safe, and takes them away where they would
-//! change what the program can do:
-//!
-//! * No thread exists until a copy or clear of at least
-//!   `BULKMEM_PRELOAD_MT_MIN` bytes, made outside every signal handler,
-//!   creates the engine. `BULKMEM_PRELOAD_THREADS=0` (or `1`) means no
-//!   thread, ever.
-//! * Inside a signal handler the engine is neither created nor used: large
-//!   copies run on the calling thread. `memcpy` and `memset` stay
-//!   async-signal-safe (no thread started, nothing allocated, no lock
-//!   waited for). Handlers are known by wrapping those the program installs
-//!   with `sigaction` and the `signal` family ([`signals`]). This is also
-//!   what keeps the engine's creation (which allocates) out of `malloc`:
-//!   glibc's own copies inside `malloc`/`realloc` call its internal
-//!   `memcpy`, never this one, so the only way into a large copy while this
-//!   thread holds the allocator's lock is a handler that interrupted it.
-//! * A copy never waits for the engine: when another thread's batch holds
-//!   it, the copy runs on its own thread.
-//! * `prctl(PR_SET_SECCOMP)` first stops and joins the workers and forbids
-//!   threads for the rest of the process (strict mode would leave them
-//!   asleep for ever and the process alive after its `_exit`); `unshare`
-//!   and `setns` stop and join them first (a new user namespace needs a
-//!   single-threaded process), and a later large copy starts them again
-//!   ([`sandbox`]).
-//!
-//! Not covered: handlers installed, and seccomp/namespace requests made,
-//! with raw system calls (`syscall(SYS_rt_sigaction, ...)`, libseccomp's
-//! `seccomp(2)`); allocators other than glibc's that call the exported
-//! `memcpy` with a lock held and at least `MIN` bytes before bulkmem is
-//! initialised (the first such call builds its policy, which allocates) or
-//! `MT_MIN` bytes before the engine exists; and idle workers
-//! are not retired (they sleep until the process exits or one of the calls
-//! above stops them). Programs in those cases should run with
-//! `BULKMEM_PRELOAD_THREADS=1`.
+//! Not covered: handlers installed, and seccomp or namespace requests
+//! made, with raw system calls (a handler so installed for SIGSEGV or
+//! SIGBUS is detected and the call copies on its own thread; one for an
+//! asynchronous signal, that leaves its handler with `siglongjmp` during a
+//! call with helpers, leaves them running until they finish); allocators
+//! other than glibc's that call the exported `memcpy` with a lock held and
+//! at least `MIN` bytes before bulkmem is initialised (the first such call
+//! builds its policy, which allocates).
 //!
 //! In a set-user-ID or set-group-ID program (`getauxval(AT_SECURE)`), every
 //! `BULKMEM_*` variable is ignored.
 
 mod accel;
+mod cancel;
 pub mod config;
+mod helpers;
 mod next;
 mod sandbox;
 mod signals;
 mod stats;
+mod tools;
 
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::Ordering;
@@ -89,6 +105,14 @@ use stats::Path;
 #[no_mangle]
 pub extern "C" fn bulkmem_preload_active() -> c_int {
     c_int::from(config::ACTIVE.load(Ordering::Relaxed))
+}
+
+/// How many helper threads large calls have started in this process: the
+/// test suite's way to see that a call had helpers, since none outlives
+/// its call.
+#[no_mangle]
+pub extern "C" fn bulkmem_preload_helpers_started() -> u64 {
+    helpers::STARTED.load(Ordering::Relaxed)
 }
 
 /// Unwinds through a frame of this library and says whether the unwind was
@@ -120,7 +144,7 @@ fn overlap(d: *const c_void, s: *const c_void, n: usize) -> bool {
 /// # Safety
 /// `memcpy`'s contract.
 #[no_mangle]
-pub unsafe extern "C" fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+pub unsafe extern "C-unwind" fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
     let f = next::MEMCPY.known();
     if small(n) && !f.is_null() {
         // SAFETY: the C library's memcpy; forwarded contract.
@@ -133,7 +157,7 @@ pub unsafe extern "C" fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *
 /// # Safety
 /// `memmove`'s contract.
 #[no_mangle]
-pub unsafe extern "C" fn memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+pub unsafe extern "C-unwind" fn memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
     let f = next::MEMMOVE.known();
     if small(n) && !f.is_null() {
         // SAFETY: the C library's memmove; forwarded contract.
@@ -146,7 +170,7 @@ pub unsafe extern "C" fn memmove(d: *mut c_void, s: *const c_void, n: usize) -> 
 /// # Safety
 /// `memset`'s contract.
 #[no_mangle]
-pub unsafe extern "C" fn memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
+pub unsafe extern "C-unwind" fn memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
     let f = next::MEMSET.known();
     if small(n) && !f.is_null() {
         // SAFETY: the C library's memset; forwarded contract.
@@ -163,7 +187,7 @@ pub unsafe extern "C" fn memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_vo
 /// `memcpy`'s contract.
 #[cold]
 #[inline(never)]
-unsafe extern "C" fn slow_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+unsafe extern "C-unwind" fn slow_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
     if small(n) {
         // SAFETY: forwarded contract (resolves, or uses the stand-in).
         return unsafe { next::memcpy(d, s, n) };
@@ -176,7 +200,11 @@ unsafe extern "C" fn slow_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> 
 /// `memmove`'s contract.
 #[cold]
 #[inline(never)]
-unsafe extern "C" fn slow_memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+unsafe extern "C-unwind" fn slow_memmove(
+    d: *mut c_void,
+    s: *const c_void,
+    n: usize,
+) -> *mut c_void {
     if small(n) {
         // SAFETY: forwarded contract (resolves, or uses the stand-in).
         return unsafe { next::memmove(d, s, n) };
@@ -189,7 +217,7 @@ unsafe extern "C" fn slow_memmove(d: *mut c_void, s: *const c_void, n: usize) ->
 /// `memset`'s contract.
 #[cold]
 #[inline(never)]
-unsafe extern "C" fn slow_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
+unsafe extern "C-unwind" fn slow_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
     if small(n) {
         // SAFETY: forwarded contract.
         return unsafe { next::memset(d, c, n) };
@@ -201,7 +229,7 @@ unsafe extern "C" fn slow_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void
 /// # Safety
 /// `mempcpy`'s contract.
 #[no_mangle]
-pub unsafe extern "C" fn mempcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
+pub unsafe extern "C-unwind" fn mempcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
     // SAFETY: forwarded contract; the result is one past the copy.
     unsafe { memcpy(d, s, n).cast::<u8>().add(n).cast() }
 }
@@ -209,7 +237,7 @@ pub unsafe extern "C" fn mempcpy(d: *mut c_void, s: *const c_void, n: usize) -> 
 /// # Safety
 /// `__memcpy_chk`'s contract: aborts (in the C library) if `n > destlen`.
 #[no_mangle]
-pub unsafe extern "C" fn __memcpy_chk(
+pub unsafe extern "C-unwind" fn __memcpy_chk(
     d: *mut c_void,
     s: *const c_void,
     n: usize,
@@ -227,7 +255,7 @@ pub unsafe extern "C" fn __memcpy_chk(
 /// # Safety
 /// `__memmove_chk`'s contract.
 #[no_mangle]
-pub unsafe extern "C" fn __memmove_chk(
+pub unsafe extern "C-unwind" fn __memmove_chk(
     d: *mut c_void,
     s: *const c_void,
     n: usize,
@@ -244,7 +272,7 @@ pub unsafe extern "C" fn __memmove_chk(
 /// # Safety
 /// `__memset_chk`'s contract.
 #[no_mangle]
-pub unsafe extern "C" fn __memset_chk(
+pub unsafe extern "C-unwind" fn __memset_chk(
     d: *mut c_void,
     c: c_int,
     n: usize,
@@ -299,6 +327,7 @@ unsafe fn big_copy(d: *mut c_void, s: *const c_void, n: usize, moving: bool) -> 
         stats::count(Path::Small, 0);
         return d;
     }
+    let mut from = 0;
     if n < config::MIN_REAL.load(Ordering::Relaxed) {
         stats::count(Path::Small, n);
     } else if !overlap(d, s, n) {
@@ -306,20 +335,48 @@ unsafe fn big_copy(d: *mut c_void, s: *const c_void, n: usize, moving: bool) -> 
         // never split across threads; an overlapping memcpy is undefined
         // and behaves as the C library makes it.)
         // SAFETY: forwarded contract; the ranges are disjoint.
-        if let Some(path) = unsafe { accel::run(Op::Copy, d.cast(), s.cast(), n) } {
-            stats::count(path, n);
+        from = unsafe { through_bulkmem(Op::Copy, d, s, n) };
+        if from == n {
             return d;
         }
-        stats::count(Path::Passed, n);
     } else {
         stats::count(Path::Passed, n);
     }
-    // SAFETY: forwarded contract.
+    // The C library's routine: for all of it, or from where bulkmem met a
+    // fault (which happens again here, on the caller's thread) or was
+    // interrupted by a handler that returned.
+    // SAFETY: forwarded contract; `from` <= n.
     unsafe {
+        let (dd, ss) = (
+            d.cast::<u8>().add(from).cast(),
+            s.cast::<u8>().add(from).cast(),
+        );
         if moving {
-            next::memmove(d, s, n)
+            next::memmove(dd, ss, n - from);
         } else {
-            next::memcpy(d, s, n)
+            next::memcpy(dd, ss, n - from);
+        }
+    }
+    d
+}
+
+/// Runs a large call through bulkmem where it can, and counts it; returns
+/// the offset from which the C library must do the rest (`n`: nothing is
+/// left; 0: bulkmem did not take it).
+///
+/// # Safety
+/// As `accel::run`.
+#[inline]
+unsafe fn through_bulkmem(op: Op, d: *mut c_void, s: *const c_void, n: usize) -> usize {
+    // SAFETY: forwarded contract.
+    match unsafe { accel::run(op, d.cast(), s.cast(), n) } {
+        Some(done) => {
+            stats::count(done.path, n);
+            done.upto
+        }
+        None => {
+            stats::count(Path::Passed, n);
+            0
         }
     }
 }
@@ -331,28 +388,28 @@ unsafe fn big_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
         stats::count(Path::Small, 0);
         return d;
     }
+    let mut from = 0;
     if n < config::MIN_REAL.load(Ordering::Relaxed) {
         stats::count(Path::Small, n);
+    } else if c as u8 == 0 {
         // SAFETY: forwarded contract.
-        return unsafe { next::memset(d, c, n) };
-    }
-    if c as u8 == 0 {
-        // SAFETY: forwarded contract.
-        if let Some(path) = unsafe { accel::run(Op::Clear, d.cast(), std::ptr::null(), n) } {
-            stats::count(path, n);
+        from = unsafe { through_bulkmem(Op::Clear, d, std::ptr::null(), n) };
+        if from == n {
             return d;
         }
+    } else {
+        stats::count(Path::Passed, n);
     }
-    stats::count(Path::Passed, n);
-    // SAFETY: forwarded contract.
-    unsafe { next::memset(d, c, n) }
+    // SAFETY: forwarded contract; `from` <= n.
+    unsafe { next::memset(d.cast::<u8>().add(from).cast(), c, n - from) };
+    d
 }
 
 /// Reads the environment and resolves the C library's functions, outside
 /// any copy; then turns the accelerated paths on. Every process the
 /// library is loaded into pays this, so it is all: bulkmem's own lazy
 /// initialisation (CPU facts, profile, bands) waits for the first large
-/// call ([`accel`]), and the sysfs topology for the engine's build.
+/// call ([`accel`]), with the sysfs topology helpers are counted from.
 extern "C" fn init() {
     next::resolve_all();
     // SAFETY: getauxval has no preconditions.

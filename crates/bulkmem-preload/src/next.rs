@@ -10,10 +10,13 @@
 use std::ffi::{c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
-pub type CopyFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize) -> *mut c_void;
-pub type SetFn = unsafe extern "C" fn(*mut c_void, c_int, usize) -> *mut c_void;
-pub type CopyChkFn = unsafe extern "C" fn(*mut c_void, *const c_void, usize, usize) -> *mut c_void;
-pub type SetChkFn = unsafe extern "C" fn(*mut c_void, c_int, usize, usize) -> *mut c_void;
+// "C-unwind": the C library's functions may be left by an unwind (a
+// program's fault handler that throws, or calls pthread_exit).
+pub type CopyFn = unsafe extern "C-unwind" fn(*mut c_void, *const c_void, usize) -> *mut c_void;
+pub type SetFn = unsafe extern "C-unwind" fn(*mut c_void, c_int, usize) -> *mut c_void;
+pub type CopyChkFn =
+    unsafe extern "C-unwind" fn(*mut c_void, *const c_void, usize, usize) -> *mut c_void;
+pub type SetChkFn = unsafe extern "C-unwind" fn(*mut c_void, c_int, usize, usize) -> *mut c_void;
 
 /// One resolved function pointer (null until known).
 pub struct Next {

@@ -1,16 +1,16 @@
-//! The calls that need a process without the preload's threads: the
-//! engine's workers are stopped and joined before they reach the kernel.
+//! The calls that need a process without the preload's threads: they wait
+//! until no helper thread is alive before they reach the kernel.
 //!
 //! * `prctl(PR_SET_SECCOMP, ...)`: in strict mode only `read`, `write`,
-//!   `_exit` and `sigreturn` remain, so a worker could never be woken or
-//!   stopped again, and the process would outlive its main thread's
-//!   `_exit`; a filter applies to the calling thread only, and the workers
-//!   would run outside the sandbox. Threads are forbidden from then on,
+//!   `_exit` and `sigreturn` remain, so no helper could be started or
+//!   joined, and a filter applies to the calling thread only: helpers
+//!   would run outside the sandbox. Helpers are forbidden from then on,
 //!   and bulkmem's lazy initialisation (which opens /proc/cpuinfo and the
 //!   profile) is done first: no copy may open a file afterwards.
 //! * `unshare` and `setns`: a new user namespace (and `setns` into a mount
-//!   or user namespace) needs a single-threaded process. Workers start
-//!   again on the next large copy.
+//!   or user namespace) needs a single-threaded process: they wait until
+//!   the helpers of other threads' calls are gone, and no call starts new
+//!   ones meanwhile.
 //!
 //! Not covered: the same requests made with `syscall(SYS_seccomp, ...)`,
 //! `syscall(SYS_unshare, ...)` and the like (libseccomp's `seccomp_load`
@@ -24,7 +24,7 @@
 
 use std::ffi::{c_int, c_ulong, c_void};
 
-use crate::{accel, next};
+use crate::{accel, helpers, next, signals};
 
 type PrctlFn = unsafe extern "C" fn(c_int, c_ulong, c_ulong, c_ulong, c_ulong) -> c_int;
 type IntFn = unsafe extern "C" fn(c_int) -> c_int;
@@ -41,7 +41,7 @@ fn fail_nosys() -> c_int {
     -1
 }
 
-/// Runs `call`; when it fails with `EINVAL` right after workers were
+/// Runs `call`; when it fails with `EINVAL` right after helpers were
 /// stopped, tries again for a while: `pthread_join` returns when a thread
 /// has released its memory, a moment before the kernel removes it from the
 /// thread group, and until then the process still counts as threaded.
@@ -85,7 +85,7 @@ pub unsafe extern "C" fn prctl(
         // After it, no file can be opened: bulkmem's lazy initialisation
         // (CPU facts, profile) must be done before, not by the next copy.
         accel::prepare_for_sandbox();
-        return accel::without_threads(true, |_| call());
+        return helpers::without_threads(true, careful(), |_| call());
     }
     call()
 }
@@ -100,7 +100,14 @@ pub unsafe extern "C" fn unshare(flags: c_int) -> c_int {
     }
     // SAFETY: the C library's unshare; it has no memory preconditions.
     let call = || unsafe { std::mem::transmute::<*mut c_void, IntFn>(p)(flags) };
-    accel::without_threads(false, |stopped| retried(stopped, call))
+    helpers::without_threads(false, careful(), |stopped| retried(stopped, call))
+}
+
+/// Whether waiting for helpers could wait for ever: from a signal handler
+/// (the call it interrupted may be the one whose helpers run) or from
+/// bulkmem's own code.
+fn careful() -> bool {
+    signals::in_handler() || accel::inside()
 }
 
 /// # Safety
@@ -113,5 +120,5 @@ pub unsafe extern "C" fn setns(fd: c_int, nstype: c_int) -> c_int {
     }
     // SAFETY: the C library's setns; it has no memory preconditions.
     let call = || unsafe { std::mem::transmute::<*mut c_void, SetnsFn>(p)(fd, nstype) };
-    accel::without_threads(false, |stopped| retried(stopped, call))
+    helpers::without_threads(false, careful(), |stopped| retried(stopped, call))
 }

@@ -3,6 +3,16 @@
 //! costs one more relaxed load.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// The tool the process runs under (a sanitizer, valgrind), which made the
+/// preload hand every call to the C library.
+static INERT: OnceLock<&'static str> = OnceLock::new();
+
+/// Records that `tool` keeps the preload out of the way.
+pub fn set_inert(tool: &'static str) {
+    let _ = INERT.set(tool);
+}
 
 #[derive(Clone, Copy)]
 pub enum Path {
@@ -10,17 +20,17 @@ pub enum Path {
     Small,
     /// bulkmem's `auto` on the calling thread.
     Cpu,
-    /// bulkmem's engine.
+    /// bulkmem's helper threads beside the calling thread.
     Engine,
     /// Above the threshold but sent to the C library: overlapping memmove,
-    /// non-zero memset, re-entered, or the engine busy / not ready.
+    /// non-zero memset, re-entered, or bulkmem not ready.
     Passed,
 }
 
 const PATHS: [(&str, Path); 4] = [
     ("small (C library)", Path::Small),
     ("bulkmem auto", Path::Cpu),
-    ("bulkmem engine", Path::Engine),
+    ("bulkmem threads", Path::Engine),
     ("large, C library", Path::Passed),
 ];
 
@@ -47,6 +57,11 @@ pub fn report() -> String {
         s.push_str(&format!(
             "{sep}{name} {c} calls {:.1} MiB",
             b as f64 / (1u64 << 20) as f64
+        ));
+    }
+    if let Some(tool) = INERT.get() {
+        s.push_str(&format!(
+            "; inert under {tool}: every call to the C library"
         ));
     }
     s.push('\n');

@@ -188,14 +188,6 @@ impl Image {
         self.symbols[..i].iter().rev().take(8).find(|s| at < s.end)
     }
 
-    /// Whether runtime address `at` lies in the function that starts at
-    /// runtime address `f`.
-    pub(crate) fn in_function(&self, f: usize, at: usize) -> bool {
-        let (f, at) = (f as u64 - self.bias, at as u64 - self.bias);
-        self.symbol(f)
-            .is_some_and(|s| s.start == f && (s.start..s.end).contains(&at))
-    }
-
     /// `name+0xoff` for messages.
     fn describe(&self, at: u64) -> String {
         match self.symbol(at) {
@@ -615,6 +607,16 @@ mod tests {
     use crate::error::Error;
     use crate::fill::{self, Mode, NtWriter};
     use crate::strategy::{Hint, Strategy};
+
+    impl Image {
+        /// Whether runtime address `at` lies in the function that starts
+        /// at runtime address `f`.
+        fn in_function(&self, f: usize, at: usize) -> bool {
+            let (f, at) = (f as u64 - self.bias, at as u64 - self.bias);
+            self.symbol(f)
+                .is_some_and(|s| s.start == f && (s.start..s.end).contains(&at))
+        }
+    }
 
     fn image() -> &'static Image {
         static IMAGE: OnceLock<Image> = OnceLock::new();

@@ -210,11 +210,23 @@ fn available(d: &Descriptor) -> Result<(), Error> {
     }
 }
 
-/// The fault-surviving routine of one checked strategy, checked against
-/// this CPU when made: the checked path's counterpart of [`Kernel`].
+/// The checked twin of one strategy's kernel, checked against this CPU
+/// when made: [`Kernel`]'s counterpart for copies that survive a bad page
+/// (see [`crate::fault`]). [`crate::fault::checked_kernel`] gives the twin
+/// `auto` runs for a request.
+///
+/// ```
+/// # #[cfg(target_arch = "x86_64")] {
+/// use bulkmem::{CheckedKernel, Op, Strategy};
+/// let k = CheckedKernel::new(Strategy::PerPage, Op::Copy).unwrap();
+/// let (src, mut dst) = (vec![1u8; 8192], vec![0u8; 8192]);
+/// k.copy(&mut dst, &src).unwrap();
+/// assert_eq!(dst, src);
+/// # }
+/// ```
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct CheckedKernel {
+pub struct CheckedKernel {
     strategy: Strategy,
     call: CheckedCall,
 }
@@ -228,10 +240,10 @@ enum CheckedCall {
 
 #[cfg(target_arch = "x86_64")]
 impl CheckedKernel {
-    /// The checked routine of `strategy` for `op`: [`Error::NotChecked`]
-    /// if it has none of its own, [`Error::Unavailable`] if the CPU lacks
-    /// what it needs.
-    pub(crate) fn new(strategy: Strategy, op: Op) -> Result<CheckedKernel, Error> {
+    /// The checked twin of `strategy` for `op`: [`Error::NotChecked`] if
+    /// it has none (`libc`, `portable`, `auto`), [`Error::Unavailable`] if
+    /// the CPU lacks what it needs.
+    pub fn new(strategy: Strategy, op: Op) -> Result<CheckedKernel, Error> {
         let d = descriptor::row(strategy);
         let call = match op {
             Op::Copy => d
@@ -256,8 +268,16 @@ impl CheckedKernel {
         CheckedKernel::new(Strategy::PerPage, op).expect("per-page has a checked twin")
     }
 
+    /// The operation it performs.
+    pub fn op(&self) -> Op {
+        match self.call {
+            CheckedCall::Copy { .. } => Op::Copy,
+            CheckedCall::Clear { .. } => Op::Clear,
+        }
+    }
+
     /// The strategy whose checked routine this is.
-    pub(crate) fn strategy(&self) -> Strategy {
+    pub fn strategy(&self) -> Strategy {
         self.strategy
     }
 

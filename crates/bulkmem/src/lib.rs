@@ -68,6 +68,7 @@ pub mod placement;
 pub(crate) mod plan;
 mod report;
 mod strategy;
+mod threads;
 pub mod topology;
 pub mod uffd;
 mod units;
@@ -82,6 +83,8 @@ pub use error::Error;
 #[cfg(target_arch = "x86_64")]
 pub use fault::{clear_checked, clear_checked_with, copy_checked, copy_checked_with, Fault, Side};
 pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as FillMode, NtWriter};
+#[cfg(target_arch = "x86_64")]
+pub use handle::CheckedKernel;
 pub use handle::Kernel;
 pub use placement::Placement;
 pub use strategy::{Hint, Op, Options, ParseNameError, Strategy};

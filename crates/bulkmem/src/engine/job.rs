@@ -344,8 +344,10 @@ impl Engine {
                 let job = &job;
                 let mut started = 0;
                 for c in 0..o.channels() {
-                    let spawned = std::thread::Builder::new()
-                        .spawn_scoped(s, move || job.work_offloaded(o, c));
+                    let spawned = crate::threads::quiet(|| {
+                        std::thread::Builder::new()
+                            .spawn_scoped(s, move || job.work_offloaded(o, c))
+                    });
                     started += usize::from(spawned.is_ok());
                 }
                 if !self.offload_only {

@@ -40,21 +40,24 @@ impl Pool {
         for (i, &cpu) in cpus.iter().enumerate() {
             let shared = Arc::clone(&shared);
             let tx = tx.clone();
-            let handle = std::thread::Builder::new()
-                .name(format!("bulkmem-{i}@cpu{cpu}"))
-                .spawn(move || {
-                    let pinned = if pin {
-                        crate::placement::pin_to(cpu)
-                    } else {
-                        Ok(())
-                    };
-                    let ok = pinned.is_ok();
-                    let _ = tx
-                        .send(pinned.map_err(|e| format!("cannot pin a worker to CPU {cpu}: {e}")));
-                    if ok {
-                        worker_loop(&shared);
-                    }
-                });
+            let handle = crate::threads::quiet(|| {
+                std::thread::Builder::new()
+                    .name(format!("bulkmem-{i}@cpu{cpu}"))
+                    .spawn(move || {
+                        let pinned = if pin {
+                            crate::placement::pin_to(cpu)
+                        } else {
+                            Ok(())
+                        };
+                        let ok = pinned.is_ok();
+                        let _ = tx.send(
+                            pinned.map_err(|e| format!("cannot pin a worker to CPU {cpu}: {e}")),
+                        );
+                        if ok {
+                            worker_loop(&shared);
+                        }
+                    })
+            });
             match handle {
                 Ok(h) => pool.workers.push(h),
                 Err(e) => {

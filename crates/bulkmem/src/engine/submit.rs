@@ -147,10 +147,12 @@ impl Submitter {
             wake: Condvar::new(),
         });
         let q = Arc::clone(&queue);
-        let thread = std::thread::Builder::new()
-            .name("bulkmem-submit".into())
-            .spawn(move || serve(&q))
-            .map_err(|e| spawn_error(&e))?;
+        let thread = crate::threads::quiet(|| {
+            std::thread::Builder::new()
+                .name("bulkmem-submit".into())
+                .spawn(move || serve(&q))
+        })
+        .map_err(|e| spawn_error(&e))?;
         Ok(Submitter {
             pid: std::process::id(),
             queue,

@@ -72,6 +72,7 @@ use crate::auto::{self, Request};
 use crate::descriptor;
 use crate::error::Error;
 use crate::extent::check_lengths;
+use crate::handle::CheckedKernel;
 use crate::strategy::{Hint, Op, Strategy};
 
 pub use crate::error::{Fault, Side};
@@ -88,12 +89,34 @@ pub fn install() {
     handler::ensure();
 }
 
-/// Puts bulkmem's SIGBUS handler back in front of whatever handler the
-/// application installed since, chaining to that one from now on. Returns
-/// whether anything changed. Not meant to race with other threads changing
-/// SIGBUS (it serialises with bulkmem's own installs only).
+/// Puts bulkmem's handler back in front of whatever handler the
+/// application installed since for SIGBUS or SIGSEGV, chaining to that one
+/// from now on. Returns whether anything changed. Not meant to race with
+/// other threads changing those signals (it serialises with bulkmem's own
+/// installs only).
 pub fn reinstall() -> bool {
     handler::reinstall()
+}
+
+/// Makes `action` the disposition bulkmem's handler passes `signal`
+/// (SIGBUS or SIGSEGV) on to for every fault that is not its own, without
+/// ever taking its handler out of the kernel's hands (installing it first
+/// if it is not there). For a program, a runtime or an interposer that
+/// owns the signal's handling and wants checked copies to keep working
+/// meanwhile: what `sigaction` would have installed goes behind bulkmem's,
+/// and no fault in a checked routine can reach it in between. The
+/// action's `sa_mask` is applied around its handler, `SA_NODEFER` lets the
+/// signal nest in it, `SA_RESETHAND` makes it the default after one
+/// delivery, as the kernel would. Refused (`Error::Config`) for any other
+/// signal.
+pub fn chain_to(signal: i32, action: &libc::sigaction) -> Result<(), Error> {
+    if handler::chain_to(signal, action) {
+        Ok(())
+    } else {
+        Err(Error::Config(format!(
+            "fault::chain_to: signal {signal} is not SIGBUS or SIGSEGV"
+        )))
+    }
 }
 
 /// The strategies that have a checked copy routine of their own.
@@ -231,6 +254,85 @@ pub fn clear_batch_checked(
     }
     crate::kernels::drain();
     Ok(out)
+}
+
+/// The checked twin that runs for `strategy` on `req`: its own if it has
+/// one (and the CPU runs it), else for `Auto` the twin of the kernel `auto`
+/// runs for `req` (for `libc`, the twin of what glibc runs at that length).
+pub fn checked_kernel(strategy: Strategy, req: &Request) -> Result<CheckedKernel, Error> {
+    auto::checked(strategy, req)
+}
+
+/// The checked twin `auto` runs for one call of `len` bytes (hint `Auto`):
+/// a length-band lookup, as [`copy_checked`] makes. Infallible and free of
+/// anything to drop, for callers that must not unwind through code of
+/// their own (an `LD_PRELOAD` shim).
+#[inline]
+pub fn checked_single(op: Op, len: usize) -> CheckedKernel {
+    auto::checked_single(op, Hint::Auto, len)
+}
+
+/// The calls of a [`CheckedKernel`] (here, beside the fault handling they
+/// use).
+impl CheckedKernel {
+    /// Copies `src` into `dst`, stopping at the first byte that cannot be
+    /// read or written: as [`copy_checked`] with this routine.
+    ///
+    /// # Panics
+    /// If the lengths differ, or if this is a clear routine.
+    pub fn copy(&self, dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {
+        assert_eq!(
+            dst.len(),
+            src.len(),
+            "bulkmem::CheckedKernel::copy: lengths differ"
+        );
+        // SAFETY: two valid, disjoint slices of one length.
+        unsafe { self.copy_raw(dst.as_mut_ptr(), src.as_ptr(), dst.len()) }
+    }
+
+    /// Zeroes `dst`, stopping at the first byte that cannot be written.
+    ///
+    /// # Panics
+    /// If this is a copy routine.
+    pub fn clear(&self, dst: &mut [u8]) -> Result<(), Fault> {
+        // SAFETY: a valid writable slice.
+        unsafe { self.clear_raw(dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// [`CheckedKernel::copy`] on raw pointers, for memory no slice may
+    /// describe: pages that may be unmapped, protected, poisoned or past
+    /// the end of their file. Streaming stores are fenced before it
+    /// returns. Nothing on its path holds a value to drop or catches an
+    /// unwind, so an unwind that starts in the routine (an exception
+    /// thrown by a signal handler, a thread's cancellation) passes through
+    /// without running code of bulkmem's.
+    ///
+    /// # Safety
+    /// `[src, src + len)` and `[dst, dst + len)` do not overlap, and every
+    /// byte of them is readable (writable) or faults with SIGBUS or
+    /// SIGSEGV; bulkmem's handler must be in front for those signals (it
+    /// is installed here if it is not; see [`install`] and [`chain_to`]).
+    ///
+    /// # Panics
+    /// If this is a clear routine.
+    #[inline]
+    pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<(), Fault> {
+        // SAFETY: forwarded contract; a CheckedKernel runs on this CPU.
+        unsafe { copy_exact(self.copy_fn(true), dst, src, len) }
+    }
+
+    /// [`CheckedKernel::clear`] on a raw pointer.
+    ///
+    /// # Safety
+    /// As [`CheckedKernel::copy_raw`] for `[dst, dst + len)`.
+    ///
+    /// # Panics
+    /// If this is a copy routine.
+    #[inline]
+    pub unsafe fn clear_raw(&self, dst: *mut u8, len: usize) -> Result<(), Fault> {
+        // SAFETY: forwarded contract; a CheckedKernel runs on this CPU.
+        unsafe { clear_exact(self.clear_fn(true), dst, len) }
+    }
 }
 
 /// The checked strategy that runs for `strategy` on `req`: itself if it

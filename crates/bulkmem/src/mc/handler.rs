@@ -77,6 +77,34 @@ pub fn reinstall() -> bool {
     install_slow(true)
 }
 
+/// Publishes `act` as what `sig` chains to, in the slot the handler is not
+/// reading; under INSTALL.
+fn publish(sig: libc::c_int, act: libc::sigaction) {
+    let prev = &PREVIOUS[slot(sig)];
+    let next = match prev.current.load(Ordering::Relaxed) {
+        0 => 1,
+        _ => 0,
+    };
+    // SAFETY: only INSTALL's holder writes slots, and never the one
+    // `current` names, which is the only one the handler reads.
+    unsafe { (*prev.slots[next].get()).write(act) };
+    prev.current.store(next, Ordering::Release);
+}
+
+/// See `fault::chain_to`; false for a signal other than SIGBUS or SIGSEGV.
+pub fn chain_to(sig: libc::c_int, act: &libc::sigaction) -> bool {
+    if !SIGNALS.contains(&sig) {
+        return false;
+    }
+    let _guard = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    for s in SIGNALS {
+        install_one(s);
+    }
+    INSTALLED.store(true, Ordering::Release);
+    publish(sig, *act);
+    true
+}
+
 /// Whether SIGBUS and SIGSEGV are both currently handled by bulkmem (one
 /// `sigaction` query each).
 pub fn is_installed() -> bool {
@@ -114,15 +142,7 @@ fn install_one(sig: libc::c_int) -> bool {
         return false;
     }
     // Publish what we will chain to before we can receive anything.
-    let prev = &PREVIOUS[slot(sig)];
-    let next = match prev.current.load(Ordering::Relaxed) {
-        0 => 1,
-        _ => 0,
-    };
-    // SAFETY: only this lock's holder writes slots, and never the one
-    // `current` names, which is the only one the handler reads.
-    unsafe { (*prev.slots[next].get()).write(cur) };
-    prev.current.store(next, Ordering::Release);
+    publish(sig, cur);
 
     // SAFETY: a zeroed sigaction is a valid empty one; we fill the handler,
     // flags and an empty mask before passing it.
@@ -202,12 +222,35 @@ unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_
         unsafe { default_action(sig, code) };
         return;
     }
+    if prev.sa_flags & libc::SA_RESETHAND != 0 {
+        // One delivery, then the default, as the kernel does. The slot is
+        // rewritten without INSTALL's lock: a signal handler cannot take
+        // it, and a racing install publishes in the other slot.
+        let mut dfl = prev;
+        dfl.sa_sigaction = libc::SIG_DFL;
+        dfl.sa_flags &= !libc::SA_RESETHAND;
+        let p = &PREVIOUS[slot(sig)];
+        // SAFETY: `idx` is the slot this handler read; a writer under the
+        // lock writes only the other one.
+        unsafe { (*p.slots[idx].get()).write(dfl) };
+    }
     // Run the previous handler under the mask it asked for, as the kernel
-    // would have (the signal itself is already blocked unless it set
-    // SA_NODEFER, which we do not emulate).
+    // would have: the signal itself is blocked (ours runs that way) unless
+    // it asked for SA_NODEFER.
+    let mut mask = prev.sa_mask;
     let mut old = MaybeUninit::<libc::sigset_t>::uninit();
-    // SAFETY: pthread_sigmask is async-signal-safe; both sets are valid.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &prev.sa_mask, old.as_mut_ptr()) };
+    // SAFETY: pthread_sigmask and sigdelset are async-signal-safe; the
+    // sets are valid.
+    unsafe {
+        if prev.sa_flags & libc::SA_NODEFER != 0 {
+            let mut own = MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(own.as_mut_ptr());
+            libc::sigaddset(own.as_mut_ptr(), sig);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, own.as_ptr(), core::ptr::null_mut());
+            libc::sigdelset(&mut mask, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &mask, old.as_mut_ptr());
+    }
     if prev.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the application installed this address as an SA_SIGINFO
         // handler, so it has this signature.

@@ -38,8 +38,8 @@
 /// fixup` (one relative entry, Linux's `_ASM_EXTABLE` layout, appended to
 /// subsection 1 of the file's table section, between the `$table` and
 /// `${table}_end` symbols of subsections 0 and 2), `BM_FUNC`/`BM_ENDFUNC`
-/// for a hidden global routine, and the small copies the vector routines
-/// share (see [`asm_helpers!`]). [`asm_epilogue!`] purges them, so that two
+/// for a hidden global routine with call-frame information, and the small
+/// copies the vector routines share (see [`asm_helpers!`]). [`asm_epilogue!`] purges them, so that two
 /// files assembled into one object do not define a macro twice.
 macro_rules! asm_prelude {
     ($table:literal) => {
@@ -73,14 +73,20 @@ macro_rules! asm_prelude {
             $table,
             "_end:\n.popsection\n",
             r#"
+    // A routine with call-frame information: none of them touches the
+    // stack, so the return address stays at the CFA - 8 throughout, and an
+    // unwinder (a thread cancelled asynchronously inside one) walks
+    // through it.
     .macro BM_FUNC name
     .p2align 4
     .globl \name
     .hidden \name
     .type \name,@function
 \name:
+    .cfi_startproc
     .endm
     .macro BM_ENDFUNC name
+    .cfi_endproc
     .size \name, . - \name
     .endm
 "#,

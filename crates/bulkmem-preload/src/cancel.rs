@@ -1,0 +1,91 @@
+//! glibc's cancellation signal, kept out of a call while its helpers run.
+//!
+//! An asynchronous `pthread_cancel` is glibc's SIGCANCEL (the first
+//! real-time signal), whose handler unwinds the thread at once. Arriving
+//! while helpers write the caller's memory, it would take the caller away
+//! and leave them writing. So the caller blocks it for the multi-threaded
+//! part of the call, with the raw system call (glibc's `sigprocmask`
+//! refuses to block its own signals), and a pending cancellation takes the
+//! thread as soon as the copy is complete: a moment the program could have
+//! cancelled it at. A handler of the program's that runs meanwhile (after
+//! the helpers stopped) lets it in again ([`allow_in_handler`]), so that a
+//! handler that never returns leaves no blocked SIGCANCEL behind.
+//!
+//! Within that window every mask this thread sets goes through the raw
+//! system call too ([`block_raw`], [`set_raw`]): glibc's `sigprocmask` and
+//! `pthread_sigmask` take SIGCANCEL out of any set they are given, so
+//! restoring a saved mask with them unblocks it.
+
+use std::ffi::c_void;
+
+/// glibc's SIGCANCEL (`__SIGRTMIN`).
+const SIGCANCEL: i32 = 32;
+const BIT: u64 = 1 << (SIGCANCEL - 1);
+
+fn sigprocmask(how: libc::c_int, set: Option<u64>) -> u64 {
+    let mut old = 0u64;
+    let set_ptr = set.as_ref().map_or(std::ptr::null(), |s| s as *const u64);
+    // SAFETY: rt_sigprocmask with 8-byte sets (the kernel's sigset_t size)
+    // on this thread.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            how,
+            set_ptr,
+            &mut old as *mut u64,
+            8usize,
+        )
+    };
+    old
+}
+
+/// Blocks SIGCANCEL on this thread; returns the mask to restore.
+pub fn block() -> u64 {
+    sigprocmask(libc::SIG_BLOCK, Some(BIT))
+}
+
+/// Restores the mask [`block`] returned.
+pub fn restore(old: u64) {
+    sigprocmask(libc::SIG_SETMASK, Some(old));
+}
+
+/// Blocks the signals of `set` (a kernel mask: bit `n - 1` for signal
+/// `n`) on this thread, SIGCANCEL included if asked; returns the mask to
+/// give [`set_raw`].
+pub fn block_raw(set: u64) -> u64 {
+    sigprocmask(libc::SIG_BLOCK, Some(set))
+}
+
+/// Sets this thread's mask to `mask` exactly.
+pub fn set_raw(mask: u64) {
+    sigprocmask(libc::SIG_SETMASK, Some(mask));
+}
+
+/// The kernel mask of every signal but those a faulting instruction
+/// raises.
+pub fn all_but_synchronous() -> u64 {
+    let sync = [
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGFPE,
+        libc::SIGILL,
+        libc::SIGTRAP,
+        libc::SIGSYS,
+    ];
+    sync.iter().fold(!0u64, |m, &s| m & !(1u64 << (s - 1)))
+}
+
+/// From a signal handler: unblocks SIGCANCEL now and in the mask the
+/// interrupted context gets back (`uc`, a `ucontext_t`, may be null).
+/// Async-signal-safe.
+pub fn allow_in_handler(uc: *mut c_void) {
+    if !uc.is_null() {
+        // SAFETY: the kernel's ucontext for this handler; its uc_sigmask
+        // is the mask sigreturn restores.
+        unsafe {
+            let u = uc.cast::<libc::ucontext_t>();
+            libc::sigdelset(&mut (*u).uc_sigmask, SIGCANCEL);
+        }
+    }
+    sigprocmask(libc::SIG_UNBLOCK, Some(BIT));
+}

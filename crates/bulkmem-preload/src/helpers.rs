@@ -1,0 +1,478 @@
+//! The multi-threaded copy: helper threads started for one large call and
+//! joined before it returns, so that to the program the call is the C
+//! library's on its own thread, only faster (see the crate docs'
+//! contract).
+//!
+//! * **Nothing a helper reaches is on the caller's stack**: the job is on
+//!   the heap, reference-counted by the caller and each helper; a caller
+//!   that never comes back (a handler left with `siglongjmp`) leaks it
+//!   rather than free it under a helper.
+//! * **Helpers are invisible to signals**: they start with every
+//!   asynchronous signal blocked (inherited from the starting thread), and
+//!   run only checked routines, whose faults bulkmem's handler turns into
+//!   a recorded offset: the bytes from the first fault on are copied
+//!   afterwards by the caller with the C library's routine, so the fault
+//!   happens again on the calling thread, where glibc's copy would take it.
+//! * **Leaving early leaves no work behind**: a program's handler that runs
+//!   on the caller while helpers work first stops them (each ends its
+//!   current chunk, at most 4 MiB) and waits until none runs
+//!   ([`stop_for_handler`], called by the signal trampoline). If the
+//!   handler returns, the caller finishes the copy itself. Cancellation
+//!   (glibc's SIGCANCEL) is kept blocked on the caller while helpers run
+//!   ([`crate::cancel`]): it arrives once the copy is complete.
+//! * **No thread outlives its call**: helpers are joined before the call
+//!   returns (one abandoned by a `siglongjmp` out of its handler is joined
+//!   by the thread's next large call); none start where the program keeps
+//!   a thread budget (`RLIMIT_NPROC` of 4096 or less), where threads are forbidden
+//!   ([`without_threads`]), inside a signal handler, or when bulkmem's
+//!   fault handler is not in front (a handler installed with a raw system
+//!   call displaced it); one that cannot start leaves its share to the
+//!   others and the caller.
+//!
+//! Nothing on the caller's path from the exported function to here holds a
+//! value to drop or catches an unwind: an unwind that starts in it (a
+//! program's handler that throws or calls `pthread_exit`) passes through
+//! without touching code of ours (see `lib.rs`).
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+
+use bulkmem::{CheckedKernel, Op};
+
+use crate::config::THREADS;
+use crate::{cancel, signals};
+
+/// Most helpers one call starts (a call also works itself).
+const MAX_HELPERS: usize = 63;
+/// Largest chunk: what a helper finishes after being told to stop.
+const CHUNK_MAX: usize = 4 << 20;
+const CHUNK_MIN: usize = 1 << 20;
+/// Each helper's stack: it runs a short loop and the checked routines.
+const STACK: usize = 256 << 10;
+/// An `RLIMIT_NPROC` at or below this is a thread budget the program
+/// keeps (distributions default to half of `threads-max`: 96365 on a
+/// 24 GiB VM), and helpers would take from it.
+const TIGHT_NPROC: libc::rlim_t = 4096;
+
+/// Helper threads alive in the process (started, not yet past their last
+/// touch of a job): what [`without_threads`] waits for.
+static ACTIVE: AtomicU32 = AtomicU32::new(0);
+/// When a helper last left (CLOCK_MONOTONIC, ns): a joined thread is still
+/// in its thread group for a moment, and a call that needs a
+/// single-threaded process may have to try again.
+static LAST_EXIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn now_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the struct (a vDSO call, no system
+    // call on x86-64 Linux).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+/// Helper threads started since the process began (for tests, through
+/// `bulkmem_preload_helpers_started`: none outlives its call, so a count
+/// of threads cannot tell whether a call had helpers).
+pub static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// Helpers the calls running now have started, against the budget
+/// (`THREADS` - 1 by default, the CPUs the process may use - 1).
+static IN_USE: AtomicUsize = AtomicUsize::new(0);
+/// Threads forbidden (for a while, or for good after seccomp).
+static FORBID: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    /// This thread's job while helpers may run it; left set by a caller
+    /// that a handler took away with `siglongjmp` (its next call joins it).
+    static CURRENT: Cell<*mut Job> = const { Cell::new(std::ptr::null_mut()) };
+}
+
+/// One multi-threaded call.
+struct Job {
+    kernel: CheckedKernel,
+    op: Op,
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    chunk: usize,
+    nchunks: usize,
+    /// The next chunk to take.
+    next: AtomicUsize,
+    /// Set by a handler on the caller: take no more chunks.
+    stop: AtomicBool,
+    /// Offset of the first fault recorded (usize::MAX: none).
+    fault: AtomicUsize,
+    /// Chunks done, one flag each.
+    done: Box<[AtomicBool]>,
+    /// Helpers inside the chunk loop (a futex word).
+    running: AtomicU32,
+    /// The caller and each helper hold one; the last one out frees it.
+    refs: AtomicUsize,
+    helpers: [libc::pthread_t; MAX_HELPERS],
+    started: usize,
+}
+
+// SAFETY: the raw pointers name memory the calling thread lent for the
+// call, which it does not touch while helpers run; everything else is
+// atomic or written before the helpers start.
+unsafe impl Sync for Job {}
+
+impl Job {
+    /// Takes and runs chunks until none is left or the job is stopped.
+    fn work(&self) {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let c = self.next.fetch_add(1, Ordering::Relaxed);
+            if c >= self.nchunks {
+                return;
+            }
+            let from = c * self.chunk;
+            if self.fault.load(Ordering::Relaxed) <= from {
+                continue; // the C library copies from the fault on anyway
+            }
+            let n = self.chunk.min(self.len - from);
+            // SAFETY: [from, from + n) lies in the call's ranges, valid
+            // (or faulting, which the checked routine survives) and
+            // disjoint: the caller's contract, checked by `run`.
+            let r = unsafe {
+                match self.op {
+                    Op::Copy => self
+                        .kernel
+                        .copy_raw(self.dst.add(from), self.src.add(from), n),
+                    Op::Clear => self.kernel.clear_raw(self.dst.add(from), n),
+                }
+            };
+            match r {
+                Ok(()) => self.done[c].store(true, Ordering::Relaxed),
+                Err(f) => {
+                    self.fault.fetch_min(from + f.offset, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// The bytes from 0 that are certainly done: up to the first chunk not
+    /// done, and never past the first fault.
+    fn prefix(&self) -> usize {
+        let gap = self
+            .done
+            .iter()
+            .position(|d| !d.load(Ordering::Acquire))
+            .map_or(self.len, |c| c * self.chunk);
+        gap.min(self.fault.load(Ordering::Acquire))
+    }
+}
+
+/// Drops one reference to `job`; the last frees it. Never inlined: the
+/// landing pads of the free stay in its own frame.
+///
+/// # Safety
+/// `job` came from `Box::into_raw`, and the caller holds a reference.
+#[inline(never)]
+unsafe fn release(job: *mut Job) {
+    // SAFETY: the caller's reference keeps it alive until here.
+    if unsafe { (*job).refs.fetch_sub(1, Ordering::AcqRel) } == 1 {
+        // SAFETY: no reference is left.
+        drop(unsafe { Box::from_raw(job) });
+    }
+}
+
+extern "C" fn helper(arg: *mut c_void) -> *mut c_void {
+    let job = arg.cast::<Job>();
+    // SAFETY: the starting call gave this helper a reference.
+    let j = unsafe { &*job };
+    j.work();
+    if j.running.fetch_sub(1, Ordering::Release) == 1 {
+        futex_wake(&j.running);
+    }
+    // SAFETY: this helper's reference, not used after.
+    unsafe { release(job) };
+    LAST_EXIT.store(now_ns(), Ordering::Relaxed);
+    if ACTIVE.fetch_sub(1, Ordering::Release) == 1 {
+        futex_wake(&ACTIVE);
+    }
+    std::ptr::null_mut()
+}
+
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a word that outlives the call (the job's
+    // caller reference, or a static).
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            i32::MAX,
+        )
+    };
+}
+
+/// Waits until `word` is 0 (async-signal-safe: no lock, no allocation).
+fn futex_wait_zero(word: &AtomicU32) {
+    loop {
+        let v = word.load(Ordering::Acquire);
+        if v == 0 {
+            return;
+        }
+        // SAFETY: FUTEX_WAIT on a live word with the value just read; a
+        // change in between returns at once (EAGAIN).
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                word.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                v,
+                std::ptr::null::<libc::timespec>(),
+            )
+        };
+    }
+}
+
+/// Helpers a call would like: none where threads are off, forbidden, or
+/// the call runs in a signal handler. No system call: after seccomp's
+/// strict mode this is all a call may ask.
+fn wanted() -> usize {
+    let want = match THREADS.load(Ordering::Relaxed) {
+        0 => default_threads(),
+        t => t,
+    }
+    .saturating_sub(1)
+    .min(MAX_HELPERS);
+    if FORBID.load(Ordering::Acquire) != 0 || signals::in_handler() {
+        return 0;
+    }
+    want
+}
+
+/// How many of `want` helpers this call may start: its share of the
+/// budget, none where the program keeps a thread budget of its own.
+fn budget(want: usize) -> usize {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut r) } != 0 || r.rlim_cur <= TIGHT_NPROC {
+        // A thread budget: the program's own pthread_create must not
+        // meet ours.
+        return 0;
+    }
+    let mut in_use = IN_USE.load(Ordering::Relaxed);
+    loop {
+        let take = want.saturating_sub(in_use);
+        if take == 0 {
+            return 0;
+        }
+        match IN_USE.compare_exchange_weak(
+            in_use,
+            in_use + take,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return take,
+            Err(now) => in_use = now,
+        }
+    }
+}
+
+/// Threads a call may use by default: the workers the engine would have
+/// (one per core, at most two per LLC domain, on the CPUs this process
+/// may use). Set once by [`init`]; 1 (no helper) until then.
+static DEFAULT_THREADS: AtomicUsize = AtomicUsize::new(1);
+
+fn default_threads() -> usize {
+    DEFAULT_THREADS.load(Ordering::Relaxed)
+}
+
+/// Reads what [`default_threads`] needs (the topology: a sysfs walk), with
+/// bulkmem's other lazy state, at its one-time initialisation: nothing on
+/// a call's path may initialise anything (see `accel`).
+pub fn init() {
+    let n = bulkmem::Engine::builder().planned_cpus().len().max(1);
+    DEFAULT_THREADS.store(n, Ordering::Relaxed);
+}
+
+/// Joins the helpers of a job this thread's earlier call left behind (its
+/// handler left with `siglongjmp`) and drops that call's reference.
+fn reap_abandoned() {
+    let job = CURRENT.with(|c| c.replace(std::ptr::null_mut()));
+    if job.is_null() {
+        return;
+    }
+    // SAFETY: the abandoned call's reference is still held (it was never
+    // released), so the job is alive; its helpers were stopped before the
+    // handler ran.
+    unsafe {
+        let j = &*job;
+        for &t in &j.helpers[..j.started] {
+            libc::pthread_join(t, std::ptr::null_mut());
+        }
+        IN_USE.fetch_sub(j.started, Ordering::AcqRel);
+        release(job);
+    }
+}
+
+/// Runs `op` over `len` bytes with helper threads, returning the bytes
+/// from 0 that are done (the caller finishes the rest with the C
+/// library), or `None` when no helper may start (the caller copies alone).
+///
+/// Cancellation is blocked from the first step to the last: everything
+/// that allocates, frees or may unwind happens inside, in frames of its
+/// own, and this frame holds nothing to drop, so a cancellation that
+/// arrives as the mask comes back unwinds through it cleanly.
+///
+/// # Safety
+/// `dst` writable (and `src` readable) for `len` bytes, or faulting; the
+/// ranges do not overlap.
+pub unsafe fn run(
+    kernel: CheckedKernel,
+    op: Op,
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+) -> Option<usize> {
+    let want = wanted();
+    if want == 0 {
+        return None;
+    }
+    let old_mask = cancel::block();
+    reap_abandoned();
+    let take = budget(want);
+    if take == 0 {
+        cancel::restore(old_mask);
+        return None;
+    }
+    if !signals::faults_ours() {
+        IN_USE.fetch_sub(take, Ordering::AcqRel);
+        cancel::restore(old_mask);
+        return None;
+    }
+    let job = new_job(kernel, op, dst, src, len, take + 1);
+    CURRENT.with(|c| c.set(job));
+    // SAFETY: the job is alive (this call's reference) and only this
+    // thread writes `helpers`/`started`, before each helper may read them.
+    let j = unsafe { &mut *job };
+    start(j, job, take);
+    if j.started < take {
+        IN_USE.fetch_sub(take - j.started, Ordering::AcqRel);
+    }
+    j.work();
+    futex_wait_zero(&j.running);
+    for &t in &j.helpers[..j.started] {
+        // SAFETY: a helper this call started and has not joined.
+        unsafe { libc::pthread_join(t, std::ptr::null_mut()) };
+    }
+    IN_USE.fetch_sub(j.started, Ordering::AcqRel);
+    CURRENT.with(|c| c.set(std::ptr::null_mut()));
+    let done = j.prefix();
+    // SAFETY: this call's reference; `j` is not used after.
+    unsafe { release(job) };
+    cancel::restore(old_mask);
+    Some(done)
+}
+
+/// A job for `threads` threads, on the heap, with the caller's reference.
+#[inline(never)]
+fn new_job(
+    kernel: CheckedKernel,
+    op: Op,
+    dst: *mut u8,
+    src: *const u8,
+    len: usize,
+    threads: usize,
+) -> *mut Job {
+    let chunk = (len / (threads * 8))
+        .clamp(CHUNK_MIN, CHUNK_MAX)
+        .next_multiple_of(4096);
+    let nchunks = len.div_ceil(chunk);
+    Box::into_raw(Box::new(Job {
+        kernel,
+        op,
+        dst,
+        src,
+        len,
+        chunk,
+        nchunks,
+        next: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+        fault: AtomicUsize::new(usize::MAX),
+        done: (0..nchunks).map(|_| AtomicBool::new(false)).collect(),
+        running: AtomicU32::new(0),
+        refs: AtomicUsize::new(1),
+        helpers: [0; MAX_HELPERS],
+        started: 0,
+    }))
+}
+
+/// Starts up to `take` helpers on `job`, each with every asynchronous
+/// signal blocked (inherited: the mask is set here, with the raw system
+/// call, around the starts) and a reference of its own.
+fn start(j: &mut Job, job: *mut Job, take: usize) {
+    let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+    let old = cancel::block_raw(cancel::all_but_synchronous());
+    // SAFETY: an attribute object initialised, sized, used and destroyed
+    // here.
+    unsafe {
+        libc::pthread_attr_init(attr.as_mut_ptr());
+        libc::pthread_attr_setstacksize(attr.as_mut_ptr(), STACK);
+        for _ in 0..take {
+            j.refs.fetch_add(1, Ordering::Relaxed);
+            j.running.fetch_add(1, Ordering::Relaxed);
+            ACTIVE.fetch_add(1, Ordering::Relaxed);
+            let mut t = 0;
+            if libc::pthread_create(&mut t, attr.as_ptr(), helper, job.cast()) != 0 {
+                j.refs.fetch_sub(1, Ordering::Relaxed);
+                j.running.fetch_sub(1, Ordering::Relaxed);
+                ACTIVE.fetch_sub(1, Ordering::Relaxed);
+                break;
+            }
+            j.helpers[j.started] = t;
+            j.started += 1;
+            STARTED.fetch_add(1, Ordering::Relaxed);
+        }
+        libc::pthread_attr_destroy(attr.as_mut_ptr());
+    }
+    cancel::set_raw(old);
+}
+
+/// Called by the signal trampoline before a program's handler runs on
+/// this thread: if this thread's call has helpers working, stops them and
+/// waits until none runs, and lets cancellation in again (in the thread's
+/// mask and in the one `sigreturn` restores, `uc`). Async-signal-safe.
+pub fn stop_for_handler(uc: *mut c_void) {
+    let job = CURRENT.with(|c| c.get());
+    if job.is_null() {
+        return;
+    }
+    // SAFETY: the call that set CURRENT holds its reference until it
+    // clears CURRENT, and it cannot run while this handler does.
+    let j = unsafe { &*job };
+    j.stop.store(true, Ordering::Relaxed);
+    futex_wait_zero(&j.running);
+    cancel::allow_in_handler(uc);
+}
+
+/// Stops every helper and waits until none is alive, runs `f` (told
+/// whether helpers were working or left within the last 50 ms: they may
+/// still be leaving their thread group), and lets calls start helpers
+/// again, or with `forbid` never again. From a signal handler, or while
+/// this thread is inside a call, it does not wait: `f` runs whatever is
+/// there.
+pub fn without_threads<R>(forbid: bool, careful: bool, f: impl FnOnce(bool) -> R) -> R {
+    if forbid {
+        THREADS.store(1, Ordering::Relaxed);
+    }
+    FORBID.fetch_add(1, Ordering::AcqRel);
+    let recent = now_ns().saturating_sub(LAST_EXIT.load(Ordering::Relaxed)) < 50_000_000;
+    let had = ACTIVE.load(Ordering::Acquire) != 0 || recent;
+    if !careful {
+        futex_wait_zero(&ACTIVE);
+    }
+    let r = f(had);
+    FORBID.fetch_sub(1, Ordering::AcqRel);
+    r
+}

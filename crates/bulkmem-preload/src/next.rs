@@ -89,7 +89,6 @@ impl Next {
 pub static MEMCPY: Next = Next::new(c"memcpy");
 pub static MEMMOVE: Next = Next::new(c"memmove");
 pub static MEMSET: Next = Next::new(c"memset");
-pub static MEMPCPY: Next = Next::new(c"mempcpy");
 pub static MEMCPY_CHK: Next = Next::new(c"__memcpy_chk");
 pub static MEMMOVE_CHK: Next = Next::new(c"__memmove_chk");
 pub static MEMSET_CHK: Next = Next::new(c"__memset_chk");
@@ -104,17 +103,15 @@ pub static PRCTL: Next = Next::new(c"prctl");
 pub static UNSHARE: Next = Next::new(c"unshare");
 pub static SETNS: Next = Next::new(c"setns");
 
-/// Resolves every function now (the constructor does, outside any copy).
+/// Resolves, in the constructor (outside any copy), what must not wait:
+/// the functions every small call jumps to, and the signal functions,
+/// which a program may call first from a signal handler, where `dlsym`
+/// is not safe. The fortified copies, `prctl`, `unshare` and `setns` are
+/// resolved on their first use: most processes make none of those calls.
+/// (Not a measurable saving: an exec of /bin/true under the preload cost
+/// 1.12-1.15x of plain either way on a 2-vCPU Zen 4 VM.)
 pub fn resolve_all() {
-    for n in [
-        &MEMCPY,
-        &MEMMOVE,
-        &MEMSET,
-        &MEMPCPY,
-        &MEMCPY_CHK,
-        &MEMMOVE_CHK,
-        &MEMSET_CHK,
-    ] {
+    for n in [&MEMCPY, &MEMMOVE, &MEMSET] {
         n.get();
     }
     for n in [
@@ -125,9 +122,6 @@ pub fn resolve_all() {
         &SYSV_SIGNAL,
         &SYSV_SIGNAL_,
         &SIGSET,
-        &PRCTL,
-        &UNSHARE,
-        &SETNS,
     ] {
         n.get_blocking();
     }

@@ -220,14 +220,16 @@ proptest! {
 
 /// Every stream of the interleaved copies, at its first and its last
 /// step, on both sides: for each bad page of two whole blocks, the
-/// non-temporal twins (and every other one) stop exactly there.
+/// non-temporal twins (and every other one) stop exactly there. The
+/// destination 37 bytes ahead of the source takes the string twins'
+/// 16-byte path (`near_ahead`).
 #[test]
 fn every_page_of_the_interleaved_blocks_faults_exactly() {
     for clear in [false, true] {
         for s in strategies(clear) {
             for page in 0..N {
                 for on_src in [true, false] {
-                    for (s_off, d_off) in [(0, 0), (64, 0), (100, 3000), (4000, 17)] {
+                    for (s_off, d_off) in [(0, 0), (64, 0), (100, 3000), (4000, 17), (3, 40)] {
                         let len = N * PAGE - 4096;
                         if let Err(e) =
                             case(Bad::Protected, s, clear, on_src, page, s_off, d_off, len)

@@ -259,6 +259,9 @@ impl CheckedKernel {
         };
         let call = call.ok_or(Error::NotChecked { strategy, op })?;
         available(d)?;
+        if matches!(strategy, Strategy::RepMovsb | Strategy::RepMovsq) {
+            crate::mc::copy_mc::route_near_ahead();
+        }
         Ok(CheckedKernel { strategy, call })
     }
 

@@ -17,16 +17,30 @@ global_asm!(
 
     // The string copies fall off their fast path when the destination is
     // 1 to 63 bytes ahead of the source within a page; such copies take
-    // the 16-byte moves of `bulkmem_mc_copy_near_ahead` instead, as
-    // `kernels::rep::near_ahead` routes the unchecked ones. Uses eax only.
+    // the checked `avx2` loop where the CPU has it (`route_near_ahead`
+    // says so), else the 16-byte moves of `bulkmem_mc_copy_near_ahead`,
+    // as `kernels::rep::copy_near_ahead` routes the unchecked ones. Uses
+    // eax only.
     .macro BM_NEAR_AHEAD
     mov eax, edi
     sub eax, esi
     and eax, 4095
     dec eax
     cmp eax, 63
-    jb bulkmem_mc_copy_near_ahead
+    jae .Lna_far\@
+    cmp byte ptr [rip + bulkmem_mc_near_ahead_avx2], 0
+    jne bulkmem_mc_copy_avx2
+    jmp bulkmem_mc_copy_near_ahead
+.Lna_far\@:
     .endm
+
+    // Set once the CPU is known to have AVX2 (`route_near_ahead`).
+    .pushsection .data.bulkmem_mc_near_ahead_avx2,"aw",@progbits
+    .globl bulkmem_mc_near_ahead_avx2
+    .hidden bulkmem_mc_near_ahead_avx2
+bulkmem_mc_near_ahead_avx2:
+    .byte 0
+    .popsection
 
     // rep movsb over the whole range: fast with ERMS/FSRM.
     BM_FUNC bulkmem_mc_copy_movsb
@@ -206,6 +220,26 @@ bulkmem_mc_copy_text_end:
     asm_epilogue!()
 );
 
+extern "C" {
+    /// Non-zero: the string routines hand near-ahead copies to the checked
+    /// `avx2` loop.
+    static mut bulkmem_mc_near_ahead_avx2: u8;
+}
+
+/// Lets the checked string copies hand copies whose destination is just
+/// ahead of the source to the checked `avx2` loop, as the unchecked ones
+/// do (`kernels::rep::copy_near_ahead`), if this CPU has AVX2. Idempotent;
+/// called wherever a checked string routine is handed out, before any
+/// runs.
+pub(crate) fn route_near_ahead() {
+    if crate::cpu::features().avx2 {
+        // SAFETY: a byte of this object's data, only ever set to 1 here
+        // (idempotently, so racing writers agree) and read by the
+        // routines; a byte store is atomic on x86.
+        unsafe { core::ptr::addr_of_mut!(bulkmem_mc_near_ahead_avx2).write_volatile(1) };
+    }
+}
+
 /// A checked copy routine: see the module docs of `crate::mc` for the
 /// contract.
 pub(crate) type McCopy = unsafe extern "C" fn(*mut u8, *const u8, usize, *mut RawFault) -> usize;
@@ -230,6 +264,35 @@ extable!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The 16-byte routine the string twins hand near-ahead copies to on
+    /// CPUs without AVX2 (elsewhere the tests reach the `avx2` twin).
+    #[test]
+    fn the_sixteen_byte_routine_copies_exactly() {
+        let src: Vec<u8> = (0..700u32).map(|i| (i * 13 + 5) as u8).collect();
+        for len in [0, 1, 15, 63, 64, 65, 127, 128, 129, 200, 640] {
+            for d_off in [0, 1, 8, 33] {
+                let mut dst = vec![0xEEu8; 704];
+                let mut info = RawFault::default();
+                // SAFETY: both ranges lie in their vectors; no fault can
+                // occur (so no handler is needed).
+                let left = unsafe {
+                    bulkmem_mc_copy_near_ahead(
+                        dst.as_mut_ptr().add(d_off),
+                        src.as_ptr(),
+                        len,
+                        &mut info,
+                    )
+                };
+                assert_eq!(left, 0);
+                assert_eq!(&dst[d_off..d_off + len], &src[..len], "{len} +{d_off}");
+                assert!(dst[..d_off]
+                    .iter()
+                    .chain(&dst[d_off + len..])
+                    .all(|&b| b == 0xEE));
+            }
+        }
+    }
 
     #[test]
     fn every_entry_lies_in_its_routine() {

@@ -245,13 +245,18 @@ pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Vec<
             }
         }
         let first = cell_rows[0];
-        let how = if regime == "cold" {
-            format!(
+        let how = match regime {
+            "cold" => format!(
                 "{} per run in shuffled extents, cache evicted",
                 fmt_size(first.total.max(first.size))
-            )
-        } else {
-            "same buffers every call".to_string()
+            ),
+            "consume" => "same buffers, each call then a read of its destination, timed together"
+                .to_string(),
+            "pipe" => {
+                "same buffers, each call then write() of its destination to a drained pipe, timed together"
+                    .to_string()
+            }
+            _ => "same buffers every call".to_string(),
         };
         let (lo, hi) = cell_rows.iter().fold((usize::MAX, 0), |(lo, hi), r| {
             (lo.min(r.threads), hi.max(r.threads))

@@ -69,6 +69,9 @@ pub struct Done {
     /// the C library's routine.
     pub upto: usize,
     pub path: Path,
+    /// Whether bulkmem's part went out with non-temporal stores (the
+    /// destination is in memory, not in the cache).
+    pub streamed: bool,
 }
 
 /// Whether bulkmem is initialised, doing it on this thread if none has
@@ -163,16 +166,22 @@ pub unsafe fn run(op: Op, d: *mut u8, s: *const u8, n: usize) -> Option<Done> {
 /// # Safety
 /// As [`run`], and bulkmem is initialised.
 unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
-    let k = bulkmem::fault::checked_single(op, n);
     if n >= MT_MIN.load(Ordering::Relaxed) {
+        let threads = helpers::wanted() + 1;
+        // Shared by threads that will not read it: decided as the engine
+        // decides a split extent, not as a single call.
+        let k = bulkmem::fault::checked_shared(op, n, threads);
         // SAFETY: forwarded contract.
         if let Some(upto) = unsafe { helpers::run(k, op, d, s, n) } {
             return Done {
                 upto,
                 path: Path::Engine,
+                streamed: k.strategy().is_non_temporal(),
             };
         }
     }
+    let k = bulkmem::fault::checked_single(op, n);
+    let streamed = k.strategy().is_non_temporal();
     // SAFETY: forwarded contract; the routine survives faults, which the
     // caller meets again with the C library.
     let r = unsafe {
@@ -184,5 +193,6 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
     Done {
         upto: r.map_or_else(|f| f.offset, |()| n),
         path: Path::Cpu,
+        streamed,
     }
 }

@@ -235,7 +235,7 @@ fn futex_wait_zero(word: &AtomicU32) {
 /// Helpers a call would like: none where threads are off, forbidden, or
 /// the call runs in a signal handler. No system call: after seccomp's
 /// strict mode this is all a call may ask.
-fn wanted() -> usize {
+pub fn wanted() -> usize {
     let want = match THREADS.load(Ordering::Relaxed) {
         0 => default_threads(),
         t => t,

@@ -372,6 +372,9 @@ unsafe fn through_bulkmem(op: Op, d: *mut c_void, s: *const c_void, n: usize) ->
     match unsafe { accel::run(op, d.cast(), s.cast(), n) } {
         Some(done) => {
             stats::count(done.path, n);
+            if done.streamed {
+                stats::streamed(done.upto);
+            }
             done.upto
         }
         None => {

@@ -36,12 +36,24 @@ const PATHS: [(&str, Path); 4] = [
 
 static CALLS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
 static BYTES: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+/// Bytes bulkmem wrote with non-temporal stores (they left the cache).
+static STREAMED: AtomicU64 = AtomicU64::new(0);
 
 #[inline(always)]
 pub fn count(p: Path, n: usize) {
     if crate::config::STATS.load(Ordering::Relaxed) {
         CALLS[p as usize].fetch_add(1, Ordering::Relaxed);
         BYTES[p as usize].fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// Counts `n` bytes bulkmem's part of a call wrote with non-temporal
+/// stores: the program's next read of them goes to memory, so the report
+/// shows how much of what it copied the preload chose to stream.
+#[inline(always)]
+pub fn streamed(n: usize) {
+    if crate::config::STATS.load(Ordering::Relaxed) {
+        STREAMED.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
@@ -59,6 +71,10 @@ pub fn report() -> String {
             b as f64 / (1u64 << 20) as f64
         ));
     }
+    s.push_str(&format!(
+        "; non-temporal stores {:.1} MiB",
+        STREAMED.load(Ordering::Relaxed) as f64 / (1u64 << 20) as f64
+    ));
     if let Some(tool) = INERT.get() {
         s.push_str(&format!(
             "; inert under {tool}: every call to the C library"

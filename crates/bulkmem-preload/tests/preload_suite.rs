@@ -181,6 +181,34 @@ fn stats_name_every_path_and_the_process() {
     assert_all_passed(&out, "test_semantics with bad settings");
 }
 
+#[test]
+fn stats_say_how_much_went_out_with_non_temporal_stores() {
+    let bin = compile("test_semantics");
+    let streamed = |env: &[(&str, &str)]| -> f64 {
+        let mut all = vec![("BULKMEM_PRELOAD_STATS", "1")];
+        all.extend_from_slice(env);
+        let out = under_preload(&mut Command::new(&bin), &all);
+        assert_all_passed(&out, &format!("test_semantics {env:?}"));
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("bulkmem preload ["))
+            .unwrap_or_else(|| panic!("no stats line:\n{out}"));
+        let at = line
+            .find("non-temporal stores ")
+            .unwrap_or_else(|| panic!("no non-temporal figure in {line}"));
+        line[at + "non-temporal stores ".len()..]
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no MiB after non-temporal stores in {line}"))
+    };
+    // Forced to stream, every accelerated byte counts; forced to stay in
+    // the cache, none does.
+    assert!(streamed(&[("BULKMEM_NT_THRESHOLD", "0")]) > 0.0);
+    let kept = [("BULKMEM_STRATEGY", "copy:rep-movsb,clear:rep-stosb")];
+    assert_eq!(streamed(&kept), 0.0);
+}
+
 /// A python3 whose own test package is installed.
 fn python() -> PathBuf {
     let o = Command::new("python3")

@@ -293,3 +293,26 @@ fn twins_match_the_reference_around_block_edges() {
         }
     }
 }
+
+/// A call several threads share is decided as a batch of one run per
+/// thread (the engine's rule for a split extent); on one thread it is a
+/// single call.
+#[test]
+fn a_shared_call_is_decided_as_a_batch_of_one_run_per_thread() {
+    use bulkmem::fault::{checked_kernel, checked_shared, checked_single};
+    use bulkmem::{Hint, Op, Request};
+    for op in [Op::Copy, Op::Clear] {
+        for len in [1 << 20, 64 << 20, 1 << 30] {
+            let alone = checked_shared(op, len, 1).strategy();
+            assert_eq!(alone, checked_single(op, len).strategy(), "{op} {len}");
+            let req = Request {
+                op,
+                total: len,
+                runs: 4,
+                hint: Hint::Auto,
+            };
+            let batch = checked_kernel(Strategy::Auto, &req).unwrap().strategy();
+            assert_eq!(checked_shared(op, len, 4).strategy(), batch, "{op} {len}");
+        }
+    }
+}

@@ -24,7 +24,10 @@ pub struct MemArgs {
     #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,64K,2M,32M,256M")]
     sizes: Vec<usize>,
     /// hot: same buffers every call; cold: distinct extents over an arena
-    /// much larger than the LLC, evicted before each run; or both.
+    /// much larger than the LLC, evicted before each run; consume: as hot,
+    /// each call then a read of its destination, timed together; pipe: as
+    /// hot, each call then write() of its destination into a pipe another
+    /// thread drains. Comma-separated; both = hot,cold; all.
     #[arg(long, default_value = "both", value_parser = parse_regimes)]
     regime: Regimes,
     /// Comma-separated strategy names, or `all`: auto, per-page, rep-movsq,
@@ -145,7 +148,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
 }
 
 /// `bulkmem` with no arguments: the seed 000 copy table and the seed 004
-/// clear table at 4K/2M/256M, hot and cold, and what wins here.
+/// clear table at 4K/2M/256M, hot, consumed and cold, and what wins here.
 pub fn default_report(quiet: bool) -> Result<(), Failure> {
     let cpus = measuring_cpus(None)?;
     let i = bulkmem::cpu::info();
@@ -164,7 +167,9 @@ pub fn default_report(quiet: bool) -> Result<(), Failure> {
         let plan = Plan {
             op,
             sizes: vec![4 << 10, 2 << 20, 256 << 20],
-            regimes: vec![Regime::Hot, Regime::Cold],
+            // Consume: what a program that reads what it copied pays (the
+            // choice for single calls is made for that).
+            regimes: vec![Regime::Hot, Regime::Consume, Regime::Cold],
             strategies,
             hint: Hint::Auto,
             threads: 1,

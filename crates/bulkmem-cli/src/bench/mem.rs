@@ -3,6 +3,12 @@
 //!
 //! * hot: the same source and destination on every call, repeated until a
 //!   run has moved at least [`HOT_BYTES`].
+//! * consume: as hot, each call followed by one read of its whole
+//!   destination, timed together: what a program that reads what it
+//!   copied pays (docs/design.md, "The whole use").
+//! * pipe: as hot, each call followed by `write()`s of its destination
+//!   into a pipe that another thread drains, timed together: a server
+//!   sending what it just copied (redis replying to a GET).
 //! * cold: distinct extents of `size` bytes scattered (shuffled) over arenas
 //!   of `total` bytes (default 256 MiB, many times the LLC), with an eviction
 //!   pass before each run. `auto` submits a run's extents as one batch, as a
@@ -20,6 +26,7 @@ use bulkmem::{Hint, Op, Strategy};
 
 use super::against::Foreign;
 use super::exec::{cells, Exec};
+use super::pipe_sink::PipeSink;
 
 use crate::arena;
 use crate::harness::{fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
@@ -35,15 +42,38 @@ pub const HOT_BYTES: usize = 64 << 20;
 pub enum Regime {
     Hot,
     Cold,
+    Consume,
+    Pipe,
 }
 
 impl Regime {
+    pub const ALL: [Regime; 4] = [Regime::Hot, Regime::Cold, Regime::Consume, Regime::Pipe];
+
     pub fn name(self) -> &'static str {
         match self {
             Regime::Hot => "hot",
             Regime::Cold => "cold",
+            Regime::Consume => "consume",
+            Regime::Pipe => "pipe",
         }
     }
+
+    /// What follows each call in a hot-buffer regime, timed with it.
+    fn after(self) -> After {
+        match self {
+            Regime::Consume => After::Read,
+            Regime::Pipe => After::Pipe,
+            Regime::Hot | Regime::Cold => After::Nothing,
+        }
+    }
+}
+
+/// The destination's next user, in the regimes that reuse one buffer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum After {
+    Nothing,
+    Read,
+    Pipe,
 }
 
 /// What to measure.
@@ -106,11 +136,11 @@ pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
             )
         };
         match regime {
-            Regime::Hot => {
+            Regime::Hot | Regime::Consume | Regime::Pipe => {
                 for &size in &plan.sizes {
                     progress(done, of, &label(size));
-                    let mut bufs = HotBufs::new(plan, size)?;
-                    rows.extend(hot_group(plan, size, &mut bufs)?);
+                    let mut bufs = HotBufs::new(plan, size, regime.after())?;
+                    rows.extend(hot_group(plan, size, regime, &mut bufs)?);
                     done += 1;
                 }
             }
@@ -145,13 +175,40 @@ pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
+/// One thread's hot buffers of one size, and where its destination goes
+/// after each call.
+struct HotPair {
+    src: Mapping,
+    dst: Mapping,
+    after: After,
+    /// The pipe regime's pipe (its reader drains it until dropped).
+    sink: Option<PipeSink>,
+}
+
+impl HotPair {
+    /// Hands the destination to its next user.
+    fn consume(&mut self) -> Result<(), String> {
+        match self.after {
+            After::Nothing => Ok(()),
+            After::Read => {
+                std::hint::black_box(bulkmem::calibrate::read_once(self.dst.as_slice()));
+                Ok(())
+            }
+            After::Pipe => match &mut self.sink {
+                Some(sink) => sink.send(self.dst.as_slice()),
+                None => Err("the pipe regime has no pipe".into()),
+            },
+        }
+    }
+}
+
 /// Per-thread hot buffers of one size.
 struct HotBufs {
-    pairs: Vec<(Mapping, Mapping)>,
+    pairs: Vec<HotPair>,
 }
 
 impl HotBufs {
-    fn new(plan: &Plan, size: usize) -> Result<HotBufs, String> {
+    fn new(plan: &Plan, size: usize, after: After) -> Result<HotBufs, String> {
         let mut pairs = Vec::new();
         for _ in 0..plan.threads {
             let mut src = arena::prefaulted(size, plan.thp, 0)
@@ -161,7 +218,16 @@ impl HotBufs {
             let dst = arena::prefaulted(size, plan.thp, POISON)
                 .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
             place(&dst, plan.dst_node, "destination")?;
-            pairs.push((src, dst));
+            let sink = match after {
+                After::Pipe => Some(PipeSink::new()?),
+                _ => None,
+            };
+            pairs.push(HotPair {
+                src,
+                dst,
+                after,
+                sink,
+            });
         }
         Ok(HotBufs { pairs })
     }
@@ -188,48 +254,63 @@ fn place(m: &Mapping, node: Option<usize>, what: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn hot_group(plan: &Plan, size: usize, bufs: &mut HotBufs) -> Result<Vec<Row>, String> {
+fn hot_group(
+    plan: &Plan,
+    size: usize,
+    regime: Regime,
+    bufs: &mut HotBufs,
+) -> Result<Vec<Row>, String> {
     let reps = (HOT_BYTES / size).max(1);
     let cells = cells(plan, &bulkmem::Request::single(plan.op, size, plan.hint))?;
     let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
     // Check each cell once, from a poisoned destination.
     let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
     for (i, exec) in execs.iter().enumerate() {
-        for (src, dst) in bufs.pairs.iter_mut() {
-            dst.as_mut_slice().fill(POISON);
+        for p in bufs.pairs.iter_mut() {
+            p.dst.as_mut_slice().fill(POISON);
             chose[i] = match plan.op {
-                Op::Copy => exec.copy(dst.as_mut_slice(), src.as_slice()),
-                Op::Clear => exec.clear(dst.as_mut_slice()),
+                Op::Copy => exec.copy(p.dst.as_mut_slice(), p.src.as_slice()),
+                Op::Clear => exec.clear(p.dst.as_mut_slice()),
             };
             verify(
                 plan.op,
                 &cells[i].0,
                 size,
-                "hot",
-                dst.as_slice(),
-                src.as_slice(),
+                regime.name(),
+                p.dst.as_slice(),
+                p.src.as_slice(),
             )?;
         }
     }
     let stats = interleave(execs.len(), plan.rounds, |i| {
         let exec = execs[i];
-        let call = |(src, dst): &mut (Mapping, Mapping)| match plan.op {
-            Op::Copy => exec.copy(dst.as_mut_slice(), src.as_slice()),
-            Op::Clear => exec.clear(dst.as_mut_slice()),
+        let call = |p: &mut HotPair| {
+            match plan.op {
+                Op::Copy => exec.copy(p.dst.as_mut_slice(), p.src.as_slice()),
+                Op::Clear => exec.clear(p.dst.as_mut_slice()),
+            };
+            p.consume()
         };
         // One untimed call first: the caches then hold what this strategy
         // leaves behind, not what the previous cell did (at 32 MiB a clear
         // after a temporal loop's dirty lines measured 0.75x of the same
         // clear after a non-temporal one).
-        timed(&mut bufs.pairs, &plan.cpus, |p| {
-            call(p);
-        });
+        let failed = std::sync::Mutex::new(None);
+        let keep = |r: Result<(), String>| {
+            if let Err(e) = r {
+                *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+            }
+        };
+        timed(&mut bufs.pairs, &plan.cpus, |p| keep(call(p)));
         let t = timed(&mut bufs.pairs, &plan.cpus, |p| {
             for _ in 0..reps {
-                call(p);
+                keep(call(p));
             }
         });
-        Ok(gbps(reps * size * plan.threads, t))
+        match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(gbps(reps * size * plan.threads, t)),
+        }
     })?;
     Ok((0..execs.len())
         .map(|i| {
@@ -239,7 +320,7 @@ fn hot_group(plan: &Plan, size: usize, bufs: &mut HotBufs) -> Result<Vec<Row>, S
                 chose[i],
                 size,
                 size,
-                Regime::Hot,
+                regime,
                 stats[i].clone(),
             )
         })
@@ -437,13 +518,30 @@ pub(super) fn timed<W: Send>(
 #[derive(Clone, Debug)]
 pub struct Regimes(pub Vec<Regime>);
 
+/// `hot`, `cold`, `consume`, `pipe`, comma-separated, or `both` (hot and
+/// cold) or `all`; measured in the order given.
 pub fn parse_regimes(s: &str) -> Result<Regimes, String> {
-    match s {
-        "hot" => Ok(Regimes(vec![Regime::Hot])),
-        "cold" => Ok(Regimes(vec![Regime::Cold])),
-        "both" | "hot,cold" => Ok(Regimes(vec![Regime::Hot, Regime::Cold])),
-        _ => Err(format!("'{s}': expected hot, cold or both")),
+    let mut out: Vec<Regime> = Vec::new();
+    for word in s.split(',') {
+        let add: &[Regime] = match word.trim() {
+            "both" => &[Regime::Hot, Regime::Cold],
+            "all" => &Regime::ALL,
+            w => match Regime::ALL.iter().find(|r| r.name() == w) {
+                Some(r) => std::slice::from_ref(r),
+                None => {
+                    return Err(format!(
+                        "'{w}': expected hot, cold, consume, pipe, both or all (comma-separated)"
+                    ))
+                }
+            },
+        };
+        for r in add {
+            if !out.contains(r) {
+                out.push(*r);
+            }
+        }
     }
+    Ok(Regimes(out))
 }
 
 /// What `bench copy|clear|fault` hold at once: hot, a source and a
@@ -452,7 +550,10 @@ pub fn parse_regimes(s: &str) -> Result<Regimes, String> {
 pub fn needs(sizes: &[usize], regimes: &[Regime], threads: usize, total: usize) -> Vec<Need> {
     let max = sizes.iter().copied().max().unwrap_or(0);
     let mut needs = Vec::new();
-    if regimes.contains(&Regime::Hot) {
+    if regimes
+        .iter()
+        .any(|r| r.after() != After::Nothing || *r == Regime::Hot)
+    {
         needs.push(Need {
             bytes: times(times(2, max), threads),
             flags: if threads > 1 {
@@ -562,6 +663,43 @@ mod tests {
                 assert!(r.hint.is_none() && r.gbps.median > 0.0);
             }
         }
+    }
+
+    #[test]
+    fn consume_and_pipe_cells_are_verified_and_named() {
+        for op in [Op::Copy, Op::Clear] {
+            let mut plan = tiny_plan(op, vec![Strategy::Auto, Strategy::PerPage], 2);
+            plan.regimes = vec![Regime::Consume, Regime::Pipe];
+            let rows = run(&plan, &mut |_, _, _| {}).unwrap();
+            assert_eq!(rows.len(), 2 * 2 * 2);
+            for r in &rows {
+                assert!(r.regime == "consume" || r.regime == "pipe", "{r:?}");
+                assert!(r.gbps.median > 0.0 && r.total == r.size, "{r:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn regimes_parse_as_lists() {
+        let names = |s: &str| -> Vec<&str> {
+            parse_regimes(s)
+                .unwrap()
+                .0
+                .iter()
+                .map(|r| r.name())
+                .collect()
+        };
+        assert_eq!(names("both"), ["hot", "cold"]);
+        assert_eq!(names("consume,hot,consume"), ["consume", "hot"]);
+        assert_eq!(names("all"), ["hot", "cold", "consume", "pipe"]);
+        let e = parse_regimes("hot,warm").unwrap_err();
+        assert!(e.contains("'warm'") && e.contains("consume"), "{e}");
+        // Consume and pipe hold what hot holds.
+        let hot = needs(&[1 << 20], &[Regime::Hot], 1, 0);
+        assert_eq!(
+            needs(&[1 << 20], &[Regime::Pipe], 1, 0)[0].bytes,
+            hot[0].bytes
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod mem;
 pub mod migrate;
 pub mod moves;
 pub mod overlap;
+mod pipe_sink;
 pub mod preload;
 
 use clap::Subcommand;

@@ -339,6 +339,23 @@ pub(crate) fn checked_single(op: Op, hint: Hint, len: usize) -> CheckedKernel {
     compiled_here().checked[(op == Op::Clear) as usize][hint_ix(hint)].kernel(len)
 }
 
+/// The checked twin `auto` runs for one call of `len` bytes that
+/// `threads` threads share (hint `Auto`): decided as a batch of one run
+/// per thread, as the engine decides an extent its workers split.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn checked_shared(op: Op, len: usize, threads: usize) -> CheckedKernel {
+    if threads <= 1 {
+        return checked_single(op, Hint::Auto, len);
+    }
+    let req = Request {
+        op,
+        total: len,
+        runs: threads,
+        hint: Hint::Auto,
+    };
+    twin(op, Policy::here().kernel(&req).strategy(), req.mean_run())
+}
+
 /// The kernel `opts` means for `req`: `auto`'s decision, or the named
 /// strategy once the CPU is checked ([`Error::Unsupported`] /
 /// [`Error::Unavailable`] otherwise). Every copy and clear outside the

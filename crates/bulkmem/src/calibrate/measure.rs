@@ -1,12 +1,17 @@
 //! The measurements behind a profile, on the calling thread, the way the
 //! seeds measure (docs/design.md, "How to measure"):
 //!
-//! * single calls hot: the same source and destination every call,
-//!   repeated until a run has moved [`HOT_BYTES`], each run preceded by one
-//!   untimed call of the same strategy (so it starts from the cache state
-//!   it leaves, not the previous strategy's: at 32 MiB a clear after a
-//!   temporal loop's dirty lines measured 0.75x of the same clear after a
-//!   non-temporal one);
+//! * single calls hot and consumed: the same source and destination every
+//!   call, each call followed by one read of the whole destination
+//!   ([`read_once`]) and timed with it, repeated until a run has moved
+//!   [`HOT_BYTES`], each run preceded by one untimed call of the same
+//!   strategy (so it starts from the cache state it leaves, not the
+//!   previous strategy's: at 32 MiB a clear after a temporal loop's dirty
+//!   lines measured 0.75x of the same clear after a non-temporal one). A
+//!   single call with hint `auto` is every preloaded `memcpy`, and programs
+//!   read what they copy: timed alone, a copy that streams its destination
+//!   to DRAM wins cells its caller then loses (docs/design.md, "The whole
+//!   use");
 //! * batches cold: extents scattered (shuffled) over arenas of the batch
 //!   total, an eviction pass before each run, every strategy through the
 //!   library's batch call, as `auto` runs it.
@@ -83,6 +88,36 @@ fn lower_quartile(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// Reads every byte of `buf` once, as a program reads what it has just
+/// copied or cleared (a checksum, a parse, a `write` to a socket), and
+/// returns a sum of it so the reads cannot be optimised away. Reads 64
+/// bytes per step in eight independent sums, so on any x86 it runs well
+/// above DRAM speed and the time it adds is where `buf` was found (cache
+/// or memory), not the arithmetic.
+#[inline(never)]
+pub fn read_once(buf: &[u8]) -> u64 {
+    // SAFETY: every bit pattern is a valid u64; align_to returns the
+    // aligned middle as u64s and the unaligned ends as bytes.
+    let (head, body, tail) = unsafe { buf.align_to::<u64>() };
+    let mut acc = [0u64; 8];
+    let mut lines = body.chunks_exact(8);
+    for line in &mut lines {
+        for (a, w) in acc.iter_mut().zip(line) {
+            *a = a.wrapping_add(*w);
+        }
+    }
+    let words = lines
+        .remainder()
+        .iter()
+        .fold(0u64, |s, w| s.wrapping_add(*w));
+    let bytes = head
+        .iter()
+        .chain(tail)
+        .fold(0u64, |s, &b| s.wrapping_add(u64::from(b)));
+    acc.iter()
+        .fold(words.wrapping_add(bytes), |s, a| s.wrapping_add(*a))
+}
+
 fn wrong(op: Op, s: Strategy, size: usize, at: usize) -> Error {
     Error::Calibration {
         what: format!(
@@ -91,7 +126,8 @@ fn wrong(op: Op, s: Strategy, size: usize, at: usize) -> Error {
     }
 }
 
-/// Medians of `strategies` for one single-call `size`, hot, over `runs`
+/// Figures of `strategies` for one single-call `size`, hot and consumed
+/// (each call followed by [`read_once`] of its destination), over `runs`
 /// interleaved runs.
 pub(super) fn hot(
     op: Op,
@@ -109,6 +145,10 @@ pub(super) fn hot(
     let call = |k: &Kernel, dst: &mut [u8], src: &[u8]| match op {
         Op::Copy => k.copy(dst, src),
         Op::Clear => k.clear(dst),
+    };
+    let call_and_read = |k: &Kernel, dst: &mut [u8], src: &[u8]| {
+        call(k, dst, src);
+        std::hint::black_box(read_once(dst));
     };
     for k in &kernels {
         dst.as_mut_slice().fill(POISON);
@@ -129,10 +169,10 @@ pub(super) fn hot(
     let mut samples = vec![Vec::with_capacity(runs); kernels.len()];
     for _ in 0..runs {
         for (k, out) in kernels.iter().zip(samples.iter_mut()) {
-            call(k, dst.as_mut_slice(), src.as_slice());
+            call_and_read(k, dst.as_mut_slice(), src.as_slice());
             let t = Instant::now();
             for _ in 0..reps {
-                call(k, dst.as_mut_slice(), src.as_slice());
+                call_and_read(k, dst.as_mut_slice(), src.as_slice());
             }
             out.push((reps * size) as f64 / t.elapsed().as_secs_f64().max(1e-9) / 1e9);
         }
@@ -281,6 +321,26 @@ mod tests {
         assert_ne!(v, (0..1000).collect::<Vec<_>>());
         v.sort_unstable();
         assert_eq!(v, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn read_once_reads_every_byte_at_every_alignment() {
+        let mut buf: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
+        assert_eq!(read_once(&buf[5..5]), 0);
+        for start in 0..17 {
+            for end in [start + 1, start + 63, start + 64, start + 200, 300] {
+                let before = read_once(&buf[start..end]);
+                for i in start..end {
+                    buf[i] ^= 0x10;
+                    assert_ne!(
+                        read_once(&buf[start..end]),
+                        before,
+                        "{start}..{end} byte {i}"
+                    );
+                    buf[i] ^= 0x10;
+                }
+            }
+        }
     }
 
     #[test]

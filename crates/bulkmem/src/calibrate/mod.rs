@@ -7,7 +7,8 @@
 //!
 //! Three shapes per operation, on a ladder of sizes ([`ladder`]):
 //!
-//! * single calls, hot, from 64 B to the top of the ladder;
+//! * single calls, hot, each followed by a read of its destination (the
+//!   whole use: [`read_once`]), from 64 B to the top of the ladder;
 //! * batches of 4 KiB extents and of 2 MiB extents, cold, from 1 MiB
 //!   (4 MiB for 2 MiB extents) to the top.
 //!
@@ -29,7 +30,7 @@ use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
 pub use choose::{candidates, choose, recheck, Measured, Prior, KEEP};
-pub use measure::HOT_BYTES;
+pub use measure::{read_once, HOT_BYTES};
 
 /// How to calibrate.
 #[derive(Clone, Debug, PartialEq, Eq)]

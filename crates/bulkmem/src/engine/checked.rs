@@ -13,7 +13,7 @@
 
 use super::batch::{Batch, ClearSlices, CopySlices, Raw};
 use super::fault_log::FaultLog;
-use super::job::{stream, Kernel};
+use super::job::Kernel;
 use super::{Engine, SPLIT_ALIGN};
 use crate::error::Error;
 use crate::extent::{validate, Extent};
@@ -86,7 +86,7 @@ impl Engine {
         // no map from runs to extents to build, and an exact-size extend.
         scratch.runs.clear();
         batch.runs_into(&mut scratch.runs);
-        let req = stream(op, &scratch.runs, &mut scratch.ends, self.opts.hint);
+        let req = scratch.request(op, self.opts.hint, self.threads());
         let k = crate::auto::checked(self.opts.strategy, &req)?;
         let strategy = k.strategy();
         let kernel = match op {

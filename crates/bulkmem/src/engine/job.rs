@@ -377,8 +377,17 @@ impl Engine {
 }
 
 /// Fills `ends` with the stream offset at which each run ends; returns the
-/// request `auto` decides on.
-pub(super) fn stream(op: Op, runs: &[Run], ends: &mut Vec<usize>, hint: Hint) -> Request {
+/// request `auto` decides on. One run that `threads` workers share counts
+/// as one run per worker: each writes its part and none reads it after,
+/// so it is decided as a batch, not as a single call (whose destination
+/// its caller reads next: docs/design.md, "The whole use").
+pub(super) fn stream(
+    op: Op,
+    runs: &[Run],
+    ends: &mut Vec<usize>,
+    hint: Hint,
+    threads: usize,
+) -> Request {
     ends.clear();
     let mut total = 0usize;
     for r in runs {
@@ -388,7 +397,11 @@ pub(super) fn stream(op: Op, runs: &[Run], ends: &mut Vec<usize>, hint: Hint) ->
     Request {
         op,
         total,
-        runs: runs.len(),
+        runs: if runs.len() == 1 {
+            threads.max(1)
+        } else {
+            runs.len()
+        },
         hint,
     }
 }
@@ -426,5 +439,35 @@ fn completion(
         workers: job.workers.load(Ordering::Relaxed),
         offloaded: job.offloaded.load(Ordering::Relaxed),
         offload_redone: job.redone.load(Ordering::Relaxed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(len: usize) -> Run {
+        Run {
+            dst: std::ptr::null_mut(),
+            src: std::ptr::null(),
+            len,
+        }
+    }
+
+    #[test]
+    fn one_run_shared_by_workers_is_decided_as_a_batch() {
+        let mut ends = Vec::new();
+        let one = [run(1 << 30)];
+        let r = stream(Op::Copy, &one, &mut ends, Hint::Auto, 4);
+        assert_eq!((r.total, r.runs), (1 << 30, 4));
+        assert_eq!(ends, [1 << 30]);
+        // One worker: a single call's shape.
+        assert_eq!(stream(Op::Copy, &one, &mut ends, Hint::Auto, 1).runs, 1);
+        // Several runs are counted as they are.
+        let three = [run(4096), run(8192), run(4096)];
+        let r = stream(Op::Clear, &three, &mut ends, Hint::Stream, 4);
+        assert_eq!((r.total, r.runs, r.hint), (16384, 3, Hint::Stream));
+        assert_eq!(ends, [4096, 12288, 16384]);
+        assert_eq!(stream(Op::Copy, &[], &mut ends, Hint::Auto, 4).runs, 0);
     }
 }

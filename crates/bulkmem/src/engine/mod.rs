@@ -41,12 +41,13 @@ mod ticket;
 
 use std::sync::Mutex;
 
+use crate::auto::Request;
 use crate::error::Error;
 use crate::extent::validate;
 use crate::offload::Offload;
 use crate::placement::Placement;
 use crate::plan::Run;
-use crate::strategy::Op;
+use crate::strategy::{Hint, Op};
 use crate::Options;
 use batch::{Batch, ClearSlices, CopySlices, Raw};
 use job::{stream, Kernel};
@@ -137,6 +138,14 @@ struct Scratch {
     ends: Vec<usize>,
     /// (start, end, extent index, is_dst) address intervals for validation.
     spans: Vec<(usize, usize, usize, bool)>,
+}
+
+impl Scratch {
+    /// The request `auto` decides on for the runs held, which `threads`
+    /// workers share (fills `ends`: see `job::stream`).
+    fn request(&mut self, op: Op, hint: Hint, threads: usize) -> Request {
+        stream(op, &self.runs, &mut self.ends, hint, threads)
+    }
 }
 
 // SAFETY: the runs' pointers are only dereferenced during the batch that
@@ -248,7 +257,7 @@ impl Engine {
         }
         scratch.runs.clear();
         batch.coalesced_into(&mut scratch.runs);
-        let req = stream(op, &scratch.runs, &mut scratch.ends, self.opts.hint);
+        let req = scratch.request(op, self.opts.hint, self.threads());
         let k = crate::auto::kernel(self.opts, &req)?;
         let strategy = k.strategy();
         let kernel = match op {

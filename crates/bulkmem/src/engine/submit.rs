@@ -271,7 +271,8 @@ impl Engine {
         let req = Request {
             op,
             total,
-            runs,
+            // As `job::stream` counts it.
+            runs: if runs == 1 { self.threads() } else { runs },
             hint: self.opts.hint,
         };
         crate::auto::kernel(self.opts, &req)?;

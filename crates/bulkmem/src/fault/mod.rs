@@ -272,6 +272,17 @@ pub fn checked_single(op: Op, len: usize) -> CheckedKernel {
     auto::checked_single(op, Hint::Auto, len)
 }
 
+/// The checked twin `auto` runs for one call of `len` bytes that
+/// `threads` threads share, each writing its part (hint `Auto`): decided
+/// as a batch of one run per thread, as the engine decides an extent its
+/// workers split, since the threads that write the destination do not
+/// read it next. Infallible and free of anything to drop, as
+/// [`checked_single`].
+#[inline]
+pub fn checked_shared(op: Op, len: usize, threads: usize) -> CheckedKernel {
+    auto::checked_shared(op, len, threads)
+}
+
 /// The calls of a [`CheckedKernel`] (here, beside the fault handling they
 /// use).
 impl CheckedKernel {

@@ -26,6 +26,7 @@
 use std::time::Instant;
 
 use super::choose::Measured;
+use super::toolkit::{self, gbps, lower_quartile, pattern, read_once, shuffled, POISON};
 use crate::auto::Shape;
 use crate::calls::{clear_batch_with, copy_batch_with};
 use crate::error::Error;
@@ -36,86 +37,12 @@ use crate::strategy::{Op, Options, Strategy};
 /// Bytes a hot run moves at least (by repeating the call).
 pub const HOT_BYTES: usize = 64 << 20;
 
-/// What destinations hold before a strategy is verified.
-const POISON: u8 = 0x5A;
-
 /// Maps `len` bytes advised to huge pages (as the kernel's direct map is,
 /// so TLB misses do not dominate) and touches every page with `fill`.
 fn prefaulted(len: usize, fill: u8) -> Result<Mapping, Error> {
-    let mut m = Mapping::options()
-        .huge_pages(true)
-        .map(len.max(1))
-        .map_err(|e| Error::Calibration {
-            what: format!("cannot map {len} bytes: {e}"),
-        })?;
-    m.as_mut_slice().fill(fill);
-    Ok(m)
-}
-
-/// Position-dependent source bytes, so a copy from the wrong place shows.
-fn pattern(buf: &mut [u8]) {
-    for (i, w) in buf.chunks_mut(8).enumerate() {
-        let z = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5851_F42D_4C95_7F2D;
-        w.copy_from_slice(&z.to_le_bytes()[..w.len()]);
-    }
-}
-
-/// A deterministic shuffle of 0..n (xorshift Fisher-Yates).
-fn shuffled(n: usize, seed: u64) -> Vec<usize> {
-    let mut v: Vec<usize> = (0..n).collect();
-    let mut x = seed | 1;
-    for i in (1..n).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.swap(i, (x % (i as u64 + 1)) as usize);
-    }
-    v
-}
-
-/// A strategy's figure for a cell: its lower quartile over the runs (the
-/// 2nd slowest of 7, the slowest of 3), not its median. On a shared
-/// machine a cache-allocating kernel near the cache's edge is fast only
-/// while the neighbours leave the cache alone: a hot 32 MiB clear with
-/// `libc` ran 12.8-22.7 GB/s within one measurement and 26.8 in another,
-/// while `avx2-nt` held 22.5-23.3. Scored by its median it was chosen and
-/// then ran at 0.67x; scored by its slow runs, the steady kernel wins.
-fn lower_quartile(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n => v[(n - 1) / 4],
-    }
-}
-
-/// Reads every byte of `buf` once, as a program reads what it has just
-/// copied or cleared (a checksum, a parse, a `write` to a socket), and
-/// returns a sum of it so the reads cannot be optimised away. Reads 64
-/// bytes per step in eight independent sums, so on any x86 it runs well
-/// above DRAM speed and the time it adds is where `buf` was found (cache
-/// or memory), not the arithmetic.
-#[inline(never)]
-pub fn read_once(buf: &[u8]) -> u64 {
-    // SAFETY: every bit pattern is a valid u64; align_to returns the
-    // aligned middle as u64s and the unaligned ends as bytes.
-    let (head, body, tail) = unsafe { buf.align_to::<u64>() };
-    let mut acc = [0u64; 8];
-    let mut lines = body.chunks_exact(8);
-    for line in &mut lines {
-        for (a, w) in acc.iter_mut().zip(line) {
-            *a = a.wrapping_add(*w);
-        }
-    }
-    let words = lines
-        .remainder()
-        .iter()
-        .fold(0u64, |s, w| s.wrapping_add(*w));
-    let bytes = head
-        .iter()
-        .chain(tail)
-        .fold(0u64, |s, &b| s.wrapping_add(u64::from(b)));
-    acc.iter()
-        .fold(words.wrapping_add(bytes), |s, a| s.wrapping_add(*a))
+    toolkit::prefaulted(len, true, fill).map_err(|e| Error::Calibration {
+        what: format!("cannot map {len} bytes: {e}"),
+    })
 }
 
 fn wrong(op: Op, s: Strategy, size: usize, at: usize) -> Error {
@@ -166,17 +93,15 @@ pub(super) fn hot(
         }
     }
     let reps = (HOT_BYTES / size.max(1)).max(1);
-    let mut samples = vec![Vec::with_capacity(runs); kernels.len()];
-    for _ in 0..runs {
-        for (k, out) in kernels.iter().zip(samples.iter_mut()) {
+    let samples = toolkit::interleave(kernels.len(), runs, 0, |i| {
+        let k = &kernels[i];
+        call_and_read(k, dst.as_mut_slice(), src.as_slice());
+        let t = Instant::now();
+        for _ in 0..reps {
             call_and_read(k, dst.as_mut_slice(), src.as_slice());
-            let t = Instant::now();
-            for _ in 0..reps {
-                call_and_read(k, dst.as_mut_slice(), src.as_slice());
-            }
-            out.push((reps * size) as f64 / t.elapsed().as_secs_f64().max(1e-9) / 1e9);
         }
-    }
+        Ok::<_, Error>(gbps(reps * size, t.elapsed()))
+    })?;
     Ok(Measured {
         op,
         shape: Shape::Single,
@@ -231,13 +156,12 @@ pub(super) fn cold(
         .take(count)
         .map(Some)
         .collect();
-    let mut samples = vec![Vec::with_capacity(runs); strategies.len()];
     // A batch that touches several times the LLC leaves nothing of the
     // previous run worth evicting: skip the pass (on a 260 MiB L3 it read
     // 520 MiB before every run and dominated the calibration's time).
     let evict = total < 2 * a.evict.len();
-    let rate = |t: Instant| (count * size) as f64 / t.elapsed().as_secs_f64().max(1e-9) / 1e9;
-    match op {
+    let rate = |t: Instant| gbps(count * size, t.elapsed());
+    let samples = match op {
         Op::Copy => {
             let src_slots: Vec<&[u8]> = a.src.as_slice().chunks_exact(size).collect();
             let mut ops: Vec<(&mut [u8], &[u8])> = dst_order
@@ -254,16 +178,14 @@ pub(super) fn cold(
                     }
                 }
             }
-            for _ in 0..runs {
-                for (&s, out) in strategies.iter().zip(samples.iter_mut()) {
-                    if evict {
-                        evict_lines(&a.evict);
-                    }
-                    let t = Instant::now();
-                    copy_batch_with(Options::strategy(s), &mut ops)?;
-                    out.push(rate(t));
+            toolkit::interleave(strategies.len(), runs, 0, |i| {
+                if evict {
+                    toolkit::evict(&a.evict);
                 }
-            }
+                let t = Instant::now();
+                copy_batch_with(Options::strategy(strategies[i]), &mut ops)?;
+                Ok::<_, Error>(rate(t))
+            })?
         }
         Op::Clear => {
             let mut ops: Vec<&mut [u8]> = dst_order
@@ -277,18 +199,16 @@ pub(super) fn cold(
                     return Err(wrong(op, s, total, at));
                 }
             }
-            for _ in 0..runs {
-                for (&s, out) in strategies.iter().zip(samples.iter_mut()) {
-                    if evict {
-                        evict_lines(&a.evict);
-                    }
-                    let t = Instant::now();
-                    clear_batch_with(Options::strategy(s), &mut ops)?;
-                    out.push(rate(t));
+            toolkit::interleave(strategies.len(), runs, 0, |i| {
+                if evict {
+                    toolkit::evict(&a.evict);
                 }
-            }
+                let t = Instant::now();
+                clear_batch_with(Options::strategy(strategies[i]), &mut ops)?;
+                Ok::<_, Error>(rate(t))
+            })?
         }
-    }
+    };
     Ok(Measured {
         op,
         shape,
@@ -301,55 +221,9 @@ pub(super) fn cold(
     })
 }
 
-/// Reads the eviction buffer a line at a time, so the LLC holds it
-/// instead of whatever was measured before.
-fn evict_lines(m: &Mapping) {
-    let mut acc = 0u64;
-    for line in m.as_slice().chunks(64) {
-        acc = acc.wrapping_add(u64::from(line[0]));
-    }
-    std::hint::black_box(acc);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shuffles_are_permutations() {
-        let mut v = shuffled(1000, 7);
-        assert_ne!(v, (0..1000).collect::<Vec<_>>());
-        v.sort_unstable();
-        assert_eq!(v, (0..1000).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn read_once_reads_every_byte_at_every_alignment() {
-        let mut buf: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
-        assert_eq!(read_once(&buf[5..5]), 0);
-        for start in 0..17 {
-            for end in [start + 1, start + 63, start + 64, start + 200, 300] {
-                let before = read_once(&buf[start..end]);
-                for i in start..end {
-                    buf[i] ^= 0x10;
-                    assert_ne!(
-                        read_once(&buf[start..end]),
-                        before,
-                        "{start}..{end} byte {i}"
-                    );
-                    buf[i] ^= 0x10;
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn lower_quartiles() {
-        assert_eq!(lower_quartile(vec![3.0, 1.0, 2.0]), 1.0);
-        assert_eq!(lower_quartile(vec![7.0, 1.0, 6.0, 2.0, 5.0, 3.0, 4.0]), 2.0);
-        assert_eq!(lower_quartile(vec![4.0]), 4.0);
-        assert_eq!(lower_quartile(vec![]), 0.0);
-    }
 
     #[test]
     fn hot_and_cold_cells_measure_every_strategy_given() {

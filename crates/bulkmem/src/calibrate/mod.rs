@@ -20,6 +20,7 @@
 
 mod choose;
 mod measure;
+pub mod toolkit;
 
 use std::io::Write as _;
 use std::path::Path;
@@ -30,7 +31,8 @@ use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
 pub use choose::{candidates, choose, recheck, Measured, Prior, KEEP};
-pub use measure::{read_once, HOT_BYTES};
+pub use measure::HOT_BYTES;
+pub use toolkit::read_once;
 
 /// How to calibrate.
 #[derive(Clone, Debug, PartialEq, Eq)]

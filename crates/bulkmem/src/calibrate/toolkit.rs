@@ -1,0 +1,212 @@
+//! The measuring parts `bulkmem tune` and every `bulkmem bench` share
+//! (docs/design.md, "How to measure"): pre-faulted buffers, a source
+//! pattern that shows a copy from the wrong place, poisoned destinations,
+//! scattered extents, the eviction pass, the read that stands for a
+//! program using what it copied, interleaved rounds and the score a
+//! choice is made on. Public so that the command measures exactly as the
+//! calibration does.
+
+use std::io;
+use std::time::Duration;
+
+use crate::mapping::Mapping;
+
+/// What destinations hold before a kernel is verified, so one that writes
+/// nothing cannot pass.
+pub const POISON: u8 = 0x5A;
+
+/// Maps `len` bytes (at least one page), advises transparent huge pages if
+/// `huge_pages` (as the kernel's direct map is, so TLB misses do not
+/// dominate; without it the system's default decides, as for any
+/// allocation), and touches every page with `fill`, so no page fault lands
+/// inside a timed region.
+pub fn prefaulted(len: usize, huge_pages: bool, fill: u8) -> io::Result<Mapping> {
+    let mut opts = Mapping::options();
+    if huge_pages {
+        opts = opts.huge_pages(true);
+    }
+    let mut m = opts.map(len.max(1))?;
+    m.as_mut_slice().fill(fill);
+    Ok(m)
+}
+
+/// Position-dependent source bytes (a splitmix64 of each word's index), so
+/// a copy from the wrong place, or a stale one, shows.
+pub fn pattern(buf: &mut [u8]) {
+    for (i, w) in buf.chunks_mut(8).enumerate() {
+        let mut z = (i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        let b = (z ^ (z >> 31)).to_le_bytes();
+        w.copy_from_slice(&b[..w.len()]);
+    }
+}
+
+/// A deterministic shuffle of 0..n (xorshift Fisher-Yates): scattered
+/// extents, the same on every run and machine.
+pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
+    let mut v: Vec<usize> = (0..n).collect();
+    let mut x = seed | 1;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+/// Reads `buf` one cache line at a time, so that afterwards the LLC holds
+/// it instead of whatever was measured before (the seeds' eviction pass;
+/// `buf` is at least twice the LLC).
+pub fn evict(buf: &Mapping) {
+    let mut acc = 0u64;
+    for line in buf.as_slice().chunks(64) {
+        acc = acc.wrapping_add(u64::from(line[0]));
+    }
+    std::hint::black_box(acc);
+}
+
+/// Reads every byte of `buf` once, as a program reads what it has just
+/// copied or cleared (a checksum, a parse, a `write` to a socket), and
+/// returns a sum of it so the reads cannot be optimised away. Reads 64
+/// bytes per step in eight independent sums, so on any x86 it runs well
+/// above DRAM speed and the time it adds is where `buf` was found (cache
+/// or memory), not the arithmetic.
+#[inline(never)]
+pub fn read_once(buf: &[u8]) -> u64 {
+    // SAFETY: every bit pattern is a valid u64; align_to returns the
+    // aligned middle as u64s and the unaligned ends as bytes.
+    let (head, body, tail) = unsafe { buf.align_to::<u64>() };
+    let mut acc = [0u64; 8];
+    let mut lines = body.chunks_exact(8);
+    for line in &mut lines {
+        for (a, w) in acc.iter_mut().zip(line) {
+            *a = a.wrapping_add(*w);
+        }
+    }
+    let words = lines
+        .remainder()
+        .iter()
+        .fold(0u64, |s, w| s.wrapping_add(*w));
+    let bytes = head
+        .iter()
+        .chain(tail)
+        .fold(0u64, |s, &b| s.wrapping_add(u64::from(b)));
+    acc.iter()
+        .fold(words.wrapping_add(bytes), |s, a| s.wrapping_add(*a))
+}
+
+/// GB/s (10^9 bytes per second) for `bytes` done in `t`.
+pub fn gbps(bytes: usize, t: Duration) -> f64 {
+    bytes as f64 / t.as_secs_f64().max(1e-9) / 1e9
+}
+
+/// Measures `cells` cells in interleaved rounds: `warmup` untimed rounds,
+/// then `runs` rounds in which `measure(i)` runs cell `i` once and
+/// returns its figure. Every cell runs once per round, in order, so drift
+/// on a shared machine (a neighbour, a frequency change) hits all cells
+/// alike and their ratios stay honest. Returns each cell's samples in
+/// round order; the first error stops the measurement.
+pub fn interleave<E>(
+    cells: usize,
+    runs: usize,
+    warmup: usize,
+    mut measure: impl FnMut(usize) -> Result<f64, E>,
+) -> Result<Vec<Vec<f64>>, E> {
+    for _ in 0..warmup {
+        for i in 0..cells {
+            measure(i)?;
+        }
+    }
+    let mut samples = vec![Vec::with_capacity(runs); cells];
+    for _ in 0..runs {
+        for (i, s) in samples.iter_mut().enumerate() {
+            s.push(measure(i)?);
+        }
+    }
+    Ok(samples)
+}
+
+/// The score a choice is made on: a strategy's lower quartile over its
+/// runs (the 2nd slowest of 7, the slowest of 3), not its median. On a
+/// shared machine a cache-allocating kernel near the cache's edge is fast
+/// only while the neighbours leave the cache alone: a hot 32 MiB clear
+/// with `libc` ran 12.8-22.7 GB/s within one measurement and 26.8 in
+/// another, while `avx2-nt` held 22.5-23.3. Scored by its median it was
+/// chosen and then ran at 0.67x; scored by its slow runs, the steady
+/// kernel wins. Tables show medians and spreads; choices use this.
+pub fn lower_quartile(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n => v[(n - 1) / 4],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffles_are_permutations() {
+        let mut v = shuffled(1000, 7);
+        assert_ne!(v, (0..1000).collect::<Vec<_>>());
+        v.sort_unstable();
+        assert_eq!(v, (0..1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn read_once_reads_every_byte_at_every_alignment() {
+        let mut buf: Vec<u8> = (0..300u32).map(|i| (i * 7 + 3) as u8).collect();
+        assert_eq!(read_once(&buf[5..5]), 0);
+        for start in 0..17 {
+            for end in [start + 1, start + 63, start + 64, start + 200, 300] {
+                let before = read_once(&buf[start..end]);
+                for i in start..end {
+                    buf[i] ^= 0x10;
+                    assert_ne!(
+                        read_once(&buf[start..end]),
+                        before,
+                        "{start}..{end} byte {i}"
+                    );
+                    buf[i] ^= 0x10;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lower_quartiles() {
+        assert_eq!(lower_quartile(vec![3.0, 1.0, 2.0]), 1.0);
+        assert_eq!(lower_quartile(vec![7.0, 1.0, 6.0, 2.0, 5.0, 3.0, 4.0]), 2.0);
+        assert_eq!(lower_quartile(vec![4.0]), 4.0);
+        assert_eq!(lower_quartile(vec![]), 0.0);
+    }
+
+    #[test]
+    fn rounds_interleave_cells_after_the_warmup() {
+        let mut order = Vec::new();
+        let samples = interleave(2, 3, 1, |i| {
+            order.push(i);
+            Ok::<_, ()>((order.len() * 10 + i) as f64)
+        })
+        .unwrap();
+        assert_eq!(order, [0, 1, 0, 1, 0, 1, 0, 1]);
+        // Warm-up figures (10, 21) are dropped.
+        assert_eq!(samples, [vec![30.0, 50.0, 70.0], vec![41.0, 61.0, 81.0]]);
+        let err = interleave(1, 2, 0, |_| Err("bad"));
+        assert_eq!(err.unwrap_err(), "bad");
+    }
+
+    #[test]
+    fn patterns_differ_word_by_word_and_buffers_are_filled() {
+        let mut a = vec![0u8; 4096];
+        pattern(&mut a);
+        let words: std::collections::HashSet<&[u8]> = a.chunks(8).collect();
+        assert_eq!(words.len(), 512, "every word of a page differs");
+        let m = prefaulted(8192, false, 7).unwrap();
+        assert!(m.as_slice().iter().all(|&b| b == 7));
+        evict(&m);
+    }
+}

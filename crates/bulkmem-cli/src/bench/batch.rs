@@ -201,9 +201,12 @@ pub fn run(
             registered.0.push((o.clone(), m.as_ptr(), m.len()));
         }
         let secs = t.elapsed().as_secs_f64();
+        // The offload's own description names the device, so a stand-in
+        // (the tests' CUDA double) says what it is before any row.
         eprintln!(
-            "bulkmem: registered 2 x {} with the {kind} in {:.0} ms ({:.1} GB/s)",
+            "bulkmem: registered 2 x {} with {} in {:.0} ms ({:.1} GB/s)",
             crate::size::fmt_size(bytes),
+            o.describe(),
             secs * 1e3,
             gbps(2 * bytes, t.elapsed())
         );

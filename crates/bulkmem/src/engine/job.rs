@@ -323,8 +323,9 @@ impl Engine {
             engine: self.id(),
             workers: AtomicUsize::new(0),
             ctl,
+            // In a fork's child the channels are the parent's: CPU only.
             offload: match kernel {
-                Kernel::Copy(_) => self.offload.as_ref(),
+                Kernel::Copy(_) => self.offload.as_ref().filter(|o| o.0.usable_here()),
                 _ => None,
             },
             offloaded: AtomicUsize::new(0),

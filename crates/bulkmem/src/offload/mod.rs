@@ -25,6 +25,7 @@ mod cuda;
 mod emulated;
 mod registry;
 
+use std::mem::ManuallyDrop;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -80,15 +81,37 @@ pub trait Backend: Send + Sync {
 pub struct Offload(pub(crate) Arc<Inner>);
 
 pub(crate) struct Inner {
-    pub(crate) backend: Box<dyn Backend>,
-    pub(crate) channels: Vec<Mutex<Box<dyn Channel>>>,
+    pub(crate) backend: ManuallyDrop<Box<dyn Backend>>,
+    pub(crate) channels: ManuallyDrop<Vec<Mutex<Box<dyn Channel>>>>,
     pub(crate) registry: Registry,
+    /// The process that opened the channels. A child made by `fork()` has
+    /// copies of the handles but not the device state behind them (the
+    /// CUDA driver refuses every call there), so it neither uses nor
+    /// releases them: its batches run on the CPU workers alone.
+    pid: u32,
+}
+
+impl Inner {
+    /// Whether this process opened the channels (not a fork's child).
+    pub(crate) fn usable_here(&self) -> bool {
+        self.pid == std::process::id()
+    }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if !self.usable_here() {
+            // The parent's handles: leaked in the child, which cannot
+            // release them (design.md, "Offload").
+            return;
+        }
         for (addr, len) in self.registry.take_all() {
             let _ = self.backend.unregister(addr, len);
+        }
+        // SAFETY: dropped once, here, and never used after: `self` is going.
+        unsafe {
+            ManuallyDrop::drop(&mut self.channels);
+            ManuallyDrop::drop(&mut self.backend);
         }
     }
 }
@@ -209,10 +232,22 @@ impl Offload {
 
     fn new(backend: Box<dyn Backend>, channels: Vec<Box<dyn Channel>>) -> Offload {
         Offload(Arc::new(Inner {
-            backend,
-            channels: channels.into_iter().map(Mutex::new).collect(),
+            backend: ManuallyDrop::new(backend),
+            channels: ManuallyDrop::new(channels.into_iter().map(Mutex::new).collect()),
             registry: Registry::default(),
+            pid: std::process::id(),
         }))
+    }
+
+    /// [`Error::Config`] in a child made by `fork()`: see [`Inner`].
+    fn check_process(&self, what: &str) -> Result<(), Error> {
+        if self.0.usable_here() {
+            return Ok(());
+        }
+        Err(Error::Config(format!(
+            "offload: cannot {what} in a child made by fork(): the channels belong to process {}",
+            self.0.pid
+        )))
     }
 
     /// Registers `[addr, addr + len)` with the backend (a GPU pins it), so
@@ -226,6 +261,7 @@ impl Offload {
     /// is unregistered or the last clone of this offload is dropped.
     pub unsafe fn register(&self, addr: *const u8, len: usize) -> Result<(), Error> {
         let addr = addr as usize;
+        self.check_process("register")?;
         self.0.registry.add(addr, len).map_err(Error::Config)?;
         // SAFETY: the caller's contract.
         if let Err(e) = unsafe { self.0.backend.register(addr, len) } {
@@ -240,6 +276,7 @@ impl Offload {
     /// batches.
     pub fn unregister(&self, addr: *const u8, len: usize) -> Result<(), Error> {
         let addr = addr as usize;
+        self.check_process("unregister")?;
         self.0.registry.remove(addr, len).map_err(Error::Config)?;
         self.0
             .backend

@@ -31,6 +31,9 @@ pub(super) const CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: c_int = 50;
 pub(super) const CU_STREAM_NON_BLOCKING: c_uint = 0x1;
 /// `CUevent_flags`: the events only order work; timing them costs.
 pub(super) const CU_EVENT_DISABLE_TIMING: c_uint = 0x2;
+/// `CUevent_flags`: `cuEventSynchronize` sleeps instead of spinning, so a
+/// channel waiting for its copies leaves the CPU to the workers.
+pub(super) const CU_EVENT_BLOCKING_SYNC: c_uint = 0x1;
 /// `cuMemHostRegister` flags: pinned for every context, not only ours.
 pub(super) const CU_MEMHOSTREGISTER_PORTABLE: c_uint = 0x01;
 
@@ -77,6 +80,8 @@ pub(super) struct Driver {
     pub(super) event_destroy: unsafe extern "C" fn(CUevent) -> CUresult,
     /// `cuEventRecord`
     pub(super) event_record: unsafe extern "C" fn(CUevent, CUstream) -> CUresult,
+    /// `cuEventSynchronize`
+    pub(super) event_synchronize: unsafe extern "C" fn(CUevent) -> CUresult,
     /// `cuMemAlloc_v2`
     pub(super) mem_alloc: unsafe extern "C" fn(*mut CUdeviceptr, usize) -> CUresult,
     /// `cuMemFree_v2`
@@ -186,6 +191,7 @@ pub(super) fn load() -> Result<Driver, String> {
             event_create: sym(lib, c"cuEventCreate")?,
             event_destroy: sym(lib, c"cuEventDestroy_v2")?,
             event_record: sym(lib, c"cuEventRecord")?,
+            event_synchronize: sym(lib, c"cuEventSynchronize")?,
             mem_alloc: sym(lib, c"cuMemAlloc_v2")?,
             mem_free: sym(lib, c"cuMemFree_v2")?,
             memcpy_htod_async: sym(lib, c"cuMemcpyHtoDAsync_v2")?,

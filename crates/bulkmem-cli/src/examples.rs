@@ -9,7 +9,7 @@ use clap::Command;
 pub const EXAMPLES: &[(&[&str], &str)] = &[
     (
         &[],
-        "bulkmem                          # the default report: copy and clear, 4K/2M/256M, hot and cold
+        "bulkmem                          # the default report (~10 s): copy and clear, 4K/2M/64M, hot, consumed, cold
 bulkmem info                     # what this CPU runs and what `auto` would choose
 bulkmem bench copy --json a.json # measure, keep the samples
 bulkmem compare a.json b.json    # what changed, and whether it is significant

@@ -39,7 +39,7 @@ use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
     about = "Copy, clear and move large runs of memory pages at the speed of the hardware",
     long_about = "Copy, clear and move large runs of memory pages at the speed of the hardware.\n\n\
                   Without a command, prints the default report for this machine: copy and \
-                  clear throughput of every primitive at 4K/2M/256M, cache-hot and cache-cold, and \
+                  clear throughput of every primitive at 4K/2M/64M, cache-hot, consumed and cache-cold, and \
                   which primitive wins here."
 )]
 struct Cli {

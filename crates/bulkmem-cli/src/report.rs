@@ -245,10 +245,18 @@ pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Vec<
             }
         }
         let first = cell_rows[0];
+        let per_run = |r: &&Row| r.total.max(r.size);
+        let least = cell_rows.iter().map(per_run).min().unwrap_or(0);
+        let most = cell_rows.iter().map(per_run).max().unwrap_or(0);
         let how = match regime {
-            "cold" => format!(
+            "cold" if least == most => format!(
                 "{} per run in shuffled extents, cache evicted",
-                fmt_size(first.total.max(first.size))
+                fmt_size(least)
+            ),
+            "cold" => format!(
+                "{}-{} per run in shuffled extents, cache evicted",
+                fmt_size(least),
+                fmt_size(most)
             ),
             "consume" => "same buffers, each call then a read of its destination, timed together"
                 .to_string(),

@@ -70,12 +70,18 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
     if let Some(r) = a.runs {
         opts = opts.runs(r as usize);
     }
-    let ladder = calibrate::ladder_here(&opts);
-    let pb = progress_bar(quiet, ladder.units());
     let started = std::time::Instant::now();
-    let profile = calibrate::calibrate(&opts, &mut |s| {
+    let ladder = calibrate::ladder_here(&opts).map_err(|e| runtime(e.to_string()))?;
+    let pb = progress_bar(quiet, ladder.units());
+    let profile = calibrate::measure_ladder(&ladder, &mut |s| {
+        pb.set_length(s.of as u64);
         pb.set_position(s.done as u64);
-        pb.set_message(s.label.to_string());
+        pb.set_message(match s.left {
+            Some(left) if s.done < s.of => {
+                format!("{} (about {} s left)", s.label, left.as_secs_f64().ceil())
+            }
+            _ => s.label.to_string(),
+        });
     });
     pb.finish_and_clear();
     let profile = profile.map_err(|e| runtime(e.to_string()))?;

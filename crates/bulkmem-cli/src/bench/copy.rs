@@ -125,6 +125,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         thp: !a.no_thp,
         checked: false,
         named_batches: false,
+        hot_bytes: mem::HOT_BYTES,
         foreign,
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
@@ -148,7 +149,21 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
 }
 
 /// `bulkmem` with no arguments: the seed 000 copy table and the seed 004
-/// clear table at 4K/2M/256M, hot, consumed and cold, and what wins here.
+/// clear table at 4K/2M/64M, hot, consumed and cold, and what wins here.
+/// The default report's large column, and the total of its cold runs:
+/// past every cache a thread was measured to get (16-32 MiB on the Zen
+/// VMs, 512 KiB for a copy on the Emerald Rapids VM), and small enough that
+/// 7 runs of 10 strategies stay within seconds (`bulkmem tune` measures up
+/// to 256 MiB and more).
+const REPORT_LARGE: usize = 64 << 20;
+
+/// What each hot run of the default report moves, and each cold run of
+/// its smaller columns: the cold runs flush what they touched first
+/// (`toolkit::Cooler`), so they need not be larger than the caches to be
+/// cold, and 16 MiB keeps each run past a millisecond.
+const REPORT_HOT: usize = 16 << 20;
+const REPORT_COLD: usize = 16 << 20;
+
 pub fn default_report(quiet: bool) -> Result<(), Failure> {
     let cpus = measuring_cpus(None)?;
     let i = bulkmem::cpu::info();
@@ -166,7 +181,7 @@ pub fn default_report(quiet: bool) -> Result<(), Failure> {
         let (strategies, skipped) = pick_strategies(op, "all")?;
         let plan = Plan {
             op,
-            sizes: vec![4 << 10, 2 << 20, 256 << 20],
+            sizes: vec![4 << 10, 2 << 20, REPORT_LARGE],
             // Consume: what a program that reads what it copied pays (the
             // choice for single calls is made for that).
             regimes: vec![Regime::Hot, Regime::Consume, Regime::Cold],
@@ -174,13 +189,14 @@ pub fn default_report(quiet: bool) -> Result<(), Failure> {
             hint: Hint::Auto,
             threads: 1,
             rounds: Rounds { runs: 7, warmup: 0 },
-            total: 256 << 20,
+            total: REPORT_COLD,
             src_node: None,
             dst_node: None,
             cpus: cpus.clone(),
             thp: true,
             checked: false,
             named_batches: false,
+            hot_bytes: REPORT_HOT,
             foreign: Vec::new(),
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;

@@ -207,6 +207,7 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
         thp: !a.no_thp,
         checked: true,
         named_batches: false,
+        hot_bytes: super::mem::HOT_BYTES,
         foreign: Vec::new(),
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;

@@ -21,6 +21,7 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
+use bulkmem::calibrate::toolkit::{first_wrong, poison, Cooler, FULL_CHECK};
 use bulkmem::mapping::Mapping;
 use bulkmem::{Hint, Op, Strategy};
 
@@ -35,8 +36,8 @@ use crate::report::Row;
 use crate::size::fmt_size;
 use crate::stats::Stats;
 
-/// Bytes a hot run moves at least (by repeating the call).
-pub const HOT_BYTES: usize = 64 << 20;
+/// Bytes a hot run moves at least (by repeating the call): `bulkmem tune`'s.
+pub use bulkmem::calibrate::HOT_BYTES;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Regime {
@@ -104,6 +105,9 @@ pub struct Plan {
     /// instead of extent by extent as the kernel's loops do. `bulkmem tune`
     /// compares like with like this way.
     pub named_batches: bool,
+    /// Bytes a hot, consume or pipe run moves at least, by repeating the
+    /// call ([`HOT_BYTES`] unless a quicker report asks for less).
+    pub hot_bytes: usize,
     /// Other libraries' routines, each one more row (`--against`).
     pub foreign: Vec<(String, Foreign)>,
 }
@@ -161,11 +165,11 @@ pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
                 let mut dst = arena::prefaulted(total, plan.thp, POISON)
                     .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
                 place(&dst, plan.dst_node, "destination")?;
-                let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
+                let cooler = Cooler::new(llc, plan.thp)
                     .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
                 for &size in &plan.sizes {
                     progress(done, of, &label(size));
-                    rows.extend(cold_group(plan, size, &mut dst, &src, &evict)?);
+                    rows.extend(cold_group(plan, size, &mut dst, &src, &cooler)?);
                     done += 1;
                 }
             }
@@ -260,14 +264,15 @@ fn hot_group(
     regime: Regime,
     bufs: &mut HotBufs,
 ) -> Result<Vec<Row>, String> {
-    let reps = (HOT_BYTES / size).max(1);
+    let reps = (plan.hot_bytes / size).max(1);
     let cells = cells(plan, &bulkmem::Request::single(plan.op, size, plan.hint))?;
     let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
     // Check each cell once, from a poisoned destination.
     let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
+    let sparse = size > FULL_CHECK;
     for (i, exec) in execs.iter().enumerate() {
         for p in bufs.pairs.iter_mut() {
-            p.dst.as_mut_slice().fill(POISON);
+            poison(p.dst.as_mut_slice(), sparse);
             chose[i] = match plan.op {
                 Op::Copy => exec.copy(p.dst.as_mut_slice(), p.src.as_slice()),
                 Op::Clear => exec.clear(p.dst.as_mut_slice()),
@@ -279,6 +284,7 @@ fn hot_group(
                 regime.name(),
                 p.dst.as_slice(),
                 p.src.as_slice(),
+                sparse,
             )?;
         }
     }
@@ -332,10 +338,11 @@ fn cold_group(
     size: usize,
     dst: &mut Mapping,
     src: &Mapping,
-    evict: &Mapping,
+    cooler: &Cooler,
 ) -> Result<Vec<Row>, String> {
     let count = (plan.total.max(size) / size).max(1);
     let total = count * size;
+    let sparse = total > FULL_CHECK;
     let per_thread = count.div_ceil(plan.threads);
     let batch = bulkmem::Request {
         op: plan.op,
@@ -364,18 +371,19 @@ fn cold_group(
                 .collect();
             for (i, exec) in execs.iter().enumerate() {
                 for (d, _) in ops.iter_mut() {
-                    d.fill(POISON);
+                    poison(d, sparse);
                 }
                 for part in ops.chunks_mut(per_thread) {
                     chose[i] = exec.copy_batch(part);
                 }
                 for (d, sr) in &ops {
-                    verify(plan.op, &cells[i].0, size, "cold", d, sr)?;
+                    verify(plan.op, &cells[i].0, size, "cold", d, sr, sparse)?;
                 }
             }
             let mut parts: Vec<&mut [(&mut [u8], &[u8])]> = ops.chunks_mut(per_thread).collect();
             interleave(execs.len(), plan.rounds, |i| {
-                arena::evict_through(evict);
+                let touched = parts.iter().flat_map(|p| p.iter());
+                cooler.cool(2 * total, touched.flat_map(|(d, s)| [&**d, *s]));
                 let t = timed(&mut parts, &plan.cpus, |part| {
                     execs[i].copy_batch(part);
                 });
@@ -389,18 +397,18 @@ fn cold_group(
                 .collect();
             for (i, exec) in execs.iter().enumerate() {
                 for d in ops.iter_mut() {
-                    d.fill(POISON);
+                    poison(d, sparse);
                 }
                 for part in ops.chunks_mut(per_thread) {
                     chose[i] = exec.clear_batch(part);
                 }
                 for d in &ops {
-                    verify(plan.op, &cells[i].0, size, "cold", d, &[])?;
+                    verify(plan.op, &cells[i].0, size, "cold", d, &[], sparse)?;
                 }
             }
             let mut parts: Vec<&mut [&mut [u8]]> = ops.chunks_mut(per_thread).collect();
             interleave(execs.len(), plan.rounds, |i| {
-                arena::evict_through(evict);
+                cooler.cool(total, parts.iter().flat_map(|p| p.iter().map(|d| &**d)));
                 let t = timed(&mut parts, &plan.cpus, |part| {
                     execs[i].clear_batch(part);
                 });
@@ -457,6 +465,8 @@ fn row(
 }
 
 /// Fails unless `dst` holds `src` (copy) or zeros (clear).
+/// Checks `dst` after `op` (every byte, or the library's sample where
+/// `sparse`: `bulkmem::calibrate::toolkit::first_wrong`).
 fn verify(
     op: Op,
     s: &str,
@@ -464,14 +474,10 @@ fn verify(
     regime: &str,
     dst: &[u8],
     src: &[u8],
+    sparse: bool,
 ) -> Result<(), String> {
-    let bad = match op {
-        Op::Copy => {
-            (dst != src).then(|| dst.iter().zip(src).position(|(a, b)| a != b).unwrap_or(0))
-        }
-        Op::Clear => dst.iter().position(|&b| b != 0),
-    };
-    match bad {
+    let src = if op == Op::Copy { src } else { &[] };
+    match first_wrong(dst, src, sparse) {
         None => Ok(()),
         Some(i) => Err(format!(
             "verification failed: {op} strategy {s} ({regime}, extent {}) left byte {i} wrong; its numbers would be meaningless",
@@ -617,6 +623,7 @@ mod tests {
             thp: false,
             checked: false,
             named_batches: false,
+            hot_bytes: HOT_BYTES,
             foreign: Vec::new(),
         }
     }
@@ -704,9 +711,9 @@ mod tests {
 
     #[test]
     fn verification_catches_a_wrong_copy() {
-        let e = verify(Op::Copy, "avx2", 4096, "hot", &[1, 2, 3], &[1, 9, 3]).unwrap_err();
+        let e = verify(Op::Copy, "avx2", 4096, "hot", &[1, 2, 3], &[1, 9, 3], false).unwrap_err();
         assert!(e.contains("byte 1") && e.contains("avx2"), "{e}");
-        assert!(verify(Op::Clear, "clzero", 4096, "cold", &[0, 0, 7], &[]).is_err());
-        assert!(verify(Op::Clear, "clzero", 4096, "cold", &[0, 0, 0], &[]).is_ok());
+        assert!(verify(Op::Clear, "clzero", 4096, "cold", &[0, 0, 7], &[], false).is_err());
+        assert!(verify(Op::Clear, "clzero", 4096, "cold", &[0, 0, 0], &[], false).is_ok());
     }
 }

@@ -42,7 +42,8 @@ pub struct Measured {
     pub shape: Shape,
     /// A single call's length, or a batch's total.
     pub size: usize,
-    /// Median GB/s per strategy.
+    /// Each strategy's score: the lower quartile of its GB/s over the runs
+    /// ([`toolkit::lower_quartile`](super::toolkit::lower_quartile)).
     pub gbps: Vec<(Strategy, f64)>,
 }
 

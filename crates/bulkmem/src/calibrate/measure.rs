@@ -26,7 +26,10 @@
 use std::time::Instant;
 
 use super::choose::Measured;
-use super::toolkit::{self, gbps, lower_quartile, pattern, read_once, shuffled, POISON};
+use super::toolkit::{
+    self, first_wrong, gbps, lower_quartile, pattern, poison, read_once, shuffled, FULL_CHECK,
+    POISON,
+};
 use crate::auto::Shape;
 use crate::calls::{clear_batch_with, copy_batch_with};
 use crate::error::Error;
@@ -34,8 +37,14 @@ use crate::handle::Kernel;
 use crate::mapping::Mapping;
 use crate::strategy::{Op, Options, Strategy};
 
-/// Bytes a hot run moves at least (by repeating the call).
+/// Bytes a hot run moves at least (by repeating the call), up to
+/// `MAX_REPS` calls.
 pub const HOT_BYTES: usize = 64 << 20;
+
+/// Calls a hot run makes at most: 64 K calls of 64 bytes take a few
+/// milliseconds, plenty for the clock, where the whole [`HOT_BYTES`] took
+/// a million calls and a quarter of a quick calibration's small cells.
+pub const MAX_REPS: usize = 1 << 16;
 
 /// Maps `len` bytes advised to huge pages (as the kernel's direct map is,
 /// so TLB misses do not dominate) and touches every page with `fill`.
@@ -43,6 +52,24 @@ fn prefaulted(len: usize, fill: u8) -> Result<Mapping, Error> {
     toolkit::prefaulted(len, true, fill).map_err(|e| Error::Calibration {
         what: format!("cannot map {len} bytes: {e}"),
     })
+}
+
+/// A kernel's first run in a cell is also its check: what it wrote over
+/// the poison is compared (then) with what it should have written, so no
+/// cell pays for a separate pass per strategy (at 256 MiB and up that
+/// cost as much as the measuring).
+fn checked(
+    op: Op,
+    s: Strategy,
+    size: usize,
+    dst: &[u8],
+    src: &[u8],
+    sparse: bool,
+) -> Result<(), Error> {
+    match first_wrong(dst, if op == Op::Copy { src } else { &[] }, sparse) {
+        Some(at) => Err(wrong(op, s, size, at)),
+        None => Ok(()),
+    }
 }
 
 fn wrong(op: Op, s: Strategy, size: usize, at: usize) -> Error {
@@ -77,30 +104,38 @@ pub(super) fn hot(
         call(k, dst, src);
         std::hint::black_box(read_once(dst));
     };
-    for k in &kernels {
-        dst.as_mut_slice().fill(POISON);
-        call(k, dst.as_mut_slice(), src.as_slice());
-        let bad = match op {
-            Op::Copy => dst
-                .as_slice()
-                .iter()
-                .zip(src.as_slice())
-                .position(|(a, b)| a != b),
-            Op::Clear => dst.as_slice().iter().position(|&b| b != 0),
-        };
-        if let Some(at) = bad {
-            return Err(wrong(op, k.strategy(), size, at));
-        }
-    }
-    let reps = (HOT_BYTES / size.max(1)).max(1);
-    let samples = toolkit::interleave(kernels.len(), runs, 0, |i| {
+    let sparse = size > FULL_CHECK;
+    let reps = (HOT_BYTES / size.max(1)).clamp(1, MAX_REPS);
+    let mut unchecked = vec![true; kernels.len()];
+    let samples = toolkit::interleave_pruned(kernels.len(), runs, |i| {
         let k = &kernels[i];
-        call_and_read(k, dst.as_mut_slice(), src.as_slice());
+        // Each kernel's first run is also its check (see `checked`).
+        let first = std::mem::take(&mut unchecked[i]);
+        if first {
+            poison(dst.as_mut_slice(), sparse);
+        }
+        // One untimed call first, where the timed ones repeat: a single
+        // call of a large cell finds the buffers as the last run left
+        // them, which is what a warm-up would make.
+        if reps > 1 {
+            call_and_read(k, dst.as_mut_slice(), src.as_slice());
+        }
         let t = Instant::now();
         for _ in 0..reps {
             call_and_read(k, dst.as_mut_slice(), src.as_slice());
         }
-        Ok::<_, Error>(gbps(reps * size, t.elapsed()))
+        let rate = gbps(reps * size, t.elapsed());
+        if first {
+            checked(
+                op,
+                k.strategy(),
+                size,
+                dst.as_slice(),
+                src.as_slice(),
+                sparse,
+            )?;
+        }
+        Ok::<_, Error>(rate)
     })?;
     Ok(Measured {
         op,
@@ -118,24 +153,26 @@ pub(super) fn hot(
 pub(super) struct Arenas {
     src: Mapping,
     dst: Mapping,
-    evict: Mapping,
+    cooler: toolkit::Cooler,
 }
 
 impl Arenas {
-    /// Arenas for totals up to `total`; the eviction buffer is twice the
-    /// LLC (at least 64 MiB).
+    /// Arenas for totals up to `total` on a machine with `llc` bytes of
+    /// last-level cache.
     pub(super) fn new(op: Op, total: usize, llc: usize) -> Result<Arenas, Error> {
         let mut src = prefaulted(if op == Op::Copy { total } else { 1 }, 0)?;
         pattern(src.as_mut_slice());
         Ok(Arenas {
             src,
             dst: prefaulted(total, POISON)?,
-            evict: prefaulted(llc.saturating_mul(2).max(64 << 20), 1)?,
+            cooler: toolkit::Cooler::new(llc, true).map_err(|e| Error::Calibration {
+                what: format!("cannot map the eviction buffer: {e}"),
+            })?,
         })
     }
 }
 
-/// Medians of `strategies` for a cold batch of `total` bytes in extents of
+/// Scores (lower quartiles) of `strategies` for a cold batch of `total` bytes in extents of
 /// `shape.extent()` bytes, scattered over `a`.
 pub(super) fn cold(
     op: Op,
@@ -156,10 +193,8 @@ pub(super) fn cold(
         .take(count)
         .map(Some)
         .collect();
-    // A batch that touches several times the LLC leaves nothing of the
-    // previous run worth evicting: skip the pass (on a 260 MiB L3 it read
-    // 520 MiB before every run and dominated the calibration's time).
-    let evict = total < 2 * a.evict.len();
+    let cooler = &a.cooler;
+    let sparse = total > FULL_CHECK;
     let rate = |t: Instant| gbps(count * size, t.elapsed());
     let samples = match op {
         Op::Copy => {
@@ -169,22 +204,22 @@ pub(super) fn cold(
                 .zip(&src_order)
                 .filter_map(|(&d, &s)| Some((dst_slots[d].take()?, *src_slots.get(s)?)))
                 .collect();
-            for &s in strategies {
-                ops.iter_mut().for_each(|(d, _)| d.fill(POISON));
-                copy_batch_with(Options::strategy(s), &mut ops)?;
-                for (d, sr) in &ops {
-                    if let Some(at) = d.iter().zip(sr.iter()).position(|(x, y)| x != y) {
-                        return Err(wrong(op, s, total, at));
-                    }
+            let mut unchecked = vec![true; strategies.len()];
+            toolkit::interleave_pruned(strategies.len(), runs, |i| {
+                let first = std::mem::take(&mut unchecked[i]);
+                if first {
+                    ops.iter_mut().for_each(|(d, _)| poison(d, sparse));
                 }
-            }
-            toolkit::interleave(strategies.len(), runs, 0, |i| {
-                if evict {
-                    toolkit::evict(&a.evict);
-                }
+                cooler.cool(2 * total, ops.iter().flat_map(|(d, s)| [&**d, *s]));
                 let t = Instant::now();
                 copy_batch_with(Options::strategy(strategies[i]), &mut ops)?;
-                Ok::<_, Error>(rate(t))
+                let r = rate(t);
+                if first {
+                    for (d, sr) in &ops {
+                        checked(op, strategies[i], total, d, sr, sparse)?;
+                    }
+                }
+                Ok::<_, Error>(r)
             })?
         }
         Op::Clear => {
@@ -192,20 +227,22 @@ pub(super) fn cold(
                 .iter()
                 .filter_map(|&d| dst_slots[d].take())
                 .collect();
-            for &s in strategies {
-                ops.iter_mut().for_each(|d| d.fill(POISON));
-                clear_batch_with(Options::strategy(s), &mut ops)?;
-                if let Some(at) = ops.iter().flat_map(|d| d.iter()).position(|&b| b != 0) {
-                    return Err(wrong(op, s, total, at));
+            let mut unchecked = vec![true; strategies.len()];
+            toolkit::interleave_pruned(strategies.len(), runs, |i| {
+                let first = std::mem::take(&mut unchecked[i]);
+                if first {
+                    ops.iter_mut().for_each(|d| poison(d, sparse));
                 }
-            }
-            toolkit::interleave(strategies.len(), runs, 0, |i| {
-                if evict {
-                    toolkit::evict(&a.evict);
-                }
+                cooler.cool(total, ops.iter().map(|d| &**d));
                 let t = Instant::now();
                 clear_batch_with(Options::strategy(strategies[i]), &mut ops)?;
-                Ok::<_, Error>(rate(t))
+                let r = rate(t);
+                if first {
+                    for d in &ops {
+                        checked(op, strategies[i], total, d, &[], sparse)?;
+                    }
+                }
+                Ok::<_, Error>(r)
             })?
         }
     };

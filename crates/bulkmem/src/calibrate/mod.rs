@@ -12,13 +12,18 @@
 //! * batches of 4 KiB extents and of 2 MiB extents, cold, from 1 MiB
 //!   (4 MiB for 2 MiB extents) to the top.
 //!
-//! The top is at least 1 GiB and 32x one thread's LLC share, so the
-//! largest requests are measured rather than left to the last cell (with
-//! the ladder stopping at 4x the share, 64 MiB on a Zen 3 VM, glibc's
-//! memcpy beat the `avx2-nt` chosen for 256 MiB and 1 GiB by 6%); it is
-//! capped at an eighth of physical memory.
+//! The top is at least 256 MiB and 32x the cache this thread gets,
+//! measured ([`cache_edge`]), not the LLC a VM reports (its host's), so
+//! the largest requests are measured rather than left to the last cell
+//! (with the ladder stopping at 4x the share, 64 MiB on a Zen 3 VM, glibc's
+//! memcpy beat the `avx2-nt` chosen for 256 MiB and 1 GiB by 6%; there the
+//! cache measures 16-32 MiB, so the top is 512 MiB-1 GiB); it is capped at
+//! an eighth of physical memory. A shape's climb ends early where two
+//! cells past the cache measure alike ([`levelled`]).
 
+pub mod cache_edge;
 mod choose;
+mod level;
 mod measure;
 pub mod toolkit;
 
@@ -31,6 +36,7 @@ use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
 pub use choose::{candidates, choose, recheck, Measured, Prior, KEEP};
+pub use level::{levelled, LEVEL_FLAT, LEVEL_FROM, LEVEL_TIE};
 pub use measure::HOT_BYTES;
 pub use toolkit::read_once;
 
@@ -89,7 +95,37 @@ pub struct Step<'a> {
     pub of: usize,
     /// What is being measured now, e.g. "copy single 4K".
     pub label: &'a str,
+    /// About how long the rest will take, from how long the cells done so
+    /// far took for the bytes they moved (`None` before the first is
+    /// done). Rows that level off early shorten it as they do.
+    pub left: Option<std::time::Duration>,
 }
+
+/// What a row tells the progress display.
+enum Tick {
+    /// A cell starts: its label and its [`cost`].
+    Cell(String, f64),
+    /// A row levelled off: these units and this cost will not be measured.
+    Skip(usize, f64),
+}
+
+/// What one cell costs to measure, for the estimate of the time left: bytes
+/// moved per strategy and run (a single call and its read, repeated up to
+/// `HOT_BYTES`; a cold batch and its cooling).
+fn cost(shape: Shape, size: usize) -> f64 {
+    let bytes = match shape {
+        Shape::Single => size
+            .saturating_mul(measure::MAX_REPS)
+            .min(HOT_BYTES)
+            .max(size),
+        _ => size,
+    };
+    2.0 * bytes as f64
+}
+
+/// A re-check measures a few candidates where the first pass measured them
+/// all: about this fraction of its cost.
+const RECHECK_COST: f64 = 0.4;
 
 /// The sizes calibration measures.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,14 +141,23 @@ pub struct Ladder {
     pub runs: usize,
     /// Whether this is the quick ladder.
     pub quick: bool,
+    /// The cache this thread gets (bytes): measured by [`ladder_here`],
+    /// the reported LLC share in [`ladder`]. Cells past twice it may end a
+    /// shape's climb ([`levelled`]).
+    pub cache: usize,
 }
 
-/// The ladder's top: at least 1 GiB and 32x one thread's LLC `share`,
-/// capped at [`memory_cap`], and never under 4 MiB.
+/// The ladder's top: at least [`TOP_FLOOR`] and 32x the cache one thread
+/// gets (`share`), capped at [`memory_cap`], and never under 4 MiB.
 pub fn ladder_top(share: usize, memory: usize) -> usize {
-    let want = share.saturating_mul(32).max(1 << 30);
+    let want = share.saturating_mul(32).max(TOP_FLOOR);
     want.min(memory_cap(memory))
 }
+
+/// The least top: far past any cache a thread was measured to get on the
+/// machines tried (16-32 MiB on Zen 3 and 4 VMs, 512 KiB for a copy on the
+/// Emerald Rapids VM, whose L3 ran copies no faster than memory).
+pub const TOP_FLOOR: usize = 256 << 20;
 
 /// No cell measures more than an eighth of `memory` (a copy cell maps its
 /// total twice), rounded down to 64 MiB so the cap reads as a size
@@ -125,21 +170,12 @@ pub fn memory_cap(memory: usize) -> usize {
 /// and that has `memory` bytes of RAM.
 pub fn ladder(share: usize, memory: usize, quick: bool) -> Ladder {
     let top = ladder_top(share, memory);
-    let cap = memory_cap(memory);
-    // Geometric from `from`, by `step`, up to the first point at or past
-    // `top` (larger requests use the last cell), but no point past the
-    // memory cap: there the last point is the cap itself.
+    // Geometric from `from`, by `step`, ending at `top` itself (larger
+    // requests use the last cell): a step that would pass it stops there.
     let geo = |from: usize, step: usize| {
         let mut v = vec![from];
         while let Some(&last) = v.last().filter(|&&l| l < top) {
-            let next = last.saturating_mul(step);
-            if next > cap {
-                if last < cap {
-                    v.push(cap);
-                }
-                break;
-            }
-            v.push(next);
+            v.push(last.saturating_mul(step).min(top));
         }
         v
     };
@@ -150,6 +186,7 @@ pub fn ladder(share: usize, memory: usize, quick: bool) -> Ladder {
         large: geo(4 << 20, 4),
         runs,
         quick,
+        cache: share,
     }
 }
 
@@ -200,13 +237,23 @@ pub fn rules_choice(op: Op, shape: Shape, size: usize) -> Strategy {
     decide(Machine::this(), &req).strategy
 }
 
-/// The ladder [`calibrate`] measures with `opts` on this machine.
-pub fn ladder_here(opts: &CalibrateOptions) -> Ladder {
-    let mut l = ladder(Machine::this().llc_share(), physical_memory(), opts.quick);
+/// The ladder [`calibrate`] measures with `opts` on this machine, on the
+/// CPU `opts` names (the calling thread is pinned there first): its top
+/// from the cache this thread gets, measured ([`cache_edge::find`], about
+/// a second), not from the LLC the CPU reports.
+pub fn ladder_here(opts: &CalibrateOptions) -> Result<Ladder, Error> {
+    if let Some(c) = opts.cpu {
+        crate::placement::pin_to(c).map_err(|e| Error::Calibration {
+            what: format!("cannot pin to CPU {c}: {e}"),
+        })?;
+    }
+    let memory = physical_memory();
+    let edge = cache_edge::find(memory_cap(memory) / 4)?;
+    let mut l = ladder(edge.edge, memory, opts.quick);
     if let Some(r) = opts.runs {
         l.runs = r.max(1);
     }
-    l
+    Ok(l)
 }
 
 /// Measures every strategy this CPU runs, for both operations, on the
@@ -218,25 +265,39 @@ pub fn calibrate(
     opts: &CalibrateOptions,
     progress: &mut dyn FnMut(Step<'_>),
 ) -> Result<Profile, Error> {
-    if let Some(c) = opts.cpu {
-        crate::placement::pin_to(c).map_err(|e| Error::Calibration {
-            what: format!("cannot pin to CPU {c}: {e}"),
-        })?;
-    }
-    measure_ladder(&ladder_here(opts), progress)
+    measure_ladder(&ladder_here(opts)?, progress)
 }
 
 /// [`calibrate`] over an explicit ladder.
 pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<Profile, Error> {
-    let of = l.units();
+    let started = std::time::Instant::now();
+    let mut of = l.units();
     let mut done = 0;
-    let mut step = |label: String| {
-        progress(Step {
-            done,
-            of,
-            label: &label,
-        });
-        done += 1;
+    let mut cost_left: f64 = Shape::ALL
+        .iter()
+        .flat_map(|&shape| l.sizes(shape).iter().map(move |&size| cost(shape, size)))
+        .sum::<f64>()
+        * 2.0
+        * (1.0 + RECHECK_COST);
+    let mut cost_done = 0.0;
+    let mut step = |t: Tick| match t {
+        Tick::Cell(label, c) => {
+            let left = (cost_done > 0.0)
+                .then(|| started.elapsed().mul_f64((cost_left / cost_done).max(0.0)));
+            progress(Step {
+                done,
+                of,
+                label: &label,
+                left,
+            });
+            done += 1;
+            cost_done += c;
+            cost_left -= c;
+        }
+        Tick::Skip(units, c) => {
+            of = of.saturating_sub(units);
+            cost_left -= c;
+        }
     };
     let mut cells = Vec::new();
     for op in [Op::Copy, Op::Clear] {
@@ -245,31 +306,43 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
             .copied()
             .filter(|s| s.available())
             .collect();
-        let measured = measure_shapes(l, op, &|_| strategies.clone(), "", &mut step)?;
-        let mut chosen = choose(&measured, &rules_choice);
-        // Re-check each cell's strong candidates, interleaved anew.
-        let again = measure_shapes(
-            l,
-            op,
-            &|(shape, size)| {
-                chosen
-                    .iter()
-                    .find(|c| c.shape == shape && c.size == size)
-                    .map_or_else(
+        for shape in Shape::ALL {
+            // Both passes of a shape share its arenas: mapping and filling
+            // them again for the re-check cost a second per large shape.
+            let mut arenas = None;
+            let mut row = Row {
+                op,
+                shape,
+                runs: l.runs,
+                arenas: &mut arenas,
+                step: &mut step,
+            };
+            let measured =
+                row.measure(l.sizes(shape), &|_| strategies.clone(), Some(l.cache), "")?;
+            let mut chosen = choose(&measured, &rules_choice);
+            // Re-check each measured cell's strong candidates, interleaved
+            // anew.
+            let sizes: Vec<usize> = measured.iter().map(|m| m.size).collect();
+            let again = row.measure(
+                &sizes,
+                &|size| {
+                    chosen.iter().find(|c| c.size == size).map_or_else(
                         || vec![Strategy::PerPage],
                         |c| candidates(c, rules_choice(op, shape, size)),
                     )
-            },
-            "re-check ",
-            &mut step,
-        )?;
-        recheck(&mut chosen, &again, &rules_choice);
-        cells.extend(chosen);
+                },
+                None,
+                "re-check ",
+            )?;
+            recheck(&mut chosen, &again, &rules_choice);
+            cells.extend(chosen);
+        }
     }
     progress(Step {
         done: of,
         of,
         label: "done",
+        left: Some(std::time::Duration::ZERO),
     });
     Ok(Profile {
         format: FORMAT,
@@ -283,39 +356,67 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
     })
 }
 
-/// Every shape's cells of `op`, each with `strategies((shape, size))`.
-fn measure_shapes(
-    l: &Ladder,
+/// One (op, shape) row of the ladder being measured: its cold arenas
+/// (grown with the sizes, kept for the re-check) and the progress step.
+struct Row<'a> {
     op: Op,
-    strategies: &dyn Fn((Shape, usize)) -> Vec<Strategy>,
-    prefix: &str,
-    step: &mut dyn FnMut(String),
-) -> Result<Vec<Measured>, Error> {
-    let mut out = Vec::new();
-    for shape in Shape::ALL {
-        let sizes = l.sizes(shape);
-        let mut arenas = match shape {
-            Shape::Single => None,
-            _ => Some(measure::Arenas::new(
-                op,
-                sizes.iter().copied().max().unwrap_or(0),
-                cpu::info().llc_bytes(),
-            )?),
-        };
-        for &size in sizes {
-            step(format!(
+    shape: Shape,
+    runs: usize,
+    arenas: &'a mut Option<(usize, measure::Arenas)>,
+    step: &'a mut dyn FnMut(Tick),
+}
+
+impl Row<'_> {
+    /// The row's cells at `sizes` (ascending), each with
+    /// `strategies(size)`. Given the thread's `cache`, the row ends at the
+    /// first cell [`levelled`] with the one before: larger requests use
+    /// that cell, as they would the ladder's last.
+    fn measure(
+        &mut self,
+        sizes: &[usize],
+        strategies: &dyn Fn(usize) -> Vec<Strategy>,
+        cache: Option<usize>,
+        prefix: &str,
+    ) -> Result<Vec<Measured>, Error> {
+        let (op, shape) = (self.op, self.shape);
+        let mut out: Vec<Measured> = Vec::new();
+        // The first pass (`cache` given) costs all; a re-check a part.
+        let weight = if cache.is_some() { 1.0 } else { RECHECK_COST };
+        for (k, &size) in sizes.iter().enumerate() {
+            let label = format!(
                 "{prefix}{op} {} {}",
                 shape.name(),
                 crate::units::format_bytes(size)
-            ));
-            let s = strategies((shape, size));
-            out.push(match arenas.as_mut() {
-                None => measure::hot(op, size, &s, l.runs)?,
-                Some(a) => measure::cold(op, shape, size, &s, l.runs, a)?,
-            });
+            );
+            (self.step)(Tick::Cell(label, weight * cost(shape, size)));
+            let s = strategies(size);
+            let m = if shape == Shape::Single {
+                measure::hot(op, size, &s, self.runs)?
+            } else {
+                if self.arenas.as_ref().is_none_or(|a| a.0 < size) {
+                    // Grown with the ladder, so a row that levels off
+                    // early never maps its top; the old arenas go before
+                    // the new are mapped.
+                    drop(self.arenas.take());
+                    let a = measure::Arenas::new(op, size, cpu::info().llc_bytes())?;
+                    *self.arenas = Some((size, a));
+                }
+                let a = &mut self.arenas.as_mut().expect("just made").1;
+                measure::cold(op, shape, size, &s, self.runs, a)?
+            };
+            let level = cache.is_some_and(|c| out.last().is_some_and(|p| levelled(p, &m, c)));
+            out.push(m);
+            if level {
+                // Neither pass measures the sizes above: both their units
+                // and their cost go.
+                let rest = &sizes[k + 1..];
+                let c: f64 = rest.iter().map(|&s| cost(shape, s)).sum();
+                (self.step)(Tick::Skip(2 * rest.len(), c * (1.0 + RECHECK_COST)));
+                break;
+            }
         }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// The profile's choices as bands, one line per (op, shape):
@@ -458,16 +559,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ladders_reach_1_gib_and_32_shares_within_an_eighth_of_memory() {
+    fn ladders_reach_the_floor_and_32_caches_within_an_eighth_of_memory() {
         let mem = 24 << 30;
-        for (share, top) in [(16 << 20, 1 << 30), (64 << 20, 2 << 30), (0, 1 << 30)] {
+        for (share, top) in [
+            (16 << 20, 512 << 20),
+            (64 << 20, 2 << 30),
+            (512 << 10, TOP_FLOOR),
+            (0, TOP_FLOOR),
+            (24 << 20, 768 << 20),
+        ] {
             assert_eq!(ladder_top(share, mem), top, "{share}");
             for quick in [false, true] {
                 let l = ladder(share, mem, quick);
                 assert_eq!(l.singles[0], 64);
                 for v in [&l.singles, &l.small, &l.large] {
-                    assert!(*v.last().unwrap() >= top, "{v:?}");
-                    assert!(v[v.len() - 2] < top, "stops at the first point past: {v:?}");
+                    assert_eq!(*v.last().unwrap(), top, "ends at the top: {v:?}");
                     assert!(v.windows(2).all(|w| w[1] > w[0]));
                 }
                 assert_eq!(l.small[0], 1 << 20);
@@ -477,6 +583,7 @@ mod tests {
         // A small machine caps the top, and every point, at an eighth of
         // its memory.
         assert_eq!(ladder_top(16 << 20, 2 << 30), 256 << 20);
+        assert_eq!(ladder_top(16 << 20, 1 << 30), 128 << 20);
         let l = ladder(130 << 20, 10 << 30, false);
         let cap = (10usize << 30) / 8;
         assert_eq!(memory_cap(10 << 30), cap, "already a multiple of 64 MiB");
@@ -558,6 +665,7 @@ mod tests {
             large: vec![4 << 20],
             runs: 1,
             quick: true,
+            cache: 1 << 20,
         };
         let mut steps = 0;
         let p = measure_ladder(&l, &mut |s| {

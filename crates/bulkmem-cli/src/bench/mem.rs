@@ -21,7 +21,7 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use bulkmem::calibrate::toolkit::{first_wrong, poison, Cooler, FULL_CHECK};
+use bulkmem::calibrate::toolkit::{first_wrong, poison, warm_calls, Cooler, FULL_CHECK};
 use bulkmem::mapping::Mapping;
 use bulkmem::{Hint, Op, Strategy};
 
@@ -297,17 +297,20 @@ fn hot_group(
             };
             p.consume()
         };
-        // One untimed call first: the caches then hold what this strategy
-        // leaves behind, not what the previous cell did (at 32 MiB a clear
-        // after a temporal loop's dirty lines measured 0.75x of the same
-        // clear after a non-temporal one).
+        // Untimed calls first (`toolkit::warm_calls`: one, or four near the
+        // cache's edge): the caches then hold what this strategy leaves
+        // behind, not what the previous cell did (at 32 MiB a clear after a
+        // temporal loop's dirty lines measured 0.75x of the same clear
+        // after a non-temporal one).
         let failed = std::sync::Mutex::new(None);
         let keep = |r: Result<(), String>| {
             if let Err(e) = r {
                 *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
             }
         };
-        timed(&mut bufs.pairs, &plan.cpus, |p| keep(call(p)));
+        for _ in 0..warm_calls(size) {
+            timed(&mut bufs.pairs, &plan.cpus, |p| keep(call(p)));
+        }
         let t = timed(&mut bufs.pairs, &plan.cpus, |p| {
             for _ in 0..reps {
                 keep(call(p));

@@ -5,8 +5,11 @@ use super::choose::Measured;
 use crate::strategy::Strategy;
 
 /// A ladder stops climbing only past this size and twice the thread's
-/// cache: below, the caches still shape every figure.
-pub const LEVEL_FROM: usize = 16 << 20;
+/// cache: below, the caches still shape every figure. The cache measured
+/// for a copy's rate can be far smaller than the one that decides whether
+/// a copy read back should stream (on the Emerald Rapids VM: 512 KiB, and
+/// temporal copies led consumed ones to 32 MiB), hence the floor.
+pub const LEVEL_FROM: usize = 64 << 20;
 
 /// Whether `cur` (the next size up) measured as `prev` did, so that larger
 /// sizes would too: both at least [`LEVEL_FROM`] and twice `cache`; the

@@ -107,6 +107,27 @@ enum Tick {
     Cell(String, f64),
     /// A row levelled off: these units and this cost will not be measured.
     Skip(usize, f64),
+    /// Crossovers found: these units and this cost are added.
+    More(usize, f64),
+}
+
+/// The sizes to measure between neighbouring cells whose choices or
+/// winners differ and that lie 4x or more apart: the power of two nearest
+/// their geometric mean. Winners count too, as the first pass's choices
+/// are smoothed over neighbours: a 16 MiB clear that its 64 MiB neighbour
+/// pulled to `avx512-nt` went back to `rep stosb` in the re-check, and the
+/// 32 MiB calls between, left to the 64 MiB cell, ran at 0.45x.
+fn crossovers(row: &[crate::auto::Cell]) -> Vec<usize> {
+    row.windows(2)
+        .filter(|w| {
+            (w[0].choice != w[1].choice || w[0].winner != w[1].winner) && w[1].size >= 4 * w[0].size
+        })
+        .map(|w| {
+            let mid = ((w[0].size as f64).log2() + (w[1].size as f64).log2()) / 2.0;
+            1usize << mid.round() as u32
+        })
+        .filter(|&m| row.iter().all(|c| c.size != m))
+        .collect()
 }
 
 /// What one cell costs to measure, for the estimate of the time left: bytes
@@ -298,6 +319,10 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
             of = of.saturating_sub(units);
             cost_left -= c;
         }
+        Tick::More(units, c) => {
+            of += units;
+            cost_left += c;
+        }
     };
     let mut cells = Vec::new();
     for op in [Op::Copy, Op::Clear] {
@@ -317,8 +342,20 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
                 arenas: &mut arenas,
                 step: &mut step,
             };
-            let measured =
+            let mut measured =
                 row.measure(l.sizes(shape), &|_| strategies.clone(), Some(l.cache), "")?;
+            // Where the choice changes between cells 4x or more apart, the
+            // crossover is measured rather than put at the band's edge: one
+            // cell between them (on the quick ladder's x4 steps a 32 MiB
+            // copy fell to the 64 MiB cell's non-temporal choice, at 0.64x
+            // of a cached copy once consumed).
+            let mids = crossovers(&choose(&measured, &rules_choice));
+            if !mids.is_empty() {
+                let c: f64 = mids.iter().map(|&m| cost(shape, m)).sum();
+                (row.step)(Tick::More(2 * mids.len(), c * (1.0 + RECHECK_COST)));
+                measured.extend(row.measure(&mids, &|_| strategies.clone(), None, "")?);
+                measured.sort_by_key(|m| m.size);
+            }
             let mut chosen = choose(&measured, &rules_choice);
             // Re-check each measured cell's strong candidates, interleaved
             // anew.
@@ -404,7 +441,14 @@ impl Row<'_> {
                 let a = &mut self.arenas.as_mut().expect("just made").1;
                 measure::cold(op, shape, size, &s, self.runs, a)?
             };
-            let level = cache.is_some_and(|c| out.last().is_some_and(|p| levelled(p, &m, c)));
+            // Compared with the cell at least 4x smaller: two x2 steps can
+            // both lie before a crossover (16 and 32 MiB copies, temporal
+            // on the Emerald Rapids VM, where 64 MiB streams).
+            let below = out
+                .iter()
+                .rev()
+                .find(|p| p.size.saturating_mul(4) <= m.size);
+            let level = cache.is_some_and(|c| below.is_some_and(|p| levelled(p, &m, c)));
             out.push(m);
             if level {
                 // Neither pass measures the sizes above: both their units
@@ -601,6 +645,30 @@ mod tests {
         assert!(quick.runs < full.runs);
     }
 
+    #[test]
+    fn crossovers_are_bisected_only_between_far_cells_that_differ() {
+        let cell = |size: usize, choice: Strategy| Cell {
+            op: Op::Copy,
+            shape: Shape::Single,
+            size,
+            winner: choice,
+            runner_up: None,
+            margin: 1.0,
+            choice,
+            gbps: vec![(choice, 1.0)],
+        };
+        let m = 1usize << 20;
+        let row = [
+            cell(m, Strategy::RepMovsb),
+            cell(4 * m, Strategy::RepMovsb),  // same choice: nothing
+            cell(16 * m, Strategy::Avx2),     // differs, 4x: 8 MiB
+            cell(64 * m, Strategy::Avx512Nt), // differs, 4x: 32 MiB
+            cell(128 * m, Strategy::Avx2Nt),  // differs, but only 2x
+            cell(1024 * m, Strategy::Libc),   // differs, 8x: 2^(27+30)/2 -> 512 MiB (rounded)
+        ];
+        assert_eq!(crossovers(&row), vec![8 * m, 32 * m, 512 * m]);
+    }
+
     fn tiny_profile() -> Profile {
         Profile {
             format: FORMAT,
@@ -667,14 +735,19 @@ mod tests {
             quick: true,
             cache: 1 << 20,
         };
-        let mut steps = 0;
+        let (mut steps, mut of) = (0, 0);
         let p = measure_ladder(&l, &mut |s| {
             assert!(s.done <= s.of);
-            steps += 1
+            steps += 1;
+            of = s.of;
         })
         .unwrap();
-        assert_eq!(steps, l.units() + 1);
-        assert_eq!(p.cells.len(), 2 * 4);
+        // Each unit once, and the end; crossovers found between 4 KiB and
+        // 64 KiB add a cell (and its re-check) to the ladder's units.
+        assert_eq!(steps, of + 1);
+        let bisected = p.cells.len() - 2 * 4;
+        assert_eq!(of, l.units() + 2 * bisected, "{bisected} bisected");
+        assert!(bisected <= 2, "one crossover at most per single row");
         for c in &p.cells {
             assert!(c.choice.supports(c.op) && c.choice.available(), "{c:?}");
             let n = Strategy::for_op(c.op)

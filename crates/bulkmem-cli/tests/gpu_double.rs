@@ -76,28 +76,31 @@ fn info_lists_each_gpu_the_driver_sees() {
     );
 }
 
+/// One small `bench batch` over the double, its rows as JSON on stdout.
+fn bench_batch(offload: &str, folio: &str, threads: &str, config: &str) -> Output {
+    let args = [
+        "bench",
+        "batch",
+        "--offload",
+        offload,
+        "--folio",
+        folio,
+        "--threads",
+        threads,
+        "--total",
+        "16M",
+        "--runs",
+        "1",
+        "--json",
+        "-",
+        "--quiet",
+    ];
+    with_double(&args, config)
+}
+
 #[test]
 fn bench_batch_offload_gpu_rows_are_verified_and_say_it_is_not_a_gpu() {
-    let o = with_double(
-        &[
-            "bench",
-            "batch",
-            "--offload",
-            "gpu:3",
-            "--folio",
-            "64K,2M",
-            "--threads",
-            "1,2",
-            "--total",
-            "16M",
-            "--runs",
-            "1",
-            "--json",
-            "-",
-            "--quiet",
-        ],
-        "engines=2",
-    );
+    let o = bench_batch("gpu:3", "64K,2M", "1,2", "engines=2");
     let err = text(&o.stderr);
     assert!(o.status.success(), "{err}");
     assert!(
@@ -113,25 +116,6 @@ fn bench_batch_offload_gpu_rows_are_verified_and_say_it_is_not_a_gpu() {
     assert_eq!(count("gpu only"), 2, "{v}");
 
     // A failing channel's chunks are redone on the CPU: still verified.
-    let o = with_double(
-        &[
-            "bench",
-            "batch",
-            "--offload",
-            "gpu",
-            "--folio",
-            "2M",
-            "--threads",
-            "1",
-            "--total",
-            "16M",
-            "--runs",
-            "1",
-            "--json",
-            "-",
-            "--quiet",
-        ],
-        "sticky=cuMemcpyDtoHAsync_v2:2:214",
-    );
+    let o = bench_batch("gpu", "2M", "1", "sticky=cuMemcpyDtoHAsync_v2:2:214");
     assert!(o.status.success(), "{}", text(&o.stderr));
 }

@@ -106,6 +106,15 @@ pub(super) fn hot(
     };
     let sparse = size > FULL_CHECK;
     let reps = (HOT_BYTES / size.max(1)).clamp(1, MAX_REPS);
+    // Untimed calls before each run (toolkit::warm_calls) where the timed
+    // ones repeat or the cache's edge is near; a single call of a large
+    // cell finds the buffers as the last run left them, which is what a
+    // warm-up would make.
+    let warm = if reps > 1 || toolkit::warm_calls(size) > 1 {
+        toolkit::warm_calls(size)
+    } else {
+        0
+    };
     let mut unchecked = vec![true; kernels.len()];
     let samples = toolkit::interleave_pruned(kernels.len(), runs, |i| {
         let k = &kernels[i];
@@ -114,14 +123,8 @@ pub(super) fn hot(
         if first {
             poison(dst.as_mut_slice(), sparse);
         }
-        // Untimed calls first (toolkit::warm_calls), where the timed ones
-        // repeat or the cache's edge is near: a single call of a large
-        // cell finds the buffers as the last run left them, which is what
-        // a warm-up would make.
-        if reps > 1 || toolkit::warm_calls(size) > 1 {
-            for _ in 0..toolkit::warm_calls(size) {
-                call_and_read(k, dst.as_mut_slice(), src.as_slice());
-            }
+        for _ in 0..warm {
+            call_and_read(k, dst.as_mut_slice(), src.as_slice());
         }
         let t = Instant::now();
         for _ in 0..reps {

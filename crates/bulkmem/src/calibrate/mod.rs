@@ -260,8 +260,8 @@ pub fn rules_choice(op: Op, shape: Shape, size: usize) -> Strategy {
 
 /// The ladder [`calibrate`] measures with `opts` on this machine, on the
 /// CPU `opts` names (the calling thread is pinned there first): its top
-/// from the cache this thread gets, measured ([`cache_edge::find`], about
-/// a second), not from the LLC the CPU reports.
+/// from the cache this thread gets, measured ([`cache_edge::find`], well
+/// under a second), not from the LLC the CPU reports.
 pub fn ladder_here(opts: &CalibrateOptions) -> Result<Ladder, Error> {
     if let Some(c) = opts.cpu {
         crate::placement::pin_to(c).map_err(|e| Error::Calibration {
@@ -334,16 +334,15 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
         for shape in Shape::ALL {
             // Both passes of a shape share its arenas: mapping and filling
             // them again for the re-check cost a second per large shape.
-            let mut arenas = None;
             let mut row = Row {
                 op,
                 shape,
                 runs: l.runs,
-                arenas: &mut arenas,
+                arenas: None,
                 step: &mut step,
             };
-            let mut measured =
-                row.measure(l.sizes(shape), &|_| strategies.clone(), Some(l.cache), "")?;
+            let all = |_| strategies.clone();
+            let mut measured = row.measure(l.sizes(shape), &all, Some(l.cache), 1.0, "")?;
             // Where the choice changes between cells 4x or more apart, the
             // crossover is measured rather than put at the band's edge: one
             // cell between them (on the quick ladder's x4 steps a 32 MiB
@@ -353,7 +352,7 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
             if !mids.is_empty() {
                 let c: f64 = mids.iter().map(|&m| cost(shape, m)).sum();
                 (row.step)(Tick::More(2 * mids.len(), c * (1.0 + RECHECK_COST)));
-                measured.extend(row.measure(&mids, &|_| strategies.clone(), None, "")?);
+                measured.extend(row.measure(&mids, &all, None, 1.0, "")?);
                 measured.sort_by_key(|m| m.size);
             }
             let mut chosen = choose(&measured, &rules_choice);
@@ -369,6 +368,7 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
                     )
                 },
                 None,
+                RECHECK_COST,
                 "re-check ",
             )?;
             recheck(&mut chosen, &again, &rules_choice);
@@ -399,26 +399,26 @@ struct Row<'a> {
     op: Op,
     shape: Shape,
     runs: usize,
-    arenas: &'a mut Option<(usize, measure::Arenas)>,
+    arenas: Option<(usize, measure::Arenas)>,
     step: &'a mut dyn FnMut(Tick),
 }
 
 impl Row<'_> {
     /// The row's cells at `sizes` (ascending), each with
-    /// `strategies(size)`. Given the thread's `cache`, the row ends at the
-    /// first cell [`levelled`] with the one before: larger requests use
-    /// that cell, as they would the ladder's last.
+    /// `strategies(size)`, each costing `weight` x its [`cost`] for the
+    /// estimate of the time left. Given the thread's `cache`, the row ends
+    /// at the first cell [`levelled`] with the cell at least 4x below it:
+    /// larger requests use that cell, as they would the ladder's last.
     fn measure(
         &mut self,
         sizes: &[usize],
         strategies: &dyn Fn(usize) -> Vec<Strategy>,
         cache: Option<usize>,
+        weight: f64,
         prefix: &str,
     ) -> Result<Vec<Measured>, Error> {
         let (op, shape) = (self.op, self.shape);
         let mut out: Vec<Measured> = Vec::new();
-        // The first pass (`cache` given) costs all; a re-check a part.
-        let weight = if cache.is_some() { 1.0 } else { RECHECK_COST };
         for (k, &size) in sizes.iter().enumerate() {
             let label = format!(
                 "{prefix}{op} {} {}",
@@ -436,7 +436,7 @@ impl Row<'_> {
                     // the new are mapped.
                     drop(self.arenas.take());
                     let a = measure::Arenas::new(op, size, cpu::info().llc_bytes())?;
-                    *self.arenas = Some((size, a));
+                    self.arenas = Some((size, a));
                 }
                 let a = &mut self.arenas.as_mut().expect("just made").1;
                 measure::cold(op, shape, size, &s, self.runs, a)?

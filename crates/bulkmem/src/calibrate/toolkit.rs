@@ -212,11 +212,6 @@ impl Cooler {
             }),
         }
     }
-
-    /// Bytes of memory it holds (the eviction buffer, if any).
-    pub fn bytes(&self) -> usize {
-        self.evict.as_ref().map_or(0, Mapping::len)
-    }
 }
 
 /// CPUID.(EAX=7,ECX=0):EBX[23], read once.

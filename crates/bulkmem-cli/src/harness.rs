@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use bulkmem::calibrate::toolkit;
-pub use bulkmem::calibrate::toolkit::{gbps, pattern as fill_pattern, shuffled, POISON};
+pub use bulkmem::calibrate::toolkit::{gbps, pattern as fill_pattern, POISON};
 
 use crate::stats::Stats;
 

@@ -12,6 +12,7 @@
 
 use std::time::Instant;
 
+use bulkmem::calibrate::toolkit::scattered_pairs;
 use bulkmem::mapping::Mapping;
 use bulkmem::offload::Offload;
 use bulkmem::{Engine, Kernel, Op, Placement, Strategy};
@@ -21,7 +22,7 @@ use crate::cli::{
     check_memory, check_outputs, publish, usage, with_progress, Failure, Measure, Output, Style,
 };
 use crate::failure::runtime;
-use crate::harness::{cpu_time, fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
+use crate::harness::{cpu_time, fill_pattern, gbps, interleave, Rounds, POISON};
 use crate::preflight::{self, eviction_bytes, times, Need};
 use crate::report;
 use crate::report::{BatchCell, Row};
@@ -264,22 +265,15 @@ fn measure_shape(
         count,
         layout,
     } = shape;
-    let (d_order, s_order) = match layout {
-        Layout::Scattered => (shuffled(count, 0xba7c_0001), shuffled(count, 0xba7c_0002)),
-        Layout::Adjacent => ((0..count).collect(), (0..count).collect()),
+    let mut ops: Vec<(&mut [u8], &[u8])> = match layout {
+        Layout::Scattered => scattered_pairs(dst.as_mut_slice(), src.as_slice(), size, count),
+        Layout::Adjacent => dst
+            .as_mut_slice()
+            .chunks_exact_mut(size)
+            .zip(src.as_slice().chunks_exact(size))
+            .take(count)
+            .collect(),
     };
-    let mut d_slots: Vec<Option<&mut [u8]>> = dst
-        .as_mut_slice()
-        .chunks_exact_mut(size)
-        .take(count)
-        .map(Some)
-        .collect();
-    let s_slots: Vec<&[u8]> = src.as_slice().chunks_exact(size).take(count).collect();
-    let mut ops: Vec<(&mut [u8], &[u8])> = d_order
-        .iter()
-        .zip(&s_order)
-        .map(|(&d, &s)| (d_slots[d].take().expect("a permutation"), s_slots[s]))
-        .collect();
     // Clears get their own list, built once, so nothing is built while timed.
     let mut clears: Vec<&mut [u8]> = Vec::new();
     if plan.op == Op::Clear {

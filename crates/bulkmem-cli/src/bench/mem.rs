@@ -21,7 +21,9 @@
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use bulkmem::calibrate::toolkit::{first_wrong, poison, warm_calls, Cooler, FULL_CHECK};
+use bulkmem::calibrate::toolkit::{
+    first_wrong, poison, scattered, scattered_pairs, warm_calls, ColdArenas, FULL_CHECK,
+};
 use bulkmem::mapping::Mapping;
 use bulkmem::{Hint, Op, Strategy};
 
@@ -30,7 +32,7 @@ use super::exec::{cells, Exec};
 use super::pipe_sink::PipeSink;
 
 use crate::arena;
-use crate::harness::{fill_pattern, gbps, interleave, shuffled, Rounds, POISON};
+use crate::harness::{fill_pattern, gbps, interleave, Rounds, POISON};
 use crate::preflight::{self, eviction_bytes, times, Need};
 use crate::report::Row;
 use crate::size::fmt_size;
@@ -156,20 +158,13 @@ pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
                     .max()
                     .unwrap_or(0)
                     .max(plan.total);
-                let mut src = arena::prefaulted(total, plan.thp, 0)
-                    .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
-                place(&src, plan.src_node, "source")?;
-                if plan.op == Op::Copy {
-                    fill_pattern(src.as_mut_slice());
-                }
-                let mut dst = arena::prefaulted(total, plan.thp, POISON)
-                    .map_err(|e| format!("cannot map {total} bytes: {e}"))?;
-                place(&dst, plan.dst_node, "destination")?;
-                let cooler = Cooler::new(llc, plan.thp)
-                    .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
+                let mut a = ColdArenas::new(plan.op, total, llc, plan.thp)
+                    .map_err(|e| format!("cannot map the {total}-byte arenas: {e}"))?;
+                place(&a.src, plan.src_node, "source")?;
+                place(&a.dst, plan.dst_node, "destination")?;
                 for &size in &plan.sizes {
                     progress(done, of, &label(size));
-                    rows.extend(cold_group(plan, size, &mut dst, &src, &cooler)?);
+                    rows.extend(cold_group(plan, size, &mut a)?);
                     done += 1;
                 }
             }
@@ -336,13 +331,8 @@ fn hot_group(
         .collect())
 }
 
-fn cold_group(
-    plan: &Plan,
-    size: usize,
-    dst: &mut Mapping,
-    src: &Mapping,
-    cooler: &Cooler,
-) -> Result<Vec<Row>, String> {
+fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result<Vec<Row>, String> {
+    let cooler = &a.cooler;
     let count = (plan.total.max(size) / size).max(1);
     let total = count * size;
     let sparse = total > FULL_CHECK;
@@ -355,23 +345,10 @@ fn cold_group(
     };
     let cells = cells(plan, &batch)?;
     let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
-    let dst_order = shuffled(count, 0x5eed_0001);
-    let src_order = shuffled(count, 0x5eed_0002);
-    let mut dst_slots: Vec<Option<&mut [u8]>> = dst
-        .as_mut_slice()
-        .chunks_exact_mut(size)
-        .take(count)
-        .map(Some)
-        .collect();
-    let src_slots: Vec<&[u8]> = src.as_slice().chunks_exact(size).take(count).collect();
     let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
     let stats = match plan.op {
         Op::Copy => {
-            let mut ops: Vec<(&mut [u8], &[u8])> = dst_order
-                .iter()
-                .zip(&src_order)
-                .map(|(&d, &sr)| (dst_slots[d].take().expect("a permutation"), src_slots[sr]))
-                .collect();
+            let mut ops = scattered_pairs(a.dst.as_mut_slice(), a.src.as_slice(), size, count);
             for (i, exec) in execs.iter().enumerate() {
                 for (d, _) in ops.iter_mut() {
                     poison(d, sparse);
@@ -394,10 +371,7 @@ fn cold_group(
             })?
         }
         Op::Clear => {
-            let mut ops: Vec<&mut [u8]> = dst_order
-                .iter()
-                .map(|&d| dst_slots[d].take().expect("a permutation"))
-                .collect();
+            let mut ops = scattered(a.dst.as_mut_slice(), size, count);
             for (i, exec) in execs.iter().enumerate() {
                 for d in ops.iter_mut() {
                     poison(d, sparse);
@@ -598,17 +572,6 @@ pub fn needs(sizes: &[usize], regimes: &[Regime], threads: usize, total: usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn shuffle_is_a_permutation_and_scatters() {
-        let v = shuffled(1000, 7);
-        let mut s = v.clone();
-        s.sort_unstable();
-        assert_eq!(s, (0..1000).collect::<Vec<_>>());
-        let adjacent = v.windows(2).filter(|w| w[1] == w[0] + 1).count();
-        assert!(adjacent < 20, "{adjacent} neighbours stayed adjacent");
-        assert_eq!(shuffled(0, 1), Vec::<usize>::new());
-    }
 
     fn tiny_plan(op: Op, strategies: Vec<Strategy>, threads: usize) -> Plan {
         Plan {

@@ -27,8 +27,8 @@ use std::time::Instant;
 
 use super::choose::Measured;
 use super::toolkit::{
-    self, first_wrong, gbps, lower_quartile, pattern, poison, read_once, shuffled, FULL_CHECK,
-    POISON,
+    self, first_wrong, gbps, lower_quartile, pattern, poison, read_once, scattered,
+    scattered_pairs, ColdArenas, FULL_CHECK, POISON,
 };
 use crate::auto::Shape;
 use crate::calls::{clear_batch_with, copy_batch_with};
@@ -155,29 +155,6 @@ pub(super) fn hot(
     })
 }
 
-/// Arenas for cold batches of one shape, sized for the largest total.
-pub(super) struct Arenas {
-    src: Mapping,
-    dst: Mapping,
-    cooler: toolkit::Cooler,
-}
-
-impl Arenas {
-    /// Arenas for totals up to `total` on a machine with `llc` bytes of
-    /// last-level cache.
-    pub(super) fn new(op: Op, total: usize, llc: usize) -> Result<Arenas, Error> {
-        let mut src = prefaulted(if op == Op::Copy { total } else { 1 }, 0)?;
-        pattern(src.as_mut_slice());
-        Ok(Arenas {
-            src,
-            dst: prefaulted(total, POISON)?,
-            cooler: toolkit::Cooler::new(llc, true).map_err(|e| Error::Calibration {
-                what: format!("cannot map the eviction buffer: {e}"),
-            })?,
-        })
-    }
-}
-
 /// Scores (lower quartiles) of `strategies` for a cold batch of `total` bytes in extents of
 /// `shape.extent()` bytes, scattered over `a`.
 pub(super) fn cold(
@@ -186,30 +163,16 @@ pub(super) fn cold(
     total: usize,
     strategies: &[Strategy],
     runs: usize,
-    a: &mut Arenas,
+    a: &mut ColdArenas,
 ) -> Result<Measured, Error> {
     let size = shape.extent();
     let count = (total / size).max(1);
-    let dst_order = shuffled(count, 0x5eed_0001);
-    let src_order = shuffled(count, 0x5eed_0002);
-    let mut dst_slots: Vec<Option<&mut [u8]>> = a
-        .dst
-        .as_mut_slice()
-        .chunks_exact_mut(size)
-        .take(count)
-        .map(Some)
-        .collect();
     let cooler = &a.cooler;
     let sparse = total > FULL_CHECK;
     let rate = |t: Instant| gbps(count * size, t.elapsed());
     let samples = match op {
         Op::Copy => {
-            let src_slots: Vec<&[u8]> = a.src.as_slice().chunks_exact(size).collect();
-            let mut ops: Vec<(&mut [u8], &[u8])> = dst_order
-                .iter()
-                .zip(&src_order)
-                .filter_map(|(&d, &s)| Some((dst_slots[d].take()?, *src_slots.get(s)?)))
-                .collect();
+            let mut ops = scattered_pairs(a.dst.as_mut_slice(), a.src.as_slice(), size, count);
             let mut unchecked = vec![true; strategies.len()];
             toolkit::interleave_pruned(strategies.len(), runs, |i| {
                 let first = std::mem::take(&mut unchecked[i]);
@@ -229,10 +192,7 @@ pub(super) fn cold(
             })?
         }
         Op::Clear => {
-            let mut ops: Vec<&mut [u8]> = dst_order
-                .iter()
-                .filter_map(|&d| dst_slots[d].take())
-                .collect();
+            let mut ops = scattered(a.dst.as_mut_slice(), size, count);
             let mut unchecked = vec![true; strategies.len()];
             toolkit::interleave_pruned(strategies.len(), runs, |i| {
                 let first = std::mem::take(&mut unchecked[i]);
@@ -274,7 +234,7 @@ mod tests {
         let m = hot(Op::Copy, 8192, &s, 1).unwrap();
         assert_eq!(m.gbps.len(), 2);
         assert!(m.gbps.iter().all(|g| g.1 > 0.0), "{m:?}");
-        let mut a = Arenas::new(Op::Clear, 1 << 20, 0).unwrap();
+        let mut a = ColdArenas::new(Op::Clear, 1 << 20, 0, true).unwrap();
         let m = cold(Op::Clear, Shape::SmallExtents, 1 << 20, &s, 1, &mut a).unwrap();
         assert_eq!((m.size, m.gbps.len()), (1 << 20, 2));
         assert!(m.gbps.iter().all(|g| g.1 > 0.0), "{m:?}");

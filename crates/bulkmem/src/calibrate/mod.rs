@@ -399,7 +399,7 @@ struct Row<'a> {
     op: Op,
     shape: Shape,
     runs: usize,
-    arenas: Option<(usize, measure::Arenas)>,
+    arenas: Option<(usize, toolkit::ColdArenas)>,
     step: &'a mut dyn FnMut(Tick),
 }
 
@@ -435,7 +435,10 @@ impl Row<'_> {
                     // early never maps its top; the old arenas go before
                     // the new are mapped.
                     drop(self.arenas.take());
-                    let a = measure::Arenas::new(op, size, cpu::info().llc_bytes())?;
+                    let a = toolkit::ColdArenas::new(op, size, cpu::info().llc_bytes(), true)
+                        .map_err(|e| Error::Calibration {
+                            what: format!("cannot map the arenas of a {size}-byte batch: {e}"),
+                        })?;
                     self.arenas = Some((size, a));
                 }
                 let a = &mut self.arenas.as_mut().expect("just made").1;

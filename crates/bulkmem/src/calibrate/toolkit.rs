@@ -10,6 +10,7 @@ use std::io;
 use std::time::Duration;
 
 use crate::mapping::Mapping;
+use crate::strategy::Op;
 
 /// What destinations hold before a kernel is verified, so one that writes
 /// nothing cannot pass.
@@ -54,6 +55,37 @@ pub fn shuffled(n: usize, seed: u64) -> Vec<usize> {
         v.swap(i, (x % (i as u64 + 1)) as usize);
     }
     v
+}
+
+/// The first `count` extents of `size` bytes of `dst`, in a shuffled
+/// order: a cold batch's destinations, scattered over its arena the way a
+/// migration's folios are, so no prefetcher follows one extent into the
+/// next. The same order on every run and machine.
+pub fn scattered(dst: &mut [u8], size: usize, count: usize) -> Vec<&mut [u8]> {
+    let mut slots: Vec<Option<&mut [u8]>> =
+        dst.chunks_exact_mut(size).take(count).map(Some).collect();
+    shuffled(slots.len(), 0x5eed_0001)
+        .into_iter()
+        .filter_map(|d| slots[d].take())
+        .collect()
+}
+
+/// [`scattered`] destinations, each paired with a source extent of `src`
+/// in another shuffled order (a copy's batch); as many pairs as both arenas
+/// hold extents, up to `count`.
+pub fn scattered_pairs<'a>(
+    dst: &'a mut [u8],
+    src: &'a [u8],
+    size: usize,
+    count: usize,
+) -> Vec<(&'a mut [u8], &'a [u8])> {
+    let src_slots: Vec<&[u8]> = src.chunks_exact(size).take(count).collect();
+    let src_order = shuffled(src_slots.len(), 0x5eed_0002);
+    scattered(dst, size, count)
+        .into_iter()
+        .zip(src_order)
+        .map(|(d, s)| (d, src_slots[s]))
+        .collect()
 }
 
 /// Reads `buf` one cache line at a time, so that afterwards the LLC holds
@@ -172,6 +204,33 @@ pub fn first_wrong(dst: &[u8], src: &[u8], sparse: bool) -> Option<usize> {
             None if src.is_empty() => dst[i] != 0,
             None => true, // a source shorter than the destination
         })
+}
+
+/// A cold batch's memory: a source arena in [`pattern`] (one byte for a
+/// clear, which reads none), a destination arena in [`POISON`], both
+/// prefaulted, and the [`Cooler`] that makes them cold before each run.
+/// Sized once for the largest batch, so smaller ones reuse them.
+pub struct ColdArenas {
+    /// Where copies read from.
+    pub src: Mapping,
+    /// Where every op writes.
+    pub dst: Mapping,
+    /// Makes the arenas cold before a run.
+    pub cooler: Cooler,
+}
+
+impl ColdArenas {
+    /// Arenas for `op` batches of up to `total` bytes on a machine with
+    /// `llc` bytes of last-level cache, on huge pages where `huge_pages`.
+    pub fn new(op: Op, total: usize, llc: usize, huge_pages: bool) -> io::Result<ColdArenas> {
+        let mut src = prefaulted(if op == Op::Copy { total } else { 1 }, huge_pages, 0)?;
+        pattern(src.as_mut_slice());
+        Ok(ColdArenas {
+            src,
+            dst: prefaulted(total, huge_pages, POISON)?,
+            cooler: Cooler::new(llc, huge_pages)?,
+        })
+    }
 }
 
 /// What makes a cold run's buffers cold before it: [`flush`] of what the
@@ -349,11 +408,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shuffles_are_permutations() {
+    fn shuffles_are_permutations_that_scatter() {
         let mut v = shuffled(1000, 7);
-        assert_ne!(v, (0..1000).collect::<Vec<_>>());
+        let adjacent = v.windows(2).filter(|w| w[1] == w[0] + 1).count();
+        assert!(adjacent < 20, "{adjacent} neighbours stayed adjacent");
         v.sort_unstable();
         assert_eq!(v, (0..1000).collect::<Vec<_>>());
+        assert_eq!(shuffled(0, 1), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn scattered_extents_cover_each_slot_once_paired_out_of_order() {
+        let (size, count) = (64, 100);
+        let src: Vec<u8> = (0..size * count).map(|i| (i / size) as u8).collect();
+        let mut dst = vec![0u8; size * (count + 3)];
+        let base = dst.as_ptr() as usize;
+        let pairs = scattered_pairs(&mut dst, &src, size, count);
+        assert_eq!(pairs.len(), count);
+        let mut d: Vec<usize> = pairs
+            .iter()
+            .map(|(d, _)| (d.as_ptr() as usize - base) / size)
+            .collect();
+        let s: Vec<usize> = pairs.iter().map(|(_, s)| s[0] as usize).collect();
+        assert!(pairs
+            .iter()
+            .all(|(d, s)| d.len() == size && s.len() == size));
+        assert_ne!(d, s, "sources must not follow their destinations");
+        let mut s_sorted = s.clone();
+        s_sorted.sort_unstable();
+        d.sort_unstable();
+        // Every slot once, none past `count` (the arena holds 3 more).
+        assert_eq!(d, (0..count).collect::<Vec<_>>());
+        assert_eq!(s_sorted, (0..count).collect::<Vec<_>>());
+        // A source arena smaller than the batch bounds it.
+        assert_eq!(
+            scattered_pairs(&mut dst, &src[..size * 10], size, count).len(),
+            10
+        );
+        assert_eq!(scattered(&mut dst, size, count).len(), count);
     }
 
     #[test]

@@ -267,6 +267,8 @@ pub fn bench(
                 runs: rounds.runs,
                 gbps: stats[i].clone(),
                 speedup: None,
+                baseline: None,
+                calls: None,
                 batch: None,
                 fill: None,
                 moved: None,

@@ -26,9 +26,20 @@ pub struct Row {
     pub threads: usize,
     pub runs: usize,
     pub gbps: Stats,
-    /// Median over the `per-page` median of the same cell.
+    /// Median over the [`baseline`](Row::baseline)'s median of the same
+    /// cell.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
+    /// The row `speedup` divides by (`libc` in `bench copy|clear` and the
+    /// default report unless `--baseline` names another).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    /// Cold rows of `bench copy|clear`: `batch` when a run's extents went
+    /// through one batch call (the library's `copy_batch`, as `auto` runs
+    /// them), `each` when every extent was its own call (the kernel's
+    /// per-folio loops).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calls: Option<&'static str>,
     /// Batch-engine rows only (`bench batch`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchCell>,
@@ -131,6 +142,7 @@ pub fn add_speedups_over(rows: &mut [Row], baseline: &str) {
             .find(|b| b.0 == r.key())
             .filter(|b| b.1 > 0.0)
             .map(|b| r.gbps.median / b.1);
+        r.baseline = r.speedup.map(|_| baseline.to_string());
     }
 }
 
@@ -215,12 +227,7 @@ pub fn auto_kind() -> &'static str {
 }
 
 /// One table per (op, regime): a row per strategy, a column per size, each
-/// cell `median±stdev` GB/s and the speed-up over `per-page`.
-pub fn tables(rows: &[Row], unavailable: &[String]) -> Vec<Table> {
-    tables_over(rows, unavailable, "per-page")
-}
-
-/// As [`tables`], the `x` being the speed-up over `baseline` (rows whose
+/// cell `median±stdev` GB/s and the speed-up over `baseline` (rows whose
 /// `speedup` came from [`add_speedups_over`] with the same name).
 pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Vec<Table> {
     let mut out = Vec::new();
@@ -248,13 +255,22 @@ pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Vec<
         let per_run = |r: &&Row| r.total.max(r.size);
         let least = cell_rows.iter().map(per_run).min().unwrap_or(0);
         let most = cell_rows.iter().map(per_run).max().unwrap_or(0);
+        let calls: Vec<&str> = cell_rows.iter().filter_map(|r| r.calls).collect();
+        let batched = if calls.iter().all(|&c| c == "batch") {
+            ", every row one batch call per run"
+        } else if calls.contains(&"batch") {
+            ", [batch] rows one batch call per run, the others a call per extent"
+        } else {
+            ""
+        };
+        let mixed = calls.contains(&"batch") && calls.contains(&"each");
         let how = match regime {
             "cold" if least == most => format!(
-                "{} per run in shuffled extents, cache evicted",
+                "{} per run in shuffled extents, cache evicted{batched}",
                 fmt_size(least)
             ),
             "cold" => format!(
-                "{}-{} per run in shuffled extents, cache evicted",
+                "{}-{} per run in shuffled extents, cache evicted{batched}",
                 fmt_size(least),
                 fmt_size(most)
             ),
@@ -286,15 +302,15 @@ pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Vec<
             header,
         );
         for name in strategies {
-            let label = match cell_rows
-                .iter()
-                .find(|r| r.strategy == name)
-                .and_then(|r| r.hint.as_deref())
-            {
+            let first_of = cell_rows.iter().find(|r| r.strategy == name);
+            let mut label = match first_of.and_then(|r| r.hint.as_deref()) {
                 Some(h) if h != "auto" => format!("{name} ({}, {h})", auto_kind()),
                 Some(_) => format!("{name} ({})", auto_kind()),
                 _ => name.to_string(),
             };
+            if mixed && first_of.and_then(|r| r.calls) == Some("batch") {
+                label += " [batch]";
+            }
             let find = |s: usize| cell_rows.iter().find(|r| r.strategy == name && r.size == s);
             let mut cells = vec![label];
             cells.extend(sizes.iter().map(|&s| match find(s) {
@@ -320,6 +336,11 @@ pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Vec<
         t.notes
             .extend(noise_note(cell_rows.iter().map(|r| &r.gbps)));
         out.push(t);
+    }
+    if let (false, Some(last)) = (rows.iter().any(|r| r.strategy == baseline), out.last_mut()) {
+        last.notes.push(format!(
+            "no ratios: this run has no `{baseline}` row (--baseline names another)"
+        ));
     }
     if let (false, Some(last)) = (unavailable.is_empty(), out.last_mut()) {
         last.notes.push(format!(
@@ -397,12 +418,15 @@ pub fn by_strategy(
     )]
 }
 
-/// One line per op: which primitive wins each cell here and by how much over
-/// per-page, and the range `auto` achieved.
+/// One line per op: which primitive wins each cell here and by how much
+/// over the rows' baseline (their `speedup`), and the range `auto`
+/// achieved over it and, where the baseline is another, over `per-page`
+/// (the seeds' baseline: the kernel's loop).
 pub fn summary(rows: &[Row]) -> Vec<String> {
     let mut lines = Vec::new();
     let mut ops: Vec<&str> = rows.iter().map(|r| r.op).collect();
     ops.dedup();
+    let baseline = rows.iter().find_map(|r| r.baseline.as_deref());
     for op in ops {
         let mut cells: Vec<(&str, usize)> = Vec::new();
         for r in rows.iter().filter(|r| r.op == op) {
@@ -412,11 +436,13 @@ pub fn summary(rows: &[Row]) -> Vec<String> {
         }
         let mut wins = Vec::new();
         let mut auto: Vec<(f64, String)> = Vec::new();
+        let mut over_per_page: Vec<f64> = Vec::new();
         for (regime, size) in cells {
             let here: Vec<&Row> = rows
                 .iter()
                 .filter(|r| r.op == op && r.regime == regime && r.size == size)
                 .collect();
+            let named = |n: &str| here.iter().find(|r| r.strategy == n);
             if let Some(best) = here
                 .iter()
                 .filter(|r| r.strategy != "auto")
@@ -424,9 +450,8 @@ pub fn summary(rows: &[Row]) -> Vec<String> {
             {
                 let x = best.speedup.map_or(String::new(), |x| format!(" {x:.2}x"));
                 // Batching can beat every primitive called extent by extent.
-                let auto_beats = here
-                    .iter()
-                    .find(|r| r.strategy == "auto" && r.gbps.median > best.gbps.median)
+                let auto_beats = named("auto")
+                    .filter(|r| r.gbps.median > best.gbps.median)
                     .and_then(|r| r.speedup)
                     .map_or(String::new(), |a| format!(" (auto {a:.2}x)"));
                 wins.push(format!(
@@ -435,22 +460,28 @@ pub fn summary(rows: &[Row]) -> Vec<String> {
                     best.strategy
                 ));
             }
-            if let Some(x) = here
-                .iter()
-                .find(|r| r.strategy == "auto")
-                .and_then(|r| r.speedup)
-            {
-                auto.push((x, format!("{regime} {}", fmt_size(size))));
+            if let Some(a) = named("auto") {
+                if let Some(x) = a.speedup {
+                    auto.push((x, format!("{regime} {}", fmt_size(size))));
+                }
+                if let Some(p) = named("per-page").filter(|p| p.gbps.median > 0.0) {
+                    over_per_page.push(a.gbps.median / p.gbps.median);
+                }
             }
         }
         let mut line = format!("{op}: fastest here: {}", wins.join(", "));
         let lowest = auto.iter().min_by(|a, b| a.0.total_cmp(&b.0));
         let highest = auto.iter().map(|a| a.0).max_by(f64::total_cmp);
-        if let (Some((lo, worst)), Some(hi)) = (lowest, highest) {
+        if let (Some((lo, worst)), Some(hi), Some(base)) = (lowest, highest, baseline) {
             let _ = write!(
                 line,
-                "; auto {lo:.2}x-{hi:.2}x over per-page (lowest: {worst})"
+                "; auto {lo:.2}x-{hi:.2}x over {base} (lowest: {worst})"
             );
+        }
+        let lo = over_per_page.iter().copied().min_by(f64::total_cmp);
+        let hi = over_per_page.iter().copied().max_by(f64::total_cmp);
+        if let (Some(lo), Some(hi), true) = (lo, hi, baseline != Some("per-page")) {
+            let _ = write!(line, ", {lo:.2}x-{hi:.2}x over per-page");
         }
         lines.push(line);
     }
@@ -478,6 +509,8 @@ mod tests {
             runs: 7,
             gbps: Stats::or_zero(&[median]),
             speedup: None,
+            baseline: None,
+            calls: None,
             batch: None,
             fill: None,
             moved: None,
@@ -508,12 +541,50 @@ mod tests {
 
     #[test]
     fn tables_show_every_cell_and_the_choice() {
-        let t = crate::table::text(&tables(&sample(), &["avx512 (needs avx512f)".into()]));
+        let t = crate::table::text(&tables_over(
+            &sample(),
+            &["avx512 (needs avx512f)".into()],
+            "per-page",
+        ));
         assert!(t.contains("copy, cold"), "{t}");
+        assert!(t.contains("x = over per-page"), "{t}");
         assert!(t.contains("1.60x") && t.contains("1.55x"), "{t}");
         assert!(t.contains("auto chose") && t.contains("avx2-nt"), "{t}");
         assert!(t.contains("4K") && t.contains("2M"), "{t}");
         assert!(t.contains("not run (this CPU lacks them): avx512"), "{t}");
+    }
+
+    /// The sample with a `libc` row per cell, ratios over it, and how each
+    /// cold row was called (`auto` batched, the others `calls`).
+    fn over_libc(calls: &'static str) -> Vec<Row> {
+        let mut v = sample();
+        v.push(r("libc", "cold", 4096, 6.0));
+        v.push(r("libc", "cold", 2 << 20, 9.3 / 1.2));
+        for r in &mut v {
+            r.calls = Some(if r.strategy == "auto" { "batch" } else { calls });
+        }
+        add_speedups_over(&mut v, "libc");
+        v
+    }
+
+    #[test]
+    fn ratios_over_libc_say_so_and_name_batched_rows() {
+        let v = over_libc("each");
+        assert_eq!(v[2].baseline.as_deref(), Some("libc"));
+        let t = crate::table::text(&tables_over(&v, &[], "libc"));
+        assert!(t.contains("x = over libc"), "{t}");
+        // auto 7.5 over libc 6.0 at 4K.
+        assert!(t.contains("1.25x"), "{t}");
+        assert!(t.contains("auto (") && t.contains(") [batch]"), "{t}");
+        assert!(t.contains("the others a call per extent"), "{t}");
+        assert!(!t.contains("per-page [batch]"), "{t}");
+        assert!(!t.contains("no ratios"), "{t}");
+        let t = crate::table::text(&tables_over(&v, &[], "avx512"));
+        assert!(t.contains("no ratios: this run has no `avx512` row"), "{t}");
+        // Every row batched: said once in the title, no row marked.
+        let t = crate::table::text(&tables_over(&over_libc("batch"), &[], "libc"));
+        assert!(t.contains("every row one batch call per run"), "{t}");
+        assert!(!t.contains("[batch]"), "{t}");
     }
 
     #[test]
@@ -526,8 +597,16 @@ mod tests {
             "{}",
             s[0]
         );
-        assert!(s[0].contains("auto 1.50x-1.55x"), "{}", s[0]);
+        assert!(s[0].contains("auto 1.50x-1.55x over per-page"), "{}", s[0]);
         assert!(s[0].contains("lowest: cold 4K"), "{}", s[0]);
+        // Over libc, with per-page's range beside it.
+        let s = summary(&over_libc("batch"));
+        assert!(
+            s[0].contains("auto 1.20x-1.25x over libc (lowest: cold 2M)"),
+            "{}",
+            s[0]
+        );
+        assert!(s[0].ends_with(", 1.50x-1.55x over per-page"), "{}", s[0]);
     }
 
     #[test]

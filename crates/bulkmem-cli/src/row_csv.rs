@@ -36,6 +36,8 @@ const BASE: &[Column] = &[
     ("gbps_min", |r| num(r.gbps.min)),
     ("gbps_max", |r| num(r.gbps.max)),
     ("speedup", |r| opt(r.speedup)),
+    ("baseline", |r| opt(r.baseline.as_ref())),
+    ("calls", |r| opt(r.calls)),
 ];
 
 const BATCH: &[Column] = &[
@@ -112,6 +114,8 @@ mod tests {
             runs: samples.len(),
             gbps: Stats::or_zero(samples),
             speedup: Some(1.5),
+            baseline: Some("libc".into()),
+            calls: Some("batch"),
             batch: None,
             fill: None,
             moved: None,
@@ -136,6 +140,7 @@ mod tests {
         assert_eq!(at("gbps_median"), "12");
         assert_eq!(at("gbps_min"), "11");
         assert_eq!(at("speedup"), "1.5");
+        assert_eq!((at("baseline"), at("calls")), ("libc", "batch"));
         assert_eq!(at("hint"), "");
         assert!(lines[2].starts_with("copy,\"a,b\","), "{text}");
         // A fill row brings its columns, empty on the other rows.
@@ -149,10 +154,16 @@ mod tests {
             .lines()
             .next()
             .unwrap()
-            .ends_with("speedup,element_bytes,patch"));
-        assert!(text.lines().nth(1).unwrap().ends_with("1.5,,"), "{text}");
+            .ends_with("speedup,baseline,calls,element_bytes,patch"));
         assert!(
-            text.lines().nth(2).unwrap().ends_with("1.5,64,true"),
+            text.lines().nth(1).unwrap().ends_with("1.5,libc,batch,,"),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .nth(2)
+                .unwrap()
+                .ends_with("1.5,libc,batch,64,true"),
             "{text}"
         );
     }

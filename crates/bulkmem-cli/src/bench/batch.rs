@@ -387,6 +387,8 @@ fn measure_shape(
         runs: plan.rounds.runs,
         gbps: s.clone(),
         speedup: None,
+        baseline: None,
+        calls: None,
         batch: Some(BatchCell {
             placement,
             layout: layout.name(),

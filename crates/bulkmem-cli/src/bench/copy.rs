@@ -75,7 +75,23 @@ pub struct MemArgs {
     /// LABEL, else the file's stem and the symbol.
     #[arg(long, value_name = "[LABEL=]LIB[:SYMBOL]", value_delimiter = ',')]
     against: Vec<String>,
+    /// The row every `x` divides by: the C library's routine (what a
+    /// program calls today), `per-page` (the kernel's per-4 KiB loop, the
+    /// patch threads' baseline), or any other row of the run [default:
+    /// libc].
+    #[arg(long, value_name = "ROW")]
+    baseline: Option<String>,
+    /// How cold runs reach each named strategy: `batch`, the run's
+    /// extents in one batch call (`copy_batch`, as `auto` gets them), or
+    /// `each`, a call per extent (the kernel's per-folio loops). `auto` is
+    /// always one batch call.
+    #[arg(long, default_value = "batch", value_parser = ["batch", "each"])]
+    cold_calls: String,
 }
+
+/// What the tables' `x` divides by unless `--baseline` says otherwise: the
+/// routine a program calls today.
+pub const BASELINE: &str = "libc";
 
 pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
@@ -87,6 +103,15 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
             nodes.target(n).map_err(|e| usage(format!("{flag}: {e}")))?;
         }
     }
+    let known = strategies.iter().map(|s| s.name().to_string());
+    let rows_named: Vec<String> = known.chain(foreign.iter().map(|f| f.0.clone())).collect();
+    if let Some(b) = a.baseline.as_ref().filter(|b| !rows_named.contains(b)) {
+        return Err(usage(format!(
+            "--baseline {b}: not a row of this run (rows: {})",
+            rows_named.join(", ")
+        )));
+    }
+    let baseline = a.baseline.as_deref().unwrap_or(BASELINE);
     let threads = a.threads as usize;
     let regimes = a.regime.0;
     check_memory(&mem::needs(&a.sizes, &regimes, threads, a.total))?;
@@ -124,12 +149,12 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         cpus: measuring_cpus(a.cpus.as_ref().map(|c| c.0.as_slice()))?,
         thp: !a.no_thp,
         checked: false,
-        named_batches: false,
+        named_batches: a.cold_calls == "batch",
         hot_bytes: mem::HOT_BYTES,
         foreign,
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
-    report::add_speedups(&mut rows);
+    report::add_speedups_over(&mut rows, baseline);
     let style = |r: &Row| {
         let color = plan
             .strategies
@@ -140,7 +165,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     };
     publish(
         &a.out,
-        &report::tables(&rows, &skipped),
+        &report::tables_over(&rows, &skipped, baseline),
         &rows,
         a.plot
             .as_deref()
@@ -195,13 +220,15 @@ pub fn default_report(quiet: bool) -> Result<(), Failure> {
             cpus: cpus.clone(),
             thp: true,
             checked: false,
-            named_batches: false,
+            named_batches: true,
             hot_bytes: REPORT_HOT,
             foreign: Vec::new(),
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
-        report::add_speedups(&mut rows);
-        out::print(&table::text(&report::tables(&rows, &skipped)))?;
+        report::add_speedups_over(&mut rows, BASELINE);
+        out::print(&table::text(&report::tables_over(
+            &rows, &skipped, BASELINE,
+        )))?;
         all.extend(rows);
     }
     let mut text = String::from("\n");

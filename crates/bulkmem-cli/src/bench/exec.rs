@@ -24,12 +24,23 @@ pub(super) enum Exec {
 
 /// The cells of a group: row name and how each runs. `req` is what one
 /// call (hot) or one thread's batch (cold) looks like to `auto`, so the
-/// checked cell stands in for the routine auto picks for the same shape.
-pub(super) fn cells(plan: &Plan, req: &bulkmem::Request) -> Result<Vec<(String, Exec)>, String> {
+/// checked cell stands in for the routine auto picks for the same shape;
+/// `cold` groups call named strategies through the batch call where the
+/// plan says so ([`Plan::named_batches`]).
+pub(super) fn cells(
+    plan: &Plan,
+    req: &bulkmem::Request,
+    cold: bool,
+) -> Result<Vec<(String, Exec)>, String> {
     let mut v: Vec<(String, Exec)> = plan
         .strategies
         .iter()
-        .map(|&s| (s.name().to_string(), Exec::of(plan, s)))
+        .map(|&s| {
+            (
+                s.name().to_string(),
+                Exec::of(plan, s, cold && plan.named_batches),
+            )
+        })
         .collect();
     if plan.checked {
         let s = bulkmem::fault::checked_form(Strategy::Auto, req).map_err(|e| e.to_string())?;
@@ -44,10 +55,10 @@ pub(super) fn cells(plan: &Plan, req: &bulkmem::Request) -> Result<Vec<(String, 
 }
 
 impl Exec {
-    fn of(plan: &Plan, s: Strategy) -> Exec {
+    fn of(plan: &Plan, s: Strategy, batched: bool) -> Exec {
         if s == Strategy::Auto {
             Exec::Auto(plan.hint)
-        } else if plan.named_batches {
+        } else if batched {
             Exec::Batch(s)
         } else {
             Exec::Named(Kernel::new(s, plan.op).expect("the plan holds only available strategies"))
@@ -93,6 +104,15 @@ impl Exec {
                 return None;
             }
         })
+    }
+
+    /// How a cold run reaches this cell's routine: `batch` (one batch
+    /// call for the run) or `each` (a call per extent).
+    pub(super) fn calls(self) -> &'static str {
+        match self {
+            Exec::Auto(_) | Exec::Batch(_) | Exec::Checked(_) => "batch",
+            Exec::Named(_) | Exec::Foreign(_) => "each",
+        }
     }
 
     pub(super) fn copy_batch(self, ops: &mut [(&mut [u8], &[u8])]) -> Option<Strategy> {

@@ -205,6 +205,8 @@ fn measure(
             runs: plan.rounds.runs,
             gbps: stats[k].clone(),
             speedup: None,
+            baseline: None,
+            calls: None,
             batch: None,
             fill: Some(FillCell {
                 element: el,
@@ -367,6 +369,8 @@ mod tests {
                         runs: 1,
                         gbps: crate::stats::Stats::or_zero(&[el as f64]),
                         speedup: None,
+                        baseline: None,
+                        calls: None,
                         batch: None,
                         fill: Some(FillCell {
                             element: el,

@@ -210,6 +210,8 @@ fn rows_of(l: &Limits, size: usize) -> Vec<Row> {
         runs: s.samples.len(),
         gbps: s.clone(),
         speedup: None,
+        baseline: None,
+        calls: None,
         batch: None,
         fill: None,
         moved: None,

@@ -104,8 +104,8 @@ pub struct Plan {
     pub checked: bool,
     /// Cold cells call named strategies through the library's batch call
     /// (one kernel for the batch, one drain at its end), as `auto` runs,
-    /// instead of extent by extent as the kernel's loops do. `bulkmem tune`
-    /// compares like with like this way.
+    /// so like is compared with like; otherwise extent by extent, as the
+    /// kernel's per-folio loops do (`--cold-calls each`).
     pub named_batches: bool,
     /// Bytes a hot, consume or pipe run moves at least, by repeating the
     /// call ([`HOT_BYTES`] unless a quicker report asks for less).
@@ -260,7 +260,11 @@ fn hot_group(
     bufs: &mut HotBufs,
 ) -> Result<Vec<Row>, String> {
     let reps = (plan.hot_bytes / size).max(1);
-    let cells = cells(plan, &bulkmem::Request::single(plan.op, size, plan.hint))?;
+    let cells = cells(
+        plan,
+        &bulkmem::Request::single(plan.op, size, plan.hint),
+        false,
+    )?;
     let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
     // Check each cell once, from a poisoned destination.
     let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
@@ -343,7 +347,7 @@ fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result<Vec<Row>, 
         runs: per_thread,
         hint: plan.hint,
     };
-    let cells = cells(plan, &batch)?;
+    let cells = cells(plan, &batch, true)?;
     let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
     let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
     let stats = match plan.op {
@@ -408,6 +412,7 @@ fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result<Vec<Row>, 
                 stats[i].clone(),
             );
             r.threads = workers;
+            r.calls = Some(execs[i].calls());
             r
         })
         .collect())
@@ -434,6 +439,8 @@ fn row(
         runs: plan.rounds.runs,
         gbps,
         speedup: None,
+        baseline: None,
+        calls: None,
         batch: None,
         fill: None,
         moved: None,

@@ -199,6 +199,8 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
                         runs: plan.rounds.runs,
                         gbps: Stats::or_zero(&gbps),
                         speedup: None,
+                        baseline: None,
+                        calls: None,
                         batch: None,
                         fill: None,
                         moved: None,

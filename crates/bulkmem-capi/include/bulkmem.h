@@ -39,8 +39,9 @@
  *   memmove), and in a batch no destination may overlap another extent.
  * - Strategy names are bulkmem's ("auto", "per-page", "rep-movsb",
  *   "avx2-nt", "clzero", ...); bm_strategy_name() lists them. They are
- *   matched exactly, as bm_strategy_name() and the CLI print them: lower
- *   case, '-' not '_', no spaces ("AUTO" and "auto " are -EINVAL).
+ *   read as the command line and BULKMEM_STRATEGY read them: case,
+ *   surrounding spaces and '_' for '-' do not matter ("AVX2_NT" is
+ *   "avx2-nt"); an unknown name is -EINVAL.
  * - Callbacks (bm_progress_fn, bm_patch_fn) must return normally: leaving
  *   one with longjmp, or a C++ exception, skips bulkmem's cleanup. See
  *   bm_progress_fn for what bulkmem recovers from.

@@ -189,21 +189,10 @@ pub fn strategy(name: *const c_char) -> Res<Strategy> {
     let s = unsafe { CStr::from_ptr(name) }
         .to_str()
         .map_err(|_| invalid("the strategy name is not UTF-8"))?;
-    // Exactly the names bm_strategy_name (and the CLI) print: no case
-    // folding, no spaces, no '_' for '-'. The library's own parser is more
-    // forgiving (for command lines); C callers pass constants, and one
-    // spelling keeps a typo from passing silently.
-    Strategy::ALL
-        .iter()
-        .copied()
-        .find(|st| st.name() == s)
-        .ok_or_else(|| {
-            let names: Vec<&str> = Strategy::ALL.iter().map(|st| st.name()).collect();
-            invalid(format!(
-                "unknown strategy {s:?}: names are exact and lower-case, one of {}",
-                names.join(", ")
-            ))
-        })
+    // The library's one parser, as the CLI and BULKMEM_STRATEGY use it:
+    // case, surrounding spaces and '_' for '-' do not matter, so a name
+    // that works on the command line works here.
+    s.parse::<Strategy>().map_err(|e| invalid(e.to_string()))
 }
 
 pub fn hint(h: c_int) -> Res<Hint> {

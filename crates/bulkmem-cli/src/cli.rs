@@ -156,6 +156,29 @@ pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
     Ok(cpus)
 }
 
+/// CPUs this process may run on (its affinity: taskset, numactl,
+/// cpusets), else every online one.
+pub fn usable_cpus() -> usize {
+    bulkmem::engine::allowed_cpus()
+        .unwrap_or_else(|| bulkmem::cpu::info().topology.online_cpus.clone())
+        .len()
+}
+
+/// The one rule for `--threads` of every command: more threads than the
+/// `cpus` they may run on are allowed, with this warning, and never
+/// refused. Such a run measures something real (threads taking turns on
+/// shared CPUs, as an oversubscribed program would), but its GB/s are
+/// not the parallel bandwidth the tables are read for, so it is said
+/// once, whatever `--quiet` (which silences progress only).
+pub fn warn_oversubscribed(threads: usize, cpus: usize) {
+    if threads > cpus {
+        eprintln!(
+            "bulkmem: warning: --threads {threads} is more than the {cpus} CPU(s) the threads may run on: \
+             they share CPUs and take turns, so the figures measure that, not {threads} CPUs at once"
+        );
+    }
+}
+
 /// CPUs named on the command line, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CpuList(pub Vec<usize>);

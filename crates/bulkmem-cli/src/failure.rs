@@ -2,7 +2,11 @@
 //! (docs/design.md, "Exit codes"). Below every other module, so that the
 //! output path (`out`) and the commands can all name it.
 
-/// A failure, with the exit code it deserves (2: bad usage).
+/// A failure, with the exit code it deserves: [`usage`] (2) for what is
+/// wrong with the command line and is found before anything runs (flags,
+/// values, output paths that cannot be written, input files that cannot
+/// be read), [`runtime`] (1) for what goes wrong while it runs. The man
+/// page's EXIT STATUS (`generate::EXIT_STATUS`) lists every code.
 pub struct Failure {
     pub code: u8,
     pub msg: String,

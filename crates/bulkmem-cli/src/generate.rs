@@ -54,6 +54,9 @@ pub fn cmd(a: GenerateArgs, command: Command) -> Result<(), Failure> {
             if !dir.is_dir() {
                 return Err(usage(format!("--dir {}: not a directory", dir.display())));
             }
+            // A directory that takes no files is as much a usage error as
+            // a missing one: found before the first page, not by it.
+            crate::preflight::writable("--dir", &dir.join("bulkmem.1")).map_err(usage)?;
             write_pages(&command, &dir, true)
         }
     }
@@ -126,12 +129,16 @@ fn page(cmd: &Command, top: bool) -> Vec<u8> {
 }
 
 /// docs/design.md, "Exit codes"; `failure.rs`, `out.rs`, `bench migrate`.
+/// One convention for every command: 0 ok, 1 failed while running, 2 bad
+/// usage (found before anything runs), 130 interrupted; 77 and 126/127
+/// are the two documented exceptions.
 pub const EXIT_STATUS: &[(&str, &str)] = &[
     ("0", "Done. Also when stdout is a pipe whose reader went away (| head)."),
-    ("1", "A run failed (the message says where), output could not be written, or `compare --fail-on` found a change of that kind."),
-    ("2", "Bad usage: an unknown flag or value, an output that cannot be written, not enough memory. Nothing was measured."),
+    ("1", "Failed while running: a measurement or system call failed (the message says where), output could not be written at the end (a full disk), a `compare` document is not a bench document, or `compare --fail-on` found a change of that kind."),
+    ("2", "Bad usage, refused before anything is measured: an unknown flag, a bad value (a negative size, an unknown strategy), an output file that cannot be written (--json, --plot, tune's profile, generate --dir: checked up front, its directory must exist and take files), an input file named on the command line that cannot be read (a missing file or a directory given to `compare`), or more memory than is available. More --threads than CPUs is not an error: it runs, with a warning."),
     ("77", "Skipped: the machine cannot run it (`bench migrate` on one NUMA node); no JSON is written."),
     ("126, 127", "`run`: the program could not be executed (126) or was not found (127), as a shell reports it; once it runs, its own status is the exit status."),
+    ("130", "Interrupted (Ctrl-C): bulkmem ends by SIGINT, which a shell reports as 130; no JSON is written."),
 ];
 
 const ENVIRONMENT_INTRO: &str = "Read by the library in every process that uses it (this command, programs linked with it, and programs under `bulkmem run`). An unknown name or value is one warning on stderr and is otherwise ignored. In set-user-ID and set-group-ID programs (AT_SECURE), every BULKMEM_ variable is ignored, and so are user profiles.";

@@ -85,9 +85,71 @@ struct ProfileInfo {
     quick: Option<bool>,
     /// One thread's share of the LLC.
     llc_share: usize,
-    /// The total from which untuned `auto` streams: twice the share, at
-    /// most 64 MiB.
+    /// The rules' stream threshold: twice the share, at most 64 MiB.
+    /// Where each kind of call actually streams is `streams_from`.
     stream_from: usize,
+    /// Where untuned `auto` (hint auto) starts streaming, derived from
+    /// the same rules the choices below come from.
+    streams_from: StreamsFrom,
+}
+
+/// The smallest size from which the built-in rules choose non-temporal
+/// stores (hint auto), per kind of call; `null`: never (up to 1 TiB).
+#[derive(Serialize)]
+struct StreamsFrom {
+    /// A single copy of this many bytes.
+    copy_single: Option<usize>,
+    clear_single: Option<usize>,
+    /// A batch of scattered 2 MiB extents this large in all (Intel
+    /// servers stream a batch's copies well before a single call's).
+    copy_batch_2m: Option<usize>,
+    clear_batch_2m: Option<usize>,
+}
+
+/// Extent of the batches `info` describes (its table's last column too).
+const BATCH_EXTENT: usize = 2 << 20;
+
+/// The smallest `n` units for which the built-in rules stream
+/// `request(n * unit)`, in bytes, or `None` up to 1 TiB. The rules stream
+/// from a threshold on (larger never streams less), so a bisection finds it.
+fn first_streaming(unit: usize, request: impl Fn(usize) -> Request) -> Option<usize> {
+    let streams = |n: usize| {
+        auto::decide(Machine::this(), &request(n * unit))
+            .strategy
+            .is_non_temporal()
+    };
+    let (mut lo, mut hi) = (0usize, (1usize << 40) / unit);
+    if !streams(hi) {
+        return None;
+    }
+    // Invariant: streams(hi), and lo == 0 or !streams(lo).
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if streams(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi * unit)
+}
+
+fn streams_from() -> StreamsFrom {
+    let single = |op| first_streaming(1, |n| Request::single(op, n, Hint::Auto));
+    let batch = |op| {
+        first_streaming(BATCH_EXTENT, |n| Request {
+            op,
+            total: n,
+            runs: n / BATCH_EXTENT,
+            hint: Hint::Auto,
+        })
+    };
+    StreamsFrom {
+        copy_single: single(Op::Copy),
+        clear_single: single(Op::Clear),
+        copy_batch_2m: batch(Op::Copy),
+        clear_batch_2m: batch(Op::Clear),
+    }
 }
 
 #[derive(Serialize)]
@@ -158,6 +220,7 @@ fn gather() -> Info {
         quick: auto::profile().map(|p| p.quick),
         llc_share: m.llc_share(),
         stream_from: m.stream_from(),
+        streams_from: streams_from(),
     };
     let o = auto::Overrides::from_env();
     let overrides = OverrideInfo {
@@ -188,7 +251,7 @@ fn gather() -> Info {
             // What one call cannot know: 128 scattered 2 MiB folios.
             reqs.push(Request {
                 op,
-                total: 256 << 20,
+                total: 128 * BATCH_EXTENT,
                 runs: 128,
                 hint,
             });
@@ -448,11 +511,20 @@ pub fn text() -> String {
             let _ = writeln!(o, "             {line}");
         }
     } else {
+        let at =
+            |n: Option<usize>| n.map_or("never".to_string(), |n| format!("from {}", fmt_size(n)));
+        let f = &p.streams_from;
         let _ = writeln!(
             o,
-            "             built-in rules; one thread's LLC share {}, streams from {} (hint auto)",
+            "             built-in rules; one thread's LLC share {}; hint auto streams (non-temporal):\n\
+             \x20            single calls: copies {}, clears {};\n\
+             \x20            batches of {} extents: copies {}, clears {} (bytes in all)",
             fmt_size(p.llc_share),
-            fmt_size(p.stream_from)
+            at(f.copy_single),
+            at(f.clear_single),
+            fmt_size(BATCH_EXTENT),
+            at(f.copy_batch_2m),
+            at(f.clear_batch_2m)
         );
     }
     let ov = &info.overrides;
@@ -478,7 +550,7 @@ pub fn text() -> String {
     }
     let _ = writeln!(
         o,
-        "\nauto would choose (single calls; last column a batch of 128 x 2M extents):"
+        "\nauto would choose (single calls; last column a batch of 128 x 2M extents, 256M in all):"
     );
     let _ = write!(o, "{:<14}", "op, hint");
     for &s in SIZES {

@@ -27,6 +27,7 @@ mod tune;
 mod version;
 
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -45,9 +46,14 @@ use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
-    /// No progress output on stderr.
+    /// No progress output on stderr (warnings and errors still go there).
     #[arg(long, global = true)]
     quiet: bool,
+    /// Without a command: also write the default report's results as JSON
+    /// to FILE (`-` for stdout; the tables then go to stderr), as `bench
+    /// copy --json` does. The format is docs/bench-schema.json.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -94,11 +100,27 @@ fn main() -> ExitCode {
     let matches = command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let quiet = cli.quiet;
+    if let (Some(path), Some(_)) = (&cli.json, &cli.cmd) {
+        // The default report's flag; a command takes its own after its name.
+        let _ = writeln!(
+            std::io::stderr(),
+            "bulkmem: error: --json {} before a command is the default report's: \
+             put it after the command (bulkmem bench copy --json FILE)",
+            path.display()
+        );
+        return ExitCode::from(2);
+    }
     let result = match cli.cmd {
-        None => bench::copy::default_report(quiet),
+        None => bench::copy::default_report(quiet, cli.json.as_deref()),
         Some(Cmd::Info(a)) => info::cmd(a),
         Some(Cmd::Bench { what }) => bench::cmd(what, quiet),
-        Some(Cmd::Compare(a)) => compare::cmd(a),
+        // An input that cannot be read is a usage error (exit 2), like an
+        // output that cannot be written; what the files hold is compare's.
+        Some(Cmd::Compare(a)) => {
+            preflight::check_inputs(&[("compare: A", &a.a), ("compare: B", &a.b)])
+                .map_err(failure::usage)
+                .and_then(|()| compare::cmd(a))
+        }
         Some(Cmd::Migrate(a)) => migrate_cmd::cmd(a),
         Some(Cmd::Tune(a)) => tune::cmd(a, quiet),
         Some(Cmd::Run(a)) => preload_cmd::run_cmd(a),

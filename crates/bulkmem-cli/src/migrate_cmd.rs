@@ -295,7 +295,7 @@ pub struct MigrateArgs {
     #[arg(long)]
     self_test: bool,
     /// Region size of --self-test.
-    #[arg(long, value_parser = size::parse_size, default_value = "64M")]
+    #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "64M")]
     size: usize,
 }
 

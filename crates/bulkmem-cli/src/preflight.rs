@@ -4,17 +4,22 @@
 //!
 //! * [`check_outputs`]: `--json` and `--plot` can be written (and `--plot`
 //!   names a format the chart writer knows);
+//! * [`check_inputs`]: files named on the command line can be read;
 //! * [`check_memory`]: the memory a run touches fits in what the kernel
 //!   says is available.
 
 use std::fs::OpenOptions;
+use std::io::Write as _;
 use std::path::Path;
 
 /// Checks every output file of a subcommand before it measures: `--json`
 /// (`-` is stdout and always fine) and `--plot` (.svg or .png) must be
-/// writable: an existing file is opened for appending (nothing is changed),
-/// a new one is created and removed again, so a missing or read-only
-/// directory is caught, whoever runs it.
+/// writable: an existing file is opened for appending and written zero
+/// bytes (nothing is changed, nothing truncated), a new one is created
+/// and removed again, so a missing or read-only directory is caught,
+/// whoever runs it. Files of the kernel's pseudo-filesystems (/proc, /sys,
+/// ...) are refused: root may open them for writing, and a write then
+/// fails, or worse, sets a kernel knob, only after the measuring.
 pub fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<(), String> {
     if let Some(path) = json.filter(|p| *p != Path::new("-")) {
         writable("--json", path)?;
@@ -35,7 +40,8 @@ pub fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<(), Str
     Ok(())
 }
 
-fn writable(flag: &str, path: &Path) -> Result<(), String> {
+/// One output file of `flag`, checked as [`check_outputs`] checks them.
+pub fn writable(flag: &str, path: &Path) -> Result<(), String> {
     let fail = |why: String| Err(format!("{flag} {}: {why}", path.display()));
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -57,11 +63,26 @@ fn writable(flag: &str, path: &Path) -> Result<(), String> {
             // now could block, or end a reader's input early.
             return Ok(());
         }
+        if let Some(fs) = pseudo_filesystem(path) {
+            return fail(format!("is a file of {fs}, not a place for results"));
+        }
         // Appending nothing changes nothing; the run truncates it later.
-        return match OpenOptions::new().append(true).open(path) {
+        // The empty write is what fails where only writing does (a /proc
+        // file root may open).
+        return match OpenOptions::new()
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write(&[]))
+        {
             Ok(_) => Ok(()),
             Err(e) => fail(format!("cannot write it: {e}")),
         };
+    }
+    if let Some(fs) = pseudo_filesystem(dir) {
+        return fail(format!(
+            "{} is in {fs}, not a place for results",
+            dir.display()
+        ));
     }
     match OpenOptions::new().write(true).create_new(true).open(path) {
         Ok(_) => {
@@ -70,6 +91,63 @@ fn writable(flag: &str, path: &Path) -> Result<(), String> {
         }
         Err(e) => fail(format!("cannot create it: {e}")),
     }
+}
+
+/// The kernel pseudo-filesystem `path` is on, by name, if it is on one.
+fn pseudo_filesystem(path: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statfs writes only into `st`, which is large enough; `c` is
+    // NUL-terminated.
+    let st = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        (libc::statfs(c.as_ptr(), &mut st) == 0).then_some(st)
+    }?;
+    // The magic numbers of linux/magic.h; f_type's width differs by
+    // architecture, the magics all fit in 32 bits.
+    let kinds: [(u32, &str); 11] = [
+        (0x9fa0, "procfs (/proc)"),
+        (0x6265_6572, "sysfs (/sys)"),
+        (0x6462_6720, "debugfs"),
+        (0x7472_6163, "tracefs"),
+        (0x0027_e0eb, "cgroupfs"),
+        (0x6367_7270, "cgroup2fs"),
+        (0x7363_6673, "securityfs"),
+        (0x6265_6570, "configfs"),
+        (0xcafe_4a11, "bpffs"),
+        (0xde5e_81e4, "efivarfs"),
+        (0x6165_676c, "pstore"),
+    ];
+    #[allow(clippy::unnecessary_cast)]
+    let kind = st.f_type as u32;
+    kinds.iter().find(|(m, _)| *m == kind).map(|(_, n)| *n)
+}
+
+/// Checks the files a command reads, named on its command line (`what`
+/// names each: `compare A`), before it starts: each exists, is not a
+/// directory, and opens for reading. Pipes and devices are not opened (a
+/// FIFO without a writer would block); reading them is left to the
+/// command.
+pub fn check_inputs(files: &[(&str, &Path)]) -> Result<(), String> {
+    for (what, path) in files {
+        let fail = |why: String| Err(format!("{what} {}: {why}", path.display()));
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return fail("no such file".into())
+            }
+            Err(e) => return fail(format!("cannot read it: {e}")),
+        };
+        if meta.is_dir() {
+            return fail("is a directory, not a file".into());
+        }
+        if meta.is_file() {
+            if let Err(e) = std::fs::File::open(path) {
+                return fail(format!("cannot read it: {e}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// One part of a run's memory: the bytes it touches at once, the flags
@@ -231,6 +309,19 @@ mod tests {
         std::fs::write(&fresh, "kept").unwrap();
         assert!(check_outputs(Some(&fresh), None).is_ok());
         assert_eq!(std::fs::read_to_string(&fresh).unwrap(), "kept");
+        // Root may open these for writing: the run would fail after it
+        // measured, or write a kernel setting.
+        for pseudo in ["/proc/version", "/proc/self/comm"] {
+            let e = check_outputs(Some(Path::new(pseudo)), None).unwrap_err();
+            assert!(e.starts_with(&format!("--json {pseudo}: ")), "{e}");
+        }
+        let e = check_outputs(Some(Path::new("/proc/bulkmem-x.json")), None).unwrap_err();
+        assert!(e.contains("procfs"), "{e}");
+        assert!(check_inputs(&[("A", &fresh)]).is_ok());
+        let e = check_inputs(&[("A", &fresh), ("B", &dir)]).unwrap_err();
+        assert!(e.starts_with("B ") && e.contains("is a directory"), "{e}");
+        let e = check_inputs(&[("A", &dir.join("none.json"))]).unwrap_err();
+        assert!(e.contains("no such file"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -4,7 +4,14 @@
 /// Parses one size such as `4K`, `2m`, `256M`, `1G`, `4KiB` or `4096`
 /// (`bulkmem::parse_bytes`, the project's one byte-count parser); sizes on
 /// the command line must be greater than zero.
+///
+/// Every flag parsed with this one lets values start with `-`
+/// (`allow_hyphen_values`): otherwise clap takes `--sizes -4K` for an
+/// unknown flag `-4` and never says what was wrong with the size.
 pub fn parse_size(s: &str) -> Result<usize, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!("{s}: sizes cannot be negative"));
+    }
     match bulkmem::parse_bytes(s)? {
         0 => Err(format!("size '{s}' must be greater than zero")),
         n => Ok(n),
@@ -25,6 +32,9 @@ mod tests {
         assert_eq!(parse_size("4K"), Ok(4096));
         assert!(parse_size("0").unwrap_err().contains("greater than zero"));
         assert!(parse_size("0K").unwrap_err().contains("greater than zero"));
+        assert!(parse_size("-4K")
+            .unwrap_err()
+            .contains("cannot be negative"));
         assert!(parse_size("12Q")
             .unwrap_err()
             .contains("unknown suffix 'Q'"));

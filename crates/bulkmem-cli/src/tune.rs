@@ -53,14 +53,24 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
             ));
         }
     }
-    let system = a.system.then(|| auto::system_profile_path(&id));
-    let path = system
-        .or(a.out)
-        .or(from_env)
-        .or_else(|| auto::default_profile_path(&id))
-        .ok_or_else(|| usage("no place for the profile: give --out FILE (HOME is not set)"))?;
-    calibrate::check_writable(&path)
-        .map_err(|e| usage(format!("cannot write the profile {}: {e}", path.display())))?;
+    // Where the path came from, for the error that names it.
+    let (path, origin) = if a.system {
+        (auto::system_profile_path(&id), "--system")
+    } else if let Some(p) = a.out {
+        (p, "--out")
+    } else if let Some(p) = from_env {
+        (p, "BULKMEM_PROFILE")
+    } else {
+        let p = auto::default_profile_path(&id)
+            .ok_or_else(|| usage("no place for the profile: give --out FILE (HOME is not set)"))?;
+        (p, "the default profile path")
+    };
+    calibrate::check_writable(&path).map_err(|e| {
+        usage(format!(
+            "{origin}: cannot write the profile {}: {e}",
+            path.display()
+        ))
+    })?;
     let mut opts = if a.quick {
         CalibrateOptions::quick()
     } else {

@@ -125,6 +125,10 @@ impl std::error::Error for ParseNameError {}
 impl FromStr for Strategy {
     type Err = ParseNameError;
 
+    /// The one reading of a strategy name, for the command line,
+    /// `BULKMEM_STRATEGY`, profiles and the C entry points alike: a name
+    /// as [`Strategy::name`] writes it, case-insensitive, with `_` for `-`
+    /// and surrounding spaces allowed (`AVX2_NT` is `avx2-nt`).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         // Compared in place, without a lowered copy: a profile's parse
         // names strategies about a thousand times, in every process that

@@ -19,7 +19,8 @@ use bulkmem::{Engine, Kernel, Op, Placement, Strategy};
 
 use crate::arena;
 use crate::cli::{
-    check_memory, check_outputs, publish, usage, with_progress, Failure, Measure, Output, Style,
+    check_memory, check_outputs, publish, usage, warn_oversubscribed, with_progress, Failure,
+    Measure, Output, Style,
 };
 use crate::failure::runtime;
 use crate::harness::{cpu_time, fill_pattern, gbps, interleave, Rounds, POISON};
@@ -439,13 +440,14 @@ pub struct BatchArgs {
     #[arg(long, default_value = "copy", value_parser = crate::cli::parse_op)]
     op: Op,
     /// Folio sizes; each is measured at a constant total.
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,16K,64K,256K,2M")]
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "4K,16K,64K,256K,2M")]
     folio: Vec<usize>,
-    /// Worker counts (default: 1, 2, 4, ... up to the online CPUs).
+    /// Worker counts (default: 1, 2, 4, ... up to the online CPUs). More
+    /// workers than usable CPUs run with a warning: they share CPUs.
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=4096))]
     threads: Vec<u32>,
     /// Bytes per batch.
-    #[arg(long, value_parser = size::parse_size, default_value = "256M")]
+    #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "256M")]
     total: usize,
     /// Also measure these folio counts at 2M (the folio-count experiment).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
@@ -507,6 +509,10 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
     } else {
         a.threads.iter().map(|&t| t as usize).collect()
     };
+    warn_oversubscribed(
+        threads.iter().copied().max().unwrap_or(1),
+        crate::cli::usable_cpus(),
+    );
     if let Some(&f) = a.folio.iter().find(|&&f| f > a.total) {
         return Err(usage(format!(
             "--folio {} is larger than --total {}",

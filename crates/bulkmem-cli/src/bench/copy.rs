@@ -1,7 +1,7 @@
 //! `bulkmem bench copy|clear` (seeds 000 and 004: every strategy at every
 //! size, cache-hot and cache-cold) and the default report that runs both.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
@@ -10,7 +10,7 @@ use bulkmem::{Hint, Op};
 use super::mem::{self, parse_regimes, Plan, Regime, Regimes};
 use crate::cli::{
     check_memory, check_outputs, measuring_cpus, parse_cpus, parse_hint, pick_strategies, publish,
-    usage, with_progress, CpuList, Failure, Measure, Output, Style,
+    runtime, usage, warn_oversubscribed, with_progress, CpuList, Failure, Measure, Output, Style,
 };
 use crate::harness::Rounds;
 use crate::out;
@@ -21,7 +21,7 @@ use crate::table;
 #[derive(Args)]
 pub struct MemArgs {
     /// Extent sizes (K, M, G are powers of two).
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,64K,2M,32M,256M")]
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "4K,64K,2M,32M,256M")]
     sizes: Vec<usize>,
     /// hot: same buffers every call; cold: distinct extents over an arena
     /// much larger than the LLC, evicted before each run; consume: as hot,
@@ -38,13 +38,15 @@ pub struct MemArgs {
     strategies: String,
     /// Threads measuring at once, each pinned to its own CPU. Cold cells
     /// with fewer extents than threads run on fewer (the tables say so).
+    /// More threads than CPUs (usable, or --cpus) run with a warning:
+    /// they share CPUs.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     threads: u32,
     /// What `auto` is told about the destination: auto, reuse or stream.
     #[arg(long, default_value = "auto", value_parser = parse_hint)]
     hint: Hint,
     /// Bytes per cold run (at least the largest size).
-    #[arg(long, value_parser = size::parse_size, default_value = "256M")]
+    #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "256M")]
     total: usize,
     /// CPUs to pin the measuring threads to, numactl syntax (0-3,8); the
     /// first is the caller's [default: where it starts, then the others].
@@ -115,10 +117,8 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     let threads = a.threads as usize;
     let regimes = a.regime.0;
     check_memory(&mem::needs(&a.sizes, &regimes, threads, a.total))?;
-    let online = bulkmem::cpu::info().topology.online_cpus.len();
-    if threads > online && !quiet {
-        eprintln!("bulkmem: warning: {threads} threads on {online} online CPUs share CPUs");
-    }
+    let cpus = measuring_cpus(a.cpus.as_ref().map(|c| c.0.as_slice()))?;
+    warn_oversubscribed(threads, cpus.len());
     if a.src_node.is_some() || a.dst_node.is_some() {
         let on = |n: Option<usize>| n.map_or("any node".to_string(), |n| format!("node {n}"));
         eprintln!(
@@ -146,7 +146,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         total: a.total,
         src_node: a.src_node,
         dst_node: a.dst_node,
-        cpus: measuring_cpus(a.cpus.as_ref().map(|c| c.0.as_slice()))?,
+        cpus,
         thp: !a.no_thp,
         checked: false,
         named_batches: a.cold_calls == "batch",
@@ -189,10 +189,24 @@ const REPORT_LARGE: usize = 64 << 20;
 const REPORT_HOT: usize = 16 << 20;
 const REPORT_COLD: usize = 16 << 20;
 
-pub fn default_report(quiet: bool) -> Result<(), Failure> {
+/// `json`: `--json FILE` of the default command, as every bench takes it
+/// (the report's last line points there); `-` puts the JSON alone on
+/// stdout and the report on stderr.
+pub fn default_report(quiet: bool, json: Option<&Path>) -> Result<(), Failure> {
+    check_outputs(json, None)?;
+    let to_stdout = json != Some(Path::new("-"));
+    let print = |text: &str| {
+        if to_stdout {
+            out::print(text)
+        } else {
+            // The JSON owns stdout; the report is a courtesy on stderr.
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+            Ok(())
+        }
+    };
     let cpus = measuring_cpus(None)?;
     let i = bulkmem::cpu::info();
-    out::print(&format!(
+    print(&format!(
         "bulkmem {} on {} ({} CPUs, LLC {}, features: {})\nauto: {}\n",
         env!("CARGO_PKG_VERSION"),
         i.brand,
@@ -226,7 +240,7 @@ pub fn default_report(quiet: bool) -> Result<(), Failure> {
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
         report::add_speedups_over(&mut rows, BASELINE);
-        out::print(&table::text(&report::tables_over(
+        print(&table::text(&report::tables_over(
             &rows, &skipped, BASELINE,
         )))?;
         all.extend(rows);
@@ -237,5 +251,9 @@ pub fn default_report(quiet: bool) -> Result<(), Failure> {
         text.push('\n');
     }
     text += "\n(more: `bulkmem info`, `bulkmem bench copy --help`; JSON with --json FILE)\n";
-    out::print(&text)
+    print(&text)?;
+    match json {
+        Some(path) => report::write_json(path, &all).map_err(runtime),
+        None => Ok(()),
+    }
 }

@@ -150,7 +150,7 @@ pub struct FaultArgs {
     #[arg(long, default_value = "copy", value_parser = crate::cli::parse_op)]
     op: Op,
     /// Extent sizes (K, M, G are powers of two).
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "4K,2M,256M")]
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "4K,2M,256M")]
     sizes: Vec<usize>,
     /// hot: same buffers every call; cold: distinct extents over an arena
     /// much larger than the LLC, evicted before each run; or both.
@@ -159,10 +159,10 @@ pub struct FaultArgs {
     #[command(flatten)]
     measure: Measure,
     /// Bytes per cold run (at least the largest size).
-    #[arg(long, value_parser = size::parse_size, default_value = "256M")]
+    #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "256M")]
     total: usize,
     /// Source size of the poisoned-page demonstration.
-    #[arg(long, value_parser = size::parse_size, default_value = "64M")]
+    #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "64M")]
     demo: usize,
     /// CPU to pin the measuring thread to (default: where it starts).
     #[arg(long)]

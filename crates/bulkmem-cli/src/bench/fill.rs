@@ -239,12 +239,13 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
 #[derive(Args)]
 pub struct FillArgs {
     /// Element (template) sizes in bytes.
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "64,128,4096")]
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "64,128,4096")]
     element: Vec<usize>,
     /// Region sizes; up to 1M they are measured hot, larger ones cold.
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "64K,64M,1G")]
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "64K,64M,1G")]
     sizes: Vec<usize>,
-    /// Workers for the `engine` row.
+    /// Workers for the `engine` row. More workers than usable CPUs run
+    /// with a warning: they share CPUs.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
     threads: u32,
     #[command(flatten)]
@@ -280,6 +281,7 @@ pub fn cmd(a: FillArgs, quiet: bool) -> Result<(), Failure> {
             preflight::approx(eviction_bytes())
         ),
     }])?;
+    crate::cli::warn_oversubscribed(a.threads as usize, crate::cli::usable_cpus());
     let plan = Plan {
         elements: a.element,
         sizes: a.sizes,

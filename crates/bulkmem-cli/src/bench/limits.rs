@@ -26,7 +26,10 @@ use bulkmem::{Kernel, Op, Strategy};
 
 use super::mem::timed;
 use crate::arena;
-use crate::cli::{check_memory, measuring_cpus, publish, usage, with_progress, Failure, Output};
+use crate::cli::{
+    check_memory, check_outputs, measuring_cpus, publish, warn_oversubscribed, with_progress,
+    Failure, Output,
+};
 use crate::harness::{gbps, interleave, Rounds};
 use crate::preflight::{times, Need};
 use crate::report::{pivot, Pivot, Row};
@@ -36,12 +39,13 @@ use crate::stats::Stats;
 #[derive(Args)]
 pub struct LimitsArgs {
     /// Thread counts, each thread pinned to its own CPU [default: 1 and
-    /// every allowed CPU].
+    /// every allowed CPU]. More threads than CPUs run with a warning:
+    /// they share CPUs.
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=4096))]
     threads: Vec<u32>,
     /// Bytes per thread: well above the LLC share, so the figures are
     /// DRAM's (K, M, G are powers of two).
-    #[arg(long, value_parser = size::parse_size, default_value = "256M")]
+    #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "256M")]
     size: usize,
     /// Timed runs per figure (medians ± stdev).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -84,6 +88,7 @@ pub fn bus_bound(read: f64, write: f64) -> f64 {
 }
 
 pub fn cmd(a: LimitsArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.out.json.as_deref(), None)?;
     let cpus = measuring_cpus(None)?;
     let mut threads: Vec<usize> = if a.threads.is_empty() {
         vec![1, cpus.len()]
@@ -91,14 +96,9 @@ pub fn cmd(a: LimitsArgs, quiet: bool) -> Result<(), Failure> {
         a.threads.iter().map(|&t| t as usize).collect()
     };
     threads.dedup();
-    if let Some(&t) = threads.iter().find(|&&t| t > cpus.len()) {
-        return Err(usage(format!(
-            "--threads {t}: this process may use {} CPUs (one thread per CPU)",
-            cpus.len()
-        )));
-    }
     let size = a.size.next_multiple_of(4096);
     let most = threads.iter().copied().max().unwrap_or(1);
+    warn_oversubscribed(most, cpus.len());
     check_memory(&[Need {
         bytes: times(size, most),
         flags: format!("--size {}", fmt_size(size)),
@@ -136,18 +136,16 @@ pub fn cmd(a: LimitsArgs, quiet: bool) -> Result<(), Failure> {
 }
 
 /// Measures one thread count: read, NT write and temporal write take turns
-/// run by run, each thread on its own CPU and its own buffer.
+/// run by run, each thread on its own buffer and on its own CPU while
+/// `cpus` last (thread i on `cpus[i % len]`: more threads share them).
 pub fn measure(
     threads: usize,
     size: usize,
     rounds: Rounds,
     cpus: &[usize],
 ) -> Result<Limits, String> {
-    if threads > cpus.len() {
-        return Err(format!(
-            "{threads} threads, but this process may use {} CPUs",
-            cpus.len()
-        ));
+    if cpus.is_empty() {
+        return Err("no CPU to measure on".into());
     }
     let nt = [Strategy::Avx512Nt, Strategy::Avx2Nt]
         .into_iter()

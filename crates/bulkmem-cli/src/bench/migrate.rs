@@ -135,7 +135,7 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
         let cpus = nodes.get(n).map_or(0, |n| n.cpus.len());
         if let Some(&t) = plan.threads.iter().filter(|&&t| cpus > 0 && t > cpus).max() {
             eprintln!(
-                "bench migrate: node {n} has {cpus} CPU(s): copy-remap into it runs at most {cpus} thread(s), not {t} (the rows give the threads that ran)"
+                "bulkmem: warning: --threads {t}: node {n} has {cpus} CPU(s): copy-remap into it runs at most {cpus} thread(s) (the rows give the threads that ran)"
             );
         }
     }
@@ -251,12 +251,13 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
 pub struct BenchMigrateArgs {
     /// Bytes per migration, multiples of 2M (default: 1G, scaled down to a
     /// quarter of the smaller node's free memory).
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size)]
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true)]
     sizes: Vec<usize>,
     /// Pages of the region: 4K (no THP) or thp.
     #[arg(long, value_delimiter = ',', value_enum, default_value = "4K,thp")]
     pages: Vec<PageKind>,
-    /// Copy threads for copy-and-remap.
+    /// Copy threads for copy-and-remap. Never more than the target node's
+    /// CPUs run: a warning says so, and the rows give the threads that ran.
     #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u32).range(1..=4096))]
     threads: Vec<u32>,
     /// The two nodes to migrate between, A,B (default: the first two).

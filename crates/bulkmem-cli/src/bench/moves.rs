@@ -211,7 +211,7 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
 #[derive(Args)]
 pub struct MoveArgs {
     /// Bytes moved per run (multiples of 2M).
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "64M,1G")]
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "64M,1G")]
     sizes: Vec<usize>,
     /// Source pages: 4K (no THP) or thp.
     #[arg(long, value_delimiter = ',', value_enum, default_value = "4K,thp")]

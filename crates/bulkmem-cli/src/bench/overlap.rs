@@ -22,13 +22,14 @@ use crate::table::{fixed, Format, Table};
 pub struct OverlapArgs {
     /// Bytes copied per batch. Larger than the last-level cache, so the
     /// copy is cold (every run streams from memory).
-    #[arg(long, value_parser = size::parse_size, default_value = "256M")]
+    #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "256M")]
     total: usize,
     /// Bytes per extent of the batch.
-    #[arg(long, value_parser = size::parse_size, default_value = "2M")]
+    #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "2M")]
     extent: usize,
-    /// Engine worker threads.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// Engine worker threads. More than usable CPUs run with a warning:
+    /// they share CPUs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
     threads: u32,
     /// Timed runs (the table shows medians).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -77,6 +78,7 @@ pub fn cmd(a: OverlapArgs, quiet: bool) -> Result<(), Failure> {
         &[a.total],
         "the copy's source and destination",
     )])?;
+    crate::cli::warn_oversubscribed(a.threads as usize, crate::cli::usable_cpus());
     let engine = Engine::builder()
         .threads(a.threads as usize)
         .build()

@@ -14,7 +14,7 @@ use crate::size;
 #[derive(Args)]
 pub struct PreloadArgs {
     /// Bytes of the large-copy workloads.
-    #[arg(long, value_parser = size::parse_size, default_value = "1G")]
+    #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "1G")]
     size: usize,
     /// Child processes per workload and setting (median).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]

@@ -1,0 +1,361 @@
+//! One set of command-line conventions, through the built binary: what is
+//! a usage error (exit 2, before anything is measured) and what is not,
+//! `--threads` above the CPUs, output and input paths, negative sizes,
+//! where `info` says `auto` streams, and the exit status on Ctrl-C.
+
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+fn bulkmem(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+        .args(args)
+        .env_remove("BULKMEM_PROFILE")
+        .output()
+        .expect("bulkmem runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A fresh directory of this test's own.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bulkmem-usage-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `args` exits 2 at once, saying `needle`, with nothing on stdout (it
+/// measured nothing).
+fn refused(args: &[&str], needle: &str) {
+    let o = bulkmem(args);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains(needle),
+        "{args:?}: stderr lacks {needle:?}: {}",
+        stderr(&o)
+    );
+    assert_eq!(stdout(&o), "", "{args:?} printed results: it measured");
+}
+
+#[test]
+fn the_default_command_takes_the_json_flag_its_last_line_names() {
+    refused(
+        &["--json", "/nonexistent/dir/x.json"],
+        "--json /nonexistent/dir/x.json: the directory /nonexistent/dir does not exist",
+    );
+    // Before a command it would be silently the report's: refused.
+    refused(&["--json", "x.json", "info"], "after the command");
+
+    // The whole report (its sizes are fixed): the JSON alone on stdout,
+    // the report with its hint on stderr.
+    let o = bulkmem(&["--quiet", "--json", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("JSON with --json FILE"),
+        "{}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is JSON");
+    let ops: Vec<&str> = v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["op"].as_str().unwrap())
+        .collect();
+    assert!(ops.contains(&"copy") && ops.contains(&"clear"), "{ops:?}");
+}
+
+/// CPUs this process may run on.
+fn usable_cpus() -> usize {
+    bulkmem::engine::allowed_cpus()
+        .unwrap_or_else(|| bulkmem::cpu::info().topology.online_cpus.clone())
+        .len()
+}
+
+#[test]
+fn more_threads_than_cpus_warn_and_run_in_every_command() {
+    let t = (usable_cpus() + 1).to_string();
+    let t = t.as_str();
+    let cases: &[&[&str]] = &[
+        &[
+            "bench",
+            "copy",
+            "--threads",
+            t,
+            "--sizes",
+            "4K",
+            "--regime",
+            "hot",
+            "--strategies",
+            "auto",
+            "--runs",
+            "1",
+        ],
+        &[
+            "bench",
+            "limits",
+            "--threads",
+            t,
+            "--size",
+            "4K",
+            "--runs",
+            "1",
+        ],
+        &[
+            "bench",
+            "batch",
+            "--threads",
+            t,
+            "--folio",
+            "64K",
+            "--total",
+            "256K",
+            "--runs",
+            "1",
+            "--bound",
+            "1000",
+        ],
+        &[
+            "bench",
+            "fill",
+            "--threads",
+            t,
+            "--element",
+            "64",
+            "--sizes",
+            "64K",
+            "--runs",
+            "1",
+        ],
+        &[
+            "bench",
+            "overlap",
+            "--threads",
+            t,
+            "--total",
+            "256K",
+            "--extent",
+            "64K",
+            "--runs",
+            "1",
+        ],
+    ];
+    for args in cases {
+        // --quiet silences progress, not the warning.
+        let o = bulkmem(&[args, &["--quiet"][..]].concat());
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains(&format!("warning: --threads {t} is more than the")),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        // And --help says so where --threads is described.
+        let help = stdout(&bulkmem(&[&args[..2], &["--help"][..]].concat()));
+        let threads = help.split("--threads").nth(1).unwrap_or_default();
+        let threads = threads.split("\n  -").next().unwrap_or_default();
+        assert!(
+            threads.contains("with a warning"),
+            "{args:?}: --help of --threads: {threads}"
+        );
+    }
+}
+
+#[test]
+fn every_output_path_is_checked_before_measuring() {
+    // root may open /proc/version for writing; the write fails only
+    // after the run, and a /sys file would take it as a setting.
+    let quick = ["--runs", "1", "--quiet"];
+    let benches: &[&[&str]] = &[
+        &["bench", "copy", "--sizes", "4K", "--regime", "hot"],
+        &["bench", "clear", "--sizes", "4K", "--regime", "hot"],
+        &["bench", "limits", "--size", "4K"],
+        &["bench", "batch", "--folio", "64K", "--total", "256K"],
+        &["bench", "fill", "--element", "64", "--sizes", "64K"],
+        &["bench", "move", "--sizes", "2M"],
+        &["bench", "fault", "--sizes", "4K"],
+    ];
+    for b in benches {
+        for json in ["/proc/version", "/nonexistent/dir/x.json"] {
+            let args = [b, &quick[..], &["--json", json][..]].concat();
+            refused(&args, &format!("--json {json}: "));
+        }
+    }
+    refused(&["--json", "/proc/version"], "--json /proc/version: ");
+    refused(
+        &["bench", "copy", "--plot", "/proc/x.svg"],
+        "--plot /proc/x.svg: ",
+    );
+    refused(&["tune", "--out", "/proc/version"], "--out: ");
+    refused(&["generate", "man", "--dir", "/proc"], "--dir /proc");
+
+    // An existing file is checked without being truncated.
+    let dir = scratch("outputs");
+    let kept = dir.join("kept.json");
+    std::fs::write(&kept, "kept").unwrap();
+    refused(
+        &[
+            "bench",
+            "copy",
+            "--json",
+            kept.to_str().unwrap(),
+            "--sizes",
+            "-4K",
+        ],
+        "cannot be negative",
+    );
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "kept");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn input_files_that_cannot_be_read_are_usage_errors() {
+    let dir = scratch("inputs");
+    let missing = dir.join("missing.json");
+    let (d, m) = (dir.to_str().unwrap(), missing.to_str().unwrap());
+    refused(&["compare", d, d], &format!("A {d}: is a directory"));
+    refused(&["compare", m, d], &format!("A {m}: no such file"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn negative_sizes_reach_the_size_parser() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["bench", "copy", "--sizes"], "--sizes"),
+        (&["bench", "copy", "--total"], "--total"),
+        (&["bench", "clear", "--sizes"], "--sizes"),
+        (&["bench", "batch", "--folio"], "--folio"),
+        (&["bench", "batch", "--total"], "--total"),
+        (&["bench", "fill", "--element"], "--element"),
+        (&["bench", "fill", "--sizes"], "--sizes"),
+        (&["bench", "limits", "--size"], "--size"),
+        (&["bench", "overlap", "--total"], "--total"),
+        (&["bench", "overlap", "--extent"], "--extent"),
+        (&["bench", "fault", "--sizes"], "--sizes"),
+        (&["bench", "fault", "--total"], "--total"),
+        (&["bench", "fault", "--demo"], "--demo"),
+        (&["bench", "move", "--sizes"], "--sizes"),
+        (&["bench", "migrate", "--sizes"], "--sizes"),
+        (&["bench", "preload", "--size"], "--size"),
+        (&["migrate", "--self-test", "--size"], "--size"),
+    ];
+    for (args, flag) in cases {
+        for value in ["-4K", "-4K,8K"] {
+            let o = bulkmem(&[args, &[value][..]].concat());
+            assert_eq!(o.status.code(), Some(2), "{args:?} {value}: {}", stderr(&o));
+            let err = stderr(&o);
+            assert!(
+                err.contains(&format!("for '{flag} <"))
+                    && err.contains(">': -4K")
+                    && err.contains("sizes cannot be negative"),
+                "{args:?} {value}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn info_says_where_auto_streams_as_its_table_chooses() {
+    let o = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+        .args(["info", "--json"])
+        .env("BULKMEM_PROFILE", "off")
+        .env_remove("BULKMEM_STRATEGY")
+        .env_remove("BULKMEM_NT_THRESHOLD")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let from = &v["profile"]["streams_from"];
+    let mut batches = 0;
+    for c in v["auto"].as_array().unwrap() {
+        if c["hint"] != "auto" {
+            continue;
+        }
+        let op = c["op"].as_str().unwrap();
+        let kind = if c["runs"] == 1 {
+            "single"
+        } else {
+            batches += 1;
+            assert_eq!(
+                c["total"].as_u64().unwrap() / c["runs"].as_u64().unwrap(),
+                2 << 20
+            );
+            "batch_2m"
+        };
+        let threshold = from[format!("{op}_{kind}")].as_u64();
+        let total = c["total"].as_u64().unwrap();
+        let chose: bulkmem::Strategy = c["chose"].as_str().unwrap().parse().unwrap();
+        assert_eq!(
+            chose.is_non_temporal(),
+            threshold.is_some_and(|t| total >= t),
+            "{c}: streams_from {from}"
+        );
+    }
+    assert_eq!(batches, 2);
+    // The text says the same, per kind of call.
+    let o = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+        .arg("info")
+        .env("BULKMEM_PROFILE", "off")
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    assert!(
+        text.contains("single calls: copies ") && text.contains("batches of 2M extents: copies "),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_man_page_states_the_exit_convention() {
+    let man = stdout(&bulkmem(&["generate", "man"]));
+    let exit = man
+        .split(".SH \"EXIT STATUS\"")
+        .nth(1)
+        .and_then(|s| s.split(".SH ").next())
+        .expect("EXIT STATUS");
+    for code in ["0", "1", "2", "130"] {
+        assert!(
+            exit.contains(&format!(".TP\n\\fB{code}")) || exit.contains(&format!("\\fB{code}\\fR")),
+            "no {code}: {exit}"
+        );
+    }
+    assert!(exit.contains("input file"), "{exit}");
+    assert!(exit.contains("\\-\\-threads"), "{exit}");
+}
+
+#[test]
+fn ctrl_c_ends_a_run_by_sigint() {
+    // Long enough to be running when the signal comes; ended at once.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+        .args([
+            "bench",
+            "copy",
+            "--sizes",
+            "4K",
+            "--regime",
+            "hot",
+            "--strategies",
+            "per-page",
+            "--runs",
+            "10000",
+            "--warmup",
+            "1000",
+            "--quiet",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // SAFETY: kill only sends a signal to the child spawned above.
+    let r = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(r, 0);
+    let status = child.wait().unwrap();
+    // A shell reports this as 128 + 2 = 130.
+    assert_eq!(status.signal(), Some(libc::SIGINT), "{status:?}");
+}

@@ -20,6 +20,7 @@ mod preload_cmd;
 mod provenance;
 mod report;
 mod row_csv;
+mod run;
 mod size;
 mod stats;
 mod table;
@@ -78,8 +79,10 @@ enum Cmd {
     Tune(tune::TuneArgs),
     /// Run an unmodified program with its large memcpy/memmove/memset going
     /// through bulkmem (LD_PRELOAD of libbulkmem_preload.so; variables:
-    /// BULKMEM_PRELOAD_MIN, _MT_MIN, _THREADS, _STATS, BULKMEM_PRELOAD=off).
-    Run(preload_cmd::RunArgs),
+    /// BULKMEM_PRELOAD_MIN, _MT_MIN, _THREADS, BULKMEM_PRELOAD=off), then
+    /// summarise its process tree on stderr: calls and bytes that went
+    /// through bulkmem and the C library, and the time saved.
+    Run(run::RunArgs),
     /// Shell completions or the man pages.
     Generate(generate::GenerateArgs),
     /// The version; with --verbose, the commit, compiler and target
@@ -123,7 +126,7 @@ fn main() -> ExitCode {
         }
         Some(Cmd::Migrate(a)) => migrate_cmd::cmd(a),
         Some(Cmd::Tune(a)) => tune::cmd(a, quiet),
-        Some(Cmd::Run(a)) => preload_cmd::run_cmd(a),
+        Some(Cmd::Run(a)) => run::run_cmd(a),
         Some(Cmd::Generate(a)) => generate::cmd(a, command()),
         Some(Cmd::Version(a)) => version::cmd(a),
         Some(Cmd::PreloadWorkload(a)) => preload_cmd::workload_cmd(a),
@@ -136,8 +139,11 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            // Not eprintln!: it panics when stderr is gone too.
-            let _ = writeln!(std::io::stderr(), "bulkmem: error: {}", f.msg);
+            // Not eprintln!: it panics when stderr is gone too. (No message:
+            // `run` passing on its program's exit status.)
+            if !f.msg.is_empty() {
+                let _ = writeln!(std::io::stderr(), "bulkmem: error: {}", f.msg);
+            }
             ExitCode::from(f.code)
         }
     }

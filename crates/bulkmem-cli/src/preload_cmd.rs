@@ -57,30 +57,6 @@ pub fn ld_preload(lib: &std::path::Path) -> OsString {
     v
 }
 
-/// Replaces this process with `cmd` under the preload; returns only on
-/// failure, with the exit code a shell would use (127: not found, 126:
-/// cannot run).
-pub fn run(cmd: &[OsString], stats: bool) -> Result<std::convert::Infallible, (u8, String)> {
-    use std::os::unix::process::CommandExt;
-    let lib = library().map_err(|e| (2, e))?;
-    let (prog, args) = cmd.split_first().ok_or((
-        2,
-        "run: no command given (bulkmem run -- CMD ARGS...)".to_string(),
-    ))?;
-    let mut c = Command::new(prog);
-    c.args(args).env("LD_PRELOAD", ld_preload(&lib));
-    if stats {
-        c.env("BULKMEM_PRELOAD_STATS", "1");
-    }
-    let e = c.exec();
-    let code = if e.kind() == std::io::ErrorKind::NotFound {
-        127
-    } else {
-        126
-    };
-    Err((code, format!("cannot run {}: {e}", prog.to_string_lossy())))
-}
-
 /// The child side of `bench preload`: runs one workload through the C
 /// library's `memcpy` (interposed when preloaded) and prints `seconds bytes`.
 pub fn workload(kind: &str, size: usize) -> Result<(), String> {
@@ -393,30 +369,6 @@ pub fn startup_table(s: &Startup) -> Table {
         format!("{:.2}x", s.ratio()),
     ]);
     t
-}
-
-#[derive(clap::Args)]
-pub struct RunArgs {
-    /// Print calls and bytes per path when the program exits.
-    #[arg(long)]
-    stats: bool,
-    /// The command and its arguments (after --).
-    #[arg(
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        required = true,
-        value_name = "CMD"
-    )]
-    cmd: Vec<OsString>,
-}
-
-/// `bulkmem run`: replaces this process with the program (returns only
-/// on failure).
-pub fn run_cmd(a: RunArgs) -> Result<(), crate::cli::Failure> {
-    match run(&a.cmd, a.stats) {
-        Ok(never) => match never {},
-        Err((code, msg)) => Err(crate::cli::Failure { code, msg }),
-    }
 }
 
 #[derive(clap::Args)]

@@ -574,7 +574,7 @@ fn run_passes_exit_codes_and_reports_stats() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
     assert!(
-        stderr(&o).contains("bulkmem preload [") && stderr(&o).contains(" echo]"),
+        stderr(&o).contains("bulkmem preload [") && stderr(&o).contains(" echo]: small"),
         "{}",
         stderr(&o)
     );

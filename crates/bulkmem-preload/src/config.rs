@@ -13,6 +13,9 @@
 //! * `BULKMEM_PRELOAD_STATS=1`: calls and bytes per path, one line on
 //!   stderr when the process exits (not when it leaves with `_exit`, as
 //!   dash does: no exit handler runs then).
+//! * `BULKMEM_PRELOAD_REPORT=DIR` (set by `bulkmem run`): large calls
+//!   counted and timed, and one record written into DIR (an absolute path)
+//!   at exit, for `run`'s summary of the process tree; nothing on stderr.
 //!
 //! Sizes take K/M/G suffixes. A value that cannot be used is one warning
 //! on stderr (when the program starts, written best effort) and is ignored.
@@ -46,6 +49,8 @@ pub struct Settings {
     pub mt_min: usize,
     pub threads: usize,
     pub stats: bool,
+    /// Where the exit record goes (`BULKMEM_PRELOAD_REPORT`).
+    pub report: Option<String>,
     pub warnings: Vec<String>,
 }
 
@@ -56,6 +61,7 @@ pub fn parse(get: impl Fn(&str) -> Option<String>) -> Settings {
         mt_min: DEFAULT_MT_MIN,
         threads: 0,
         stats: false,
+        report: None,
         warnings: Vec::new(),
     };
     if let Some(v) = get("BULKMEM_PRELOAD") {
@@ -88,6 +94,15 @@ pub fn parse(get: impl Fn(&str) -> Option<String>) -> Settings {
             )),
         }
     }
+    if let Some(v) = get("BULKMEM_PRELOAD_REPORT").filter(|v| !v.is_empty()) {
+        if v.starts_with('/') && !v.contains('\0') {
+            s.report = Some(v);
+        } else {
+            s.warnings.push(
+                "BULKMEM_PRELOAD_REPORT is not an absolute directory path; ignored".to_string(),
+            );
+        }
+    }
     s
 }
 
@@ -109,6 +124,7 @@ fn bytes(
 /// Publishes `s`: from here on the accelerated paths are used.
 pub fn apply(s: &Settings) {
     STATS.store(s.stats, Ordering::Relaxed);
+    crate::stats::COUNTING.store(s.stats || s.report.is_some(), Ordering::Relaxed);
     if s.off {
         return;
     }

@@ -94,12 +94,12 @@ mod signals;
 mod stats;
 mod tools;
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_int, c_void, CString};
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 use bulkmem::Op;
-use stats::Path;
+use stats::{Kind, Path};
 
 /// Tells a program (and the tests) that the preload is loaded and active.
 #[no_mangle]
@@ -324,23 +324,25 @@ unsafe fn chk(
 unsafe fn big_copy(d: *mut c_void, s: *const c_void, n: usize, moving: bool) -> *mut c_void {
     // Null pointers are valid with no bytes: no slice may be made of them.
     if n == 0 {
-        stats::count(Path::Small, 0);
+        stats::count(Kind::Copy, Path::Small, 0);
         return d;
     }
     let mut from = 0;
     if n < config::MIN_REAL.load(Ordering::Relaxed) {
-        stats::count(Path::Small, n);
+        stats::count(Kind::Copy, Path::Small, n);
     } else if !overlap(d, s, n) {
         // (An overlapping memmove keeps the C library's semantics and is
         // never split across threads; an overlapping memcpy is undefined
         // and behaves as the C library makes it.)
+        let t = stats::clock();
         // SAFETY: forwarded contract; the ranges are disjoint.
         from = unsafe { through_bulkmem(Op::Copy, d, s, n) };
         if from == n {
+            stats::took(Kind::Copy, t);
             return d;
         }
     } else {
-        stats::count(Path::Passed, n);
+        stats::count(Kind::Copy, Path::Passed, n);
     }
     // The C library's routine: for all of it, or from where bulkmem met a
     // fault (which happens again here, on the caller's thread) or was
@@ -368,17 +370,21 @@ unsafe fn big_copy(d: *mut c_void, s: *const c_void, n: usize, moving: bool) -> 
 /// As `accel::run`.
 #[inline]
 unsafe fn through_bulkmem(op: Op, d: *mut c_void, s: *const c_void, n: usize) -> usize {
+    let kind = match op {
+        Op::Copy => Kind::Copy,
+        Op::Clear => Kind::Set,
+    };
     // SAFETY: forwarded contract.
     match unsafe { accel::run(op, d.cast(), s.cast(), n) } {
         Some(done) => {
-            stats::count(done.path, n);
+            stats::count(kind, done.path, n);
             if done.streamed {
                 stats::streamed(done.upto);
             }
             done.upto
         }
         None => {
-            stats::count(Path::Passed, n);
+            stats::count(kind, Path::Passed, n);
             0
         }
     }
@@ -388,20 +394,22 @@ unsafe fn through_bulkmem(op: Op, d: *mut c_void, s: *const c_void, n: usize) ->
 /// `memset`'s contract.
 unsafe fn big_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
     if n == 0 {
-        stats::count(Path::Small, 0);
+        stats::count(Kind::Set, Path::Small, 0);
         return d;
     }
     let mut from = 0;
     if n < config::MIN_REAL.load(Ordering::Relaxed) {
-        stats::count(Path::Small, n);
+        stats::count(Kind::Set, Path::Small, n);
     } else if c as u8 == 0 {
+        let t = stats::clock();
         // SAFETY: forwarded contract.
         from = unsafe { through_bulkmem(Op::Clear, d, std::ptr::null(), n) };
         if from == n {
+            stats::took(Kind::Set, t);
             return d;
         }
     } else {
-        stats::count(Path::Passed, n);
+        stats::count(Kind::Set, Path::Passed, n);
     }
     // SAFETY: forwarded contract; `from` <= n.
     unsafe { next::memset(d.cast::<u8>().add(from).cast(), c, n - from) };
@@ -422,7 +430,15 @@ extern "C" fn init() {
         warn(&format!("bulkmem preload: warning: {w}\n"));
     }
     config::apply(&s);
-    if s.stats {
+    if s.stats || s.report.is_some() {
+        // SAFETY: a plain extern "C" function, run in the child of a fork.
+        unsafe { libc::pthread_atfork(None, None, Some(stats::reset_in_child)) };
+    }
+    if let Some(dir) = s.report.and_then(|d| CString::new(d).ok()) {
+        let _ = RECORD_IN.set(dir);
+        // SAFETY: atexit with a plain extern "C" function.
+        unsafe { libc::atexit(record) };
+    } else if s.stats {
         // Programs close stderr in their own exit handlers (coreutils'
         // close_stdout does, and runs before ours): keep a descriptor, and
         // which file it is, since a program may close it too and open one
@@ -434,6 +450,53 @@ extern "C" fn init() {
             // SAFETY: atexit with a plain extern "C" function.
             unsafe { libc::atexit(report) };
         }
+    }
+}
+
+/// The directory `bulkmem run` collects the processes' records in.
+static RECORD_IN: OnceLock<CString> = OnceLock::new();
+
+/// Writes this process's record into `RECORD_IN` as a new file of its own
+/// (named by its pid; exclusive, never following a link), so no record
+/// lands in a file of the program's and none overwrites another's.
+extern "C" fn record() {
+    let Some(dir) = RECORD_IN.get() else {
+        return;
+    };
+    let line = stats::record();
+    let pid = std::process::id();
+    for n in 0..16 {
+        let name = if n == 0 {
+            format!("{}/{pid}", dir.to_string_lossy())
+        } else {
+            format!("{}/{pid}.{n}", dir.to_string_lossy())
+        };
+        let Ok(path) = CString::new(name) else {
+            return;
+        };
+        // SAFETY: a NUL-terminated path; open has no memory preconditions.
+        let fd = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
+        if fd < 0 {
+            // A record of an earlier process under this pid: take the next
+            // name; any other failure loses the record, and nothing else.
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+                continue;
+            }
+            return;
+        }
+        // SAFETY: a valid buffer of line.len() bytes; a short write at exit
+        // loses (part of) the record, which `run` reads as missing.
+        unsafe {
+            libc::write(fd, line.as_ptr().cast(), line.len());
+            libc::close(fd);
+        }
+        return;
     }
 }
 

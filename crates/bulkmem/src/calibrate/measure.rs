@@ -155,6 +155,15 @@ pub(super) fn hot(
     })
 }
 
+/// Arenas for cold `op` batches of up to `total` bytes on this machine.
+pub(super) fn cold_arenas(op: Op, total: usize) -> Result<ColdArenas, Error> {
+    ColdArenas::new(op, total, crate::cpu::info().llc_bytes(), true).map_err(|e| {
+        Error::Calibration {
+            what: format!("cannot map the arenas of a {total}-byte batch: {e}"),
+        }
+    })
+}
+
 /// Scores (lower quartiles) of `strategies` for a cold batch of `total` bytes in extents of
 /// `shape.extent()` bytes, scattered over `a`.
 pub(super) fn cold(

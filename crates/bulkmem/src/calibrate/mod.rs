@@ -31,7 +31,6 @@ use std::io::Write as _;
 use std::path::Path;
 
 use crate::auto::{decide, Cell, Identity, Machine, Profile, Request, Shape, FORMAT};
-use crate::cpu;
 use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
@@ -435,10 +434,7 @@ impl Row<'_> {
                     // early never maps its top; the old arenas go before
                     // the new are mapped.
                     drop(self.arenas.take());
-                    let a = toolkit::ColdArenas::new(op, size, cpu::info().llc_bytes(), true)
-                        .map_err(|e| Error::Calibration {
-                            what: format!("cannot map the arenas of a {size}-byte batch: {e}"),
-                        })?;
+                    let a = measure::cold_arenas(op, size)?;
                     self.arenas = Some((size, a));
                 }
                 let a = &mut self.arenas.as_mut().expect("just made").1;
@@ -763,7 +759,7 @@ mod tests {
         let back = Profile::parse(&p.to_toml()).unwrap();
         assert_eq!(back.cells.len(), p.cells.len());
         assert_eq!(back.cpu, Identity::this());
-        assert!(back.check_runs_on(&cpu::info().features).is_ok());
+        assert!(back.check_runs_on(&crate::cpu::info().features).is_ok());
         assert_eq!(summary(&p).len(), 6);
     }
 }

@@ -1,0 +1,271 @@
+//! `bulkmem run -- CMD`: an unmodified program under the preload library,
+//! and, when it is done, one summary for its whole process tree.
+//!
+//! The program runs as a child, so that `run` is there to add up what
+//! every process of the tree reported. Each preloaded process writes one
+//! record into a private directory at exit (`BULKMEM_PRELOAD_REPORT`),
+//! never onto the program's own stderr, which tests and servers read. As
+//! `system(3)` does, `run` ignores SIGINT and SIGQUIT while it waits (the
+//! terminal sends them to the program too) and passes SIGTERM, SIGHUP,
+//! SIGUSR1 and SIGUSR2 on to it; it leaves with the program's exit status,
+//! or dies of the program's signal.
+
+mod program;
+mod records;
+mod summary;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use crate::cli::Failure;
+use crate::preload_cmd::{ld_preload, library};
+
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// Also count the calls below the threshold, and print one line per
+    /// process before the summary.
+    #[arg(long)]
+    stats: bool,
+    /// No summary at the end (the program runs the same).
+    #[arg(long, conflicts_with = "stats")]
+    no_summary: bool,
+    /// The command and its arguments (after --).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "CMD"
+    )]
+    cmd: Vec<OsString>,
+}
+
+/// The child the forwarded signals go to (0: none yet).
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let pid = CHILD.load(Ordering::Relaxed);
+    if pid > 0 {
+        // SAFETY: kill is async-signal-safe.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+const FORWARDED: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2];
+const IGNORED: [libc::c_int; 2] = [libc::SIGINT, libc::SIGQUIT];
+
+/// Sets `sig`'s disposition to `handler`.
+fn set(sig: libc::c_int, handler: libc::sighandler_t) {
+    // SAFETY: sigaction is plain data; the handler, where one is given, is
+    // an extern "C" fn doing only async-signal-safe work.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Blocks (`SIG_BLOCK`) or unblocks the forwarded signals; returns the
+/// mask from before.
+fn mask(how: libc::c_int) -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data, filled by sigemptyset/sigaddset;
+    // sigprocmask writes the old mask into `old`.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in FORWARDED {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::sigprocmask(how, &set, &mut old);
+        old
+    }
+}
+
+/// A private directory for the records: created by this process alone,
+/// mode 0700, removed after the summary.
+struct RecordDir(PathBuf);
+
+impl RecordDir {
+    fn new() -> Result<RecordDir, Failure> {
+        let base = std::env::temp_dir();
+        for n in 0..100u32 {
+            let d = base.join(format!("bulkmem-run-{}-{n}", std::process::id()));
+            let mut b = std::fs::DirBuilder::new();
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+            match b.create(&d) {
+                Ok(()) => return Ok(RecordDir(d)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(crate::failure::runtime(format!(
+                        "run: cannot make a directory for the summary in {}: {e} (--no-summary runs without one)",
+                        base.display()
+                    )))
+                }
+            }
+        }
+        Err(crate::failure::runtime(
+            "run: cannot make a directory for the summary (--no-summary runs without one)",
+        ))
+    }
+}
+
+impl Drop for RecordDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `bulkmem run`: runs the program under the preload, then prints the
+/// summary on stderr; returns the program's exit status (a signal it died
+/// of is raised again here).
+pub fn run_cmd(a: RunArgs) -> Result<(), Failure> {
+    let lib = library().map_err(crate::cli::usage)?;
+    let (prog, args) = a
+        .cmd
+        .split_first()
+        .ok_or_else(|| crate::cli::usage("run: no command given (bulkmem run -- CMD ARGS...)"))?;
+    let dir = if a.no_summary {
+        None
+    } else {
+        Some(RecordDir::new()?)
+    };
+    let mut c = Command::new(prog);
+    c.args(args).env("LD_PRELOAD", ld_preload(&lib));
+    if a.stats {
+        c.env("BULKMEM_PRELOAD_STATS", "1");
+    }
+    if let Some(d) = &dir {
+        c.env("BULKMEM_PRELOAD_REPORT", &d.0);
+    }
+    // Ctrl-C is ignored and the forwarded signals held from before the
+    // program starts (it may signal its readiness at once); the program
+    // gets them back as they were.
+    for sig in IGNORED {
+        set(sig, libc::SIG_IGN);
+    }
+    let held = mask(libc::SIG_BLOCK);
+    // SAFETY: the closure runs in the child between fork and exec and calls
+    // only async-signal-safe functions (sigaction, sigprocmask).
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut c, move || {
+            for sig in IGNORED {
+                set(sig, libc::SIG_DFL);
+            }
+            libc::sigprocmask(libc::SIG_SETMASK, &held, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let spawned = c.spawn();
+    if let Ok(child) = &spawned {
+        CHILD.store(child.id() as i32, Ordering::Relaxed);
+        for sig in FORWARDED {
+            set(
+                sig,
+                forward as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+    }
+    mask(libc::SIG_UNBLOCK);
+    let mut child = spawned.map_err(|e| {
+        let code = if e.kind() == std::io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        };
+        Failure {
+            code,
+            msg: format!("cannot run {}: {e}", prog.to_string_lossy()),
+        }
+    })?;
+    let status = child.wait();
+    for sig in IGNORED.into_iter().chain(FORWARDED) {
+        set(sig, libc::SIG_DFL);
+    }
+    let status = status
+        .map_err(|e| crate::failure::runtime(format!("run: waiting for the program: {e}")))?;
+    if let Some(d) = &dir {
+        let (records, unreadable) = records::collect(&d.0);
+        let mut text = String::new();
+        if a.stats {
+            records.iter().for_each(|r| text += &per_process(r));
+        }
+        let run = summary::Run {
+            program: &prog.to_string_lossy(),
+            records: &records,
+            unreadable,
+            min: threshold(),
+            not_preloaded: program::why_not_preloaded(prog),
+        };
+        text += &summary::text(&run, &summary::measured_rate);
+        // Best effort: the program's status matters more than the summary.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
+    }
+    drop(dir);
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(sig) = status.signal() {
+        // SAFETY: the default disposition, then the signal the program
+        // died of, so the shell sees what it would have seen.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        return Err(Failure {
+            code: (128 + sig) as u8,
+            msg: String::new(),
+        });
+    }
+    match status.code() {
+        Some(0) | None => Ok(()),
+        Some(code) => Err(Failure {
+            code: code as u8,
+            msg: String::new(),
+        }),
+    }
+}
+
+/// The preload's threshold as the child sees it (`BULKMEM_PRELOAD_MIN`).
+fn threshold() -> usize {
+    std::env::var("BULKMEM_PRELOAD_MIN")
+        .ok()
+        .and_then(|v| bulkmem::parse_bytes(&v).ok())
+        .unwrap_or(1 << 20)
+}
+
+/// The `--stats` line of one process: calls and bytes per path, copies
+/// and sets together.
+fn per_process(r: &records::Counts) -> String {
+    let names = [
+        "small",
+        "bulkmem",
+        "bulkmem threads",
+        "large to the C library",
+    ];
+    let parts: Vec<String> = names
+        .iter()
+        .enumerate()
+        .map(|(p, name)| {
+            (
+                name,
+                r.calls[0][p] + r.calls[1][p],
+                r.bytes[0][p] + r.bytes[1][p],
+            )
+        })
+        .filter(|&(_, calls, _)| calls > 0)
+        .map(|(name, calls, bytes)| {
+            format!(
+                "{name} {calls} calls ({})",
+                crate::size::fmt_size(bytes as usize)
+            )
+        })
+        .collect();
+    let body = if parts.is_empty() {
+        "no calls".to_string()
+    } else {
+        parts.join("; ")
+    };
+    format!("bulkmem preload [{} {}]: {body}\n", r.pid, r.comm)
+}

@@ -1,0 +1,177 @@
+//! `bulkmem run`'s summary of a process tree, through the built binary and
+//! the debug preload library: what it counts, that it writes nothing onto
+//! the programs' own stderr, and that the program's exit status and
+//! signals reach the shell as they would without `run`.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const BULKMEM: &str = env!("CARGO_BIN_EXE_bulkmem");
+
+/// `bulkmem run` loads target/debug/libbulkmem_preload.so, which `cargo
+/// test` does not build (nothing links it): build it once.
+fn ensure_preload() {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let o = Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "-p", "bulkmem-preload"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run cargo");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    });
+}
+
+fn run(args: &[&str]) -> Output {
+    ensure_preload();
+    Command::new(BULKMEM)
+        .arg("run")
+        .args(args)
+        .env_remove("BULKMEM_PRELOAD_MIN")
+        .output()
+        .expect("run bulkmem")
+}
+
+fn err(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A fresh directory of this test's own.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("bulkmem-run-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A shell line running `bulkmem preload-workload copy SIZE` (a memcpy of
+/// SIZE through the C library, interposed under the preload) with its
+/// stderr into `log`.
+fn workload(size: &str, log: &Path) -> String {
+    format!(
+        "{BULKMEM} preload-workload copy {size} >/dev/null 2>>{}",
+        log.display()
+    )
+}
+
+#[test]
+fn the_tree_is_summed_without_a_word_on_the_programs_stderr() {
+    let d = scratch("tree");
+    let log = d.join("stderr");
+    let line = format!("{}; {}", workload("32M", &log), workload("8M", &log));
+    for stats in [false, true] {
+        let mut args = vec!["--", "sh", "-c", &line];
+        if stats {
+            args.insert(0, "--stats");
+        }
+        let o = run(&args);
+        let e = err(&o);
+        assert_eq!(o.status.code(), Some(0), "{e}");
+        // Two preloaded workloads (sh leaves by _exit and reports nothing,
+        // or reports no large call).
+        assert!(e.contains("processes of sh"), "{e}");
+        assert!(
+            e.contains("calls of 1M and more: 2 through bulkmem, copy 2 (40M)"),
+            "{e}"
+        );
+        assert!(
+            e.contains("those calls took") && e.contains(" saved") || e.contains(" lost"),
+            "{e}"
+        );
+        assert_eq!(e.contains("smaller calls, to the C library"), stats, "{e}");
+        assert_eq!(e.contains("bulkmem preload ["), stats, "{e}");
+        let theirs = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(theirs, "", "the programs' own stderr got: {theirs}");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_forked_child_counts_its_own_calls_only() {
+    let d = scratch("fork");
+    let src = d.join("fork.c");
+    std::fs::write(
+        &src,
+        r#"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    size_t n = 32 << 20;
+    char *a = malloc(n), *b = malloc(n);
+    memset(a, 1, n);
+    memcpy(b, a, n);
+    pid_t p = fork();
+    if (p == 0) exit(b[n - 1] == 1 ? 0 : 1);
+    int st;
+    waitpid(p, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 2;
+}
+"#,
+    )
+    .unwrap();
+    let exe = d.join("fork");
+    // No optimisation: gcc turns a memcpy from memset memory into a memset.
+    let cc = Command::new("cc")
+        .args(["-O0", "-fno-builtin"])
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .status();
+    assert!(
+        cc.is_ok_and(|s| s.success()),
+        "cc failed (scripts/c-deps installs it)"
+    );
+    let o = run(&["--", exe.to_str().unwrap()]);
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    // Parent and child report; the copy is counted once.
+    assert!(e.contains("2 processes of"), "{e}");
+    assert!(e.contains(": 1 through bulkmem, copy 1 (32M)"), "{e}");
+    // The non-zero memset went to the C library, and is said so.
+    assert!(e.contains("; 1 (32M) left to the C library"), "{e}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn nothing_large_is_said_with_why() {
+    let o = run(&["--", "true"]);
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(
+        e.contains("nothing reached 1M") && e.contains("copy_file_range"),
+        "{e}"
+    );
+    let o = run(&["--no-summary", "--", "sh", "-c", "exit 4"]);
+    assert_eq!((o.status.code(), err(&o)), (Some(4), String::new()));
+}
+
+#[test]
+fn signals_reach_the_program_and_its_death_reaches_the_shell() {
+    use std::os::unix::process::ExitStatusExt;
+    ensure_preload();
+    // The program announces itself, then waits on a signal: SIGINT to `run`
+    // alone is ignored (the terminal sends it to the program too), SIGTERM
+    // is passed on, and `run` dies of it as the program did.
+    let mut c = Command::new(BULKMEM)
+        .args(["run", "--", "sh", "-c", "echo up; exec sleep 30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(c.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert_eq!(first.trim(), "up");
+    let pid = c.id() as i32;
+    // SAFETY: kill has no memory preconditions.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    // SAFETY: as above; `run` is alive (SIGINT is ignored), so the pid is
+    // still its own.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let st = c.wait().unwrap();
+    assert_eq!(st.signal(), Some(libc::SIGTERM), "{st:?}");
+}

@@ -41,7 +41,7 @@ impl Measure {
 #[derive(Args, Clone, Debug)]
 pub struct Output {
     /// Write the results as JSON to FILE (`-` for stdout; the tables then go
-    /// to stderr). The format is docs/bench-schema.json.
+    /// to stderr). Schema: docs/bench-schema.json (installed: PREFIX/share/doc/bulkmem/).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Table format: aligned text, Markdown, or CSV (one line per cell,

@@ -3,7 +3,10 @@
 //! the checkout, with nothing from the build tree in reach: `bulkmem run`
 //! finds its preload library beside it, a C program builds with
 //! pkg-config and runs, the man pages render and the completions load.
-//! Needs cc, pkg-config, readelf, man and nroff (`scripts/c-deps`). It
+//! What is installed carries no debug info, the JSON schema is where
+//! `--help` says, and the script says what to add to PATH and how C
+//! programs find the library.
+//! Needs cc, pkg-config, readelf, strip, man and nroff (`scripts/c-deps`). It
 //! installs the debug profile (`--debug`), which `cargo test` has built:
 //! the release build is the same script with one flag less, and would
 //! cost a fresh checkout's test run minutes.
@@ -72,6 +75,21 @@ fn install(stage: &Path, extra: &[&str]) -> String {
     out + &err
 }
 
+/// The debug-info sections of an ELF file or archive (`readelf -S`).
+/// `.debug_gdb_scripts` is not debug info: rustc's few bytes naming gdb's
+/// pretty-printers, in a loaded section that `strip --strip-debug` keeps.
+fn debug_sections(file: &Path) -> Vec<String> {
+    let (sections, _) = ok(Command::new("readelf").arg("-SW").arg(file));
+    let mut found: Vec<String> = sections
+        .split_whitespace()
+        .filter(|w| w.starts_with(".debug_") && *w != ".debug_gdb_scripts")
+        .map(str::to_owned)
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
 /// `bulkmem run` of `installed` (cwd `cwd`, no hint where the library is):
 /// the LD_PRELOAD its child sees, and the child's stderr (where the
 /// preload's exit statistics go).
@@ -100,6 +118,73 @@ fn installed_tree_works_from_outside_the_checkout() {
     );
     let p = stage.join(PREFIX.trim_start_matches('/'));
     let lib = p.join("lib");
+
+    // Installed without debug info (the build tree keeps it); the check
+    // does see it where it is: in the command cargo built for this test.
+    let built = Path::new(env!("CARGO_BIN_EXE_bulkmem"));
+    assert!(
+        !debug_sections(built).is_empty(),
+        "{built:?}: no debug info seen"
+    );
+    for f in [
+        "bin/bulkmem",
+        "lib/bulkmem/libbulkmem_preload.so",
+        "lib/libbulkmem.so.0",
+        "lib/libbulkmem.a",
+    ] {
+        let found = debug_sections(&p.join(f));
+        assert!(found.is_empty(), "{f} carries debug info: {found:?}\n{log}");
+    }
+
+    // The install's closing lines: a prefix that is not on PATH nor where
+    // the loader looks gets the exact lines to add, with the real paths.
+    for hint in [
+        format!("export PATH=\"{PREFIX}/bin:$PATH\""),
+        format!("export PKG_CONFIG_PATH=\"{PREFIX}/lib/pkgconfig"),
+        format!("LD_LIBRARY_PATH={PREFIX}/lib"),
+        format!("-Wl,-rpath,{PREFIX}/lib"),
+    ] {
+        assert!(
+            log.contains(&hint),
+            "no `{hint}` in the install's output:\n{log}"
+        );
+    }
+
+    // `--help` says where the JSON schema is, in the source and installed,
+    // and it is there in both.
+    let (help, _) = ok(Command::new(p.join("bin/bulkmem")).args(["bench", "copy", "--help"]));
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let after = |key: &str| {
+        let rest = &help[help
+            .find(key)
+            .unwrap_or_else(|| panic!("no `{key}` in: {help}"))..];
+        rest[key.len()..]
+            .split([' ', ')'])
+            .next()
+            .unwrap()
+            .trim_end_matches(['.', ','])
+            .to_owned()
+    };
+    let source = after("Schema: ");
+    assert!(
+        root().join(&source).is_file(),
+        "--help names {source}, not in the source"
+    );
+    let dir = after("(installed: ");
+    let dir = dir
+        .strip_prefix("PREFIX/")
+        .unwrap_or_else(|| panic!("{dir}: not under PREFIX"));
+    let name = Path::new(&source).file_name().unwrap();
+    let schema = p.join(dir).join(name);
+    assert!(
+        schema.is_file(),
+        "--help says {schema:?}, not installed:\n{log}"
+    );
+    assert_eq!(
+        std::fs::read(&schema).unwrap(),
+        std::fs::read(root().join(&source)).unwrap(),
+        "the installed schema is not the source's"
+    );
 
     // `run` from elsewhere loads the staged preload, not the build tree's.
     let bin = p.join("bin/bulkmem");

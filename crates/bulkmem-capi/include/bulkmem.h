@@ -285,7 +285,11 @@ typedef struct bm_report {
 
 /* As bm_engine_copy_batch (clear) with progress and cancellation; ctl and
  * report may be NULL. A cancelled batch returns -ECANCELED, and *report
- * names the completed prefix exactly. The batch is validated before the
+ * names the completed prefix exactly. (The Rust API returns a cancelled
+ * batch as success with its report marked cancelled, since the caller
+ * asked for the stop; C has only the return value to say the batch is not
+ * complete, so it says it there, and *report is filled either way.) The
+ * batch is validated before the
  * cancel flag is read: an invalid batch is -EINVAL even with the flag
  * already set, and *report then says total bytes (saturated), nothing
  * done, not cancelled. */

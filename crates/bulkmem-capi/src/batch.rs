@@ -316,7 +316,7 @@ pub unsafe fn run(
     };
     let report: Report = match result {
         Ok(r) => r,
-        Err(bulkmem_core::Error::WorkerPanicked { report, message }) => {
+        Err(bulkmem_core::EngineError::WorkerPanicked { report, message }) => {
             out(&report);
             return Err(fail(
                 libc::ENOTRECOVERABLE,

@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Once;
 
-use bulkmem_core::{Error, Hint, Strategy};
+use bulkmem_core::{BatchError, CopyError, EngineError, Error, Hint, Strategy, StrategyError};
 
 /// A failure on its way to C: the negative errno and the words.
 pub struct Fail {
@@ -46,6 +46,21 @@ impl From<Error> for Fail {
         fail(errno, e.to_string())
     }
 }
+
+/// The narrower errors of the copy, clear and batch calls go through the
+/// umbrella `Error`, so each failure keeps the one errno C callers (and
+/// the C tests) know it by, whichever Rust type carried it.
+macro_rules! via_umbrella {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Fail {
+            fn from(e: $t) -> Fail {
+                Error::from(e).into()
+            }
+        }
+    )*};
+}
+
+via_umbrella!(StrategyError, CopyError, BatchError, EngineError);
 
 /// `EFAULT` for SIGSEGV (an unmapped or protected page), `EHWPOISON`
 /// for SIGBUS's machine-check codes, `EIO` for the other SIGBUS (a mapping

@@ -4,7 +4,7 @@
 //! strategy or turns one into code.
 
 use crate::auto::{self, Request};
-use crate::error::Error;
+use crate::error::{BatchError, CopyError, StrategyError};
 use crate::extent::{check_lengths, validate_extents, Extent};
 use crate::handle::Kernel;
 use crate::kernels;
@@ -13,7 +13,7 @@ use crate::strategy::{Hint, Op, Options, Strategy};
 
 /// The concrete strategy `opts` means for `req`, or why it cannot run.
 #[inline]
-pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, Error> {
+pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, StrategyError> {
     auto::kernel(opts, req).map(|k| k.strategy())
 }
 
@@ -48,8 +48,7 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
 #[inline]
 pub fn copy_hint(dst: &mut [u8], src: &[u8], hint: Hint) {
     if dst.len() != src.len() {
-        let e = Error::LengthMismatch {
-            index: None,
+        let e = CopyError::LengthMismatch {
             dst: dst.len(),
             src: src.len(),
         };
@@ -58,17 +57,19 @@ pub fn copy_hint(dst: &mut [u8], src: &[u8], hint: Hint) {
     auto::single(Op::Copy, hint, dst.len()).copy(dst, src);
 }
 
-/// Copies with the named strategy (`Auto` allowed).
-pub fn copy_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Result<(), Error> {
+/// Copies with the named strategy (`Auto` allowed). Refused, with nothing
+/// written, when the lengths differ or the strategy cannot copy here: see
+/// [`CopyError`], whose example matches on a length mismatch.
+pub fn copy_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Result<(), CopyError> {
     copy_opts(Options::strategy(strategy), dst, src).map(drop)
 }
 
-/// Copies with full options; returns the strategy that ran.
+/// Copies with full options; returns the strategy that ran. Fails as
+/// [`copy_with`].
 #[inline]
-pub fn copy_opts(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, Error> {
+pub fn copy_opts(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, CopyError> {
     if dst.len() != src.len() {
-        return Err(Error::LengthMismatch {
-            index: None,
+        return Err(CopyError::LengthMismatch {
             dst: dst.len(),
             src: src.len(),
         });
@@ -94,14 +95,15 @@ pub fn clear_hint(dst: &mut [u8], hint: Hint) {
     auto::single(Op::Clear, hint, dst.len()).clear(dst);
 }
 
-/// Zeroes with the named strategy (`Auto` allowed).
-pub fn clear_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Error> {
+/// Zeroes with the named strategy (`Auto` allowed); refused, with nothing
+/// written, when the strategy cannot clear here.
+pub fn clear_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), StrategyError> {
     clear_opts(Options::strategy(strategy), dst).map(drop)
 }
 
 /// Zeroes with full options; returns the strategy that ran.
 #[inline]
-pub fn clear_opts(opts: Options, dst: &mut [u8]) -> Result<Strategy, Error> {
+pub fn clear_opts(opts: Options, dst: &mut [u8]) -> Result<Strategy, StrategyError> {
     let k = if opts.strategy == Strategy::Auto {
         auto::single(Op::Clear, opts.hint, dst.len())
     } else {
@@ -115,12 +117,15 @@ pub fn clear_opts(opts: Options, dst: &mut [u8]) -> Result<Strategy, Error> {
 /// from its total size (see [`auto`]). Adjacent extents are merged first.
 /// Returns the strategy used. On a length mismatch nothing is written and the
 /// error names the first bad extent.
-pub fn copy_batch(ops: &mut [(&mut [u8], &[u8])]) -> Result<Strategy, Error> {
+pub fn copy_batch(ops: &mut [(&mut [u8], &[u8])]) -> Result<Strategy, BatchError> {
     copy_batch_with(Options::default(), ops)
 }
 
 /// As [`copy_batch`] with a strategy or hint.
-pub fn copy_batch_with(opts: Options, ops: &mut [(&mut [u8], &[u8])]) -> Result<Strategy, Error> {
+pub fn copy_batch_with(
+    opts: Options,
+    ops: &mut [(&mut [u8], &[u8])],
+) -> Result<Strategy, BatchError> {
     check_lengths(ops)?;
     let (total, count) = plan::shape(ops.iter().map(|(d, s)| Run {
         dst: d.as_ptr() as *mut u8,
@@ -183,12 +188,12 @@ unsafe fn clear_runs(k: Kernel, runs: impl Iterator<Item = Run>) {
 }
 
 /// Zeroes every extent, choosing one primitive for the whole batch.
-pub fn clear_batch(ops: &mut [&mut [u8]]) -> Result<Strategy, Error> {
+pub fn clear_batch(ops: &mut [&mut [u8]]) -> Result<Strategy, BatchError> {
     clear_batch_with(Options::default(), ops)
 }
 
 /// As [`clear_batch`] with a strategy or hint.
-pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy, Error> {
+pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy, BatchError> {
     let (total, count) = plan::shape(ops.iter().map(|d| Run {
         dst: d.as_ptr() as *mut u8,
         src: core::ptr::null(),
@@ -215,7 +220,7 @@ pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy
 /// # Safety
 /// Every `src` readable and every `dst` writable for its `len` for the
 /// duration of the call, and nothing else accessing the destinations.
-pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Error> {
+pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, BatchError> {
     validate_extents(Op::Copy, ops)?;
     let runs = ops.iter().map(|e| Run {
         dst: e.dst,
@@ -236,7 +241,7 @@ pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Er
 /// # Safety
 /// Every `dst` writable for its `len` for the duration of the call, and
 /// nothing else accessing them.
-pub unsafe fn clear_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Error> {
+pub unsafe fn clear_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, BatchError> {
     validate_extents(Op::Clear, ops)?;
     let runs = ops.iter().map(|e| Run {
         dst: e.dst,

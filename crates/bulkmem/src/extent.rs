@@ -4,7 +4,7 @@
 //! single-threaded entry points (`copy_extents`), `uffd` and `numa` check
 //! batches too, without needing the engine.
 
-use crate::error::Error;
+use crate::error::BatchError;
 use crate::plan::Run;
 use crate::strategy::Op;
 
@@ -74,7 +74,7 @@ impl Batch for Raw<'_> {
 }
 
 /// [`validate`] for a slice of extents (used by `uffd::Mover::move_batch`).
-pub(crate) fn validate_extents(op: Op, extents: &[Extent]) -> Result<(), Error> {
+pub(crate) fn validate_extents(op: Op, extents: &[Extent]) -> Result<(), BatchError> {
     validate(op, &Raw(extents, op), &mut Vec::new())
 }
 
@@ -86,7 +86,7 @@ pub(crate) fn validate(
     op: Op,
     batch: &dyn Batch,
     spans: &mut Vec<(usize, usize, usize, bool)>,
-) -> Result<(), Error> {
+) -> Result<(), BatchError> {
     for i in 0..batch.count() {
         let r = batch.get(i);
         if r.len == 0 {
@@ -94,13 +94,13 @@ pub(crate) fn validate(
         }
         let ok = |p: usize| p != 0 && p.checked_add(r.len).is_some();
         if !ok(r.dst as usize) {
-            return Err(Error::BadExtent {
+            return Err(BatchError::BadExtent {
                 index: i,
                 reason: "null or wrapping destination",
             });
         }
         if op == Op::Copy && !ok(r.src as usize) {
-            return Err(Error::BadExtent {
+            return Err(BatchError::BadExtent {
                 index: i,
                 reason: "null or wrapping source",
             });
@@ -124,7 +124,7 @@ pub(crate) fn validate(
     let with = (0..=index)
         .find(|&j| conflicts_pair(op, batch.get(index), batch.get(j), index == j))
         .unwrap_or(index);
-    Err(Error::Overlap { index, with })
+    Err(BatchError::Overlap { index, with })
 }
 
 fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
@@ -182,14 +182,14 @@ fn conflicts(
 }
 
 /// The first `(dst, src)` pair whose lengths differ, as an error.
-pub(crate) fn check_lengths(ops: &[(&mut [u8], &[u8])]) -> Result<(), Error> {
+pub(crate) fn check_lengths(ops: &[(&mut [u8], &[u8])]) -> Result<(), BatchError> {
     match ops
         .iter()
         .enumerate()
         .find(|(_, (d, s))| d.len() != s.len())
     {
-        Some((index, (d, s))) => Err(Error::LengthMismatch {
-            index: Some(index),
+        Some((index, (d, s))) => Err(BatchError::LengthMismatch {
+            index,
             dst: d.len(),
             src: s.len(),
         }),
@@ -209,7 +209,7 @@ mod tests {
         }
     }
 
-    fn check(op: Op, v: &[Extent]) -> Result<(), Error> {
+    fn check(op: Op, v: &[Extent]) -> Result<(), BatchError> {
         validate(op, &Raw(v, op), &mut Vec::new())
     }
 
@@ -232,7 +232,7 @@ mod tests {
                 ext(0x20ff, 0xb000, 0x10),
             ],
         );
-        assert_eq!(e, Err(Error::Overlap { index: 2, with: 1 }));
+        assert_eq!(e, Err(BatchError::Overlap { index: 2, with: 1 }));
         // dst 2 overlaps src 0.
         let e = check(
             Op::Copy,
@@ -242,7 +242,7 @@ mod tests {
                 ext(0x9080, 0xb000, 0x100),
             ],
         );
-        assert_eq!(e, Err(Error::Overlap { index: 2, with: 0 }));
+        assert_eq!(e, Err(BatchError::Overlap { index: 2, with: 0 }));
         // An extent copying onto itself overlaps itself.
         assert!(check(Op::Copy, &[ext(0x1000, 0x1800, 0x1000)]).is_err());
         // Clears ignore src; touching (not overlapping) is fine.
@@ -263,7 +263,7 @@ mod tests {
                 ext(0x7000, 0, 0x10),
             ],
         );
-        assert_eq!(e, Err(Error::Overlap { index: 2, with: 1 }));
+        assert_eq!(e, Err(BatchError::Overlap { index: 2, with: 1 }));
         // Empty extents never conflict, even null ones.
         assert_eq!(
             check(Op::Copy, &[ext(0, 0, 0), ext(0x1000, 0x2000, 0x10)]),
@@ -271,7 +271,7 @@ mod tests {
         );
         assert_eq!(
             check(Op::Copy, &[ext(0x1000, 0, 0x10)]),
-            Err(Error::BadExtent {
+            Err(BatchError::BadExtent {
                 index: 0,
                 reason: "null or wrapping source"
             })
@@ -281,7 +281,7 @@ mod tests {
     #[test]
     fn self_overlap_is_reported_against_itself() {
         let e = check(Op::Copy, &[ext(0x1000, 0x1800, 0x1000)]);
-        assert_eq!(e, Err(Error::Overlap { index: 0, with: 0 }));
+        assert_eq!(e, Err(BatchError::Overlap { index: 0, with: 0 }));
     }
 
     /// The sweep against every pair: it must report the first extent that
@@ -329,7 +329,9 @@ mod tests {
             }
             match (check(op, &v), lowest) {
                 (Ok(()), None) => {}
-                (Err(Error::Overlap { index, .. }), Some(l)) => assert_eq!(index, l, "{op} {v:?}"),
+                (Err(BatchError::Overlap { index, .. }), Some(l)) => {
+                    assert_eq!(index, l, "{op} {v:?}")
+                }
                 (got, want) => panic!("{op} {v:?}: got {got:?}, brute force says {want:?}"),
             }
         }

@@ -4,7 +4,7 @@
 
 use crate::cpu;
 use crate::descriptor::{self, Descriptor};
-use crate::error::Error;
+use crate::error::{Error, StrategyError};
 use crate::kernels::{ClearFn, CopyFn};
 #[cfg(target_arch = "x86_64")]
 use crate::mc::{McClear, McCopy};
@@ -54,16 +54,16 @@ impl Call {
 
 impl Kernel {
     /// The kernel of `strategy` for `op`, or why there is none here:
-    /// [`Error::Unsupported`] if the strategy does not implement `op` (and
-    /// for `Auto`, which is a choice per call, not a kernel),
-    /// [`Error::Unavailable`] if the CPU lacks a feature it needs.
+    /// [`StrategyError::Unsupported`] if the strategy does not implement
+    /// `op` (and for `Auto`, which is a choice per call, not a kernel),
+    /// [`StrategyError::Unavailable`] if the CPU lacks a feature it needs.
     ///
     /// This is the only way from a [`Strategy`] to code: `auto`, the
     /// engine, fills and the batch calls all hold `Kernel`s, so a strategy
     /// this CPU cannot run never reaches an instruction.
-    pub fn new(strategy: Strategy, op: Op) -> Result<Kernel, Error> {
+    pub fn new(strategy: Strategy, op: Op) -> Result<Kernel, StrategyError> {
         let d = descriptor::row(strategy);
-        let call = Call::of(d, op).ok_or(Error::Unsupported { strategy, op })?;
+        let call = Call::of(d, op).ok_or(StrategyError::Unsupported { strategy, op })?;
         available(d)?;
         Ok(Kernel { strategy, call })
     }
@@ -200,9 +200,9 @@ fn pick<F>(fenced: bool, f: F, u: F) -> F {
     }
 }
 
-fn available(d: &Descriptor) -> Result<(), Error> {
+fn available(d: &Descriptor) -> Result<(), StrategyError> {
     match d.missing(cpu::features()) {
-        Some(needs) => Err(Error::Unavailable {
+        Some(needs) => Err(StrategyError::Unavailable {
             strategy: d.strategy,
             needs,
         }),
@@ -336,7 +336,7 @@ mod tests {
         }
         assert!(matches!(
             Kernel::new(Strategy::Clzero, Op::Copy),
-            Err(Error::Unsupported { .. })
+            Err(StrategyError::Unsupported { .. })
         ));
     }
 

@@ -79,7 +79,7 @@ pub use calls::{
     copy_batch, copy_batch_with, copy_extents, copy_hint, copy_opts, copy_with, resolve,
 };
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};
-pub use error::Error;
+pub use error::{BatchError, CopyError, EngineError, Error, StrategyError};
 #[cfg(target_arch = "x86_64")]
 pub use fault::{clear_checked, clear_checked_with, copy_checked, copy_checked_with, Fault, Side};
 pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as FillMode, NtWriter};

@@ -2,7 +2,7 @@
 //! the layout (adjacent extents that coalesce, scattered ones that do not),
 //! the choice is made from the batch total, and bad input writes nothing.
 
-use bulkmem::{Error, Hint, Op, Options, Strategy};
+use bulkmem::{BatchError, CopyError, Error, Hint, Op, Options, Strategy, StrategyError};
 use proptest::prelude::*;
 
 /// Splits `buf` into extents of the given lengths, in order, skipping `gap`
@@ -105,8 +105,8 @@ fn length_mismatch_names_the_first_bad_extent_and_writes_nothing() {
     let e = bulkmem::copy_batch(&mut ops).unwrap_err();
     assert_eq!(
         e,
-        Error::LengthMismatch {
-            index: Some(1),
+        BatchError::LengthMismatch {
+            index: 1,
             dst: 100,
             src: 99
         }
@@ -202,10 +202,13 @@ fn the_choice_comes_from_the_batch_total() {
 fn unavailable_and_unsupported_strategies_are_refused() {
     let mut d = [0u8; 8];
     let e = bulkmem::copy_with(Strategy::Clzero, &mut d, &[1; 8]).unwrap_err();
-    assert!(matches!(e, Error::Unsupported { op: Op::Copy, .. }));
+    assert!(matches!(e, CopyError::Unsupported { op: Op::Copy, .. }));
     assert!(e.to_string().contains("cannot copy"), "{e}");
     let e = bulkmem::clear_with(Strategy::RepMovsb, &mut d).unwrap_err();
-    assert!(matches!(e, Error::Unsupported { op: Op::Clear, .. }));
+    assert!(matches!(
+        e,
+        StrategyError::Unsupported { op: Op::Clear, .. }
+    ));
     // Refused as unavailable, naming the first missing feature, by every
     // operation the strategy has (tests/unavailable.rs hides AVX2 to be
     // sure of a case; here, whatever this CPU lacks).
@@ -213,24 +216,19 @@ fn unavailable_and_unsupported_strategies_are_refused() {
         let Some(needs) = s.missing_feature(&bulkmem::cpu::info().features) else {
             continue;
         };
-        let want = Error::Unavailable { strategy: s, needs };
+        let want = StrategyError::Unavailable { strategy: s, needs };
         if s.supports(Op::Copy) {
-            assert_eq!(bulkmem::copy_with(s, &mut d, &[1; 8]), Err(want.clone()));
+            assert_eq!(bulkmem::copy_with(s, &mut d, &[1; 8]), Err(want.into()));
         }
         if s.supports(Op::Clear) {
-            assert_eq!(bulkmem::clear_with(s, &mut d), Err(want.clone()));
+            assert_eq!(bulkmem::clear_with(s, &mut d), Err(want));
         }
         assert!(want.to_string().contains(needs), "{want}");
+        // The umbrella says the same in the same words.
+        assert_eq!(Error::from(want).to_string(), want.to_string());
     }
     let e = bulkmem::copy_with(Strategy::Auto, &mut d, &[1; 7]).unwrap_err();
-    assert_eq!(
-        e,
-        Error::LengthMismatch {
-            index: None,
-            dst: 8,
-            src: 7
-        }
-    );
+    assert_eq!(e, CopyError::LengthMismatch { dst: 8, src: 7 });
     assert_eq!(d, [0; 8]);
 }
 

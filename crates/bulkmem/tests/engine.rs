@@ -9,7 +9,9 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use bulkmem::{CancelToken, Control, Engine, Error, Extent, Hint, Progress, Strategy};
+use bulkmem::{
+    BatchError, CancelToken, Control, Engine, EngineError, Error, Extent, Hint, Progress, Strategy,
+};
 use proptest::prelude::*;
 
 /// An engine that splits even small batches into many 4 KiB-aligned chunks
@@ -180,11 +182,11 @@ fn length_mismatch_names_the_extent_and_writes_nothing() {
     let mut ops: Vec<(&mut [u8], &[u8])> = vec![(a, &src), (b, &src), (c, &src[..99])];
     assert_eq!(
         e.copy_batch(&mut ops).unwrap_err(),
-        Error::LengthMismatch {
-            index: Some(2),
+        EngineError::Batch(BatchError::LengthMismatch {
+            index: 2,
             dst: 100,
             src: 99
-        }
+        })
     );
     drop(ops);
     assert!(dst.iter().all(|&x| x == 0));
@@ -210,7 +212,10 @@ fn raw_extents_are_validated_before_anything_is_written() {
     ];
     // SAFETY: every extent lies in live buffers owned by this test.
     let err = unsafe { e.copy_extents(&ops, Control::default()) }.unwrap_err();
-    assert_eq!(err, Error::Overlap { index: 2, with: 1 });
+    assert_eq!(
+        err,
+        EngineError::Batch(BatchError::Overlap { index: 2, with: 1 })
+    );
     assert!(
         err.to_string().contains("extent 2 overlaps extent 1"),
         "{err}"
@@ -226,7 +231,10 @@ fn raw_extents_are_validated_before_anything_is_written() {
     // SAFETY: as above.
     let err =
         unsafe { e.copy_extents(&[ext(40960, 0, 10), inside], Control::default()) }.unwrap_err();
-    assert_eq!(err, Error::Overlap { index: 1, with: 1 });
+    assert_eq!(
+        err,
+        EngineError::Batch(BatchError::Overlap { index: 1, with: 1 })
+    );
     let null = Extent {
         dst: std::ptr::null_mut(),
         src: src.as_ptr(),
@@ -234,7 +242,13 @@ fn raw_extents_are_validated_before_anything_is_written() {
     };
     // SAFETY: rejected before any access.
     let err = unsafe { e.clear_extents(&[ext(0, 0, 1), null], Control::default()) }.unwrap_err();
-    assert!(matches!(err, Error::BadExtent { index: 1, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            EngineError::Batch(BatchError::BadExtent { index: 1, .. })
+        ),
+        "{err:?}"
+    );
     // And a valid raw batch runs.
     let ops = [ext(0, 0, 4096), ext(8192, 4096, 8192)];
     // SAFETY: as above.
@@ -370,7 +384,7 @@ fn a_panicking_callback_stops_the_batch_without_hanging() {
             },
         )
         .unwrap_err();
-    let Error::WorkerPanicked { message, report } = err else {
+    let EngineError::WorkerPanicked { message, report } = err else {
         panic!("expected WorkerPanicked, got {err:?}")
     };
     assert!(message.contains("callback says no"));
@@ -565,7 +579,7 @@ fn a_named_strategy_is_used_for_every_chunk() {
         .unwrap();
     assert!(matches!(
         e.clear_batch(&mut ops).unwrap_err(),
-        Error::Unsupported { .. }
+        EngineError::Batch(BatchError::Unsupported { .. })
     ));
 }
 
@@ -676,7 +690,7 @@ fn a_callback_submitting_to_its_own_engine_is_refused() {
     assert_eq!(outer, Ok(1 << 20));
     assert!(!inner.is_empty());
     assert!(
-        inner.iter().all(|r| *r == Err(Error::Reentrant)),
+        inner.iter().all(|r| *r == Err(EngineError::Reentrant)),
         "{inner:?}"
     );
     // Another engine may be used from the callback.

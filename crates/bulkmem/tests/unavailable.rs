@@ -21,8 +21,10 @@ fn without_avx2_its_strategies_are_refused_by_name_and_auto_avoids_them() {
     }
 }
 
-fn assert_refused(r: Result<impl std::fmt::Debug, Error>, s: Strategy, what: &str) {
-    match r {
+/// Takes any of the library's error types: each narrower one converts into
+/// [`Error`] and displays as it does.
+fn assert_refused<E: Into<Error>>(r: Result<impl std::fmt::Debug, E>, s: Strategy, what: &str) {
+    match r.map_err(Into::into) {
         Err(e @ Error::Unavailable { strategy, needs }) => {
             assert_eq!((strategy, needs), (s, "avx2"), "{what}: {e}");
             let msg = e.to_string();

@@ -35,7 +35,7 @@ mod toml;
 use std::sync::OnceLock;
 
 use crate::cpu::{self, Features, Vendor};
-use crate::error::Error;
+use crate::error::{Error, StrategyError};
 #[cfg(target_arch = "x86_64")]
 use crate::handle::CheckedKernel;
 use crate::handle::Kernel;
@@ -357,11 +357,11 @@ pub(crate) fn checked_shared(op: Op, len: usize, threads: usize) -> CheckedKerne
 }
 
 /// The kernel `opts` means for `req`: `auto`'s decision, or the named
-/// strategy once the CPU is checked ([`Error::Unsupported`] /
-/// [`Error::Unavailable`] otherwise). Every copy and clear outside the
+/// strategy once the CPU is checked ([`StrategyError::Unsupported`] /
+/// [`StrategyError::Unavailable`] otherwise). Every copy and clear outside the
 /// checked path gets its kernel here or from [`single`].
 #[inline]
-pub(crate) fn kernel(opts: Options, req: &Request) -> Result<Kernel, Error> {
+pub(crate) fn kernel(opts: Options, req: &Request) -> Result<Kernel, StrategyError> {
     if opts.strategy == Strategy::Auto {
         return Ok(if req.runs <= 1 {
             single(req.op, req.hint, req.total)

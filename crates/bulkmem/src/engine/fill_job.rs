@@ -85,5 +85,6 @@ impl Engine {
             &FillShape(dst.len()),
             ctl,
         )
+        .map_err(Error::from)
     }
 }

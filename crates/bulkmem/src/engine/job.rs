@@ -14,7 +14,7 @@ use super::fault_log::FaultLog;
 use super::pool::{lock, panic_message, Inside};
 use super::serial::{stack_addr, Serial};
 use super::{Engine, MIN_CHUNK};
-use crate::error::Error;
+use crate::error::EngineError;
 use crate::extent::Batch;
 use crate::kernels::{self, ClearFn, CopyFn};
 use crate::offload::{Offload, Piece};
@@ -301,7 +301,7 @@ impl Engine {
         align: usize,
         batch: &dyn Batch,
         ctl: Control<'_>,
-    ) -> Result<Report, Error> {
+    ) -> Result<Report, EngineError> {
         let total = ends.last().copied().unwrap_or(0);
         // Small batches are cut finer so every worker gets a share.
         let balanced = (total / (4 * self.threads())).clamp(MIN_CHUNK, self.chunk.max(MIN_CHUNK));
@@ -368,7 +368,7 @@ impl Engine {
         let (_, bytes_done) = job.boundary(taken);
         let report = completion(batch, bytes_done, total, strategy, &job);
         match job.panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            Some(message) => Err(Error::WorkerPanicked {
+            Some(message) => Err(EngineError::WorkerPanicked {
                 message,
                 report: Box::new(report),
             }),

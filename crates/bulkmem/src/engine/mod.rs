@@ -42,7 +42,7 @@ mod ticket;
 use std::sync::Mutex;
 
 use crate::auto::Request;
-use crate::error::Error;
+use crate::error::{EngineError, Error};
 use crate::extent::validate;
 use crate::offload::Offload;
 use crate::placement::Placement;
@@ -189,24 +189,26 @@ impl Engine {
     /// Copies every `(dst, src)` pair. Lengths are checked first (an error
     /// names the first bad extent and nothing is written); the borrows
     /// already guarantee that no destination overlaps anything.
-    pub fn copy_batch(&self, ops: &mut [(&mut [u8], &[u8])]) -> Result<Report, Error> {
+    pub fn copy_batch(&self, ops: &mut [(&mut [u8], &[u8])]) -> Result<Report, EngineError> {
         self.copy_batch_with(ops, Control::default())
     }
 
     /// As [`Engine::copy_batch`], with a cancel token and a progress
-    /// callback (see [`Control`]).
+    /// callback (see [`Control`] for what the callback is promised). A
+    /// cancelled batch is `Ok`, its report `cancelled` and exact about
+    /// what was written (see [`CancelToken`] for why it is not an error).
     pub fn copy_batch_with(
         &self,
         ops: &mut [(&mut [u8], &[u8])],
         ctl: Control<'_>,
-    ) -> Result<Report, Error> {
+    ) -> Result<Report, EngineError> {
         crate::extent::check_lengths(ops)?;
         self.run(Op::Copy, &CopySlices(ops), false, ctl)
     }
 
     /// Zeroes every extent; the borrows guarantee that none overlaps
     /// another.
-    pub fn clear_batch(&self, ops: &mut [&mut [u8]]) -> Result<Report, Error> {
+    pub fn clear_batch(&self, ops: &mut [&mut [u8]]) -> Result<Report, EngineError> {
         self.clear_batch_with(ops, Control::default())
     }
 
@@ -216,20 +218,25 @@ impl Engine {
         &self,
         ops: &mut [&mut [u8]],
         ctl: Control<'_>,
-    ) -> Result<Report, Error> {
+    ) -> Result<Report, EngineError> {
         self.run(Op::Clear, &ClearSlices(ops), false, ctl)
     }
 
     /// Copies extents given by address. Before anything is written the
     /// batch is checked: no destination may overlap another destination or
-    /// any source ([`Error::Overlap`] names the first offending extent), and
+    /// any source ([`BatchError::Overlap`](crate::BatchError::Overlap)
+    /// names the first offending extent), and
     /// no non-empty extent may have a null pointer.
     ///
     /// # Safety
     /// Every `src` must be readable and every `dst` writable for `len` bytes
     /// for the duration of the call, and nothing else may access the
     /// destinations meanwhile.
-    pub unsafe fn copy_extents(&self, ops: &[Extent], ctl: Control<'_>) -> Result<Report, Error> {
+    pub unsafe fn copy_extents(
+        &self,
+        ops: &[Extent],
+        ctl: Control<'_>,
+    ) -> Result<Report, EngineError> {
         self.run(Op::Copy, &Raw(ops, Op::Copy), true, ctl)
     }
 
@@ -239,7 +246,11 @@ impl Engine {
     /// # Safety
     /// Every `dst` must be writable for `len` bytes for the duration of the
     /// call, and nothing else may access them meanwhile.
-    pub unsafe fn clear_extents(&self, ops: &[Extent], ctl: Control<'_>) -> Result<Report, Error> {
+    pub unsafe fn clear_extents(
+        &self,
+        ops: &[Extent],
+        ctl: Control<'_>,
+    ) -> Result<Report, EngineError> {
         self.run(Op::Clear, &Raw(ops, Op::Clear), true, ctl)
     }
 
@@ -249,7 +260,7 @@ impl Engine {
         batch: &dyn Batch,
         check_overlap: bool,
         ctl: Control<'_>,
-    ) -> Result<Report, Error> {
+    ) -> Result<Report, EngineError> {
         let mut guard = self.serial()?;
         let scratch = &mut *guard;
         if check_overlap {
@@ -282,14 +293,14 @@ impl Engine {
     }
 
     /// Takes the batch marker, unless this thread is running one of this
-    /// engine's callbacks or kernels ([`Error::Reentrant`]: that batch holds
+    /// engine's callbacks or kernels ([`EngineError::Reentrant`]: that batch holds
     /// the marker and waits for this thread, so waiting here would never
     /// end), or another thread's inline batch has stalled for
-    /// [`STALL`] ([`Error::Busy`]). A marker left by a call of this thread
+    /// [`STALL`] ([`EngineError::Busy`]). A marker left by a call of this thread
     /// that a callback abandoned (`longjmp`) is taken over: see `serial`.
     /// Called first thing by every batch entry point, so that its stack
     /// address is that of the entry point's frame.
-    fn serial(&self) -> Result<SerialGuard<'_>, Error> {
+    fn serial(&self) -> Result<SerialGuard<'_>, EngineError> {
         self.serial.acquire(self.id(), stack_addr())
     }
 }

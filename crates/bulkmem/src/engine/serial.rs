@@ -12,14 +12,14 @@
 //!
 //! * The owner thread submits again. If the new call's stack lies *below*
 //!   the mark (stacks grow down), it is nested inside the batch's callback:
-//!   refused with [`Error::Reentrant`], as before. If it lies at or above
+//!   refused with [`EngineError::Reentrant`], as before. If it lies at or above
 //!   it, the frames that held the marker are gone: the call was abandoned,
 //!   and the new call takes the marker over (the abandoned batch ran
 //!   inline, so no worker still uses it).
 //! * Another thread waits while the owner works. While the owner runs a
 //!   batch inline, the waiter watches its heartbeat (bumped per chunk and
 //!   per callback return); after [`STALL`] without one it gives up with
-//!   [`Error::Busy`] instead of waiting for a caller that may never return.
+//!   [`EngineError::Busy`] instead of waiting for a caller that may never return.
 //!   Batches on the workers are never abandoned this way (their callbacks
 //!   run on worker threads, which a `longjmp` cannot leave) and are waited
 //!   for as long as they take.
@@ -37,10 +37,10 @@ use std::time::{Duration, Instant};
 
 use super::pool::{lock, Inside};
 use super::Scratch;
-use crate::error::Error;
+use crate::error::EngineError;
 
 /// How long a waiter lets an inline batch on another thread go without a
-/// heartbeat before giving up with [`Error::Busy`].
+/// heartbeat before giving up with [`EngineError::Busy`].
 pub const STALL: Duration = Duration::from_secs(1);
 
 /// How often a waiter looks at the heartbeat.
@@ -98,7 +98,11 @@ impl Serial {
 
     /// Takes the marker for `engine`'s next batch; `here` is a stack address
     /// of the submitting call ([`stack_addr`] in its first frame).
-    pub(super) fn acquire(&self, engine: usize, here: usize) -> Result<SerialGuard<'_>, Error> {
+    pub(super) fn acquire(
+        &self,
+        engine: usize,
+        here: usize,
+    ) -> Result<SerialGuard<'_>, EngineError> {
         let me = thread::current().id();
         let mut st = lock(&self.state);
         let mut watch: Option<(u64, u64, Instant)> = None;
@@ -109,18 +113,18 @@ impl Serial {
                     Inside::forget(engine);
                     break;
                 }
-                return Err(Error::Reentrant);
+                return Err(EngineError::Reentrant);
             }
             if Inside::current() == engine {
                 // A callback on a worker of the running batch.
-                return Err(Error::Reentrant);
+                return Err(EngineError::Reentrant);
             }
             if o.inline_sp != 0 {
                 let beat = self.beat.load(Ordering::Relaxed);
                 match watch {
                     Some((g, b, since)) if g == o.generation && b == beat => {
                         if since.elapsed() >= STALL {
-                            return Err(Error::Busy {
+                            return Err(EngineError::Busy {
                                 stalled_ms: since.elapsed().as_millis() as u64,
                             });
                         }

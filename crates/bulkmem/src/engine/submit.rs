@@ -93,9 +93,9 @@ impl Entry {
             // SAFETY: the extents were validated at submission; the
             // submitter keeps their memory valid and untouched until the
             // ticket is done (the `submit_copy` contract).
-            Work::Copy(x) => unsafe { engine.copy_extents(x, ctl) },
+            Work::Copy(x) => unsafe { engine.copy_extents(x, ctl) }.map_err(Error::from),
             // SAFETY: as above (`submit_clear`).
-            Work::Clear(x) => unsafe { engine.clear_extents(x, ctl) },
+            Work::Clear(x) => unsafe { engine.clear_extents(x, ctl) }.map_err(Error::from),
             Work::Fill { dst, len, template } => {
                 let p = if *len == 0 {
                     std::ptr::NonNull::dangling().as_ptr()

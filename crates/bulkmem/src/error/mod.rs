@@ -1,12 +1,26 @@
-//! Errors of the copy, clear and batch entry points.
+//! Errors: the umbrella [`Error`] every fallible call can be turned into,
+//! and (in `area`) the narrower types of the copy, clear and batch calls,
+//! which return only what they can fail with.
+
+mod area;
 
 use std::fmt;
+
+pub use area::{BatchError, CopyError, EngineError, StrategyError};
 
 use crate::report::Report;
 use crate::strategy::{Op, Strategy};
 
 /// Why an operation was refused or stopped. Every error except
-/// `WorkerPanicked` and `Fault` is returned before anything was written.
+/// `WorkerPanicked`, `Fault`, `MigrationFailed` and `Ioctl` is returned
+/// before anything was written.
+///
+/// The umbrella type: the calls of one area return a narrower type that
+/// names only what they can fail with ([`CopyError`], [`BatchError`],
+/// [`EngineError`], [`StrategyError`]), and each converts into this one
+/// with `From`, so `?` in a function returning `Error` accepts them all.
+/// The other areas (fills, checked copies, tickets, `uffd`, `numa`,
+/// offload, calibration) return `Error` itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {

@@ -1,24 +1,30 @@
 //! `bulkmem compare A.json B.json`: which cells of two bench documents
 //! really differ. Medians alone move by a few percent between identical
 //! runs, so a change is only called when Welch's t-test on the kept samples
-//! says so and it is larger than a threshold the user finds worth acting on.
+//! says so, corrected for the number of cells tested and for the drift
+//! between the two runs (`significance`), and it is larger than a
+//! threshold the user finds worth acting on.
 //!
 //! Documents are read as untyped JSON so that every bench kind, and
 //! documents written before or after this build, can be compared.
 
 use std::collections::{HashMap, VecDeque};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::ValueEnum as _;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+mod render;
+mod significance;
+
+use render::render;
+
 use crate::cli::{runtime, Failure};
 use crate::out;
 use crate::size::fmt_size;
-use crate::stats::{t_critical_95, Stats};
-use crate::table::{csv_field, fixed, Format, Table, GB_NOTE};
+use crate::stats::Stats;
+use crate::table::Format;
 
 /// Fields that are measured (or follow from a measurement, like what `auto`
 /// chose) rather than configured: they differ between runs of the same cell.
@@ -36,9 +42,11 @@ pub struct CompareArgs {
     pub a: PathBuf,
     /// The document compared with it; ratios are B/A.
     pub b: PathBuf,
-    /// Changes smaller than this (`2%` or `0.02`) are never called
-    /// significant, however consistent.
-    #[arg(long, default_value = "2%", value_parser = parse_threshold)]
+    /// The smallest change worth calling (`3%` or `0.03`): a cell is
+    /// faster or slower only when its median B/A moved at least this far
+    /// and the test is significant after the correction for the number of
+    /// cells; smaller changes are never called, however consistent.
+    #[arg(long, default_value = "3%", value_parser = parse_threshold)]
     pub threshold: f64,
     /// Table format: aligned text, Markdown, or CSV (one line per cell,
     /// numbers only).
@@ -248,12 +256,6 @@ fn label(row: &Map<String, Value>, with_total: bool) -> String {
     printable(&parts.join(" "))
 }
 
-/// `0.02` as `2`, `0.025` as `2.5`: the threshold as the user wrote it.
-fn percent(x: f64) -> String {
-    let s = format!("{:.2}", x * 100.0);
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
 fn plain(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -300,42 +302,63 @@ impl Verdict {
     }
 }
 
-/// Welch's t-test at 5%, two-sided: `Some(sign of mean(b) - mean(a))` when
-/// the means differ significantly, `Some(0)` when not, `None` when either
-/// side has fewer than two samples (no variance to test against).
-fn welch(a: &[f64], b: &[f64]) -> Option<i8> {
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let (a_, b_) = (Stats::of(a)?, Stats::of(b)?);
-    let (ma, va) = (a_.mean, a_.stdev * a_.stdev);
-    let (mb, vb) = (b_.mean, b_.stdev * b_.stdev);
-    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
-    let se2 = sa + sb;
-    let sign = if mb > ma { 1 } else { -1 };
-    if se2 == 0.0 {
-        // Noise-free samples (a timer at its resolution): any difference is real.
-        return Some(if ma == mb { 0 } else { sign });
-    }
-    let t = (mb - ma) / se2.sqrt();
-    let df = se2 * se2 / (sa * sa / (a.len() - 1) as f64 + sb * sb / (b.len() - 1) as f64);
-    Some(if t.abs() > t_critical_95(df) { sign } else { 0 })
+/// A matched cell's ratio, verdict and p-values (raw, Holm-adjusted).
+struct Judged {
+    ratio: Option<f64>,
+    verdict: Verdict,
+    p: Option<f64>,
+    p_holm: Option<f64>,
 }
 
-fn verdict(a: &Stats, b: &Stats, threshold: f64) -> (Option<f64>, Verdict) {
-    let ratio = (a.median > 0.0 && b.median.is_finite()).then(|| b.median / a.median);
-    let Some(r) = ratio else {
-        return (None, Verdict::Unknown);
-    };
-    let v = match welch(&a.samples, &b.samples) {
-        None => Verdict::Unknown,
-        // Means and medians can disagree on direction with skewed samples;
-        // a change is only called when both point the same way.
-        Some(1) if r - 1.0 >= threshold => Verdict::Faster,
-        Some(-1) if 1.0 - r >= threshold => Verdict::Slower,
-        Some(_) => Verdict::Same,
-    };
-    (Some(r), v)
+/// Every matched cell's verdict, and the drift between the runs (relative
+/// stdev of a cell's B/A that no cell's samples account for). A cell is
+/// faster or slower only when the test, corrected for the number of cells,
+/// is significant and its median ratio moved by at least `threshold` the
+/// same way.
+fn judge(pairs: &[(&Stats, &Stats)], threshold: f64) -> (Vec<Judged>, f64) {
+    let cells: Vec<Option<significance::Cell>> = pairs
+        .iter()
+        .map(|(a, b)| significance::Cell::of(&a.samples, &b.samples))
+        .collect();
+    let tested: Vec<significance::Cell> = cells.iter().flatten().copied().collect();
+    let drift = significance::drift(&tested);
+    let tests: Vec<(i8, f64)> = tested
+        .iter()
+        .map(|c| significance::welch(c, drift, tested.len()))
+        .collect();
+    let adjusted = significance::holm(&tests.iter().map(|t| t.1).collect::<Vec<_>>());
+    let mut next = tests.iter().zip(adjusted);
+    let judged = pairs
+        .iter()
+        .zip(&cells)
+        .map(|((a, b), cell)| {
+            let ratio = (a.median > 0.0 && b.median.is_finite()).then(|| b.median / a.median);
+            let test = cell.and_then(|_| next.next());
+            let verdict = match (ratio, test) {
+                (Some(r), Some((&(sign, _), p))) if p <= significance::ALPHA => {
+                    // Means and medians can disagree on direction with
+                    // skewed samples; a change is only called when both
+                    // point the same way.
+                    if sign > 0 && r - 1.0 >= threshold {
+                        Verdict::Faster
+                    } else if sign < 0 && 1.0 - r >= threshold {
+                        Verdict::Slower
+                    } else {
+                        Verdict::Same
+                    }
+                }
+                (Some(_), Some(_)) => Verdict::Same,
+                _ => Verdict::Unknown,
+            };
+            Judged {
+                ratio,
+                verdict,
+                p: test.map(|t| t.0 .1),
+                p_holm: test.map(|t| t.1),
+            }
+        })
+        .collect();
+    (judged, drift.sqrt())
 }
 
 /// Paired (row of A, row of B), then the rows only in A, only in B.
@@ -393,6 +416,12 @@ struct Cell {
     /// B/A of the medians; `null` when A's is 0.
     ratio: Option<f64>,
     verdict: Verdict,
+    /// Welch's two-sided p-value, drift included; `null` with fewer than
+    /// two samples on a side.
+    p: Option<f64>,
+    /// `p` after Holm's correction over the comparison's tested cells:
+    /// significant when at most 0.05.
+    p_holm: Option<f64>,
 }
 
 /// What `--json` writes and the tables show. GB/s throughout.
@@ -401,6 +430,10 @@ struct Outcome {
     a: String,
     b: String,
     threshold: f64,
+    /// Between-run drift: the relative stdev of a cell's B/A beyond what
+    /// its samples explain, estimated from all the cells (0 on a quiet
+    /// machine). Counted in every cell's test.
+    drift: f64,
     cells: Vec<Cell>,
     only_in_a: Vec<String>,
     only_in_b: Vec<String>,
@@ -440,18 +473,24 @@ fn outcome(a: &Doc, b: &Doc, threshold: f64) -> Outcome {
             short[i].clone()
         }
     };
+    let stats: Vec<(Stats, Stats)> = pairs
+        .iter()
+        .map(|&(i, j)| (measured(&a.rows[i]), measured(&b.rows[j])))
+        .collect();
+    let refs: Vec<(&Stats, &Stats)> = stats.iter().map(|(x, y)| (x, y)).collect();
+    let (judged, drift) = judge(&refs, threshold);
     let cells: Vec<Cell> = pairs
         .iter()
-        .map(|&(i, j)| {
-            let (ma, mb) = (measured(&a.rows[i]), measured(&b.rows[j]));
-            let (ratio, verdict) = verdict(&ma, &mb, threshold);
-            Cell {
-                cell: name(a, &short_a, i),
-                a: Side::of(&ma),
-                b: Side::of(&mb),
-                ratio,
-                verdict,
-            }
+        .zip(&stats)
+        .zip(judged)
+        .map(|((&(i, _), (ma, mb)), j)| Cell {
+            cell: name(a, &short_a, i),
+            a: Side::of(ma),
+            b: Side::of(mb),
+            ratio: j.ratio,
+            verdict: j.verdict,
+            p: j.p,
+            p_holm: j.p_holm,
         })
         .collect();
     let count = |v: Verdict| cells.iter().filter(|c| c.verdict == v).count();
@@ -464,6 +503,7 @@ fn outcome(a: &Doc, b: &Doc, threshold: f64) -> Outcome {
         a: a.name.clone(),
         b: b.name.clone(),
         threshold,
+        drift,
         faster: count(Verdict::Faster),
         slower: count(Verdict::Slower),
         unchanged: count(Verdict::Same),
@@ -479,99 +519,6 @@ fn outcome(a: &Doc, b: &Doc, threshold: f64) -> Outcome {
 #[cfg(test)]
 fn report(a: &Doc, b: &Doc, threshold: f64, format: Format) -> String {
     render(&outcome(a, b, threshold), format)
-}
-
-fn render(o: &Outcome, format: Format) -> String {
-    if format == Format::Csv {
-        return csv(o);
-    }
-    let mut out = String::new();
-    let mut t = Table::new(
-        format!("GB/s, median±stdev: A = {}, B = {}", o.a, o.b),
-        ["cell", "A", "B", "B/A", "verdict"]
-            .map(String::from)
-            .to_vec(),
-    );
-    for c in &o.cells {
-        t.row(vec![
-            c.cell.clone(),
-            format!("{}±{}", fixed(c.a.median), fixed(c.a.stdev)),
-            format!("{}±{}", fixed(c.b.median), fixed(c.b.stdev)),
-            c.ratio.map_or("-".into(), |r| format!("{r:.3}x")),
-            c.verdict.mark().into(),
-        ]);
-    }
-    t.notes.push(format!(
-        "faster/slower: Welch's t-test on the samples, 5% two-sided, and a change of at least {}%; ~ no change; ? fewer than 2 samples; {GB_NOTE}",
-        percent(o.threshold)
-    ));
-    out.push_str(&t.render(format, WIDTH));
-    for (cells, name) in [(&o.only_in_a, &o.a), (&o.only_in_b, &o.b)] {
-        if cells.is_empty() {
-            continue;
-        }
-        let mut t = Table::new(format!("only in {name}"), vec!["cell".into()]);
-        for c in cells {
-            t.row(vec![c.clone()]);
-        }
-        out.push_str(&t.render(format, WIDTH));
-    }
-    let geo = o.geomean.map_or("-".into(), |g| format!("{g:.3}x"));
-    let mut line = format!(
-        "{} faster, {} slower, {} unchanged",
-        o.faster, o.slower, o.unchanged
-    );
-    if o.cannot_tell > 0 {
-        let _ = write!(line, ", {} cannot tell", o.cannot_tell);
-    }
-    let logs = o
-        .cells
-        .iter()
-        .filter(|c| c.ratio.is_some_and(|r| r > 0.0 && r.is_finite()))
-        .count();
-    let _ = write!(
-        line,
-        "; geometric mean of B/A {geo} over {logs} matched cell(s)"
-    );
-    if !o.only_in_a.is_empty() || !o.only_in_b.is_empty() {
-        let _ = write!(
-            line,
-            "; {} only in A, {} only in B",
-            o.only_in_a.len(),
-            o.only_in_b.len()
-        );
-    }
-    let _ = writeln!(out, "\n{line}");
-    out
-}
-
-/// One line per cell, numbers only (GB/s = 10^9 bytes/s), cells found in
-/// one document only with empty figures: for spreadsheets and scripts.
-fn csv(o: &Outcome) -> String {
-    let mut out = String::from(
-        "cell,a_median_gbps,a_stdev_gbps,a_runs,b_median_gbps,b_stdev_gbps,b_runs,ratio_b_over_a,verdict\n",
-    );
-    for c in &o.cells {
-        let ratio = c.ratio.map_or(String::new(), |r| r.to_string());
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{ratio},{}",
-            csv_field(&c.cell),
-            c.a.median,
-            c.a.stdev,
-            c.a.runs,
-            c.b.median,
-            c.b.stdev,
-            c.b.runs,
-            c.verdict.name()
-        );
-    }
-    for (cells, which) in [(&o.only_in_a, "only-a"), (&o.only_in_b, "only-b")] {
-        for c in cells {
-            let _ = writeln!(out, "{},,,,,,,,{which}", csv_field(c));
-        }
-    }
-    out
 }
 
 /// What `--fail-on` watches for.
@@ -618,18 +565,125 @@ mod tests {
         Doc::parse(name.into(), &v.to_string()).unwrap()
     }
 
+    /// Deterministic standard normal draws (xorshift64 and Box–Muller).
+    struct Noise(u64);
+
+    impl Noise {
+        fn uniform(&mut self) -> f64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+        }
+
+        fn normal(&mut self) -> f64 {
+            let (u, v) = (self.uniform(), self.uniform());
+            (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+        }
+
+        /// `n` samples around `mean` with a relative stdev of `spread`.
+        fn samples(&mut self, n: usize, mean: f64, spread: f64) -> Stats {
+            let v: Vec<f64> = (0..n)
+                .map(|_| mean * (1.0 + spread * self.normal()))
+                .collect();
+            Stats::or_zero(&v)
+        }
+    }
+
+    fn verdicts(cells: &[(Stats, Stats)], threshold: f64) -> Vec<Verdict> {
+        let refs: Vec<(&Stats, &Stats)> = cells.iter().map(|(a, b)| (a, b)).collect();
+        judge(&refs, threshold)
+            .0
+            .iter()
+            .map(|j| j.verdict)
+            .collect()
+    }
+
+    /// 60 cells of 7 samples each, spread 10%, means from 1 to 100 GB/s;
+    /// B's `scale(i)` times A's.
+    fn family(noise: &mut Noise, spread: f64, scale: impl Fn(usize) -> f64) -> Vec<(Stats, Stats)> {
+        (0..60)
+            .map(|i| {
+                let mean = 1.0 + (i * 37 % 100) as f64;
+                let a = noise.samples(7, mean, spread);
+                (a, noise.samples(7, mean * scale(i), spread))
+            })
+            .collect()
+    }
+
     #[test]
-    fn welch_calls_clear_differences_and_not_noise() {
-        let a = [10.0, 10.2, 9.9, 10.1, 10.0];
-        let b = [12.0, 12.1, 11.9, 12.2, 12.0];
-        assert_eq!(welch(&a, &b), Some(1));
-        assert_eq!(welch(&b, &a), Some(-1));
-        assert_eq!(welch(&a, &a), Some(0));
-        // Overlapping noisy samples whose means differ by less than the noise.
-        assert_eq!(welch(&[10.0, 12.0, 8.0], &[10.5, 12.5, 8.5]), Some(0));
-        assert_eq!(welch(&[5.0, 5.0], &[5.0, 5.0]), Some(0));
-        assert_eq!(welch(&[5.0, 5.0], &[6.0, 6.0]), Some(1));
-        assert_eq!(welch(&[5.0], &[6.0, 6.0]), None);
+    fn pure_noise_in_many_cells_calls_no_change() {
+        // 20 comparisons of 60 cells, A and B from one distribution: at a
+        // family-wise 5%, about one comparison in 20 may call a cell; an
+        // uncorrected 5% per cell calls three cells in each.
+        let mut noise = Noise(0x2545_f491_4f6c_dd1d);
+        let (mut families_calling, mut raw_calls) = (0, 0);
+        for _ in 0..20 {
+            let cells = family(&mut noise, 0.10, |_| 1.0);
+            let refs: Vec<(&Stats, &Stats)> = cells.iter().map(|(a, b)| (a, b)).collect();
+            let (judged, _) = judge(&refs, 0.0);
+            families_calling += usize::from(judged.iter().any(|j| j.verdict != Verdict::Same));
+            raw_calls += judged.iter().filter(|j| j.p.unwrap() <= 0.05).count();
+        }
+        assert!(
+            families_calling <= 2,
+            "{families_calling} of 20 called a change"
+        );
+        assert!(
+            raw_calls >= 20,
+            "only {raw_calls} uncorrected calls: no noise to correct?"
+        );
+    }
+
+    #[test]
+    fn a_real_shift_in_one_cell_is_called_and_only_it() {
+        let mut noise = Noise(0x9e37_79b9_7f4a_7c15);
+        let mut cells = family(&mut noise, 0.05, |_| 1.0);
+        // One cell 10% slower, measured with a 1% spread.
+        cells[17] = (noise.samples(7, 40.0, 0.01), noise.samples(7, 36.0, 0.01));
+        let v = verdicts(&cells, 0.03);
+        assert_eq!(v[17], Verdict::Slower);
+        let others: Vec<usize> = (0..60)
+            .filter(|&i| i != 17 && v[i] != Verdict::Same)
+            .collect();
+        assert!(others.is_empty(), "called {others:?}");
+        // The same cell among cells that agree with their samples, on
+        // the other side of the ratio.
+        cells.swap(0, 17);
+        let (b, a) = cells[0].clone();
+        cells[0] = (a, b);
+        assert_eq!(verdicts(&cells, 0.03)[0], Verdict::Faster);
+    }
+
+    #[test]
+    fn drift_between_runs_is_not_called_a_change() {
+        // Identical builds on a busy machine: every cell of B moved by
+        // its own ±15% (log-normal) for the whole run, while each cell's 7 samples
+        // agree within 1%. Welch alone, even with Holm, calls most of them.
+        let mut noise = Noise(0x0123_4567_89ab_cdef);
+        let shifts: Vec<f64> = (0..60).map(|_| (0.15 * noise.normal()).exp()).collect();
+        let cells = family(&mut noise, 0.01, |i| shifts[i]);
+        let refs: Vec<(&Stats, &Stats)> = cells.iter().map(|(a, b)| (a, b)).collect();
+        let (judged, drift) = judge(&refs, 0.03);
+        let called = judged.iter().filter(|j| j.verdict != Verdict::Same).count();
+        assert_eq!(called, 0, "drift {drift}");
+        assert!((0.08..0.3).contains(&drift), "drift {drift}");
+        let no_drift = cells
+            .iter()
+            .map(|(a, b)| significance::Cell::of(&a.samples, &b.samples).unwrap())
+            .filter(|c| significance::welch(c, 0.0, 60).1 * 60.0 <= 0.05)
+            .count();
+        assert!(no_drift > 30, "{no_drift}");
+    }
+
+    #[test]
+    fn a_change_common_to_every_cell_of_a_quiet_run_is_called() {
+        // The drift is measured around the cells' common shift, so a build
+        // 10% slower everywhere is not mistaken for drift.
+        let mut noise = Noise(0x5851_f42d_4c95_7f2d);
+        let cells = family(&mut noise, 0.01, |_| 0.9);
+        let v = verdicts(&cells, 0.03);
+        assert!(v.iter().all(|&v| v == Verdict::Slower), "{v:?}");
     }
 
     #[test]
@@ -637,14 +691,37 @@ mod tests {
         let m = |s: &[f64]| Stats::or_zero(s);
         let a = m(&[10.0, 10.001, 9.999, 10.0]);
         let b = m(&[10.1, 10.101, 10.099, 10.1]);
-        assert_eq!(verdict(&a, &b, 0.02).1, Verdict::Same);
-        assert_eq!(verdict(&a, &b, 0.005).1, Verdict::Faster);
-        assert_eq!(verdict(&b, &a, 0.005).1, Verdict::Slower);
-        assert_eq!(verdict(&m(&[10.0]), &b, 0.0).1, Verdict::Unknown);
+        let one = |a: &Stats, b: &Stats, t| verdicts(&[(a.clone(), b.clone())], t)[0];
+        // A 1% change, far beyond its noise: called only under a 1% gate.
+        assert_eq!(one(&a, &b, 0.02), Verdict::Same);
+        assert_eq!(one(&a, &b, 0.005), Verdict::Faster);
+        assert_eq!(one(&b, &a, 0.005), Verdict::Slower);
+        assert_eq!(one(&m(&[10.0]), &b, 0.0), Verdict::Unknown);
+        // The default gate is 3%: a clean 2.5% change is not called, 3.5% is.
+        #[derive(clap::Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            args: CompareArgs,
+        }
+        let default = <Cmd as clap::Parser>::try_parse_from(["compare", "a", "b"])
+            .unwrap()
+            .args
+            .threshold;
+        assert_eq!(default, 0.03);
+        let scaled = |f: f64| m(&a.samples.iter().map(|x| x * f).collect::<Vec<_>>());
+        assert_eq!(one(&a, &scaled(1.025), default), Verdict::Same);
+        assert_eq!(one(&a, &scaled(1.035), default), Verdict::Faster);
+        // Significant but pointing the other way by the medians: no call.
+        let skewed = m(&[[9.9; 8].as_slice(), &[12.5; 7]].concat());
+        let flat = m(&[10.0, 10.01, 9.99, 10.0, 10.02, 9.98, 10.0]);
+        let (j, _) = judge(&[(&flat, &skewed)], 0.0);
+        assert!(j[0].p_holm.unwrap() < 0.05 && j[0].ratio.unwrap() < 1.0);
+        assert_eq!(j[0].verdict, Verdict::Same);
     }
 
     #[test]
     fn thresholds_parse_as_percent_or_fraction() {
+        use render::percent;
         assert_eq!(parse_threshold("2%"), Ok(0.02));
         assert_eq!(parse_threshold("0.05"), Ok(0.05));
         assert_eq!(parse_threshold("0%"), Ok(0.0));

@@ -1,0 +1,486 @@
+//! Whether a cell's two sets of samples differ, as a p-value, and which of
+//! many such cells may be called changed at once.
+//!
+//! Two things make the plain per-cell test call noise a change:
+//!
+//! - Many cells are tested at once (60 in a small `bench copy`), so at 5%
+//!   each, three would be "significant" in two identical runs. Holm's
+//!   step-down correction keeps the chance of calling *any* unchanged cell
+//!   at 5% for the whole comparison.
+//! - A cell's samples are taken back to back within one run, so whatever
+//!   lasts the whole run (another tenant's load, the clock, where the pages
+//!   landed) moves them together and their spread does not show it. That
+//!   drift between the runs is estimated from the cells themselves (see
+//!   [`drift`]) and added to each cell's variance.
+
+/// Family-wise error rate of one comparison: the chance that two runs of
+/// the same build get any cell called faster or slower.
+pub const ALPHA: f64 = 0.05;
+
+/// What a variance estimated by a median is worth next to the usual
+/// sample variance, in degrees of freedom: the asymptotic efficiency of the
+/// median absolute deviation at the normal, 37%. The drift is such an
+/// estimate, so `family` cells give it about a third of `family - 1` df.
+const MEDIAN_EFFICIENCY: f64 = 0.37;
+
+/// One cell, as the test sees it: the log of B/A of the means, and the
+/// relative variances of A's and B's means with their degrees of freedom.
+#[derive(Clone, Copy, Debug)]
+pub struct Cell {
+    /// ln(mean(B) / mean(A)).
+    pub shift: f64,
+    /// Var(mean(A)) / mean(A)², and its df (samples - 1).
+    pub var_a: (f64, f64),
+    /// The same for B.
+    pub var_b: (f64, f64),
+}
+
+impl Cell {
+    /// `None` when either side has fewer than two samples (no spread to
+    /// test against) or a mean that is not positive (no ratio).
+    pub fn of(a: &[f64], b: &[f64]) -> Option<Cell> {
+        let rel = |s: &[f64]| {
+            let n = s.len() as f64;
+            let mean = s.iter().sum::<f64>() / n;
+            let var = s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+            // The delta method: Var(ln m) ≈ Var(m) / m² for the mean m.
+            (mean, (var / n / (mean * mean), n - 1.0))
+        };
+        if a.len() < 2 || b.len() < 2 {
+            return None;
+        }
+        let ((ma, var_a), (mb, var_b)) = (rel(a), rel(b));
+        (ma > 0.0 && mb > 0.0 && ma.is_finite() && mb.is_finite()).then(|| Cell {
+            shift: (mb / ma).ln(),
+            var_a,
+            var_b,
+        })
+    }
+
+    fn within(&self) -> f64 {
+        self.var_a.0 + self.var_b.0
+    }
+
+    /// Welch–Satterthwaite degrees of freedom of [`Cell::within`] + `drift`,
+    /// the drift's from the `family` cells it was estimated from; with
+    /// noise-free samples and no drift, both sides' pooled.
+    fn df(&self, drift: f64, family: usize) -> f64 {
+        let part = |(v, df): (f64, f64)| v * v / df;
+        let mut denom = part(self.var_a) + part(self.var_b);
+        if drift > 0.0 {
+            denom += part((drift, MEDIAN_EFFICIENCY * (family.max(2) - 1) as f64));
+        }
+        if denom > 0.0 {
+            (self.within() + drift).powi(2) / denom
+        } else {
+            self.var_a.1 + self.var_b.1
+        }
+    }
+}
+
+/// The drift between the two runs, as a variance of a cell's log ratio
+/// beyond its samples' own; 0 with fewer than three cells (two cells that
+/// disagree do not say which one moved). Two parts:
+///
+/// - how far the cells scatter around their common (median) shift, τ²
+///   ([`scatter`]), robust to up to half the cells really changing;
+/// - the common shift itself, c, which one pair of runs cannot tell from
+///   the whole run going faster or slower (another tenant's load for the
+///   length of a run moved every cell 2.4x between two identical runs on a
+///   shared 2-CPU host). It counts as drift up to γ, how far a whole run
+///   can move: its samples are taken back to back, so a disturbance that
+///   outlasts them moves the run's mean as far as it moves one sample, and
+///   γ² is the median cell's relative variance of one sample, A's and B's
+///   added. A common shift beyond that is a change, and a quiet machine
+///   (1% per sample) still sees a build 10% slower everywhere.
+pub fn drift(cells: &[Cell]) -> f64 {
+    if cells.len() < 3 {
+        return 0.0;
+    }
+    let common = median(cells.iter().map(|c| c.shift).collect());
+    let one_sample = |(v, df): (f64, f64)| v * (df + 1.0);
+    let gamma2 = median(
+        cells
+            .iter()
+            .map(|c| one_sample(c.var_a) + one_sample(c.var_b))
+            .collect(),
+    );
+    scatter(cells, common) + (common * common).min(gamma2)
+}
+
+/// The smallest τ² at which the median cell, its deviation from `center`
+/// tested against its own variance + τ², is unremarkable (two-sided p of
+/// at least one half, as the median of p-values is when the cells scatter
+/// only as their samples say). A median, so up to half the cells may
+/// really have changed without inflating it; 0 where the cells scatter no
+/// more than their samples say (a quiet machine).
+fn scatter(cells: &[Cell], center: f64) -> f64 {
+    let family = cells.len();
+    let median_p = |tau2: f64| {
+        median(
+            cells
+                .iter()
+                .map(|c| {
+                    let d = c.shift - center;
+                    if d == 0.0 {
+                        // A noise-free cell exactly at the median: no evidence.
+                        return 1.0;
+                    }
+                    t_two_sided(d / (c.within() + tau2).sqrt(), c.df(tau2, family))
+                })
+                .collect(),
+        )
+    };
+    if median_p(0.0) >= 0.5 {
+        return 0.0;
+    }
+    // At this τ² every |t| is at most 0.6745, the normal's two-sided 50%
+    // point, so every p (Student's tails being heavier) is at least one
+    // half; the median p grows with τ²: bisect below it.
+    let max_d2 = cells
+        .iter()
+        .map(|c| (c.shift - center).powi(2))
+        .fold(0.0, f64::max);
+    let (mut lo, mut hi) = (0.0, max_d2 / 0.6745_f64.powi(2));
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if median_p(mid) < 0.5 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    hi
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// Welch's t-test of `c`'s shift against 0, two-sided, with `drift` (a
+/// variance from [`drift`] over `family` cells) added to the cell's own.
+/// Degrees of freedom by Welch–Satterthwaite, the drift's estimated from
+/// the `family` cells. Returns (sign of the shift, p-value).
+pub fn welch(c: &Cell, drift: f64, family: usize) -> (i8, f64) {
+    let var = c.within() + drift;
+    let sign = if c.shift > 0.0 { 1 } else { -1 };
+    if var == 0.0 {
+        // Noise-free samples (a timer at its resolution) on a quiet
+        // machine: any difference is real.
+        return (sign, if c.shift == 0.0 { 1.0 } else { 0.0 });
+    }
+    (sign, t_two_sided(c.shift / var.sqrt(), c.df(drift, family)))
+}
+
+/// Holm's adjusted p-values, in the order given: the i-th smallest (from 0)
+/// of m is multiplied by m - i, then raised to the largest adjusted value
+/// before it, capped at 1. A cell is significant at family-wise level α
+/// exactly when its adjusted p-value is at most α.
+///
+/// Holm rather than Benjamini–Hochberg: `--fail-on` turns a single call
+/// into a failed CI job, so what has to stay at 5% is the chance of any
+/// false call (the family-wise rate), which Holm bounds and BH, bounding
+/// only the expected share of false calls among the calls, does not once
+/// some cells really changed. Holm also holds under any dependence between
+/// the cells, and the cells of one run are dependent: they share the
+/// machine's state.
+pub fn holm(p: &[f64]) -> Vec<f64> {
+    let m = p.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&i, &j| p[i].total_cmp(&p[j]));
+    let mut adjusted = vec![0.0; m];
+    let mut running: f64 = 0.0;
+    for (rank, &i) in order.iter().enumerate() {
+        running = running.max(((m - rank) as f64 * p[i]).min(1.0));
+        adjusted[i] = running;
+    }
+    adjusted
+}
+
+/// P(|T| >= |t|) for Student's t with `df` (fractional) degrees of freedom:
+/// I_x(df/2, 1/2) with x = df / (df + t²).
+pub fn t_two_sided(t: f64, df: f64) -> f64 {
+    if t.is_nan() || df.is_nan() || df <= 0.0 {
+        return 1.0;
+    }
+    if t.is_infinite() {
+        return 0.0;
+    }
+    let (t2, df) = (t * t, df.min(1e12));
+    // Both x and 1 - x from their own formulas: 1 - x by subtraction would
+    // lose the small t²/df that decides large-df tails.
+    beta_reg(df / 2.0, 0.5, df / (df + t2), t2 / (df + t2))
+}
+
+/// The regularized incomplete beta function I_x(a, b), with y = 1 - x
+/// given separately; by the continued fraction of Numerical Recipes
+/// (`betai`/`betacf`), which converges fast for x < (a + 1) / (a + b + 2),
+/// and by I_x(a, b) = 1 - I_y(b, a) beyond.
+fn beta_reg(a: f64, b: f64, x: f64, y: f64) -> f64 {
+    if x <= 0.0 {
+        return 0.0;
+    }
+    if y <= 0.0 {
+        return 1.0;
+    }
+    let front = (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * y.ln()).exp();
+    if x < (a + 1.0) / (a + b + 2.0) {
+        front * beta_cf(a, b, x) / a
+    } else {
+        1.0 - front * beta_cf(b, a, y) / b
+    }
+}
+
+/// The continued fraction of I_x(a, b), by the modified Lentz method.
+fn beta_cf(a: f64, b: f64, x: f64) -> f64 {
+    const TINY: f64 = 1e-300;
+    const EPS: f64 = 1e-15;
+    let nonzero = |v: f64| if v.abs() < TINY { TINY } else { v };
+    let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
+    let mut c = 1.0;
+    let mut d = 1.0 / nonzero(1.0 - qab * x / qap);
+    let mut h = d;
+    for m in 1..=300 {
+        let m = f64::from(m);
+        let m2 = 2.0 * m;
+        let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
+        d = 1.0 / nonzero(1.0 + aa * d);
+        c = nonzero(1.0 + aa / c);
+        h *= d * c;
+        let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
+        d = 1.0 / nonzero(1.0 + aa * d);
+        c = nonzero(1.0 + aa / c);
+        let step = d * c;
+        h *= step;
+        if (step - 1.0).abs() < EPS {
+            break;
+        }
+    }
+    h
+}
+
+/// ln Γ(x) for x > 0: Lanczos' approximation (g = 7, nine terms, the
+/// coefficients of Numerical Recipes 3rd ed. / Boost), ~1e-15 relative.
+fn ln_gamma(x: f64) -> f64 {
+    const G: f64 = 7.0;
+    const C: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        // Reflection: Γ(x) Γ(1 - x) = π / sin(πx).
+        let pi = std::f64::consts::PI;
+        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let mut sum = C[0];
+    for (i, c) in C.iter().enumerate().skip(1) {
+        sum += c / (x + i as f64);
+    }
+    let t = x + G + 0.5;
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(got: f64, want: f64, tol: f64) -> bool {
+        (got - want).abs() <= tol
+    }
+
+    #[test]
+    fn t_tails_match_published_values() {
+        // Critical values from tables: each is where the two-sided tail is 5%.
+        for (t, df) in [
+            (12.706, 1.0),
+            (4.303, 2.0),
+            (3.182, 3.0),
+            (2.571, 5.0),
+            (2.228, 10.0),
+            (2.042, 30.0),
+            (1.980, 120.0),
+            (1.960, 1e6),
+            (1.960, 1e300),
+        ] {
+            let p = t_two_sided(t, df);
+            assert!(close(p, 0.05, 2e-4), "t {t}, df {df}: p {p}");
+        }
+        // Fractional df (Welch) and other tails, against mpmath's
+        // regularized incomplete beta (15 digits).
+        for (t, df, want) in [
+            (2.228, 10.0, 0.050_011_771_817_111_4),
+            (1.96, 1e6, 0.049_996_067_582_829_4),
+            (1.0, 3.0, 0.391_002_218_955_771),
+            (0.5, 2.5, 0.657_697_919_869_715),
+            (3.0, 7.3, 0.018_980_551_023_133_5),
+            (10.0, 4.0, 0.000_562_003_622_715_991),
+            (10.276_80, 1.1, 0.05),
+            (6.016_66, 1.5, 0.05),
+            (3.683_50, 2.4, 0.05),
+        ] {
+            let p = t_two_sided(t, df);
+            assert!(
+                close(p, want, want * 1e-5 + 1e-12),
+                "t {t}, df {df}: {p}, want {want}"
+            );
+            assert!(close(t_two_sided(-t, df), p, 1e-15), "symmetric");
+        }
+        assert_eq!(t_two_sided(0.0, 5.0), 1.0);
+        assert_eq!(t_two_sided(f64::INFINITY, 5.0), 0.0);
+        assert_eq!(t_two_sided(f64::NAN, 5.0), 1.0);
+        assert_eq!(t_two_sided(2.0, f64::NAN), 1.0);
+        let mut last = 1.0;
+        for i in 1..400 {
+            let p = t_two_sided(f64::from(i) * 0.05, 6.5);
+            assert!(p < last && p > 0.0, "not decreasing at {i}: {p}");
+            last = p;
+        }
+    }
+
+    #[test]
+    fn incomplete_beta_and_log_gamma_match_references() {
+        // mpmath: betainc(a, b, 0, x, regularized=True), loggamma(x).
+        for (a, b, x, want) in [
+            (3.0, 4.0, 0.3, 0.255_69),
+            (0.5, 5.0, 0.9, 0.999_997_429_410_301),
+            (20.0, 30.0, 0.4, 0.507_700_199_657_648),
+        ] {
+            let got = beta_reg(a, b, x, 1.0 - x);
+            assert!(close(got, want, 1e-12), "I_{x}({a}, {b}) = {got}");
+        }
+        for (x, want) in [
+            (0.5, 0.572_364_942_924_700_1),
+            (1.0, 0.0),
+            (10.5, 13.940_625_219_403_763),
+            (1000.3, 5_907.292_644_785_879),
+        ] {
+            let got = ln_gamma(x);
+            assert!(close(got, want, 1e-12 * want.max(1.0)), "lnΓ({x}) = {got}");
+        }
+    }
+
+    #[test]
+    fn holm_steps_down_and_stops_at_the_first_miss() {
+        // p = [0.01, 0.04, 0.03, 0.005], m = 4. Ascending, times m - i:
+        //   0.005 (#3) x4 = 0.02  -> 0.02
+        //   0.01  (#0) x3 = 0.03  -> 0.03
+        //   0.03  (#2) x2 = 0.06  -> 0.06  (> 0.05: Holm stops here)
+        //   0.04  (#1) x1 = 0.04  -> 0.06  (raised to the running max)
+        // So #3 and #0 are significant; #1 is not, although 0.04 alone
+        // would pass its own step's bound of 0.05 / 1.
+        let adj = holm(&[0.01, 0.04, 0.03, 0.005]);
+        for (got, want) in adj.iter().zip([0.03, 0.06, 0.06, 0.02]) {
+            assert!(close(*got, want, 1e-15), "{adj:?}");
+        }
+        let called: Vec<bool> = adj.iter().map(|&p| p <= ALPHA).collect();
+        assert_eq!(called, [true, false, false, true]);
+        // p = [0.01, 0.015, 0.2, 0.012]: 0.01 x4 = 0.04, 0.012 x3 = 0.036
+        // -> 0.04, 0.015 x2 = 0.03 -> 0.04, 0.2 x1 = 0.2. Three calls,
+        // where Bonferroni (x4 each: 0.04, 0.06, 0.8, 0.048) makes two.
+        let adj = holm(&[0.01, 0.015, 0.2, 0.012]);
+        for (got, want) in adj.iter().zip([0.04, 0.04, 0.2, 0.04]) {
+            assert!(close(*got, want, 1e-15), "{adj:?}");
+        }
+        // Capped at 1, and an empty family is fine.
+        assert_eq!(holm(&[0.6, 0.9]), vec![1.0, 1.0]);
+        assert!(holm(&[]).is_empty());
+    }
+
+    fn cell(shift: f64, rel_var: f64) -> Cell {
+        Cell {
+            shift,
+            var_a: (rel_var, 6.0),
+            var_b: (rel_var, 6.0),
+        }
+    }
+
+    #[test]
+    fn drift_is_what_the_cells_scatter_beyond_their_samples() {
+        // Shifts of ±0.1 around 0 where the samples promise ±0.014: the
+        // median cell's p reaches one half where 0.1 / sqrt(2e-4 + τ²) is
+        // Student's 75% point for the Welch–Satterthwaite df of 2e-4 (12
+        // df) + τ² (0.37 x 9 df), 3.41 df there: τ² = 0.0174267925971611
+        // (mpmath).
+        let wide: Vec<Cell> = (0..10)
+            .map(|i| cell(if i % 2 == 0 { 0.1 } else { -0.1 }, 1e-4))
+            .collect();
+        let tau2 = scatter(&wide, 0.0);
+        // The common shift is 0 here, so that is all the drift.
+        assert_eq!(drift(&wide), tau2);
+        assert!(close(tau2, 0.017_426_792_597_161_1, 1e-9), "{tau2}");
+        // Cells that scatter as their samples say: no drift.
+        let quiet: Vec<Cell> = (0..10)
+            .map(|i| cell(0.005 * f64::from(i % 3) - 0.005, 1e-4))
+            .collect();
+        assert_eq!(drift(&quiet), 0.0);
+        // All of them shifted: drift up to one sample's variance (7 x 1e-4
+        // on each side), a change beyond it.
+        let moved = |by: f64| {
+            quiet
+                .iter()
+                .map(|c| cell(c.shift + by, 1e-4))
+                .collect::<Vec<_>>()
+        };
+        assert!(close(drift(&moved(0.02)), 0.02 * 0.02, 1e-12));
+        assert!(close(drift(&moved(0.5)), 14e-4, 1e-12));
+        // One cell that really moved does not make drift of the rest (it
+        // moves the median shift a little) nor hide itself.
+        let mut one = quiet.clone();
+        one[4] = cell(-0.5, 1e-6);
+        assert!(drift(&one) < 1e-5, "{}", drift(&one));
+        assert!(welch(&one[4], drift(&one), 10).1 < 1e-9);
+        // Two cells cannot say which one moved.
+        assert_eq!(drift(&[cell(0.0, 1e-6), cell(0.3, 1e-6)]), 0.0);
+    }
+
+    #[test]
+    fn welch_tests_the_log_ratio_with_the_drift_added() {
+        let c = Cell::of(
+            &[10.0, 10.2, 9.9, 10.1, 10.0],
+            &[12.0, 12.1, 11.9, 12.2, 12.0],
+        )
+        .unwrap();
+        assert!(close(c.shift, (12.04f64 / 10.04).ln(), 1e-12));
+        let (sign, p) = welch(&c, 0.0, 1);
+        assert_eq!(sign, 1);
+        assert!(p < 1e-6, "{p}");
+        // A drift as large as the shift leaves it unremarkable.
+        let (_, p) = welch(&c, c.shift * c.shift, 60);
+        assert!(p > 0.05, "{p}");
+        let back = Cell::of(&[12.0, 12.1, 11.9], &[10.0, 10.1, 9.9]).unwrap();
+        assert_eq!(welch(&back, 0.0, 1).0, -1);
+        // Noise-free samples: any difference is real, none is none.
+        let flat = |x: f64| [x, x];
+        assert_eq!(
+            welch(&Cell::of(&flat(5.0), &flat(6.0)).unwrap(), 0.0, 1),
+            (1, 0.0)
+        );
+        assert_eq!(
+            welch(&Cell::of(&flat(5.0), &flat(5.0)).unwrap(), 0.0, 1).1,
+            1.0
+        );
+        // Overlapping noisy samples whose means differ by less than the noise.
+        let (_, p) = welch(
+            &Cell::of(&[10.0, 12.0, 8.0], &[10.5, 12.5, 8.5]).unwrap(),
+            0.0,
+            1,
+        );
+        assert!(p > 0.5, "{p}");
+        assert!(Cell::of(&[5.0], &[6.0, 6.0]).is_none());
+        assert!(Cell::of(&[0.0, 0.0], &[6.0, 6.0]).is_none());
+    }
+}

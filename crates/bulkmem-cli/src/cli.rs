@@ -215,16 +215,34 @@ pub fn progress_bar(quiet: bool, len: usize) -> ProgressBar {
     pb
 }
 
-/// Runs `work` under a progress bar of `groups` units on stderr.
+/// `label`, and the time left at the pace so far once a unit is done
+/// (the units of one bench are alike enough for that: a regime and size
+/// group each).
+pub fn with_time_left(
+    label: &str,
+    elapsed: std::time::Duration,
+    done: usize,
+    of: usize,
+) -> String {
+    if done == 0 || done >= of {
+        return label.to_string();
+    }
+    let left = elapsed.as_secs_f64() / done as f64 * (of - done) as f64;
+    format!("{label} (about {} s left)", left.ceil())
+}
+
+/// Runs `work` under a progress bar of `groups` units on stderr, with the
+/// time left.
 pub fn with_progress<T>(
     quiet: bool,
     groups: usize,
     work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>,
 ) -> Result<T, Failure> {
     let pb = progress_bar(quiet, groups);
-    let out = work(&mut |done, _, label| {
+    let start = std::time::Instant::now();
+    let out = work(&mut |done, of, label| {
         pb.set_position(done as u64);
-        pb.set_message(label.to_string());
+        pb.set_message(with_time_left(label, start.elapsed(), done, of));
     });
     pb.finish_and_clear();
     out.map_err(runtime)
@@ -304,6 +322,17 @@ pub fn parse_placement(s: &str) -> Result<bulkmem::Placement, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_left_follows_the_pace_so_far() {
+        let s = std::time::Duration::from_secs;
+        assert_eq!(with_time_left("copy hot 4K", s(3), 0, 4), "copy hot 4K");
+        assert_eq!(
+            with_time_left("copy hot 2M", s(3), 1, 4),
+            "copy hot 2M (about 9 s left)"
+        );
+        assert_eq!(with_time_left("done", s(12), 4, 4), "done");
+    }
 
     /// Pinning the caller first made its affinity one CPU, and every other
     /// measuring thread then shared that CPU (`--threads 2` measured one).

@@ -44,9 +44,7 @@ BULKMEM_DISABLE=avx512f bulkmem info # what an older CPU would choose",
     ),
     (
         &["run"],
-        "bulkmem run -- python3 -c 'a = bytes(1 << 28); b = bytearray(a); exec(\"b[:] = a;\" * 50)'
-                                             # 50 copies of 256 MiB through bulkmem; the summary
-                                             # says what went where and the time saved
+        "bulkmem run -- python3 -c 'a = bytes(1 << 28); b = bytearray(a); exec(\"b[:] = a;\" * 50)'  # then: calls, bytes, time saved
 bulkmem run --stats -- make -j8              # and a line per process of the tree
 BULKMEM_PRELOAD_MIN=4M bulkmem run -- ./app  # only calls of 4 MiB and more",
     ),

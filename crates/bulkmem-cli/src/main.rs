@@ -68,7 +68,8 @@ enum Cmd {
         what: bench::BenchCmd,
     },
     /// Compare two `bench --json` documents cell by cell: B/A and whether
-    /// the change is significant (Welch's t-test on the samples).
+    /// the change is real (Welch's t-test, Holm-corrected over the cells,
+    /// between-run drift allowed for, at least --threshold 3%).
     Compare(compare::CompareArgs),
     /// Move pages to a NUMA node: a range of a process with move_pages(2),
     /// or --self-test (both of bulkmem's paths, there and back, checked).

@@ -1,4 +1,4 @@
-//! Template fill and the non-temporal drain (seed 001).
+//! Template fill and the non-temporal drain (the kernel's non-temporal template-fill patches).
 
 use std::ffi::{c_int, c_void};
 

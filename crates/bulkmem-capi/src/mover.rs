@@ -1,4 +1,4 @@
-//! Page moves with userfaultfd UFFDIO_MOVE (seed 003).
+//! Page moves with userfaultfd UFFDIO_MOVE (the kernel's UFFDIO_MOVE batching patches).
 
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::Mutex;

@@ -218,12 +218,7 @@ pub fn progress_bar(quiet: bool, len: usize) -> ProgressBar {
 /// `label`, and the time left at the pace so far once a unit is done
 /// (the units of one bench are alike enough for that: a regime and size
 /// group each).
-pub fn with_time_left(
-    label: &str,
-    elapsed: std::time::Duration,
-    done: usize,
-    of: usize,
-) -> String {
+pub fn with_time_left(label: &str, elapsed: std::time::Duration, done: usize, of: usize) -> String {
     if done == 0 || done >= of {
         return label.to_string();
     }

@@ -7,6 +7,9 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+#[path = "support/readme_sample.rs"]
+mod readme_sample;
+
 fn bulkmem(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_bulkmem"))
         .args(args)
@@ -70,6 +73,8 @@ fn the_default_command_takes_the_json_flag_its_last_line_names() {
         .map(|r| r["op"].as_str().unwrap())
         .collect();
     assert!(ops.contains(&"copy") && ops.contains(&"clear"), "{ops:?}");
+    // The same run checks the README's sample of it.
+    readme_sample::check(&stderr(&o));
 }
 
 /// CPUs this process may run on.

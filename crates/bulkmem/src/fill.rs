@@ -1,17 +1,17 @@
-//! Template fill (seed 001): repeat a prepared element (a `struct page`, a
+//! Template fill (the kernel's non-temporal template-fill patches): repeat a prepared element (a `struct page`, a
 //! buffer-pool frame header, a hash bucket) across a region, optionally
 //! patching each copy (its index, its address) before it is stored.
 //!
 //! Write-once regions are written with non-temporal stores, so the
 //! destination is never read for ownership and does not evict the caller's
-//! working set: seed 001 made rebinds 56-60% faster that way. Elements are
+//! working set: the kernel's non-temporal template-fill patches made rebinds 56-60% faster that way. Elements are
 //! assembled (and patched) in a small staging window that stays in L1, and
 //! each window is streamed out whole, so element boundaries never cut the
 //! stream into partial cache lines.
 //!
 //! Ordering: every `fill*` function returns after a store fence. Callers
 //! that issue many fills and need only one ordering point use [`NtWriter`]
-//! and drain once (seed 001's `memcpy_nt_drain` before `prep_compound_head`).
+//! and drain once (the kernel's non-temporal template-fill patches' `memcpy_nt_drain` before `prep_compound_head`).
 
 use std::marker::PhantomData;
 

@@ -130,7 +130,7 @@ pub fn place(t: &Topology, allowed: &[usize], threads: usize, policy: Placement)
 }
 
 /// The default thread count: one per physical core among `allowed`, at most
-/// two per LLC domain (on the Zen parts of seed 002, two threads already
+/// two per LLC domain (on the Zen parts of the kernel's multi-threaded migration patches, two threads already
 /// saturate one CCD's link to memory), and at least one.
 pub fn default_threads(t: &Topology, allowed: &[usize]) -> usize {
     let allowed: &[usize] = if allowed.is_empty() {

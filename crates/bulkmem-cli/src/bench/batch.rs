@@ -1,4 +1,4 @@
-//! `bulkmem bench batch`: seed 002's experiments on the batch engine.
+//! `bulkmem bench batch`: the kernel's multi-threaded migration patches' experiments on the batch engine.
 //!
 //! 1. folio size x thread count at a constant total (default 256 MiB);
 //! 2. folio count at 2 MiB (`--counts`);
@@ -74,7 +74,7 @@ pub struct Plan {
     pub checked: bool,
 }
 
-/// Folio size of the count experiment, as in seed 002.
+/// Folio size of the count experiment, as in the kernel's multi-threaded migration patches.
 pub const COUNT_FOLIO: usize = 2 << 20;
 
 /// One batch shape to measure: `count` folios of `size`.

@@ -1,4 +1,4 @@
-//! `bulkmem bench fill`: seed 001's template initialisation. Each element
+//! `bulkmem bench fill`: the kernel's non-temporal template-fill patches' template initialisation. Each element
 //! is a prepared template whose first 8 bytes are patched with its index
 //! (the seed's per-pfn update). Rows:
 //!

@@ -1,5 +1,5 @@
-//! `bulkmem bench migrate`: seed 000's end-to-end move_pages(2) table and
-//! seed 002's multi-threaded copy, from user space. For each size and page
+//! `bulkmem bench migrate`: the kernel's batched folio-copy patches' end-to-end move_pages(2) table and
+//! the kernel's multi-threaded migration patches' multi-threaded copy, from user space. For each size and page
 //! kind, a region is moved from node A to node B and back:
 //!
 //! * `move_pages`: `bulkmem::numa::migrate` (the kernel unmaps, copies and
@@ -50,7 +50,7 @@ impl Plan {
     }
 }
 
-/// The default size: 1 GiB (seed 000's), scaled down so the region and
+/// The default size: 1 GiB (the kernel's batched folio-copy patches'), scaled down so the region and
 /// its copy fit comfortably on the smaller node (a small guest).
 pub fn default_size(nodes: &Nodes, a: usize, b: usize) -> usize {
     let free = [a, b]

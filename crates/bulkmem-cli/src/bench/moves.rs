@@ -1,4 +1,4 @@
-//! `bulkmem bench move`: seed 003's UFFDIO_MOVE batching, from user space.
+//! `bulkmem bench move`: the kernel's UFFDIO_MOVE batching, from user space.
 //! For 4 KiB pages and transparent huge pages, each size is moved:
 //!
 //! * `per-page-ioctl`: one UFFDIO_MOVE per 4 KiB page (no batching);

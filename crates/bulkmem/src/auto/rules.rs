@@ -50,7 +50,7 @@
 //!    and clears that fit in half the L2, use `avx512` where 512-bit stores
 //!    cost no frequency (AMD; Intel from Ice Lake on, told by FSRM: 141 vs
 //!    98 GB/s for `avx2` at 4 KiB on Emerald Rapids), else `avx2`.
-//! 5. **Larger temporal runs.** Copy: `rep movsb` with FSRM (seed 000's
+//! 5. **Larger temporal runs.** Copy: `rep movsb` with FSRM (the kernel's batched folio-copy patches'
 //!    Zen 5), or with ERMS for runs of at least [`ERMS_MIN_RUN`]; otherwise
 //!    `avx2`; otherwise the per-page loop itself. On AMD a single copy from
 //!    the L2's size up to the stream threshold takes the `avx2` loop, as
@@ -62,10 +62,10 @@
 //!    it trailed `avx2` by 1-17% from 1 to 32 MiB there. The page-aligned
 //!    extents of batches keep `rep movsb`, and past the threshold its
 //!    whole-line stores win (rule 1). Never `rep movsb`/`rep movsq`
-//!    over long runs without ERMS: that is the 0.6-0.9x regression seed 000
+//!    over long runs without ERMS: that is the 0.6-0.9x regression the kernel's batched folio-copy patches
 //!    measured on Zen 3. Clear: `rep stosb` with ERMS/FZRM/FSRS, otherwise
 //!    `rep stosq` (the per-page primitive minus the per-page calls, which
-//!    seed 004 found faster on Milan).
+//!    the kernel's extent-clearing patches found faster on Milan).
 //!
 //! See docs/design.md ("Choosing a primitive") for the measurements.
 
@@ -230,7 +230,7 @@ pub(crate) mod tests {
 
     const MIB: usize = 1 << 20;
 
-    /// AMD EPYC 7713 as seed 000 describes it: AVX2, CLZERO, no ERMS/FSRM;
+    /// AMD EPYC 7713 as the kernel's batched folio-copy patches describe it: AVX2, CLZERO, no ERMS/FSRM;
     /// 32 MiB L3 per 8-core (16-thread) CCX.
     pub(crate) fn zen3() -> Machine {
         Machine {

@@ -23,6 +23,7 @@
 
 pub mod cache_edge;
 mod choose;
+mod ladder;
 mod level;
 mod measure;
 pub mod toolkit;
@@ -35,6 +36,7 @@ use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
 pub use choose::{candidates, choose, recheck, Measured, Prior, KEEP};
+pub use ladder::{ladder, ladder_top, memory_cap, Ladder, QUICK_TOP_FLOOR, TOP_FLOOR};
 pub use level::{levelled, LEVEL_FLAT, LEVEL_FROM, LEVEL_TIE};
 pub use measure::HOT_BYTES;
 pub use toolkit::read_once;
@@ -147,101 +149,6 @@ fn cost(shape: Shape, size: usize) -> f64 {
 /// all: about this fraction of its cost.
 const RECHECK_COST: f64 = 0.4;
 
-/// The sizes calibration measures.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Ladder {
-    /// Single-call lengths.
-    pub singles: Vec<usize>,
-    /// Batch totals of 4 KiB extents.
-    pub small: Vec<usize>,
-    /// Batch totals of 2 MiB extents.
-    pub large: Vec<usize>,
-    /// Runs per cell.
-    pub runs: usize,
-    /// Whether this is the quick ladder.
-    pub quick: bool,
-    /// The cache this thread gets (bytes): measured by [`ladder_here`],
-    /// the reported LLC share in [`ladder`]. Cells past twice it may end a
-    /// shape's climb ([`levelled`]).
-    pub cache: usize,
-}
-
-/// The ladder's top: at least [`TOP_FLOOR`] and 32x the cache one thread
-/// gets (`share`), capped at [`memory_cap`], and never under 4 MiB.
-pub fn ladder_top(share: usize, memory: usize) -> usize {
-    let want = share.saturating_mul(32).max(TOP_FLOOR);
-    want.min(memory_cap(memory))
-}
-
-/// The least top: far past any cache a thread was measured to get on the
-/// machines tried (16-32 MiB on Zen 3 and 4 VMs, 512 KiB for a copy on the
-/// Emerald Rapids VM, whose L3 ran copies no faster than memory).
-pub const TOP_FLOOR: usize = 256 << 20;
-
-/// No cell measures more than an eighth of `memory` (a copy cell maps its
-/// total twice), rounded down to 64 MiB so the cap reads as a size
-/// (`3008M`, not `3085512K`), and never under 4 MiB.
-pub fn memory_cap(memory: usize) -> usize {
-    ((memory / 8) & !((64 << 20) - 1)).max(4 << 20)
-}
-
-/// The ladder for a machine whose threads each get `share` bytes of LLC
-/// and that has `memory` bytes of RAM.
-pub fn ladder(share: usize, memory: usize, quick: bool) -> Ladder {
-    let top = ladder_top(share, memory);
-    // Geometric from `from`, by `step`, ending at `top` itself (larger
-    // requests use the last cell): a step that would pass it stops there.
-    let geo = |from: usize, step: usize| {
-        let mut v = vec![from];
-        while let Some(&last) = v.last().filter(|&&l| l < top) {
-            v.push(last.saturating_mul(step).min(top));
-        }
-        v
-    };
-    let (single_step, runs) = if quick { (4, 3) } else { (2, 7) };
-    Ladder {
-        singles: geo(64, single_step),
-        small: geo(1 << 20, if quick { 8 } else { 4 }),
-        large: geo(4 << 20, 4),
-        runs,
-        quick,
-        cache: share,
-    }
-}
-
-impl Ladder {
-    /// The sizes of one shape.
-    pub fn sizes(&self, shape: Shape) -> &[usize] {
-        match shape {
-            Shape::Single => &self.singles,
-            Shape::SmallExtents => &self.small,
-            Shape::LargeExtents => &self.large,
-        }
-    }
-
-    /// Progress units: one per (op, shape, size), measured and re-checked.
-    pub fn units(&self) -> usize {
-        2 * 2 * (self.singles.len() + self.small.len() + self.large.len())
-    }
-}
-
-/// Bytes of physical memory (sysconf), or 8 GiB where it cannot be told.
-fn physical_memory() -> usize {
-    // SAFETY: sysconf has no preconditions; it returns -1 for unknown names.
-    let (pages, page) = unsafe {
-        (
-            libc::sysconf(libc::_SC_PHYS_PAGES),
-            libc::sysconf(libc::_SC_PAGESIZE),
-        )
-    };
-    if pages > 0 && page > 0 {
-        (pages as usize).saturating_mul(page as usize)
-    } else {
-        8 << 30
-    }
-}
-
 /// The built-in rules' choice on this machine for a cell (no profile, no
 /// overrides): what a profile departs from only where it measured better.
 pub fn rules_choice(op: Op, shape: Shape, size: usize) -> Strategy {
@@ -267,11 +174,12 @@ pub fn ladder_here(opts: &CalibrateOptions) -> Result<Ladder, Error> {
             what: format!("cannot pin to CPU {c}: {e}"),
         })?;
     }
-    let memory = physical_memory();
+    let memory = ladder::physical_memory();
     let edge = cache_edge::find(memory_cap(memory) / 4)?;
     let mut l = ladder(edge.edge, memory, opts.quick);
     if let Some(r) = opts.runs {
         l.runs = r.max(1);
+        l.small_runs = l.runs;
     }
     Ok(l)
 }
@@ -336,7 +244,7 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
             let mut row = Row {
                 op,
                 shape,
-                runs: l.runs,
+                ladder: l,
                 arenas: None,
                 step: &mut step,
             };
@@ -397,7 +305,7 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
 struct Row<'a> {
     op: Op,
     shape: Shape,
-    runs: usize,
+    ladder: &'a Ladder,
     arenas: Option<(usize, toolkit::ColdArenas)>,
     step: &'a mut dyn FnMut(Tick),
 }
@@ -427,7 +335,7 @@ impl Row<'_> {
             (self.step)(Tick::Cell(label, weight * cost(shape, size)));
             let s = strategies(size);
             let m = if shape == Shape::Single {
-                measure::hot(op, size, &s, self.runs)?
+                measure::hot(op, size, &s, self.ladder.runs_for(shape, size))?
             } else {
                 if self.arenas.as_ref().is_none_or(|a| a.0 < size) {
                     // Grown with the ladder, so a row that levels off
@@ -438,7 +346,7 @@ impl Row<'_> {
                     self.arenas = Some((size, a));
                 }
                 let a = &mut self.arenas.as_mut().expect("just made").1;
-                measure::cold(op, shape, size, &s, self.runs, a)?
+                measure::cold(op, shape, size, &s, self.ladder.runs_for(shape, size), a)?
             };
             // Compared with the cell at least 4x smaller: two x2 steps can
             // both lie before a crossover (16 and 32 MiB copies, temporal
@@ -611,8 +519,9 @@ mod tests {
             (0, TOP_FLOOR),
             (24 << 20, 768 << 20),
         ] {
-            assert_eq!(ladder_top(share, mem), top, "{share}");
+            assert_eq!(ladder_top(share, mem, false), top, "{share}");
             for quick in [false, true] {
+                let top = ladder_top(share, mem, quick);
                 let l = ladder(share, mem, quick);
                 assert_eq!(l.singles[0], 64);
                 for v in [&l.singles, &l.small, &l.large] {
@@ -623,10 +532,14 @@ mod tests {
                 assert!(l.large[0] >= 2 * (2 << 20), "at least two 2 MiB extents");
             }
         }
+        // A quick ladder stops sooner where the cache is small, not where
+        // 32 caches lift it.
+        assert_eq!(ladder_top(512 << 10, mem, true), QUICK_TOP_FLOOR);
+        assert_eq!(ladder_top(16 << 20, mem, true), 512 << 20);
         // A small machine caps the top, and every point, at an eighth of
         // its memory.
-        assert_eq!(ladder_top(16 << 20, 2 << 30), 256 << 20);
-        assert_eq!(ladder_top(16 << 20, 1 << 30), 128 << 20);
+        assert_eq!(ladder_top(16 << 20, 2 << 30, false), 256 << 20);
+        assert_eq!(ladder_top(16 << 20, 1 << 30, false), 128 << 20);
         let l = ladder(130 << 20, 10 << 30, false);
         let cap = (10usize << 30) / 8;
         assert_eq!(memory_cap(10 << 30), cap, "already a multiple of 64 MiB");
@@ -638,10 +551,16 @@ mod tests {
         for v in [&l.singles, &l.small, &l.large] {
             assert_eq!(*v.last().unwrap(), cap, "{v:?}");
         }
-        assert_eq!(ladder_top(16 << 20, 0), 4 << 20);
+        assert_eq!(ladder_top(16 << 20, 0, false), 4 << 20);
         let (full, quick) = (ladder(16 << 20, mem, false), ladder(16 << 20, mem, true));
         assert!(quick.units() < full.units());
         assert!(quick.runs < full.runs);
+        // Small single calls get the full ladder's runs even when quick.
+        for l in [&quick, &full] {
+            assert_eq!(l.runs_for(Shape::Single, 4096), full.runs);
+            assert_eq!(l.runs_for(Shape::Single, 2 << 20), l.runs);
+            assert_eq!(l.runs_for(Shape::SmallExtents, 1 << 20), l.runs);
+        }
     }
 
     #[test]
@@ -731,6 +650,7 @@ mod tests {
             small: vec![1 << 20],
             large: vec![4 << 20],
             runs: 1,
+            small_runs: 1,
             quick: true,
             cache: 1 << 20,
         };

@@ -89,7 +89,7 @@ pub fn scattered_pairs<'a>(
 }
 
 /// Reads `buf` one cache line at a time, so that afterwards the LLC holds
-/// it instead of whatever was measured before (the seeds' eviction pass;
+/// it instead of whatever was measured before (the kernel patches' eviction pass;
 /// `buf` is at least twice the LLC).
 pub fn evict(buf: &Mapping) {
     let mut acc = 0u64;

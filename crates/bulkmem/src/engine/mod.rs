@@ -1,9 +1,9 @@
-//! The batch engine (seed 002): collect the batch, copy it all with several
+//! The batch engine (the kernel's multi-threaded migration patches): collect the batch, copy it all with several
 //! pinned threads spread across cache domains, then finish.
 //!
 //! A batch is validated before anything is written, coalesced into runs,
 //! and cut into chunks of at most [`EngineBuilder::chunk`] bytes (32 MiB by
-//! default, seed 004's latency bound). Chunks are cut from the batch as one
+//! default, the kernel's extent-clearing patches' latency bound). Chunks are cut from the batch as one
 //! stream, so a chunk may hold thousands of 4 KiB extents or one piece of a
 //! 1 GiB extent: both shapes balance, because workers take chunks one at a
 //! time from a shared counter. Between chunks a worker checks the cancel
@@ -66,7 +66,7 @@ pub use crate::extent::Extent;
 pub use crate::fault::{CheckedReport, Outcome};
 pub use crate::report::{CancelToken, Control, Progress, Report};
 
-/// Default largest chunk: seed 004's bound on uninterrupted work.
+/// Default largest chunk: the kernel's extent-clearing patches' bound on uninterrupted work.
 pub const DEFAULT_CHUNK: usize = 32 << 20;
 /// Chunks never get smaller than this when balancing a small batch.
 pub const MIN_CHUNK: usize = 256 << 10;

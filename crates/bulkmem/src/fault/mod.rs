@@ -1,4 +1,4 @@
-//! Copies that survive a bad page (seed 000's `folio_mc_copy`): a fault
+//! Copies that survive a bad page (the kernel's batched folio-copy patches' `folio_mc_copy`): a fault
 //! while reading the source or writing the destination ends the copy and
 //! is reported as a [`Fault`] instead of killing the process.
 //!

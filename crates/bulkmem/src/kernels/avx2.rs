@@ -1,4 +1,4 @@
-//! 256-bit AVX2 loops. The temporal copy suits hot data (seed 000's cache-hot
+//! 256-bit AVX2 loops. The temporal copy suits hot data (the kernel's batched folio-copy patches' cache-hot
 //! table); the non-temporal forms stream whole 64-byte lines past the cache,
 //! which wins once the data is write-once or larger than the LLC, because no
 //! destination line is read for ownership first.

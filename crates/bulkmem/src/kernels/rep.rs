@@ -1,6 +1,6 @@
 //! x86 string instructions: `rep movsb`, `rep movsq`, `rep stosb`,
 //! `rep stosq`. With ERMS/FSRM the byte forms are the fastest temporal copy
-//! on many CPUs; without them (seed 000's Zen 3) they lose to the per-page
+//! on many CPUs; without them (the kernel's batched folio-copy patches' Zen 3) they lose to the per-page
 //! loop, which is why `auto` consults the CPU before picking them.
 
 use core::arch::asm;

@@ -1,4 +1,4 @@
-//! Migration by copy and remap (seed 002's multi-threaded folio copy, from
+//! Migration by copy and remap (the kernel's multi-threaded migration patches' multi-threaded folio copy, from
 //! user space): map a fresh region bound to the target node, copy into it
 //! with the engine's threads on that node, and `mremap` it over the old
 //! range, which keeps its addresses and gets new pages.

@@ -1,4 +1,4 @@
-//! NUMA page migration from user space (seeds 000 and 002): where pages
+//! NUMA page migration from user space (the kernel's folio-copy and migration patches): where pages
 //! are, and two ways to move them to another node.
 //!
 //! * [`migrate`]: `move_pages(2)`, in batches, with per-page status

@@ -1,4 +1,4 @@
-//! Copy engines beside the CPU workers (seed 002's DMA offload): an
+//! Copy engines beside the CPU workers (the kernel's multi-threaded migration patches' DMA offload): an
 //! [`Offload`] gives the batch engine channels that copy host memory to
 //! host memory without the CPU, such as a GPU's copy engines (H2D and D2H
 //! streams through device staging buffers). Offload threads take chunks

@@ -1,5 +1,5 @@
 //! Batched page moves with userfaultfd `UFFDIO_MOVE` (Linux >= 6.8), the
-//! primitive Android's garbage collector compacts its heap with (seed 003).
+//! primitive Android's garbage collector compacts its heap with (the kernel's UFFDIO_MOVE batching patches).
 //!
 //! A [`Mover`] owns a userfaultfd. Destination ranges are registered with it
 //! ([`Mover::register`]); then [`Mover::move_range`] remaps pages from a

@@ -1,0 +1,131 @@
+//! The sizes a calibration measures: singles from 64 bytes and cold
+//! batches from 1 MiB, geometric up to a top past every cache a thread was
+//! measured to get, capped by the machine's memory.
+
+use crate::auto::Shape;
+
+/// The sizes calibration measures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Ladder {
+    /// Single-call lengths.
+    pub singles: Vec<usize>,
+    /// Batch totals of 4 KiB extents.
+    pub small: Vec<usize>,
+    /// Batch totals of 2 MiB extents.
+    pub large: Vec<usize>,
+    /// Runs per cell.
+    pub runs: usize,
+    /// Runs per single-call cell up to [`SMALL_CELL`]: as many as the full
+    /// ladder's even when quick, since they take milliseconds and a choice
+    /// there from three runs flipped with the noise (a quick profile's 4 KiB
+    /// clear went to `avx2` at 0.83x `avx512`, read back or not).
+    pub small_runs: usize,
+    /// Whether this is the quick ladder.
+    pub quick: bool,
+    /// The cache this thread gets (bytes): measured by [`ladder_here`],
+    /// the reported LLC share in [`ladder`]. Cells past twice it may end a
+    /// shape's climb ([`levelled`]).
+    pub cache: usize,
+}
+
+/// The ladder's top: at least [`TOP_FLOOR`] ([`QUICK_TOP_FLOOR`] for a
+/// quick ladder) and 32x the cache one thread gets (`share`), capped at
+/// [`memory_cap`], and never under 4 MiB.
+pub fn ladder_top(share: usize, memory: usize, quick: bool) -> usize {
+    let floor = if quick { QUICK_TOP_FLOOR } else { TOP_FLOOR };
+    let want = share.saturating_mul(32).max(floor);
+    want.min(memory_cap(memory))
+}
+
+/// The least top: far past any cache a thread was measured to get on the
+/// machines tried (16-32 MiB on Zen 3 and 4 VMs, 512 KiB for a copy on the
+/// Emerald Rapids VM, whose L3 ran copies no faster than memory).
+pub const TOP_FLOOR: usize = 256 << 20;
+
+/// A quick ladder's least top: still 4x past the largest cache a thread
+/// was measured to get, where the full ladder's floor is 8x; its 256 MiB
+/// cells were a quarter of a quick calibration's time on the Emerald
+/// Rapids VM (the 32x-cache rule still lifts it where the cache is large).
+pub const QUICK_TOP_FLOOR: usize = 128 << 20;
+
+/// Runs per cell of the full ladder.
+pub const FULL_RUNS: usize = 7;
+
+/// Single calls up to this size get [`Ladder::small_runs`].
+pub const SMALL_CELL: usize = 1 << 20;
+
+impl Ladder {
+    /// Runs for a cell of `shape` and `size`.
+    pub fn runs_for(&self, shape: Shape, size: usize) -> usize {
+        if shape == Shape::Single && size <= SMALL_CELL {
+            self.small_runs.max(self.runs)
+        } else {
+            self.runs
+        }
+    }
+}
+
+/// No cell measures more than an eighth of `memory` (a copy cell maps its
+/// total twice), rounded down to 64 MiB so the cap reads as a size
+/// (`3008M`, not `3085512K`), and never under 4 MiB.
+pub fn memory_cap(memory: usize) -> usize {
+    ((memory / 8) & !((64 << 20) - 1)).max(4 << 20)
+}
+
+/// The ladder for a machine whose threads each get `share` bytes of LLC
+/// and that has `memory` bytes of RAM.
+pub fn ladder(share: usize, memory: usize, quick: bool) -> Ladder {
+    let top = ladder_top(share, memory, quick);
+    // Geometric from `from`, by `step`, ending at `top` itself (larger
+    // requests use the last cell): a step that would pass it stops there.
+    let geo = |from: usize, step: usize| {
+        let mut v = vec![from];
+        while let Some(&last) = v.last().filter(|&&l| l < top) {
+            v.push(last.saturating_mul(step).min(top));
+        }
+        v
+    };
+    let (single_step, runs) = if quick { (4, 3) } else { (2, FULL_RUNS) };
+    Ladder {
+        singles: geo(64, single_step),
+        small: geo(1 << 20, if quick { 8 } else { 4 }),
+        large: geo(4 << 20, 4),
+        runs,
+        small_runs: FULL_RUNS,
+        quick,
+        cache: share,
+    }
+}
+
+impl Ladder {
+    /// The sizes of one shape.
+    pub fn sizes(&self, shape: Shape) -> &[usize] {
+        match shape {
+            Shape::Single => &self.singles,
+            Shape::SmallExtents => &self.small,
+            Shape::LargeExtents => &self.large,
+        }
+    }
+
+    /// Progress units: one per (op, shape, size), measured and re-checked.
+    pub fn units(&self) -> usize {
+        2 * 2 * (self.singles.len() + self.small.len() + self.large.len())
+    }
+}
+
+/// Bytes of physical memory (sysconf), or 8 GiB where it cannot be told.
+pub(super) fn physical_memory() -> usize {
+    // SAFETY: sysconf has no preconditions; it returns -1 for unknown names.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    if pages > 0 && page > 0 {
+        (pages as usize).saturating_mul(page as usize)
+    } else {
+        8 << 30
+    }
+}

@@ -1,6 +1,10 @@
 //! The command's contract: exit codes, error messages and the JSON schema
 //! that scripts depend on.
 
+#[path = "support/cli.rs"]
+mod support;
+use support::ensure_preload;
+
 use std::io::Read;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -538,24 +542,6 @@ fn tables_and_json_say_which_auto_ran() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["machine"]["auto"], "built-in");
     assert!(v["machine"]["profile"].as_str().unwrap().contains("off"));
-}
-
-/// `bulkmem run` and `bench preload` load target/debug/libbulkmem_preload.so,
-/// which `cargo test` does not build (nothing links it): build it once.
-fn ensure_preload() {
-    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    BUILT.get_or_init(|| {
-        let o = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "bulkmem-preload"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("run cargo");
-        assert!(
-            o.status.success(),
-            "cargo build -p bulkmem-preload: {}",
-            stderr(&o)
-        );
-    });
 }
 
 #[test]

@@ -2,32 +2,11 @@
 //! man pages and completions, `--help` examples, and `compare`'s outputs
 //! and exit status for CI.
 
+#[path = "support/cli.rs"]
+mod support;
+use support::{bulkmem, scratch, stderr, stdout};
+
 use std::path::PathBuf;
-use std::process::{Command, Output};
-
-fn bulkmem(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bulkmem"))
-        .args(args)
-        .env_remove("BULKMEM_PROFILE")
-        .output()
-        .expect("bulkmem runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A fresh directory of this test's own.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bulkmem-conv-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 #[test]
 fn version_is_one_line_and_verbose_has_the_build() {
@@ -88,7 +67,7 @@ fn man_page_has_a_one_line_title_and_the_reference_sections() {
 
 #[test]
 fn man_dir_writes_every_page_the_pages_refer_to() {
-    let dir = scratch("man");
+    let dir = scratch("conv", "man");
     let o = bulkmem(&["generate", "man", "--dir", dir.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let mut referenced = Vec::new();
@@ -218,7 +197,7 @@ fn doc(path: &PathBuf, samples: &[f64]) {
 
 #[test]
 fn compare_fails_on_the_change_asked_for_and_writes_json_and_csv() {
-    let dir = scratch("compare");
+    let dir = scratch("conv", "compare");
     let (a, b, json) = (
         dir.join("a.json"),
         dir.join("b.json"),

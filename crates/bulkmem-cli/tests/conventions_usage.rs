@@ -3,36 +3,16 @@
 //! `--threads` above the CPUs, output and input paths, negative sizes,
 //! where `info` says `auto` streams, and the exit status on Ctrl-C.
 
+#[path = "support/cli.rs"]
+mod support;
+use support::{bulkmem, scratch, stderr, stdout};
+
 use std::os::unix::process::ExitStatusExt as _;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+
+use std::process::{Command, Stdio};
 
 #[path = "support/readme_sample.rs"]
 mod readme_sample;
-
-fn bulkmem(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_bulkmem"))
-        .args(args)
-        .env_remove("BULKMEM_PROFILE")
-        .output()
-        .expect("bulkmem runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A fresh directory of this test's own.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bulkmem-usage-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// `args` exits 2 at once, saying `needle`, with nothing on stdout (it
 /// measured nothing).
@@ -201,7 +181,7 @@ fn every_output_path_is_checked_before_measuring() {
     refused(&["generate", "man", "--dir", "/proc"], "--dir /proc");
 
     // An existing file is checked without being truncated.
-    let dir = scratch("outputs");
+    let dir = scratch("usage", "outputs");
     let kept = dir.join("kept.json");
     std::fs::write(&kept, "kept").unwrap();
     refused(
@@ -221,7 +201,7 @@ fn every_output_path_is_checked_before_measuring() {
 
 #[test]
 fn input_files_that_cannot_be_read_are_usage_errors() {
-    let dir = scratch("inputs");
+    let dir = scratch("usage", "inputs");
     let missing = dir.join("missing.json");
     let (d, m) = (dir.to_str().unwrap(), missing.to_str().unwrap());
     refused(&["compare", d, d], &format!("A {d}: is a directory"));

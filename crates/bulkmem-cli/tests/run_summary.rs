@@ -4,24 +4,14 @@
 //! signals reach the shell as they would without `run`.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-const BULKMEM: &str = env!("CARGO_BIN_EXE_bulkmem");
+#[path = "support/cli.rs"]
+mod support;
+use support::{ensure_preload, scratch};
 
-/// `bulkmem run` loads target/debug/libbulkmem_preload.so, which `cargo
-/// test` does not build (nothing links it): build it once.
-fn ensure_preload() {
-    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    BUILT.get_or_init(|| {
-        let o = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "bulkmem-preload"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("run cargo");
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    });
-}
+const BULKMEM: &str = env!("CARGO_BIN_EXE_bulkmem");
 
 fn run(args: &[&str]) -> Output {
     ensure_preload();
@@ -37,14 +27,6 @@ fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A fresh directory of this test's own.
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("bulkmem-run-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 /// A shell line running `bulkmem preload-workload copy SIZE` (a memcpy of
 /// SIZE through the C library, interposed under the preload) with its
 /// stderr into `log`.
@@ -57,7 +39,7 @@ fn workload(size: &str, log: &Path) -> String {
 
 #[test]
 fn the_tree_is_summed_without_a_word_on_the_programs_stderr() {
-    let d = scratch("tree");
+    let d = scratch("run", "tree");
     let log = d.join("stderr");
     let line = format!("{}; {}", workload("32M", &log), workload("8M", &log));
     for stats in [false, true] {
@@ -89,7 +71,7 @@ fn the_tree_is_summed_without_a_word_on_the_programs_stderr() {
 
 #[test]
 fn a_forked_child_counts_its_own_calls_only() {
-    let d = scratch("fork");
+    let d = scratch("run", "fork");
     let src = d.join("fork.c");
     std::fs::write(
         &src,

@@ -555,7 +555,6 @@ fn edge(a: &Cell, b: &Cell) -> usize {
     }
 }
 
-
 fn cell(t: &Table) -> Result<Cell, String> {
     // Messages name the key and what is wrong, never the file's text.
     let op: Op = t

@@ -24,6 +24,7 @@
 //! ([`bands`]), a batch one [`Policy::decide`].
 
 mod bands;
+mod cover;
 mod env;
 mod load;
 mod profile;

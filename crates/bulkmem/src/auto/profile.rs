@@ -35,6 +35,7 @@
 //! choice was slower than `per-page` over both (then `per-page`: a profile
 //! never makes a size slower than the kernel's own loop).
 
+use super::cover::edge;
 use std::fmt::Write as _;
 
 use crate::cpu::{self, Facts};
@@ -306,7 +307,8 @@ impl Profile {
     /// The cell that covers `size`: cells cover the sizes nearest them on a
     /// log scale (boundaries at the power of two at or above the geometric
     /// mean of neighbours), except that a non-temporal choice above a
-    /// cache-allocating one covers only its own size and up ([`edge`]).
+    /// cache-allocating one covers only its own size and up: guessing wrong at
+    /// the cache's edge costs far more by streaming (`cover::edge`).
     pub fn cell_for(&self, op: Op, shape: Shape, size: usize) -> Option<&Cell> {
         let cells = self.cells_of(op, shape);
         // Boundaries ascend with the cells (sizes are distinct and sorted,
@@ -526,33 +528,6 @@ fn op_ix(op: Op) -> u8 {
 
 fn key(c: &Cell) -> (u8, Shape, usize) {
     (op_ix(c.op), c.shape, c.size)
-}
-
-/// Where the cell of size `a` hands over to the next one, `b`: the power of
-/// two at or above their geometric mean (for a power-of-two ladder, `b`
-/// itself with x2 steps, the midpoint with x4), so single-call bands start
-/// at powers of two and compile to a table (see `Bands`).
-fn boundary(a: usize, b: usize) -> usize {
-    let mean = ((a as f64) * (b as f64)).sqrt().ceil() as usize;
-    mean.checked_next_power_of_two()
-        .unwrap_or(mean)
-        .min(b)
-        .max(a + 1)
-}
-
-/// Where cell `a` hands over to the next, `b`: their [`boundary`], but
-/// where `b` streams and `a` does not, `b`'s own size. Between the two lies
-/// the cache's edge, and the costs of guessing wrong there are far apart:
-/// streaming a size that still fits the cache lost 2.3x (a 32 MiB clear
-/// read back, between a 16 MiB `libc` cell and a 64 MiB `avx512-nt` one,
-/// on an Emerald Rapids VM: 0.43x), allocating one just past it about
-/// 1.1x. So no size streams that was not measured to.
-fn edge(a: &Cell, b: &Cell) -> usize {
-    if b.choice.is_non_temporal() && !a.choice.is_non_temporal() {
-        b.size
-    } else {
-        boundary(a.size, b.size)
-    }
 }
 
 fn cell(t: &Table) -> Result<Cell, String> {

@@ -23,9 +23,9 @@ pub struct Ladder {
     pub small_runs: usize,
     /// Whether this is the quick ladder.
     pub quick: bool,
-    /// The cache this thread gets (bytes): measured by [`ladder_here`],
+    /// The cache this thread gets (bytes): measured by [`ladder_here`](super::ladder_here),
     /// the reported LLC share in [`ladder`]. Cells past twice it may end a
-    /// shape's climb ([`levelled`]).
+    /// shape's climb ([`levelled`](super::levelled)).
     pub cache: usize,
 }
 

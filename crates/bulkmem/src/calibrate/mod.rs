@@ -36,7 +36,9 @@ use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
 pub use choose::{candidates, choose, recheck, Measured, Prior, KEEP};
-pub use ladder::{ladder, ladder_top, memory_cap, Ladder, QUICK_TOP_FLOOR, TOP_FLOOR};
+pub use ladder::{
+    ladder, ladder_top, memory_cap, Ladder, FULL_RUNS, QUICK_TOP_FLOOR, SMALL_CELL, TOP_FLOOR,
+};
 pub use level::{levelled, LEVEL_FLAT, LEVEL_FROM, LEVEL_TIE};
 pub use measure::HOT_BYTES;
 pub use toolkit::read_once;

@@ -93,7 +93,8 @@ pub fn write(path: &Path, chart: &Chart) -> Result<(), String> {
             ))
         }
     };
-    std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    crate::write_file::write_file(path, &bytes)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 fn render_png(svg: &str) -> Result<Vec<u8>, String> {

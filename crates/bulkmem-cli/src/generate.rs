@@ -66,7 +66,7 @@ pub fn cmd(a: GenerateArgs, command: Command) -> Result<(), Failure> {
 fn write_pages(cmd: &Command, dir: &Path, top: bool) -> Result<(), Failure> {
     let name = cmd.get_display_name().unwrap_or_else(|| cmd.get_name());
     let path = dir.join(format!("{name}.1"));
-    std::fs::write(&path, page(cmd, top))
+    crate::write_file::write_file(&path, &page(cmd, top))
         .map_err(|e| runtime(format!("cannot write {}: {e}", path.display())))?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         write_pages(sub, dir, false)?;

@@ -26,6 +26,7 @@ mod stats;
 mod table;
 mod tune;
 mod version;
+mod write_file;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -97,7 +98,21 @@ enum Cmd {
 /// The command as parsed and as documented: the derive, plus the examples
 /// `--help` ends with.
 fn command() -> Command {
-    examples::annotate(Cli::command())
+    examples::annotate(negatives_reach_parsers(Cli::command()))
+}
+
+/// Every option that takes a value takes one starting with `-` when it
+/// reads as a number, so `--runs -1` is the option's bad value, named as
+/// such, rather than an "unexpected argument '-1'".
+fn negatives_reach_parsers(cmd: Command) -> Command {
+    cmd.mut_args(|a| {
+        if a.get_action().takes_values() && !a.is_positional() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(negatives_reach_parsers)
 }
 
 fn main() -> ExitCode {

@@ -212,7 +212,7 @@ pub fn write_json(path: &Path, rows: &[Row]) -> Result<(), String> {
         // Recorded as an output error: `main` exits as for any failed stdout.
         crate::out::write_bytes((text + "\n").as_bytes()).map_err(|e| crate::out::failed(e).msg)
     } else {
-        std::fs::write(path, text + "\n")
+        crate::write_file::write_file(path, (text + "\n").as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 }

@@ -246,6 +246,24 @@ fn negative_sizes_reach_the_size_parser() {
 }
 
 #[test]
+fn negative_numbers_are_the_options_bad_values() {
+    for (args, flag) in [
+        (&["bench", "copy", "--runs", "-1"][..], "--runs"),
+        (&["bench", "copy", "--threads", "-2"], "--threads"),
+        (&["bench", "copy", "--src-node", "-1"], "--src-node"),
+        (&["tune", "--runs", "-3"], "--runs"),
+    ] {
+        let o = bulkmem(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("for '{flag} <")) && !err.contains("unexpected argument"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
 fn info_says_where_auto_streams_as_its_table_chooses() {
     let o = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
         .args(["info", "--json"])

@@ -98,7 +98,7 @@ pub fn cmd(args: CompareArgs) -> Result<(), Failure> {
             out::write_bytes(json.as_bytes()).map_err(out::failed)?;
         } else {
             out::print(&text)?;
-            std::fs::write(path, json)
+            crate::write_file::write_file(path, json.as_bytes())
                 .map_err(|e| runtime(format!("cannot write {}: {e}", path.display())))?;
         }
     } else {

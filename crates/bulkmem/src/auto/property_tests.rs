@@ -243,3 +243,94 @@ fn every_strategy_in_a_cell_is_either_refused_or_runnable() {
         }
     }
 }
+
+/// A byte-level edit of a profile's text: the damage a disk, an editor or
+/// a hostile writer does.
+#[derive(Clone, Debug)]
+enum Edit {
+    /// Replace the byte at (position modulo the length).
+    Set(usize, u8),
+    /// Cut everything from there.
+    Truncate(usize),
+    /// Insert a string there.
+    Insert(usize, String),
+    /// Remove a run of bytes there.
+    Delete(usize, usize),
+}
+
+fn edit() -> impl Gen<Value = Edit> {
+    prop_oneof![
+        (any::<usize>(), any::<u8>()).prop_map(|(at, b)| Edit::Set(at, b)),
+        any::<usize>().prop_map(Edit::Truncate),
+        (
+            any::<usize>(),
+            prop_oneof![
+                Just("\n[[cell]]\n".to_string()),
+                Just("=".to_string()),
+                Just("\"".to_string()),
+                Just("size = 18446744073709551615\n".to_string()),
+                Just("gbps = \"avx2=nan per-page=-1\"\n".to_string()),
+                Just("\u{202e}secret-file-contents".to_string()),
+                "[ -~]{0,12}",
+            ]
+        )
+            .prop_map(|(at, s)| Edit::Insert(at, s)),
+        (any::<usize>(), 1usize..64).prop_map(|(at, n)| Edit::Delete(at, n)),
+    ]
+}
+
+fn apply(text: &str, edits: &[Edit]) -> Vec<u8> {
+    let mut b = text.as_bytes().to_vec();
+    for e in edits {
+        let at = |p: usize| if b.is_empty() { 0 } else { p % (b.len() + 1) };
+        match e {
+            Edit::Set(p, v) if !b.is_empty() => {
+                let i = p % b.len();
+                b[i] = *v;
+            }
+            Edit::Set(..) => {}
+            Edit::Truncate(p) => b.truncate(at(*p)),
+            Edit::Insert(p, s) => {
+                let i = at(*p);
+                b.splice(i..i, s.bytes());
+            }
+            Edit::Delete(p, n) => {
+                let i = at(*p);
+                let j = (i + n).min(b.len());
+                b.drain(i..j);
+            }
+        }
+    }
+    b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// The parser reads a file every preloaded process may open: on any
+    /// bytes, and on any damage to a good profile, it returns (never
+    /// panics), and its message never quotes the file's text.
+    #[test]
+    fn the_parser_survives_any_damage_and_never_quotes_the_file(
+        cells in prop::collection::vec(raw_cell(), 0..6),
+        edits in prop::collection::vec(edit(), 1..8),
+        noise in prop::collection::vec(any::<u8>(), 0..256),
+    ) {
+        let good = text(&cells);
+        for bytes in [apply(&good, &edits), noise] {
+            let Ok(t) = std::str::from_utf8(&bytes) else {
+                continue;
+            };
+            match Profile::parse(t) {
+                Ok(p) => {
+                    // What it accepts, it writes back in a form it reads.
+                    prop_assert!(Profile::parse(&p.to_toml()).is_ok());
+                }
+                Err(e) => {
+                    prop_assert!(!e.contains("secret-file-contents"), "{e}");
+                    prop_assert!(!e.contains('\u{202e}'), "{e}");
+                }
+            }
+        }
+    }
+}

@@ -45,13 +45,7 @@ fn bad_input_exits_2_and_says_what_was_wrong() {
         (&["--no-such-flag"], "--no-such-flag"),
     ];
     for (args, needle) in cases {
-        let o = bulkmem(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(
-            stderr(&o).contains(needle),
-            "{args:?}: stderr lacks {needle:?}: {}",
-            stderr(&o)
-        );
+        support::refused(args, needle);
     }
 }
 

@@ -5,7 +5,7 @@
 
 #[path = "support/cli.rs"]
 mod support;
-use support::{bulkmem, scratch, stderr, stdout};
+use support::{bulkmem, refused, scratch, stderr, stdout};
 
 use std::os::unix::process::ExitStatusExt as _;
 
@@ -13,19 +13,6 @@ use std::process::{Command, Stdio};
 
 #[path = "support/readme_sample.rs"]
 mod readme_sample;
-
-/// `args` exits 2 at once, saying `needle`, with nothing on stdout (it
-/// measured nothing).
-fn refused(args: &[&str], needle: &str) {
-    let o = bulkmem(args);
-    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-    assert!(
-        stderr(&o).contains(needle),
-        "{args:?}: stderr lacks {needle:?}: {}",
-        stderr(&o)
-    );
-    assert_eq!(stdout(&o), "", "{args:?} printed results: it measured");
-}
 
 #[test]
 fn the_default_command_takes_the_json_flag_its_last_line_names() {

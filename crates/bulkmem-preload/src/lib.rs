@@ -466,11 +466,16 @@ extern "C" fn record() {
     let line = stats::record();
     let pid = std::process::id();
     for n in 0..16 {
-        let name = if n == 0 {
-            format!("{}/{pid}", dir.to_string_lossy())
-        } else {
-            format!("{}/{pid}.{n}", dir.to_string_lossy())
-        };
+        // The directory's bytes as given (it need not be UTF-8).
+        let mut name = dir.as_bytes().to_vec();
+        name.extend_from_slice(
+            if n == 0 {
+                format!("/{pid}")
+            } else {
+                format!("/{pid}.{n}")
+            }
+            .as_bytes(),
+        );
         let Ok(path) = CString::new(name) else {
             return;
         };

@@ -49,3 +49,16 @@ pub fn ensure_preload() {
         );
     });
 }
+
+/// `args` exits 2 at once, saying `needle`, with nothing on stdout (it
+/// measured nothing).
+pub fn refused(args: &[&str], needle: &str) {
+    let o = bulkmem(args);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains(needle),
+        "{args:?}: stderr lacks {needle:?}: {}",
+        stderr(&o)
+    );
+    assert_eq!(stdout(&o), "", "{args:?} printed results: it measured");
+}

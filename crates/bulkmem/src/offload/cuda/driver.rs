@@ -157,7 +157,17 @@ pub(super) unsafe fn sym<T: Copy>(lib: *mut c_void, name: &CStr) -> Result<T, St
     })
 }
 
+/// Why a statically linked program has no GPU backend.
+pub(super) const STATIC_BINARY: &str = "this program is statically linked and cannot load \
+    libcuda.so.1 (build it without `-C target-feature=+crt-static` to use a GPU)";
+
 pub(super) fn load() -> Result<Driver, String> {
+    // dlopen in a statically linked program maps a second C library beside
+    // the one linked in, and libcuda's initialisers do not survive it
+    // (`bulkmem info` died of SIGFPE on an H200 host): refuse instead.
+    if cfg!(target_feature = "crt-static") {
+        return Err(STATIC_BINARY.to_string());
+    }
     // SAFETY: the name is a C string literal; loading the driver runs its
     // initialisers, which is what loading it is for.
     let lib = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };

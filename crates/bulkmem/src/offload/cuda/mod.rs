@@ -551,11 +551,21 @@ mod tests {
     /// Whether this machine has a loadable CUDA driver; the tests below
     /// check what happens without one, or use the GPU where there is one.
     fn libcuda_loadable() -> bool {
+        if cfg!(target_feature = "crt-static") {
+            return false;
+        }
         // SAFETY: a C string literal; a driver that loads stays loaded,
         // as the backend would keep it.
         let h =
             unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
         !h.is_null()
+    }
+
+    #[test]
+    #[cfg(target_feature = "crt-static")]
+    fn statically_linked_says_why_without_loading() {
+        let e = devices().unwrap_err();
+        assert_eq!(e, super::driver::STATIC_BINARY);
     }
 
     #[test]

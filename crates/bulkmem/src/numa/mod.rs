@@ -20,6 +20,7 @@ mod copy_remap;
 mod maps;
 mod move_pages;
 mod sys;
+mod vm_flags;
 
 use crate::error::Error;
 use crate::topology::parse_cpu_list;

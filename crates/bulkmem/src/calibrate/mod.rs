@@ -5,7 +5,7 @@
 //! [`calibrate`] and [`write_profile`]; a program can calibrate itself the
 //! same way.
 //!
-//! Three shapes per operation, on a ladder of sizes ([`ladder`]):
+//! Three shapes per operation, on a ladder of sizes ([`ladder()`]):
 //!
 //! * single calls, hot, each followed by a read of its destination (the
 //!   whole use: [`read_once`]), from 64 B to the top of the ladder;

@@ -44,11 +44,8 @@
 pub mod auto;
 pub mod calibrate;
 mod calls;
-pub mod cpu;
-pub mod cpuid_cache;
 mod descriptor;
 pub mod engine;
-mod environment;
 mod error;
 mod extent;
 #[cfg(target_arch = "x86_64")]
@@ -58,20 +55,24 @@ mod fence_check;
 mod fill;
 mod handle;
 mod kernels;
+mod machine;
 pub mod mapping;
 #[cfg(target_arch = "x86_64")]
 mod mc;
 mod move_report;
 pub mod numa;
 pub mod offload;
-pub mod placement;
 pub(crate) mod plan;
 mod report;
 mod strategy;
 mod threads;
-pub mod topology;
 pub mod uffd;
 mod units;
+
+// The machine facts live together in `machine/`; these are their stable
+// paths (`bulkmem::cpu::info()`, `bulkmem::topology::Topology`), which
+// code inside the crate uses too, so the grouping can change beneath them.
+pub use machine::{cpu, cpuid_cache, placement, topology};
 
 pub use auto::{Choice, Machine, Request};
 pub use calls::{
@@ -86,6 +87,6 @@ pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as Fil
 #[cfg(target_arch = "x86_64")]
 pub use handle::CheckedKernel;
 pub use handle::Kernel;
-pub use placement::Placement;
+pub use machine::placement::Placement;
 pub use strategy::{Hint, Op, Options, ParseNameError, Strategy};
 pub use units::{format_bytes, parse_bytes};

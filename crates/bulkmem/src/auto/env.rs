@@ -51,14 +51,14 @@ impl Overrides {
     pub fn from_env() -> &'static Overrides {
         static ENV: OnceLock<Overrides> = OnceLock::new();
         ENV.get_or_init(|| {
-            let get = crate::environment::var;
+            let get = crate::machine::environment::var;
             let o = Overrides::parse(
                 get("BULKMEM_STRATEGY").as_deref(),
                 get("BULKMEM_NT_THRESHOLD").as_deref(),
                 cpu::features(),
             );
             for w in &o.warnings {
-                crate::environment::warn(w);
+                crate::machine::environment::warn(w);
             }
             o
         })

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::profile::{Identity, Profile, FORMAT};
 use crate::cpu;
-use crate::environment;
+use crate::machine::environment;
 
 /// Why `auto` follows a profile or the built-in rules.
 #[derive(Clone, Debug, PartialEq, Eq)]

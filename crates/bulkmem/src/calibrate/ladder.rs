@@ -129,3 +129,62 @@ pub(super) fn physical_memory() -> usize {
         8 << 30
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ladders_reach_the_floor_and_32_caches_within_an_eighth_of_memory() {
+        let mem = 24 << 30;
+        for (share, top) in [
+            (16 << 20, 512 << 20),
+            (64 << 20, 2 << 30),
+            (512 << 10, TOP_FLOOR),
+            (0, TOP_FLOOR),
+            (24 << 20, 768 << 20),
+        ] {
+            assert_eq!(ladder_top(share, mem, false), top, "{share}");
+            for quick in [false, true] {
+                let top = ladder_top(share, mem, quick);
+                let l = ladder(share, mem, quick);
+                assert_eq!(l.singles[0], 64);
+                for v in [&l.singles, &l.small, &l.large] {
+                    assert_eq!(*v.last().unwrap(), top, "ends at the top: {v:?}");
+                    assert!(v.windows(2).all(|w| w[1] > w[0]));
+                }
+                assert_eq!(l.small[0], 1 << 20);
+                assert!(l.large[0] >= 2 * (2 << 20), "at least two 2 MiB extents");
+            }
+        }
+        // A quick ladder stops sooner where the cache is small, not where
+        // 32 caches lift it.
+        assert_eq!(ladder_top(512 << 10, mem, true), QUICK_TOP_FLOOR);
+        assert_eq!(ladder_top(16 << 20, mem, true), 512 << 20);
+        // A small machine caps the top, and every point, at an eighth of
+        // its memory.
+        assert_eq!(ladder_top(16 << 20, 2 << 30, false), 256 << 20);
+        assert_eq!(ladder_top(16 << 20, 1 << 30, false), 128 << 20);
+        let l = ladder(130 << 20, 10 << 30, false);
+        let cap = (10usize << 30) / 8;
+        assert_eq!(memory_cap(10 << 30), cap, "already a multiple of 64 MiB");
+        assert_eq!(
+            memory_cap((23 << 30) + (555 << 20)),
+            3008 << 20,
+            "rounded down"
+        );
+        for v in [&l.singles, &l.small, &l.large] {
+            assert_eq!(*v.last().unwrap(), cap, "{v:?}");
+        }
+        assert_eq!(ladder_top(16 << 20, 0, false), 4 << 20);
+        let (full, quick) = (ladder(16 << 20, mem, false), ladder(16 << 20, mem, true));
+        assert!(quick.units() < full.units());
+        assert!(quick.runs < full.runs);
+        // Small single calls get the full ladder's runs even when quick.
+        for l in [&quick, &full] {
+            assert_eq!(l.runs_for(Shape::Single, 4096), full.runs);
+            assert_eq!(l.runs_for(Shape::Single, 2 << 20), l.runs);
+            assert_eq!(l.runs_for(Shape::SmallExtents, 1 << 20), l.runs);
+        }
+    }
+}

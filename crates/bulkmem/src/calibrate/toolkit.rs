@@ -273,7 +273,7 @@ impl Cooler {
     }
 }
 
-/// CPUID.(EAX=7,ECX=0):EBX[23], read once.
+/// CPUID.(EAX=7,ECX=0):EBX\[23\], read once.
 #[cfg(target_arch = "x86_64")]
 fn has_clflushopt() -> bool {
     static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();

@@ -31,48 +31,13 @@ use crate::strategy::{Hint, Strategy};
 use super::maps::{self, Vma};
 use super::move_pages::check_range;
 use super::sys::{self, mask_of};
-use super::Nodes;
+use super::vm_flags::{advise_like, compare_flags, flag_meaning, lock_like};
+use super::{Node, Nodes};
 
 const HUGE: usize = 2 << 20;
 /// Free memory the target node must keep beyond the copy: binding a
 /// region to a node that runs out invokes the OOM killer, not an error.
 const HEADROOM: u64 = 32 << 20;
-
-/// VmFlags (as /proc/self/smaps spells them) that the new region is given
-/// with `madvise` where the old mapping had them.
-const ADVISED: &[(&str, i32)] = &[
-    ("dc", libc::MADV_DONTFORK),
-    ("wf", libc::MADV_WIPEONFORK),
-    ("dd", libc::MADV_DONTDUMP),
-    ("mg", libc::MADV_MERGEABLE),
-];
-
-/// VmFlags the comparison of old and new mappings leaves out: `rd wr ex`
-/// (the protection, restored after the move), `hg nh` (THP advice, as
-/// [`CopyOptions::hugepage`] says), `ac nr` (overcommit accounting: the new
-/// region is MAP_NORESERVE exactly where the old one was `nr`, but the
-/// kernel may ignore that, as it does in overcommit mode 2), `lo lf`
-/// (mlock: applied after the check, and a failure is an error of its own).
-const NOT_COMPARED: &[&str] = &["rd", "wr", "ex", "hg", "nh", "ac", "nr", "lo", "lf"];
-
-/// What a VmFlag means, for error messages.
-fn flag_meaning(flag: &str) -> &'static str {
-    match flag {
-        "lo" => "mlock",
-        "lf" => "mlock on fault",
-        "dc" => "MADV_DONTFORK",
-        "wf" => "MADV_WIPEONFORK",
-        "dd" => "MADV_DONTDUMP",
-        "mg" => "MADV_MERGEABLE",
-        "um" => "registered with userfaultfd for missing pages",
-        "uw" => "registered with userfaultfd for write protection",
-        "ui" => "registered with userfaultfd for minor faults",
-        "sl" => "sealed with mseal",
-        "mt" => "memory tagging",
-        "sd" => "soft-dirty",
-        _ => "a VmFlag",
-    }
-}
 
 /// Options of [`migrate_by_copy`].
 ///
@@ -207,6 +172,42 @@ pub unsafe fn migrate_by_copy(
 ) -> Result<CopyReport, Error> {
     let a = addr as usize;
     check_range(a, len)?;
+    let node = target_with_room(to, len)?;
+    let vmas = movable_mappings(a, len)?;
+    let huge = opts.hugepage.unwrap_or(vmas.iter().any(|v| v.huge));
+    let fresh = prepare_region(len, huge, to, a, &vmas)?;
+    let built;
+    let engine = match opts.engine {
+        Some(e) => e,
+        None => {
+            built = engine_on(&node, opts.threads)?;
+            &built
+        }
+    };
+    let strategy = copy_write_protected(engine, &fresh, addr, len, &vmas, &opts)?;
+    // SAFETY: the caller's range, as the caller promised; `fresh` holds
+    // its contents.
+    unsafe { replace(fresh, addr, len, &vmas) }?;
+    Ok(CopyReport {
+        to,
+        bytes: len,
+        cpus: engine.cpus().to_vec(),
+        strategy,
+        hugepage: huge,
+    })
+}
+
+/// A failure that left the caller's memory as it was.
+fn failed(stage: &str, errno: i32) -> Error {
+    Error::MigrationFailed {
+        stage: stage.to_string(),
+        errno,
+        intact: true,
+    }
+}
+
+/// Node `to`, if it can take `len` more bytes and keep [`HEADROOM`].
+fn target_with_room(to: usize, len: usize) -> Result<Node, Error> {
     let nodes = Nodes::detect();
     let node = nodes.target(to)?.clone();
     if node.mem_total > 0 && node.mem_free < len as u64 + HEADROOM {
@@ -216,6 +217,13 @@ pub unsafe fn migrate_by_copy(
             free: node.mem_free,
         });
     }
+    Ok(node)
+}
+
+/// The mappings covering `[a, a + len)`, if they are all private,
+/// anonymous and readable: only such memory can be copied and replaced
+/// without changing what anyone else sees.
+fn movable_mappings(a: usize, len: usize) -> Result<Vec<Vma>, Error> {
     let vmas = maps::covering(&maps::read_self(), a, len).map_err(|gap| Error::BadRange {
         addr: a,
         len,
@@ -244,26 +252,34 @@ pub unsafe fn migrate_by_copy(
             why: format!("{:#x}-{:#x} is not readable", v.start, v.end),
         });
     }
-    let huge = opts.hugepage.unwrap_or(vmas.iter().any(|v| v.huge));
+    Ok(vmas)
+}
 
-    let fail = |stage: &str, errno: i32| Error::MigrationFailed {
-        stage: stage.to_string(),
-        errno,
-        intact: true,
-    };
+/// The new region for the caller's range at `a` (mappings `vmas`): bound
+/// to node `to`, with every flag the old mappings had, its pages allocated
+/// and locked where the old ones were. Everything that can be refused is
+/// refused here, while the caller's memory is untouched; on an error the
+/// region is unmapped as it drops.
+fn prepare_region(
+    len: usize,
+    huge: bool,
+    to: usize,
+    a: usize,
+    vmas: &[Vma],
+) -> Result<Mapping, Error> {
     let fresh =
-        map_fresh(len, huge, a, &vmas).map_err(|e| fail("mapping the new region", errno(&e)))?;
-    let mask = mask_of(to).map_err(|e| fail("building the node mask", errno(&e)))?;
+        map_fresh(len, huge, a, vmas).map_err(|e| failed("mapping the new region", errno(&e)))?;
+    let mask = mask_of(to).map_err(|e| failed("building the node mask", errno(&e)))?;
     // SAFETY: `fresh` is our own, untouched mapping.
     unsafe { sys::mbind(fresh.as_mut_ptr(), len, libc::MPOL_BIND, &mask, 0) }
-        .map_err(|e| fail("binding the new region to the node (mbind)", errno(&e)))?;
+        .map_err(|e| failed("binding the new region to the node (mbind)", errno(&e)))?;
     if huge {
         // Best effort: THP may be disabled ("never"); the copy still works.
         let _ = fresh.advise_huge_pages(true);
     }
     // The old mappings' flags, each on its part of the new region.
-    advise_like(&fresh, a, &vmas, huge).map_err(|(flag, e)| {
-        fail(
+    advise_like(&fresh, a, vmas, huge).map_err(|(flag, e)| {
+        failed(
             &format!(
                 "giving the new region the old one's `{flag}` ({})",
                 flag_meaning(flag)
@@ -271,14 +287,14 @@ pub unsafe fn migrate_by_copy(
             errno(&e),
         )
     })?;
-    compare_flags(&fresh, a, len, &vmas)?;
+    compare_flags(&fresh, a, len, vmas)?;
     // Allocate the new pages (on the node, by the binding) in one call
     // rather than one fault per page under the copy's streaming stores.
     // Best effort: MADV_POPULATE_WRITE needs Linux 5.14; without it the
     // copy faults the pages in.
     let _ = fresh.populate();
-    lock_like(&fresh, a, &vmas).map_err(|(flag, e)| {
-        fail(
+    lock_like(&fresh, a, vmas).map_err(|(flag, e)| {
+        failed(
             &format!(
                 "locking the new region like the old one (`{flag}`, {}; the range is locked twice over during the move: RLIMIT_MEMLOCK must allow that without CAP_IPC_LOCK)",
                 flag_meaning(flag)
@@ -286,32 +302,43 @@ pub unsafe fn migrate_by_copy(
             errno(&e),
         )
     })?;
+    Ok(fresh)
+}
 
-    let built;
-    let engine = match opts.engine {
-        Some(e) => e,
-        None => {
-            let cpus = if node.cpus.is_empty() {
-                crate::cpu::info().topology.online_cpus.clone()
-            } else {
-                node.cpus.clone()
-            };
-            let threads = opts.threads.unwrap_or(2).clamp(1, cpus.len().max(1));
-            built = Engine::builder()
-                .cpus(&cpus)
-                .threads(threads)
-                .hint(Hint::Stream)
-                .inline_max(0)
-                .build()
-                .map_err(|_| fail("starting the copy threads", libc::EAGAIN))?;
-            &built
-        }
+/// An engine whose threads run on `node`'s CPUs (on every online CPU for a
+/// memory-only node), so the new pages are written from the node they
+/// live on; streaming, since the old pages are never read again.
+fn engine_on(node: &Node, threads: Option<usize>) -> Result<Engine, Error> {
+    let cpus = if node.cpus.is_empty() {
+        crate::cpu::info().topology.online_cpus.clone()
+    } else {
+        node.cpus.clone()
     };
+    let threads = threads.unwrap_or(2).clamp(1, cpus.len().max(1));
+    Engine::builder()
+        .cpus(&cpus)
+        .threads(threads)
+        .hint(Hint::Stream)
+        .inline_max(0)
+        .build()
+        .map_err(|_| failed("starting the copy threads", libc::EAGAIN))
+}
 
+/// Copies the caller's range into `fresh` with the range read-only, so a
+/// stray write faults instead of landing in pages about to be dropped.
+/// Returns the strategy used; on any failure the old protection is back.
+fn copy_write_protected(
+    engine: &Engine,
+    fresh: &Mapping,
+    addr: *mut u8,
+    len: usize,
+    vmas: &[Vma],
+    opts: &CopyOptions<'_>,
+) -> Result<Strategy, Error> {
     // Keep writers out: read-only (and whatever else each mapping allowed).
-    if let Err((v, e)) = protect(&vmas, |v| v.prot & !libc::PROT_WRITE) {
-        let _ = protect(&vmas, |v| v.prot);
-        return Err(fail(
+    if let Err((v, e)) = protect(vmas, |v| v.prot & !libc::PROT_WRITE) {
+        let _ = protect(vmas, |v| v.prot);
+        return Err(failed(
             &format!("write-protecting {:#x}-{:#x}", v.start, v.end),
             errno(&e),
         ));
@@ -334,27 +361,36 @@ pub unsafe fn migrate_by_copy(
         src: addr,
         len,
     }];
-    // SAFETY: the source is the caller's readable range (checked above)
-    // and now read-only; the destination is our fresh mapping; they are
-    // distinct mappings.
+    // SAFETY: the source is the caller's readable range (checked by
+    // `movable_mappings`) and now read-only; the destination is our fresh
+    // mapping; they are distinct mappings.
     let copied = unsafe { engine.copy_extents(&extent, ctl) };
-    let report = match copied {
-        Ok(r) if r.is_complete() => r,
+    match copied {
+        Ok(r) if r.is_complete() => Ok(r.strategy),
         Ok(_) => {
-            let _ = protect(&vmas, |v| v.prot);
+            let _ = protect(vmas, |v| v.prot);
             let why = if opts.fail_after.is_some() {
                 "copying (injected failure)"
             } else {
                 "copying (cancelled)"
             };
-            return Err(fail(why, libc::ECANCELED));
+            Err(failed(why, libc::ECANCELED))
         }
         Err(e) => {
-            let _ = protect(&vmas, |v| v.prot);
-            return Err(fail(&format!("copying ({e})"), libc::EIO));
+            let _ = protect(vmas, |v| v.prot);
+            Err(failed(&format!("copying ({e})"), libc::EIO))
         }
-    };
+    }
+}
 
+/// Moves `fresh` over the caller's range at `addr` and gives the range its
+/// old protection back. Until the `mremap` succeeds nothing the caller sees
+/// has changed but the protection, which a failure restores.
+///
+/// # Safety
+/// `addr` and `len` are the caller's range that [`migrate_by_copy`] was
+/// given, and `fresh` holds a complete copy of it.
+unsafe fn replace(fresh: Mapping, addr: *mut u8, len: usize, vmas: &[Vma]) -> Result<(), Error> {
     // SAFETY: moves our fresh mapping over the caller's range, which the
     // kernel unmaps in the same call: no instant without a mapping there.
     let moved = unsafe {
@@ -368,12 +404,12 @@ pub unsafe fn migrate_by_copy(
     };
     if moved == libc::MAP_FAILED {
         let e = io::Error::last_os_error();
-        let _ = protect(&vmas, |v| v.prot);
-        return Err(fail("replacing the old pages (mremap)", errno(&e)));
+        let _ = protect(vmas, |v| v.prot);
+        return Err(failed("replacing the old pages (mremap)", errno(&e)));
     }
     // The pages now live at `addr`, the caller's: nothing is left to unmap.
     let _ = fresh.into_raw();
-    if let Err((v, e)) = protect(&vmas, |v| v.prot) {
+    if let Err((v, e)) = protect(vmas, |v| v.prot) {
         return Err(Error::MigrationFailed {
             stage: format!(
                 "restoring the protection of {:#x}-{:#x} after the move (the data moved and is intact, the range is read-only)",
@@ -383,13 +419,7 @@ pub unsafe fn migrate_by_copy(
             intact: true,
         });
     }
-    Ok(CopyReport {
-        to,
-        bytes: len,
-        cpus: engine.cpus().to_vec(),
-        strategy: report.strategy,
-        hugepage: huge,
-    })
+    Ok(())
 }
 
 /// A fresh private anonymous mapping of `len` bytes standing for the
@@ -408,101 +438,6 @@ fn map_fresh(len: usize, huge: bool, addr: usize, vmas: &[Vma]) -> io::Result<Ma
         fresh.map_fresh(v.start - addr, v.end - v.start, v.has("nr"))?;
     }
     Ok(fresh)
-}
-
-/// Gives each part of `fresh` the madvise-made VmFlags of the old mapping
-/// it replaces ([`ADVISED`]; `nh` too unless the whole region is `huge`).
-/// The first failure names its flag.
-fn advise_like(
-    fresh: &Mapping,
-    addr: usize,
-    vmas: &[Vma],
-    huge: bool,
-) -> Result<(), (&'static str, io::Error)> {
-    for v in vmas {
-        let nh = (!huge).then_some(("nh", libc::MADV_NOHUGEPAGE));
-        for &(flag, advice) in ADVISED.iter().chain(nh.iter()) {
-            if !v.has(flag) {
-                continue;
-            }
-            // SAFETY: advice on part of our own fresh mapping.
-            let rc = unsafe {
-                libc::madvise(
-                    fresh.as_mut_ptr().add(v.start - addr).cast(),
-                    v.end - v.start,
-                    advice,
-                )
-            };
-            if rc != 0 {
-                return Err((flag, io::Error::last_os_error()));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Locks each part of `fresh` whose old mapping was locked (`lo`), on
-/// fault where it was so (`lf`).
-fn lock_like(fresh: &Mapping, addr: usize, vmas: &[Vma]) -> Result<(), (&'static str, io::Error)> {
-    for v in vmas.iter().filter(|v| v.has("lo")) {
-        let (flag, how) = if v.has("lf") {
-            ("lf", libc::MLOCK_ONFAULT)
-        } else {
-            ("lo", 0)
-        };
-        // SAFETY: locking part of our own fresh mapping.
-        let rc = unsafe {
-            libc::mlock2(
-                fresh.as_ptr().add(v.start - addr).cast(),
-                v.end - v.start,
-                how,
-            )
-        };
-        if rc != 0 {
-            return Err((flag, io::Error::last_os_error()));
-        }
-    }
-    Ok(())
-}
-
-/// Checks that each part of `fresh` has every VmFlag of the old mapping it
-/// replaces (but [`NOT_COMPARED`]): anything else a new mapping cannot be
-/// given, which the move would silently drop, is refused by name.
-fn compare_flags(fresh: &Mapping, addr: usize, len: usize, vmas: &[Vma]) -> Result<(), Error> {
-    let smaps = maps::read_self();
-    for v in vmas {
-        let at = fresh.as_ptr() as usize + (v.start - addr);
-        let new =
-            maps::covering(&smaps, at, v.end - v.start).map_err(|_| Error::MigrationFailed {
-                stage: "reading the new region's flags (/proc/self/smaps)".to_string(),
-                errno: libc::EIO,
-                intact: true,
-            })?;
-        let missing: Vec<&str> = v
-            .flags
-            .iter()
-            .map(String::as_str)
-            .filter(|f| !NOT_COMPARED.contains(f))
-            .filter(|f| new.iter().any(|n| !n.has(f)))
-            .collect();
-        if !missing.is_empty() {
-            let named: Vec<String> = missing
-                .iter()
-                .map(|f| format!("`{f}` ({})", flag_meaning(f)))
-                .collect();
-            return Err(Error::BadRange {
-                addr,
-                len,
-                why: format!(
-                    "{:#x}-{:#x} has VmFlags {} that a new mapping cannot be given; migrate_by_copy would drop them (use migrate())",
-                    v.start,
-                    v.end,
-                    named.join(", ")
-                ),
-            });
-        }
-    }
-    Ok(())
 }
 
 /// Sets each mapping's protection to `prot(vma)`; the first failure.

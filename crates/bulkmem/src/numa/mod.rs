@@ -20,6 +20,7 @@ mod copy_remap;
 mod maps;
 mod move_pages;
 mod sys;
+mod vm_flags;
 
 use crate::error::Error;
 use crate::topology::parse_cpu_list;
@@ -51,7 +52,7 @@ pub fn parse_nodes(s: &str, nodes: &Nodes) -> Result<Vec<usize>, Error> {
     Ok(list)
 }
 
-// Here rather than beside `Nodes` in topology.rs: it speaks the crate's
+// Here rather than beside `Nodes` in the topology module: it speaks the crate's
 // `Error`, which topology (read by `cpu`, which `error` depends on) must not.
 impl Nodes {
     /// `id` as a migration target, or an error naming the nodes that are.
@@ -63,15 +64,5 @@ impl Nodes {
                 nodes: self.with_memory.clone(),
             }),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn meminfo_fields_are_bytes() {
-        let s = "Node 1 MemTotal:        1024 kB\nNode 1 MemFree:          512 kB\nNode 1 MemUsed: 512 kB\n";
-        assert_eq!(crate::topology::parse_meminfo(s), (1 << 20, 1 << 19));
-        assert_eq!(crate::topology::parse_meminfo(""), (0, 0));
     }
 }

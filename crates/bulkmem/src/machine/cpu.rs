@@ -13,8 +13,8 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use crate::cpuid_cache::{self, CacheFacts};
-use crate::topology::Topology;
+use super::cpuid_cache::{self, CacheFacts};
+use super::topology::Topology;
 
 /// CPU vendor, as far as the kernels' choices care.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,7 +211,7 @@ pub fn facts() -> &'static Facts {
         let mut features = raw.features;
         let mut disabled = Vec::new();
         let mut unknown_disabled = Vec::new();
-        if let Some(list) = crate::environment::var("BULKMEM_DISABLE") {
+        if let Some(list) = super::environment::var("BULKMEM_DISABLE") {
             for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 let name = name.to_ascii_lowercase();
                 let was_on = features.names().contains(&name.as_str());

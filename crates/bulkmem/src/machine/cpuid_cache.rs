@@ -21,7 +21,7 @@
 
 use std::path::Path;
 
-use crate::topology::{self, CacheKind};
+use super::topology::{self, CacheKind};
 
 /// LLC size assumed when neither CPUID nor sysfs says (as [`topology`]).
 const ASSUMED_LLC: usize = 32 << 20;

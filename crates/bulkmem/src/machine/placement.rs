@@ -6,8 +6,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use super::topology::Topology;
 use crate::strategy::ParseNameError;
-use crate::topology::Topology;
 
 /// How workers are assigned to CPUs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -192,7 +192,7 @@ pub const MAX_THREADS: usize = 4096;
 /// count; it exists so that a garbage count (a negative number cast to
 /// `size_t`, say) is an error instead of an allocation that aborts.
 pub fn max_threads() -> usize {
-    crate::cpu::info()
+    super::cpu::info()
         .topology
         .online_cpus
         .len()

@@ -1,71 +1,14 @@
-//! Cache, CPU and NUMA layout from sysfs.
+//! Reading the layout from sysfs.
 //!
 //! Everything is read through a root directory (normally `/`) so tests can
 //! feed fixtures copied from real machines; nothing here needs privileges.
+//! Missing files give defaults (one CPU, one node, an assumed LLC) rather
+//! than errors: a container or an odd kernel must still get a layout.
 
 use std::fs;
 use std::path::Path;
 
-/// What a cache holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CacheKind {
-    /// Data only (sysfs `type` "Data", e.g. L1d).
-    Data,
-    /// Instructions only (sysfs `type` "Instruction", L1i): never the LLC.
-    Instruction,
-    /// Data and instructions (sysfs `type` "Unified", L2 and L3).
-    Unified,
-}
-
-/// One cache as seen from one CPU.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cache {
-    /// 1 for L1, 2 for L2, ...
-    pub level: u8,
-    /// What the cache holds.
-    pub kind: CacheKind,
-    /// Capacity of this instance in bytes.
-    pub size: usize,
-    /// Coherency line size in bytes (64 where sysfs does not say).
-    pub line: usize,
-    /// CPUs that share this cache instance.
-    pub shared_cpus: Vec<usize>,
-}
-
-/// The former name of [`Node`], kept so code
-/// written against it still compiles: a node is read from sysfs in one
-/// place, [`Nodes::read`].
-pub type NumaNode = Node;
-
-/// The layout of the machine.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Topology {
-    /// Online CPU ids, ascending (sysfs `cpu/online`; `[0]` if unreadable).
-    pub online_cpus: Vec<usize>,
-    /// Caches of the first online CPU, lowest level first.
-    pub caches: Vec<Cache>,
-    /// Sets of CPUs that share one last-level cache, ordered by first CPU.
-    pub llc_domains: Vec<Vec<usize>>,
-    /// Sets of online CPUs that are SMT siblings of one core, ordered by
-    /// first CPU (one CPU each where sysfs says nothing).
-    pub cores: Vec<Vec<usize>>,
-    /// NUMA nodes by id, as [`Nodes::read`] gives them (one node of every
-    /// online CPU where the kernel has no NUMA). Their memory figures are
-    /// those of when the layout was read: for current free memory read
-    /// [`Nodes::detect`] again.
-    pub numa_nodes: Vec<Node>,
-    /// Base page size in bytes.
-    pub page_size: usize,
-    /// Huge page sizes the kernel offers (hugetlbfs), ascending.
-    pub huge_page_sizes: Vec<usize>,
-    /// Transparent huge page mode (`always`, `madvise`, `never`), if known.
-    pub thp_mode: Option<String>,
-    /// True when sysfs had no cache information and the LLC size is a guess.
-    pub llc_assumed: bool,
-}
-
-/// LLC size assumed when sysfs says nothing (a common server L3 slice).
-const ASSUMED_LLC: usize = 32 << 20;
+use super::{parse_cpu_list, Cache, CacheKind, Node, Nodes, Topology};
 
 impl Topology {
     /// The running machine.
@@ -189,41 +132,6 @@ impl Topology {
             thp_mode,
         }
     }
-
-    /// The last-level (data or unified) cache of the first CPU.
-    pub fn llc(&self) -> Option<&Cache> {
-        self.caches
-            .iter()
-            .filter(|c| c.kind != CacheKind::Instruction)
-            .max_by_key(|c| c.level)
-    }
-
-    /// Bytes of the first CPU's private data cache at `level` (data or
-    /// unified), if sysfs lists one.
-    pub fn data_cache_bytes(&self, level: u8) -> Option<usize> {
-        self.caches
-            .iter()
-            .find(|c| c.level == level && c.kind != CacheKind::Instruction)
-            .map(|c| c.size)
-    }
-
-    /// Bytes of last-level cache in one LLC domain.
-    pub fn llc_bytes(&self) -> usize {
-        self.llc().map_or(ASSUMED_LLC, |c| c.size)
-    }
-
-    /// The NUMA node of a CPU (node 0 if no node lists it).
-    pub fn node_of(&self, cpu: usize) -> usize {
-        self.numa_nodes
-            .iter()
-            .find(|n| n.cpus.contains(&cpu))
-            .map_or(0, |n| n.id)
-    }
-
-    /// The LLC domain a CPU belongs to, as an index into `llc_domains`.
-    pub fn llc_domain_of(&self, cpu: usize) -> Option<usize> {
-        self.llc_domains.iter().position(|d| d.contains(&cpu))
-    }
 }
 
 /// The caches in a CPU's sysfs `cache` directory, lowest level first.
@@ -303,58 +211,6 @@ fn read_list(path: &Path) -> Option<Vec<usize>> {
     parse_cpu_list(&read_trimmed(path)?).ok()
 }
 
-/// Parses a kernel CPU (or node) list such as `0-3,8,10-11`, the form
-/// sysfs, `taskset -c` and `numactl` use: numbers in the order given,
-/// each once (a repeat keeps its first place, so a caller's order, e.g.
-/// which CPU a first worker gets, survives). The error names the part
-/// that is wrong.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |t: &str| {
-            t.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("'{}' in '{s}' is not a number", t.trim()))
-        };
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (num(a)?, num(b)?),
-            None => (num(part)?, num(part)?),
-        };
-        if lo > hi {
-            return Err(format!("'{part}' in '{s}': the range runs backwards"));
-        }
-        if hi - lo >= 1 << 20 {
-            return Err(format!("'{part}' in '{s}': the range is implausibly long"));
-        }
-        for c in lo..=hi {
-            if !out.contains(&c) {
-                out.push(c);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// A CPU list in the kernel's compressed form (`0-3,8,10-11`): the
-/// inverse of [`parse_cpu_list`] for ascending lists.
-pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            cpus[i].to_string()
-        } else {
-            format!("{}-{}", cpus[i], cpus[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
-}
-
 /// Parses sysfs cache sizes such as `32768K`, `1M`, `512`.
 fn parse_sysfs_size(s: &str) -> Option<usize> {
     let (num, mult) = match s.as_bytes().last()? {
@@ -364,33 +220,6 @@ fn parse_sysfs_size(s: &str) -> Option<usize> {
         _ => (s, 1),
     };
     num.parse::<usize>().ok()?.checked_mul(mult)
-}
-
-/// One NUMA node as sysfs describes it: the crate's only node model
-/// ([`Topology::numa_nodes`](Topology::numa_nodes) holds
-/// these too).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Node {
-    /// The node number (`nodeN` in sysfs).
-    pub id: usize,
-    /// Online CPUs of the node (empty for memory-only nodes: CXL, HBM).
-    pub cpus: Vec<usize>,
-    /// SLIT distance to node `i` at index `i` of [`Nodes::ids`] order
-    /// (10 = local).
-    pub distances: Vec<u32>,
-    /// Bytes of memory (MemTotal; 0 where sysfs does not say).
-    pub mem_total: u64,
-    /// Bytes free (MemFree) when the node was read.
-    pub mem_free: u64,
-}
-
-/// The machine's NUMA nodes, ordered by id.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Nodes {
-    /// Every node, ordered by id.
-    pub nodes: Vec<Node>,
-    /// Nodes with memory (`has_memory`): the only valid migration targets.
-    pub with_memory: Vec<usize>,
 }
 
 impl Nodes {
@@ -459,27 +288,11 @@ impl Nodes {
         }
         Nodes { nodes, with_memory }
     }
-
-    /// The node ids, ascending.
-    pub fn ids(&self) -> Vec<usize> {
-        self.nodes.iter().map(|n| n.id).collect()
-    }
-
-    /// Node `id`, if there is one.
-    pub fn get(&self, id: usize) -> Option<&Node> {
-        self.nodes.iter().find(|n| n.id == id)
-    }
-
-    /// SLIT distance from `a` to `b`, if both exist.
-    pub fn distance(&self, a: usize, b: usize) -> Option<u32> {
-        let col = self.nodes.iter().position(|n| n.id == b)?;
-        self.get(a)?.distances.get(col).copied()
-    }
 }
 
 /// (MemTotal, MemFree) in bytes from a node's meminfo
 /// (`Node 0 MemTotal:  7694548 kB`).
-pub(crate) fn parse_meminfo(s: &str) -> (u64, u64) {
+fn parse_meminfo(s: &str) -> (u64, u64) {
     let field = |name: &str| {
         s.lines()
             .find_map(|l| {
@@ -497,33 +310,8 @@ pub(crate) fn parse_meminfo(s: &str) -> (u64, u64) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ASSUMED_LLC;
     use super::*;
-
-    #[test]
-    fn cpu_lists_compress_ranges() {
-        assert_eq!(format_cpu_list(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(format_cpu_list(&[]), "");
-        assert_eq!(format_cpu_list(&[5]), "5");
-        let l = [0, 2, 3, 4, 9];
-        assert_eq!(parse_cpu_list(&format_cpu_list(&l)), Ok(l.to_vec()));
-    }
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(
-            parse_cpu_list("0-3,8,10-11"),
-            Ok(vec![0, 1, 2, 3, 8, 10, 11])
-        );
-        assert_eq!(parse_cpu_list("5"), Ok(vec![5]));
-        assert_eq!(parse_cpu_list(""), Ok(vec![]));
-        // The caller's order stands; repeats keep their first place.
-        assert_eq!(parse_cpu_list("3,1,3,0-1"), Ok(vec![3, 1, 0]));
-        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
-        assert!(parse_cpu_list("0,a").unwrap_err().contains("'a'"));
-        assert!(parse_cpu_list("0-99999999999")
-            .unwrap_err()
-            .contains("implausibly"));
-    }
 
     #[test]
     fn sysfs_sizes() {
@@ -553,5 +341,12 @@ mod tests {
         let mut all: Vec<usize> = t.cores.concat();
         all.sort_unstable();
         assert_eq!(all, t.online_cpus, "cores partition the online CPUs");
+    }
+
+    #[test]
+    fn meminfo_fields_are_bytes() {
+        let s = "Node 1 MemTotal:        1024 kB\nNode 1 MemFree:          512 kB\nNode 1 MemUsed: 512 kB\n";
+        assert_eq!(parse_meminfo(s), (1 << 20, 1 << 19));
+        assert_eq!(parse_meminfo(""), (0, 0));
     }
 }

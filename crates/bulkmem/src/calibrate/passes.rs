@@ -1,0 +1,239 @@
+//! Measuring a ladder: per operation and shape, a first pass over every
+//! strategy this CPU runs, the crossovers between far cells whose choices
+//! differ, then a re-check of each cell's strong candidates, interleaved
+//! anew, so one noisy pass cannot decide a cell.
+
+use super::progress::{cost, Tick, Tracker, RECHECK_COST};
+use super::{
+    candidates, choose, levelled, measure, recheck, rules_choice, toolkit, Ladder, Measured, Step,
+};
+use crate::auto::{Cell, Identity, Profile, Shape, FORMAT};
+use crate::error::Error;
+use crate::strategy::{Op, Strategy};
+
+/// [`calibrate`](super::calibrate) over an explicit ladder.
+pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<Profile, Error> {
+    let mut tracker = Tracker::new(l, progress);
+    let mut step = |t: Tick| tracker.tick(t);
+    let mut cells = Vec::new();
+    for op in [Op::Copy, Op::Clear] {
+        let strategies: Vec<Strategy> = Strategy::for_op(op)
+            .iter()
+            .copied()
+            .filter(|s| s.available())
+            .collect();
+        for shape in Shape::ALL {
+            // Both passes of a shape share its arenas: mapping and filling
+            // them again for the re-check cost a second per large shape.
+            let mut row = Row {
+                op,
+                shape,
+                ladder: l,
+                arenas: None,
+                step: &mut step,
+            };
+            let all = |_| strategies.clone();
+            let mut measured = row.measure(l.sizes(shape), &all, Some(l.cache), 1.0, "")?;
+            // Where the choice changes between cells 4x or more apart, the
+            // crossover is measured rather than put at the band's edge: one
+            // cell between them (on the quick ladder's x4 steps a 32 MiB
+            // copy fell to the 64 MiB cell's non-temporal choice, at 0.64x
+            // of a cached copy once consumed).
+            let mids = crossovers(&choose(&measured, &rules_choice));
+            if !mids.is_empty() {
+                let c: f64 = mids.iter().map(|&m| cost(shape, m)).sum();
+                (row.step)(Tick::More(2 * mids.len(), c * (1.0 + RECHECK_COST)));
+                measured.extend(row.measure(&mids, &all, None, 1.0, "")?);
+                measured.sort_by_key(|m| m.size);
+            }
+            let mut chosen = choose(&measured, &rules_choice);
+            // Re-check each measured cell's strong candidates, interleaved
+            // anew.
+            let sizes: Vec<usize> = measured.iter().map(|m| m.size).collect();
+            let again = row.measure(
+                &sizes,
+                &|size| {
+                    chosen.iter().find(|c| c.size == size).map_or_else(
+                        || vec![Strategy::PerPage],
+                        |c| candidates(c, rules_choice(op, shape, size)),
+                    )
+                },
+                None,
+                RECHECK_COST,
+                "re-check ",
+            )?;
+            recheck(&mut chosen, &again, &rules_choice);
+            cells.extend(chosen);
+        }
+    }
+    tracker.finish();
+    Ok(Profile {
+        format: FORMAT,
+        bulkmem: env!("CARGO_PKG_VERSION").to_string(),
+        created: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        quick: l.quick,
+        cpu: Identity::this(),
+        cells,
+    })
+}
+
+/// The sizes to measure between neighbouring cells whose choices or
+/// winners differ and that lie 4x or more apart: the power of two nearest
+/// their geometric mean. Winners count too, as the first pass's choices
+/// are smoothed over neighbours: a 16 MiB clear that its 64 MiB neighbour
+/// pulled to `avx512-nt` went back to `rep stosb` in the re-check, and the
+/// 32 MiB calls between, left to the 64 MiB cell, ran at 0.45x.
+fn crossovers(row: &[Cell]) -> Vec<usize> {
+    row.windows(2)
+        .filter(|w| {
+            (w[0].choice != w[1].choice || w[0].winner != w[1].winner) && w[1].size >= 4 * w[0].size
+        })
+        .map(|w| {
+            let mid = ((w[0].size as f64).log2() + (w[1].size as f64).log2()) / 2.0;
+            1usize << mid.round() as u32
+        })
+        .filter(|&m| row.iter().all(|c| c.size != m))
+        .collect()
+}
+
+/// One (op, shape) row of the ladder being measured: its cold arenas
+/// (grown with the sizes, kept for the re-check) and the progress step.
+struct Row<'a> {
+    op: Op,
+    shape: Shape,
+    ladder: &'a Ladder,
+    arenas: Option<(usize, toolkit::ColdArenas)>,
+    step: &'a mut dyn FnMut(Tick),
+}
+
+impl Row<'_> {
+    /// The row's cells at `sizes` (ascending), each with
+    /// `strategies(size)`, each costing `weight` x its [`cost`] for the
+    /// estimate of the time left. Given the thread's `cache`, the row ends
+    /// at the first cell [`levelled`] with the cell at least 4x below it:
+    /// larger requests use that cell, as they would the ladder's last.
+    fn measure(
+        &mut self,
+        sizes: &[usize],
+        strategies: &dyn Fn(usize) -> Vec<Strategy>,
+        cache: Option<usize>,
+        weight: f64,
+        prefix: &str,
+    ) -> Result<Vec<Measured>, Error> {
+        let (op, shape) = (self.op, self.shape);
+        let mut out: Vec<Measured> = Vec::new();
+        for (k, &size) in sizes.iter().enumerate() {
+            let label = format!(
+                "{prefix}{op} {} {}",
+                shape.name(),
+                crate::units::format_bytes(size)
+            );
+            (self.step)(Tick::Cell(label, weight * cost(shape, size)));
+            let s = strategies(size);
+            let m = if shape == Shape::Single {
+                measure::hot(op, size, &s, self.ladder.runs_for(shape, size))?
+            } else {
+                if self.arenas.as_ref().is_none_or(|a| a.0 < size) {
+                    // Grown with the ladder, so a row that levels off
+                    // early never maps its top; the old arenas go before
+                    // the new are mapped.
+                    drop(self.arenas.take());
+                    let a = measure::cold_arenas(op, size)?;
+                    self.arenas = Some((size, a));
+                }
+                let a = &mut self.arenas.as_mut().expect("just made").1;
+                measure::cold(op, shape, size, &s, self.ladder.runs_for(shape, size), a)?
+            };
+            // Compared with the cell at least 4x smaller: two x2 steps can
+            // both lie before a crossover (16 and 32 MiB copies, temporal
+            // on the Emerald Rapids VM, where 64 MiB streams).
+            let below = out
+                .iter()
+                .rev()
+                .find(|p| p.size.saturating_mul(4) <= m.size);
+            let level = cache.is_some_and(|c| below.is_some_and(|p| levelled(p, &m, c)));
+            out.push(m);
+            if level {
+                // Neither pass measures the sizes above: both their units
+                // and their cost go.
+                let rest = &sizes[k + 1..];
+                let c: f64 = rest.iter().map(|&s| cost(shape, s)).sum();
+                (self.step)(Tick::Skip(2 * rest.len(), c * (1.0 + RECHECK_COST)));
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::summary;
+    use super::*;
+
+    #[test]
+    fn crossovers_are_bisected_only_between_far_cells_that_differ() {
+        let cell = |size: usize, choice: Strategy| Cell {
+            op: Op::Copy,
+            shape: Shape::Single,
+            size,
+            winner: choice,
+            runner_up: None,
+            margin: 1.0,
+            choice,
+            gbps: vec![(choice, 1.0)],
+        };
+        let m = 1usize << 20;
+        let row = [
+            cell(m, Strategy::RepMovsb),
+            cell(4 * m, Strategy::RepMovsb),  // same choice: nothing
+            cell(16 * m, Strategy::Avx2),     // differs, 4x: 8 MiB
+            cell(64 * m, Strategy::Avx512Nt), // differs, 4x: 32 MiB
+            cell(128 * m, Strategy::Avx2Nt),  // differs, but only 2x
+            cell(1024 * m, Strategy::Libc),   // differs, 8x: 2^(27+30)/2 -> 512 MiB (rounded)
+        ];
+        assert_eq!(crossovers(&row), vec![8 * m, 32 * m, 512 * m]);
+    }
+
+    #[test]
+    fn a_tiny_measured_profile_is_complete_and_follows_its_cells() {
+        let l = Ladder {
+            singles: vec![4096, 65536],
+            small: vec![1 << 20],
+            large: vec![4 << 20],
+            runs: 1,
+            small_runs: 1,
+            quick: true,
+            cache: 1 << 20,
+        };
+        let (mut steps, mut of) = (0, 0);
+        let p = measure_ladder(&l, &mut |s| {
+            assert!(s.done <= s.of);
+            steps += 1;
+            of = s.of;
+        })
+        .unwrap();
+        // Each unit once, and the end; crossovers found between 4 KiB and
+        // 64 KiB add a cell (and its re-check) to the ladder's units.
+        assert_eq!(steps, of + 1);
+        let bisected = p.cells.len() - 2 * 4;
+        assert_eq!(of, l.units() + 2 * bisected, "{bisected} bisected");
+        assert!(bisected <= 2, "one crossover at most per single row");
+        for c in &p.cells {
+            assert!(c.choice.supports(c.op) && c.choice.available(), "{c:?}");
+            let n = Strategy::for_op(c.op)
+                .iter()
+                .filter(|s| s.available())
+                .count();
+            assert_eq!(c.gbps.len(), n, "{c:?}");
+            assert!(c.gbps.iter().all(|g| g.1 > 0.0));
+        }
+        let back = Profile::parse(&p.to_toml()).unwrap();
+        assert_eq!(back.cells.len(), p.cells.len());
+        assert_eq!(back.cpu, Identity::this());
+        assert!(back.check_runs_on(&crate::cpu::info().features).is_ok());
+        assert_eq!(summary(&p).len(), 6);
+    }
+}

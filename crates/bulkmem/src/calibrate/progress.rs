@@ -1,0 +1,126 @@
+//! What a calibration reports as it goes: cells done of cells in all, and
+//! the time left, estimated from the bytes each cell moves (a 1 GiB cell
+//! takes far longer than a 64 B one, so counting cells would mislead).
+
+use std::time::{Duration, Instant};
+
+use super::ladder::Ladder;
+use super::measure;
+use super::HOT_BYTES;
+use crate::auto::Shape;
+
+/// Where a calibration is, for a progress display.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct Step<'a> {
+    /// Cells finished (measured or re-checked).
+    pub done: usize,
+    /// Cells in all ([`Ladder::units`]).
+    pub of: usize,
+    /// What is being measured now, e.g. "copy single 4K".
+    pub label: &'a str,
+    /// About how long the rest will take, from how long the cells done so
+    /// far took for the bytes they moved (`None` before the first is
+    /// done). Rows that level off early shorten it as they do.
+    pub left: Option<std::time::Duration>,
+}
+
+/// What a row tells the progress display.
+pub(super) enum Tick {
+    /// A cell starts: its label and its [`cost`].
+    Cell(String, f64),
+    /// A row levelled off: these units and this cost will not be measured.
+    Skip(usize, f64),
+    /// Crossovers found: these units and this cost are added.
+    More(usize, f64),
+}
+
+/// What one cell costs to measure, for the estimate of the time left: bytes
+/// moved per strategy and run (a single call and its read, repeated up to
+/// `HOT_BYTES`; a cold batch and its cooling).
+pub(super) fn cost(shape: Shape, size: usize) -> f64 {
+    let bytes = match shape {
+        Shape::Single => size
+            .saturating_mul(measure::MAX_REPS)
+            .min(HOT_BYTES)
+            .max(size),
+        _ => size,
+    };
+    2.0 * bytes as f64
+}
+
+/// A re-check measures a few candidates where the first pass measured them
+/// all: about this fraction of its cost.
+pub(super) const RECHECK_COST: f64 = 0.4;
+
+/// The running count and estimate behind each [`Step`]: rows add and
+/// remove work as they level off or find crossovers.
+pub(super) struct Tracker<'p> {
+    progress: &'p mut dyn FnMut(Step<'_>),
+    started: Instant,
+    done: usize,
+    of: usize,
+    cost_done: f64,
+    cost_left: f64,
+}
+
+impl<'p> Tracker<'p> {
+    /// Before the first cell of ladder `l`: every cell of both operations,
+    /// each re-checked.
+    pub(super) fn new(l: &Ladder, progress: &'p mut dyn FnMut(Step<'_>)) -> Tracker<'p> {
+        let cost_left: f64 = Shape::ALL
+            .iter()
+            .flat_map(|&shape| l.sizes(shape).iter().map(move |&size| cost(shape, size)))
+            .sum::<f64>()
+            * 2.0
+            * (1.0 + RECHECK_COST);
+        Tracker {
+            progress,
+            started: Instant::now(),
+            done: 0,
+            of: l.units(),
+            cost_done: 0.0,
+            cost_left,
+        }
+    }
+
+    /// Takes what a row reports; a starting cell is passed on as a step.
+    pub(super) fn tick(&mut self, t: Tick) {
+        match t {
+            Tick::Cell(label, c) => {
+                let left = (self.cost_done > 0.0).then(|| {
+                    self.started
+                        .elapsed()
+                        .mul_f64((self.cost_left / self.cost_done).max(0.0))
+                });
+                (self.progress)(Step {
+                    done: self.done,
+                    of: self.of,
+                    label: &label,
+                    left,
+                });
+                self.done += 1;
+                self.cost_done += c;
+                self.cost_left -= c;
+            }
+            Tick::Skip(units, c) => {
+                self.of = self.of.saturating_sub(units);
+                self.cost_left -= c;
+            }
+            Tick::More(units, c) => {
+                self.of += units;
+                self.cost_left += c;
+            }
+        }
+    }
+
+    /// The last step: everything done.
+    pub(super) fn finish(self) {
+        (self.progress)(Step {
+            done: self.of,
+            of: self.of,
+            label: "done",
+            left: Some(Duration::ZERO),
+        });
+    }
+}

@@ -6,9 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-/// The version of docs/bench-schema.json the documents follow. The rules for
-/// bumping it are in that file's `description`.
-pub const SCHEMA: u32 = 1;
+pub use bulkmem_report::report::SCHEMA;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Provenance {

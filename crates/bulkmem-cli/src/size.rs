@@ -58,4 +58,14 @@ mod tests {
         assert_eq!(fmt_size(2 << 20), "2M");
         assert_eq!(fmt_size(1536), "1536");
     }
+
+    #[test]
+    fn the_output_crate_formats_sizes_as_the_library_does() {
+        for shift in 0..48 {
+            for n in [1usize << shift, 3 << shift, (1 << shift) + 1, 5 << shift] {
+                assert_eq!(bulkmem_report::size::fmt_size(n), fmt_size(n), "{n}");
+            }
+        }
+        assert_eq!(bulkmem_report::size::fmt_size(0), fmt_size(0));
+    }
 }

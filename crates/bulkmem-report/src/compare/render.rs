@@ -2,10 +2,15 @@
 
 use std::fmt::Write as _;
 
-use super::{Outcome, WIDTH};
-use crate::table::{csv_field, fixed, Format, Table, GB_NOTE};
+use super::Outcome;
+use crate::table::{csv_record, fixed, Format, Table, GB_NOTE};
 
-pub(super) fn render(o: &Outcome, format: Format) -> String {
+/// Text tables are narrow (five columns); this only bounds pathological labels.
+const WIDTH: usize = 120;
+
+/// The comparison's tables in `format`, with the counts and the geometric
+/// mean under them.
+pub fn render(o: &Outcome, format: Format) -> String {
     if format == Format::Csv {
         return csv(o);
     }
@@ -74,34 +79,44 @@ pub(super) fn render(o: &Outcome, format: Format) -> String {
 /// One line per cell, numbers only (GB/s = 10^9 bytes/s), cells found in
 /// one document only with empty figures: for spreadsheets and scripts.
 fn csv(o: &Outcome) -> String {
-    let mut out = String::from(
-        "cell,a_median_gbps,a_stdev_gbps,a_runs,b_median_gbps,b_stdev_gbps,b_runs,ratio_b_over_a,verdict\n",
-    );
+    let mut out = csv_record([
+        "cell",
+        "a_median_gbps",
+        "a_stdev_gbps",
+        "a_runs",
+        "b_median_gbps",
+        "b_stdev_gbps",
+        "b_runs",
+        "ratio_b_over_a",
+        "verdict",
+    ]);
     for c in &o.cells {
         let ratio = c.ratio.map_or(String::new(), |r| r.to_string());
-        let _ = writeln!(
-            out,
-            "{},{},{},{},{},{},{},{ratio},{}",
-            csv_field(&c.cell),
-            c.a.median,
-            c.a.stdev,
-            c.a.runs,
-            c.b.median,
-            c.b.stdev,
-            c.b.runs,
-            c.verdict.name()
-        );
+        out.push_str(&csv_record([
+            c.cell.clone(),
+            c.a.median.to_string(),
+            c.a.stdev.to_string(),
+            c.a.runs.to_string(),
+            c.b.median.to_string(),
+            c.b.stdev.to_string(),
+            c.b.runs.to_string(),
+            ratio,
+            c.verdict.name().to_string(),
+        ]));
     }
     for (cells, which) in [(&o.only_in_a, "only-a"), (&o.only_in_b, "only-b")] {
         for c in cells {
-            let _ = writeln!(out, "{},,,,,,,,{which}", csv_field(c));
+            let mut fields = vec![c.as_str()];
+            fields.extend([""; 7]);
+            fields.push(which);
+            out.push_str(&csv_record(fields));
         }
     }
     out
 }
 
 /// `0.02` as `2`, `0.025` as `2.5`: the threshold as the user wrote it.
-pub(super) fn percent(x: f64) -> String {
+pub fn percent(x: f64) -> String {
     let s = format!("{:.2}", x * 100.0);
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

@@ -159,7 +159,7 @@ pub(super) unsafe fn sym<T: Copy>(lib: *mut c_void, name: &CStr) -> Result<T, St
 
 /// Why a statically linked program has no GPU backend.
 pub(super) const STATIC_BINARY: &str = "this program is statically linked and cannot load \
-    libcuda.so.1 (build it without `-C target-feature=+crt-static` to use a GPU)";
+    libcuda.so.1; build it without `-C target-feature=+crt-static` to use a GPU";
 
 pub(super) fn load() -> Result<Driver, String> {
     // dlopen in a statically linked program maps a second C library beside

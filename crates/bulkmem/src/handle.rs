@@ -11,11 +11,9 @@
 //! ```
 //!
 //! ```compile_fail
-//! # #[cfg(target_arch = "x86_64")] {
 //! use bulkmem::{CheckedCopyKernel, Strategy};
 //! let k = CheckedCopyKernel::new(Strategy::PerPage).unwrap();
 //! let _ = k.clear(&mut [0u8; 4]); // no such method
-//! # }
 //! ```
 //!
 //! Unfenced forms of the non-temporal kernels (batches drain once, not per

@@ -141,7 +141,7 @@ pub extern "C" fn bm_auto_choice(op: c_int, total: usize, runs: usize, h: c_int)
             runs: runs.max(1),
             hint,
         };
-        out = status::name_of(auto::here(&req).strategy);
+        out = status::name_of(auto::Policy::here().decide(&req).strategy);
         Ok(0)
     });
     out

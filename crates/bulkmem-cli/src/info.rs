@@ -256,7 +256,7 @@ fn gather() -> Info {
                 hint,
             });
             for r in reqs {
-                let c = auto::here(&r);
+                let c = auto::Policy::here().decide(&r);
                 choices.push(AutoChoice {
                     op: op.name(),
                     hint: hint.name(),

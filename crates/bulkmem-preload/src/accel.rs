@@ -23,7 +23,7 @@ use std::cell::Cell;
 use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use bulkmem::Op;
+use bulkmem::{CheckedKernel, Op};
 
 use crate::config::MT_MIN;
 use crate::stats::Path;
@@ -123,7 +123,11 @@ fn build() -> bool {
             }
             let _ = bulkmem::fault::checked_single(op, 0);
         }
-        let _ = bulkmem::auto::here(&bulkmem::Request::single(Op::Copy, 0, bulkmem::Hint::Auto));
+        let _ = bulkmem::auto::Policy::here().decide(&bulkmem::Request::single(
+            Op::Copy,
+            0,
+            bulkmem::Hint::Auto,
+        ));
         helpers::init();
         signals::take_faults();
         true
@@ -172,7 +176,7 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
         // decides a split extent, not as a single call.
         let k = bulkmem::fault::checked_shared(op, n, threads);
         // SAFETY: forwarded contract.
-        if let Some(upto) = unsafe { helpers::run(k, op, d, s, n) } {
+        if let Some(upto) = unsafe { helpers::run(k, d, s, n) } {
             return Done {
                 upto,
                 path: Path::Engine,
@@ -185,9 +189,9 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
     // SAFETY: forwarded contract; the routine survives faults, which the
     // caller meets again with the C library.
     let r = unsafe {
-        match op {
-            Op::Copy => k.copy_raw(d, s, n),
-            Op::Clear => k.clear_raw(d, n),
+        match k {
+            CheckedKernel::Copy(k) => k.copy_raw(d, s, n),
+            CheckedKernel::Clear(k) => k.clear_raw(d, n),
         }
     };
     Done {

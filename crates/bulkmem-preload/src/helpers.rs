@@ -38,7 +38,7 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 
-use bulkmem::{CheckedKernel, Op};
+use bulkmem::CheckedKernel;
 
 use crate::config::THREADS;
 use crate::{cancel, signals};
@@ -92,7 +92,6 @@ thread_local! {
 /// One multi-threaded call.
 struct Job {
     kernel: CheckedKernel,
-    op: Op,
     dst: *mut u8,
     src: *const u8,
     len: usize,
@@ -139,11 +138,9 @@ impl Job {
             // (or faulting, which the checked routine survives) and
             // disjoint: the caller's contract, checked by `run`.
             let r = unsafe {
-                match self.op {
-                    Op::Copy => self
-                        .kernel
-                        .copy_raw(self.dst.add(from), self.src.add(from), n),
-                    Op::Clear => self.kernel.clear_raw(self.dst.add(from), n),
+                match self.kernel {
+                    CheckedKernel::Copy(k) => k.copy_raw(self.dst.add(from), self.src.add(from), n),
+                    CheckedKernel::Clear(k) => k.clear_raw(self.dst.add(from), n),
                 }
             };
             match r {
@@ -330,7 +327,6 @@ fn reap_abandoned() {
 /// ranges do not overlap.
 pub unsafe fn run(
     kernel: CheckedKernel,
-    op: Op,
     dst: *mut u8,
     src: *const u8,
     len: usize,
@@ -351,7 +347,7 @@ pub unsafe fn run(
         cancel::restore(old_mask);
         return None;
     }
-    let job = new_job(kernel, op, dst, src, len, take + 1);
+    let job = new_job(kernel, dst, src, len, take + 1);
     CURRENT.with(|c| c.set(job));
     // SAFETY: the job is alive (this call's reference) and only this
     // thread writes `helpers`/`started`, before each helper may read them.
@@ -379,7 +375,6 @@ pub unsafe fn run(
 #[inline(never)]
 fn new_job(
     kernel: CheckedKernel,
-    op: Op,
     dst: *mut u8,
     src: *const u8,
     len: usize,
@@ -391,7 +386,6 @@ fn new_job(
     let nchunks = len.div_ceil(chunk);
     Box::into_raw(Box::new(Job {
         kernel,
-        op,
         dst,
         src,
         len,

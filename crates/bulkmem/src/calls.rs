@@ -1,12 +1,12 @@
 //! The calling-thread entry points: single copies and clears, batches of
 //! slices and batches of raw extents. Each gets its kernel from the policy
-//! (`crate::auto`), as a CPU-checked [`Kernel`]: nothing here chooses a
-//! strategy or turns one into code.
+//! (`crate::auto::kernel`), as a CPU-checked [`CopyKernel`] or
+//! [`ClearKernel`]: nothing here chooses a strategy or turns one into code.
 
 use crate::auto::{self, Request};
 use crate::error::{BatchError, CopyError, StrategyError};
 use crate::extent::{check_lengths, validate_extents, Extent};
-use crate::handle::Kernel;
+use crate::handle::{ClearKernel, CopyKernel, Fence};
 use crate::kernels;
 use crate::plan::{self, exposed, exposed_mut, Run};
 use crate::strategy::{Hint, Op, Options, Strategy};
@@ -14,7 +14,10 @@ use crate::strategy::{Hint, Op, Options, Strategy};
 /// The concrete strategy `opts` means for `req`, or why it cannot run.
 #[inline]
 pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, StrategyError> {
-    auto::kernel(opts, req).map(|k| k.strategy())
+    match req.op {
+        Op::Copy => auto::kernel::<CopyKernel>(opts.strategy, req).map(|k| k.strategy()),
+        Op::Clear => auto::kernel::<ClearKernel>(opts.strategy, req).map(|k| k.strategy()),
+    }
 }
 
 /// Copies `src` into `dst` with the primitive `auto` picks for this size.
@@ -54,7 +57,8 @@ pub fn copy_hint(dst: &mut [u8], src: &[u8], hint: Hint) {
         };
         panic!("bulkmem::copy: {e}");
     }
-    auto::single(Op::Copy, hint, dst.len()).copy(dst, src);
+    let req = Request::single(Op::Copy, dst.len(), hint);
+    auto::chosen::<CopyKernel>(&req).copy(dst, src);
 }
 
 /// Copies with the named strategy (`Auto` allowed). Refused, with nothing
@@ -74,11 +78,8 @@ pub fn copy_opts(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, 
             src: src.len(),
         });
     }
-    let k = if opts.strategy == Strategy::Auto {
-        auto::single(Op::Copy, opts.hint, dst.len())
-    } else {
-        Kernel::new(opts.strategy, Op::Copy)?
-    };
+    let req = Request::single(Op::Copy, dst.len(), opts.hint);
+    let k = auto::kernel::<CopyKernel>(opts.strategy, &req)?;
     k.copy(dst, src);
     Ok(k.strategy())
 }
@@ -92,7 +93,8 @@ pub fn clear(dst: &mut [u8]) {
 /// As [`clear`], telling `auto` what happens to `dst` next.
 #[inline]
 pub fn clear_hint(dst: &mut [u8], hint: Hint) {
-    auto::single(Op::Clear, hint, dst.len()).clear(dst);
+    let req = Request::single(Op::Clear, dst.len(), hint);
+    auto::chosen::<ClearKernel>(&req).clear(dst);
 }
 
 /// Zeroes with the named strategy (`Auto` allowed); refused, with nothing
@@ -104,11 +106,8 @@ pub fn clear_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), StrategyErro
 /// Zeroes with full options; returns the strategy that ran.
 #[inline]
 pub fn clear_opts(opts: Options, dst: &mut [u8]) -> Result<Strategy, StrategyError> {
-    let k = if opts.strategy == Strategy::Auto {
-        auto::single(Op::Clear, opts.hint, dst.len())
-    } else {
-        Kernel::new(opts.strategy, Op::Clear)?
-    };
+    let req = Request::single(Op::Clear, dst.len(), opts.hint);
+    let k = auto::kernel::<ClearKernel>(opts.strategy, &req)?;
     k.clear(dst);
     Ok(k.strategy())
 }
@@ -132,7 +131,7 @@ pub fn copy_batch_with(
         src: s.as_ptr(),
         len: d.len(),
     }));
-    let k = auto::kernel(opts, &batch(Op::Copy, total, count, opts.hint))?;
+    let k = auto::kernel::<CopyKernel>(opts.strategy, &batch(Op::Copy, total, count, opts.hint))?;
     let runs = ops.iter_mut().map(|(d, s)| Run {
         dst: exposed_mut(d.as_mut_ptr()),
         src: exposed(s.as_ptr()),
@@ -160,8 +159,9 @@ fn batch(op: Op, total: usize, runs: usize, hint: Hint) -> Request {
 /// # Safety
 /// Every run's `src` readable and `dst` writable for its `len`, no
 /// destination overlapping anything else.
-unsafe fn copy_runs(k: Kernel, runs: impl Iterator<Item = Run>) {
-    let kernel = k.copy_fn(false);
+unsafe fn copy_runs(k: CopyKernel, runs: impl Iterator<Item = Run>) {
+    let fence = Fence::new();
+    let kernel = k.unfenced(&fence);
     let mut runs = plan::coalesce(runs).peekable();
     while let Some(r) = runs.next() {
         if let Some(next) = runs.peek() {
@@ -169,22 +169,23 @@ unsafe fn copy_runs(k: Kernel, runs: impl Iterator<Item = Run>) {
         }
         // SAFETY: a run is one extent or several continuing ones (the
         // caller's contract); `k` was checked against this CPU.
-        unsafe { kernel(r.dst, r.src, r.len) };
+        unsafe { kernel.copy_raw(r.dst, r.src, r.len) };
     }
-    kernels::drain();
+    fence.drain();
 }
 
 /// As [`copy_runs`], zeroing.
 ///
 /// # Safety
 /// Every run's `dst` writable for its `len`.
-unsafe fn clear_runs(k: Kernel, runs: impl Iterator<Item = Run>) {
-    let kernel = k.clear_fn(false);
+unsafe fn clear_runs(k: ClearKernel, runs: impl Iterator<Item = Run>) {
+    let fence = Fence::new();
+    let kernel = k.unfenced(&fence);
     for r in plan::coalesce(runs) {
         // SAFETY: the caller's contract; `k` was checked against this CPU.
-        unsafe { kernel(r.dst, r.len) };
+        unsafe { kernel.clear_raw(r.dst, r.len) };
     }
-    kernels::drain();
+    fence.drain();
 }
 
 /// Zeroes every extent, choosing one primitive for the whole batch.
@@ -199,7 +200,7 @@ pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy
         src: core::ptr::null(),
         len: d.len(),
     }));
-    let k = auto::kernel(opts, &batch(Op::Clear, total, count, opts.hint))?;
+    let k = auto::kernel::<ClearKernel>(opts.strategy, &batch(Op::Clear, total, count, opts.hint))?;
     let runs = ops.iter_mut().map(|d| Run {
         dst: exposed_mut(d.as_mut_ptr()),
         src: core::ptr::null(),
@@ -228,7 +229,7 @@ pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Ba
         len: e.len,
     });
     let (total, count) = plan::shape(runs.clone());
-    let k = auto::kernel(opts, &batch(Op::Copy, total, count, opts.hint))?;
+    let k = auto::kernel::<CopyKernel>(opts.strategy, &batch(Op::Copy, total, count, opts.hint))?;
     // SAFETY: the caller vouches for each extent; validation found no null
     // pointer and no destination overlapping anything else.
     unsafe { copy_runs(k, runs) };
@@ -249,7 +250,7 @@ pub unsafe fn clear_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, B
         len: e.len,
     });
     let (total, count) = plan::shape(runs.clone());
-    let k = auto::kernel(opts, &batch(Op::Clear, total, count, opts.hint))?;
+    let k = auto::kernel::<ClearKernel>(opts.strategy, &batch(Op::Clear, total, count, opts.hint))?;
     // SAFETY: as in copy_extents.
     unsafe { clear_runs(k, runs) };
     Ok(k.strategy())

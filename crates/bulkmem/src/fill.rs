@@ -13,12 +13,10 @@
 //! that issue many fills and need only one ordering point use [`NtWriter`]
 //! and drain once (the kernel's non-temporal template-fill patches' `memcpy_nt_drain` before `prep_compound_head`).
 
-use std::marker::PhantomData;
-
 use crate::auto;
 use crate::error::Error;
-use crate::handle::Kernel;
-use crate::kernels::{self, CopyFn};
+use crate::handle::{CopyKernel, Fence, Unfenced};
+use crate::kernels;
 use crate::strategy::{Hint, Strategy};
 
 /// Target bytes per staging window: small enough to stay in L1, large
@@ -49,7 +47,7 @@ pub use crate::auto::FillMode as Mode;
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Store {
     mode: Mode,
-    nt: Option<Kernel>,
+    nt: Option<CopyKernel>,
 }
 
 impl Store {
@@ -59,9 +57,16 @@ impl Store {
         Store { mode, nt }
     }
 
-    /// The unfenced streaming kernel, if the fill streams.
-    fn kernel(self) -> Option<CopyFn> {
-        self.nt.map(|k| k.copy_fn(false))
+    /// The fence a fill owes, only where it streams (temporal stores are
+    /// already ordered; the fence cost 5% on 16 KiB fills).
+    fn fence(self) -> Option<Fence> {
+        self.nt.map(|_| Fence::new())
+    }
+
+    /// The streaming kernel without its fence, owed to `fence`; `None`:
+    /// temporal stores.
+    fn kernel<'f>(self, fence: Option<&'f Fence>) -> Option<Unfenced<'f, CopyKernel>> {
+        self.nt.zip(fence).map(|(k, f)| k.unfenced(f))
     }
 }
 
@@ -86,11 +91,13 @@ fn fill_auto<P: Patch>(
 ) -> Result<Mode, Error> {
     check(dst.len(), template.len())?;
     let store = Store::auto(dst.len(), hint);
+    let fence = store.fence();
+    let nt = store.kernel(fence.as_ref());
     // SAFETY: `dst` is a valid exclusive slice, a whole number of
     // templates long (checked); the store's kernel was checked against
     // this CPU.
-    unsafe { fill_range(dst.as_mut_ptr(), dst.len(), template, 0, store, patch) };
-    drain_if_streamed(store);
+    unsafe { fill_range(dst.as_mut_ptr(), dst.len(), template, 0, nt, patch) };
+    drop(fence);
     Ok(store.mode)
 }
 
@@ -114,14 +121,6 @@ pub fn fill_with_hint<P: FnMut(usize, &mut [u8])>(
     mut patch: P,
 ) -> Result<Mode, Error> {
     fill_auto(dst, template, hint, &mut Patcher(&mut patch))
-}
-
-/// The closing fence, only where non-temporal stores were issued (temporal
-/// stores are already ordered; the fence cost 5% on 16 KiB fills).
-fn drain_if_streamed(store: Store) {
-    if store.nt.is_some() {
-        kernels::drain();
-    }
 }
 
 /// Something that may edit element `index` before it is stored. A trait
@@ -180,7 +179,8 @@ fn gcd(mut a: usize, mut b: usize) -> usize {
 }
 
 /// Fills `len` bytes at `dst` (a whole number of elements) with elements
-/// numbered from `first`, without the closing fence.
+/// numbered from `first`, streaming with `nt` (the fence is its borrow's),
+/// or with temporal stores where it is `None`.
 ///
 /// # Safety
 /// `dst` writable for `len` bytes and not accessed by anyone else meanwhile;
@@ -190,12 +190,12 @@ pub(crate) unsafe fn fill_range<P: Patch>(
     len: usize,
     template: &[u8],
     first: usize,
-    store: Store,
+    nt: Option<Unfenced<'_, CopyKernel>>,
     patch: &mut P,
 ) {
     let l = template.len();
     let count = len / l;
-    let Some(kernel) = store.kernel() else {
+    let Some(kernel) = nt else {
         // Temporal: build elements in place; without a patch, copy the
         // growing filled prefix onto the rest (log2(count) calls).
         // SAFETY: the caller guarantees `dst..dst+len` is ours.
@@ -223,7 +223,7 @@ pub(crate) unsafe fn fill_range<P: Patch>(
         for i in 0..count {
             // SAFETY: element i lies inside dst..dst+len; the template is
             // the caller's separate slice of `l` bytes.
-            unsafe { kernel(dst.add(i * l), template.as_ptr(), l) };
+            unsafe { kernel.copy_raw(dst.add(i * l), template.as_ptr(), l) };
         }
         return;
     }
@@ -246,7 +246,7 @@ pub(crate) unsafe fn fill_range<P: Patch>(
         }
         // SAFETY: elements i..i+n lie inside dst..dst+len; the staging
         // buffer is a separate allocation of at least `bytes`.
-        unsafe { kernel(dst.add(i * l), stage.as_ptr(), bytes) };
+        unsafe { kernel.copy_raw(dst.add(i * l), stage.as_ptr(), bytes) };
         i += n;
     }
 }
@@ -283,15 +283,23 @@ impl Plan {
     }
 
     /// Fills one piece of `len` bytes at `dst` with elements numbered from
-    /// `first`, without the closing fence.
+    /// `first`, its streamed stores owed to `fence`.
     ///
     /// # Safety
     /// As [`fill_range`]: `dst` writable for `len` bytes and not accessed by
     /// anyone else meanwhile; `len` a multiple of `template.len()`, which is
     /// the template length this plan was made for; run on this machine.
-    pub(crate) unsafe fn run(self, dst: *mut u8, len: usize, template: &[u8], first: usize) {
+    pub(crate) unsafe fn run(
+        self,
+        dst: *mut u8,
+        len: usize,
+        template: &[u8],
+        first: usize,
+        fence: &Fence,
+    ) {
+        let nt = self.store.kernel(Some(fence));
         // SAFETY: forwarded contract.
-        unsafe { fill_range(dst, len, template, first, self.store, &mut NoPatch) }
+        unsafe { fill_range(dst, len, template, first, nt, &mut NoPatch) }
     }
 
     /// As [`Plan::run`], applying `patch(index, element)` to every element
@@ -305,10 +313,12 @@ impl Plan {
         len: usize,
         template: &[u8],
         first: usize,
+        fence: &Fence,
         patch: &mut P,
     ) {
+        let nt = self.store.kernel(Some(fence));
         // SAFETY: forwarded contract.
-        unsafe { fill_range(dst, len, template, first, self.store, &mut Patcher(patch)) }
+        unsafe { fill_range(dst, len, template, first, nt, &mut Patcher(patch)) }
     }
 }
 
@@ -353,19 +363,13 @@ fn build<P: Patch>(out: &mut [u8], template: &[u8], first: usize, patch: &mut P,
     }
     // Not `copy_from_slice`: glibc's memcpy uses `rep movsb` from 2 KiB on
     // (see `auto::element_copy`).
-    let copy = element_copy();
+    let copy = auto::element_copy();
     for (i, e) in out.chunks_exact_mut(template.len()).enumerate() {
         // SAFETY: `e` and `template` have the same length and cannot
         // overlap (one is borrowed mutably); the kernel suits this CPU.
-        unsafe { copy(e.as_mut_ptr(), template.as_ptr(), e.len()) };
+        unsafe { copy.copy_raw(e.as_mut_ptr(), template.as_ptr(), e.len()) };
         patch.patch(first + i, e);
     }
-}
-
-/// The temporal vector copy elements are assembled with (the policy's
-/// pick, never `rep movs`).
-fn element_copy() -> CopyFn {
-    auto::element_copy().copy_fn(true)
 }
 
 #[inline(always)]
@@ -390,8 +394,9 @@ fn build_fixed<const N: usize, P: Patch>(
 /// fence orders that thread's stores), so it is neither `Send` nor `Sync`.
 pub struct NtWriter {
     store: Store,
-    dirty: bool,
-    _thread_bound: PhantomData<*const ()>,
+    /// The drain owed since the first write after the last drain (the
+    /// fence also binds the writer to its thread).
+    fence: Option<Fence>,
 }
 
 impl Default for NtWriter {
@@ -406,8 +411,7 @@ impl NtWriter {
     pub fn new() -> NtWriter {
         NtWriter {
             store: Store::auto(usize::MAX, Hint::Stream),
-            dirty: false,
-            _thread_bound: PhantomData,
+            fence: None,
         }
     }
 
@@ -419,18 +423,10 @@ impl NtWriter {
     /// As [`fill`] with non-temporal stores, without the fence.
     pub fn fill(&mut self, dst: &mut [u8], template: &[u8]) -> Result<(), Error> {
         check(dst.len(), template.len())?;
-        self.dirty = true;
+        let fence = self.fence.get_or_insert_with(Fence::new);
+        let nt = self.store.kernel(Some(fence));
         // SAFETY: as in fill_hint.
-        unsafe {
-            fill_range(
-                dst.as_mut_ptr(),
-                dst.len(),
-                template,
-                0,
-                self.store,
-                &mut NoPatch,
-            )
-        };
+        unsafe { fill_range(dst.as_mut_ptr(), dst.len(), template, 0, nt, &mut NoPatch) };
         Ok(())
     }
 
@@ -442,7 +438,8 @@ impl NtWriter {
         mut patch: P,
     ) -> Result<(), Error> {
         check(dst.len(), template.len())?;
-        self.dirty = true;
+        let fence = self.fence.get_or_insert_with(Fence::new);
+        let nt = self.store.kernel(Some(fence));
         // SAFETY: as in fill_hint.
         unsafe {
             fill_range(
@@ -450,7 +447,7 @@ impl NtWriter {
                 dst.len(),
                 template,
                 0,
-                self.store,
+                nt,
                 &mut Patcher(&mut patch),
             )
         };
@@ -463,11 +460,11 @@ impl NtWriter {
     /// If the lengths differ.
     pub fn copy(&mut self, dst: &mut [u8], src: &[u8]) {
         assert_eq!(dst.len(), src.len(), "NtWriter::copy: lengths differ");
-        self.dirty = true;
-        match self.store.kernel() {
+        let fence = self.fence.get_or_insert_with(Fence::new);
+        match self.store.kernel(Some(fence)) {
             // SAFETY: equal-length slices that cannot overlap; kernel chosen
             // for this CPU.
-            Some(k) => unsafe { k(dst.as_mut_ptr(), src.as_ptr(), dst.len()) },
+            Some(k) => unsafe { k.copy_raw(dst.as_mut_ptr(), src.as_ptr(), dst.len()) },
             None => dst.copy_from_slice(src),
         }
     }
@@ -475,16 +472,8 @@ impl NtWriter {
     /// The store fence: everything written through this writer is ordered
     /// before this thread's later stores (such as releasing a flag).
     pub fn drain(&mut self) {
-        if self.dirty {
-            kernels::drain();
-            self.dirty = false;
-        }
-    }
-}
-
-impl Drop for NtWriter {
-    fn drop(&mut self) {
-        self.drain();
+        // Dropping the fence drains; so does dropping the writer.
+        self.fence = None;
     }
 }
 

@@ -1,205 +1,94 @@
 //! Safe handles on one strategy's kernel, gated on the CPU as memchr's
-//! `One::new` is: a [`Kernel`] exists only if this CPU can run it, so its
-//! calls need no `unsafe` and no feature check of their own.
+//! `One::new` is, and typed by operation: a [`CopyKernel`] exists only if
+//! this CPU can run the strategy's copy, a [`ClearKernel`] only if it can
+//! run its clear, so their calls need no `unsafe`, no feature check and no
+//! check of the operation. Asking a clear kernel to copy does not compile:
+//!
+//! ```compile_fail
+//! use bulkmem::{ClearKernel, Strategy};
+//! let k = ClearKernel::new(Strategy::PerPage).unwrap();
+//! k.copy(&mut [0u8; 4], &[1u8; 4]); // no such method
+//! ```
+//!
+//! ```compile_fail
+//! use bulkmem::{CheckedCopyKernel, Strategy};
+//! let k = CheckedCopyKernel::new(Strategy::PerPage).unwrap();
+//! let _ = k.clear(&mut [0u8; 4]); // no such method
+//! ```
+//!
+//! Unfenced forms of the non-temporal kernels (batches drain once, not per
+//! extent) are reached only through an [`Unfenced`] borrowed from a
+//! [`Fence`], whose drop issues the store fence: the drain they owe is the
+//! fence's lifetime, not a comment.
+
+use std::marker::PhantomData;
 
 use crate::cpu;
 use crate::descriptor::{self, Descriptor};
-use crate::error::{Error, StrategyError};
-use crate::kernels::{ClearFn, CopyFn};
-#[cfg(target_arch = "x86_64")]
-use crate::mc::{McClear, McCopy};
+use crate::error::StrategyError;
+use crate::kernels::{self, ClearFn, CopyFn};
 use crate::strategy::{Op, Strategy};
 
-/// One concrete strategy's copy or clear kernel, checked against this CPU
-/// (after `BULKMEM_DISABLE`) when made.
+/// One concrete strategy's copy kernel, checked against this CPU (after
+/// `BULKMEM_DISABLE`) when made. A `Copy` pair of function pointers:
+/// holding one costs what holding the pointer would.
 ///
 /// ```
-/// use bulkmem::{Kernel, Op, Strategy};
-/// let k = Kernel::new(Strategy::PerPage, Op::Copy).unwrap();
+/// use bulkmem::{CopyKernel, Strategy};
+/// let k = CopyKernel::new(Strategy::PerPage).unwrap();
 /// let (src, mut dst) = (vec![1u8; 8192], vec![0u8; 8192]);
 /// k.copy(&mut dst, &src);
 /// assert_eq!(dst, src);
-/// assert!(Kernel::new(Strategy::Clzero, Op::Copy).is_err()); // clears only
+/// assert!(CopyKernel::new(Strategy::Clzero).is_err()); // clears only
 /// ```
 #[derive(Clone, Copy, Debug)]
-pub struct Kernel {
+pub struct CopyKernel {
     strategy: Strategy,
-    call: Call,
+    fenced: CopyFn,
+    /// Without the closing fence (the same function for temporal
+    /// strategies); called only through [`Unfenced`].
+    unfenced: CopyFn,
 }
 
-/// The fenced kernel and the same without its closing store fence (one
-/// function for temporal strategies).
+/// One concrete strategy's clear kernel, checked against this CPU when
+/// made (see [`CopyKernel`]).
+///
+/// ```
+/// use bulkmem::{ClearKernel, Strategy};
+/// let k = ClearKernel::new(Strategy::PerPage).unwrap();
+/// let mut dst = vec![1u8; 8192];
+/// k.clear(&mut dst);
+/// assert!(dst.iter().all(|&b| b == 0));
+/// ```
 #[derive(Clone, Copy, Debug)]
-enum Call {
-    Copy { fenced: CopyFn, unfenced: CopyFn },
-    Clear { fenced: ClearFn, unfenced: ClearFn },
+pub struct ClearKernel {
+    strategy: Strategy,
+    fenced: ClearFn,
+    unfenced: ClearFn,
 }
 
-impl Call {
-    /// The kernels of row `d` for `op`, if it implements it (unchecked:
-    /// only `Kernel::new`, after the CPU check, and `baseline` use this).
-    fn of(d: &Descriptor, op: Op) -> Option<Call> {
-        match op {
-            Op::Copy => d.copy.as_ref().map(|k| Call::Copy {
-                fenced: k.fenced,
-                unfenced: k.unfenced,
-            }),
-            Op::Clear => d.clear.as_ref().map(|k| Call::Clear {
-                fenced: k.fenced,
-                unfenced: k.unfenced,
-            }),
-        }
-    }
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::CopyKernel {}
+    impl Sealed for super::ClearKernel {}
 }
 
-impl Kernel {
-    /// The kernel of `strategy` for `op`, or why there is none here:
-    /// [`StrategyError::Unsupported`] if the strategy does not implement
-    /// `op` (and for `Auto`, which is a choice per call, not a kernel),
-    /// [`StrategyError::Unavailable`] if the CPU lacks a feature it needs.
-    ///
-    /// This is the only way from a [`Strategy`] to code: `auto`, the
-    /// engine, fills and the batch calls all hold `Kernel`s, so a strategy
-    /// this CPU cannot run never reaches an instruction.
-    pub fn new(strategy: Strategy, op: Op) -> Result<Kernel, StrategyError> {
-        let d = descriptor::row(strategy);
-        let call = Call::of(d, op).ok_or(StrategyError::Unsupported { strategy, op })?;
-        available(d)?;
-        Ok(Kernel { strategy, call })
-    }
-
-    /// The kernel every CPU runs for `op` (`per-page`): what a choice
-    /// falls back to when nothing better can be had.
-    pub fn baseline(op: Op) -> Kernel {
-        let d = descriptor::row(Strategy::PerPage);
-        debug_assert!(d.needs.is_empty() && !d.x86_only);
-        Kernel {
-            strategy: Strategy::PerPage,
-            call: Call::of(d, op).expect("per-page implements both operations"),
-        }
-    }
-
-    /// The strategy this kernel belongs to.
-    pub fn strategy(&self) -> Strategy {
-        self.strategy
-    }
-
-    /// The operation it performs.
-    pub fn op(&self) -> Op {
-        match self.call {
-            Call::Copy { .. } => Op::Copy,
-            Call::Clear { .. } => Op::Clear,
-        }
-    }
-
-    /// Copies `src` into `dst`; non-temporal kernels fence before
-    /// returning.
-    ///
-    /// # Panics
-    /// If the lengths differ, or if this is a clear kernel.
-    #[inline]
-    pub fn copy(&self, dst: &mut [u8], src: &[u8]) {
-        assert_eq!(
-            dst.len(),
-            src.len(),
-            "bulkmem::Kernel::copy: lengths differ"
-        );
-        // SAFETY: two valid slices of one length; `dst` is borrowed mutably,
-        // so they do not overlap.
-        unsafe { self.copy_raw(dst.as_mut_ptr(), src.as_ptr(), dst.len()) }
-    }
-
-    /// Zeroes `dst`; non-temporal kernels fence before returning.
-    ///
-    /// # Panics
-    /// If this is a copy kernel.
-    #[inline]
-    pub fn clear(&self, dst: &mut [u8]) {
-        // SAFETY: a valid writable slice.
-        unsafe { self.clear_raw(dst.as_mut_ptr(), dst.len()) }
-    }
-
-    /// [`Kernel::copy`] on raw pointers, for memory no slice can describe
-    /// (a mapping shared with another process, a device window).
-    ///
-    /// # Safety
-    /// `src` readable and `dst` writable for `len` bytes, the two ranges
-    /// not overlapping.
-    ///
-    /// # Panics
-    /// If this is a clear kernel.
-    #[inline]
-    pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) {
-        let k = self.copy_fn(true);
-        // SAFETY: the caller's contract for the ranges; `new` checked the
-        // CPU runs the kernel.
-        unsafe { k(dst, src, len) }
-    }
-
-    /// [`Kernel::clear`] on a raw pointer.
-    ///
-    /// # Safety
-    /// `dst` writable for `len` bytes.
-    ///
-    /// # Panics
-    /// If this is a copy kernel.
-    #[inline]
-    pub unsafe fn clear_raw(&self, dst: *mut u8, len: usize) {
-        let k = self.clear_fn(true);
-        // SAFETY: the caller's contract for the range; `new` checked the CPU
-        // runs the kernel.
-        unsafe { k(dst, len) }
-    }
-
-    /// The copy function, fenced or not (then the caller drains with
-    /// `kernels::drain` before anyone can see the data). Only a `Kernel`
-    /// hands out a kernel's address, so only CPU-checked code is called.
-    ///
-    /// # Panics
-    /// If this is a clear kernel.
-    #[inline]
-    pub(crate) fn copy_fn(&self, fenced: bool) -> CopyFn {
-        match self.call {
-            Call::Copy {
-                fenced: f,
-                unfenced: u,
-            } => pick(fenced, f, u),
-            Call::Clear { .. } => panic!(
-                "bulkmem::Kernel: {} clear kernel asked to copy",
-                self.strategy
-            ),
-        }
-    }
-
-    /// As [`Kernel::copy_fn`], for clears.
-    ///
-    /// # Panics
-    /// If this is a copy kernel.
-    #[inline]
-    pub(crate) fn clear_fn(&self, fenced: bool) -> ClearFn {
-        match self.call {
-            Call::Clear {
-                fenced: f,
-                unfenced: u,
-            } => pick(fenced, f, u),
-            Call::Copy { .. } => panic!(
-                "bulkmem::Kernel: {} copy kernel asked to clear",
-                self.strategy
-            ),
-        }
-    }
+/// What [`CopyKernel`] and [`ClearKernel`] share, for code generic over
+/// the operation (the policy's [`Policy::kernel`](crate::auto::Policy::kernel)).
+/// Sealed: these two are its only implementations.
+pub trait OpKernel: Copy + std::fmt::Debug + Send + Sync + sealed::Sealed + 'static {
+    /// The operation this kind of kernel performs.
+    const OP: Op;
+    /// The kernel of `strategy`, or why there is none here.
+    fn new(strategy: Strategy) -> Result<Self, StrategyError>;
+    /// The kernel every CPU runs (`per-page`).
+    fn baseline() -> Self;
+    /// The strategy the kernel belongs to.
+    fn strategy(&self) -> Strategy;
 }
 
-/// The fenced routine, or the one without the closing fence.
-#[inline]
-fn pick<F>(fenced: bool, f: F, u: F) -> F {
-    if fenced {
-        f
-    } else {
-        u
-    }
-}
-
+/// The row of `strategy` if this CPU runs it (`Auto` has no kernels, so
+/// every `new` refuses it as `Unsupported` before this).
 fn available(d: &Descriptor) -> Result<(), StrategyError> {
     match d.missing(cpu::features()) {
         Some(needs) => Err(StrategyError::Unavailable {
@@ -210,111 +99,376 @@ fn available(d: &Descriptor) -> Result<(), StrategyError> {
     }
 }
 
-/// The checked twin of one strategy's kernel, checked against this CPU
-/// when made: [`Kernel`]'s counterpart for copies that survive a bad page
-/// (see [`crate::fault`]). [`crate::fault::checked_kernel`] gives the twin
-/// `auto` runs for a request.
-///
-/// ```
-/// # #[cfg(target_arch = "x86_64")] {
-/// use bulkmem::{CheckedKernel, Op, Strategy};
-/// let k = CheckedKernel::new(Strategy::PerPage, Op::Copy).unwrap();
-/// let (src, mut dst) = (vec![1u8; 8192], vec![0u8; 8192]);
-/// k.copy(&mut dst, &src).unwrap();
-/// assert_eq!(dst, src);
-/// # }
-/// ```
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy, Debug)]
-pub struct CheckedKernel {
-    strategy: Strategy,
-    call: CheckedCall,
-}
-
-#[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy, Debug)]
-enum CheckedCall {
-    Copy { fenced: McCopy, unfenced: McCopy },
-    Clear { fenced: McClear, unfenced: McClear },
-}
-
-#[cfg(target_arch = "x86_64")]
-impl CheckedKernel {
-    /// The checked twin of `strategy` for `op`: [`Error::NotChecked`] if
-    /// it has none (`libc`, `portable`, `auto`), [`Error::Unavailable`] if
-    /// the CPU lacks what it needs.
-    pub fn new(strategy: Strategy, op: Op) -> Result<CheckedKernel, Error> {
+impl CopyKernel {
+    /// The copy kernel of `strategy`, or why there is none here:
+    /// [`StrategyError::Unsupported`] if the strategy does not copy (and for
+    /// `Auto`, which is a choice per call, not a kernel),
+    /// [`StrategyError::Unavailable`] if the CPU lacks a feature it needs.
+    ///
+    /// With [`ClearKernel::new`], the only way from a [`Strategy`] to code:
+    /// `auto`, the engine, fills and the batch calls all hold these
+    /// handles, so a strategy this CPU cannot run never reaches an
+    /// instruction.
+    pub fn new(strategy: Strategy) -> Result<CopyKernel, StrategyError> {
         let d = descriptor::row(strategy);
-        let call = match op {
-            Op::Copy => d
-                .copy
-                .as_ref()
-                .and_then(|k| k.checked.own)
-                .map(|(fenced, unfenced)| CheckedCall::Copy { fenced, unfenced }),
-            Op::Clear => d
-                .clear
-                .as_ref()
-                .and_then(|k| k.checked.own)
-                .map(|(fenced, unfenced)| CheckedCall::Clear { fenced, unfenced }),
-        };
-        let call = call.ok_or(Error::NotChecked { strategy, op })?;
+        let k = d.copy.as_ref().ok_or(StrategyError::Unsupported {
+            strategy,
+            op: Op::Copy,
+        })?;
         available(d)?;
-        if matches!(strategy, Strategy::RepMovsb | Strategy::RepMovsq) {
-            crate::mc::copy_mc::route_near_ahead();
+        Ok(CopyKernel {
+            strategy,
+            fenced: k.fenced,
+            unfenced: k.unfenced,
+        })
+    }
+
+    /// The copy every CPU runs (`per-page`): what a choice falls back to
+    /// when nothing better can be had.
+    pub fn baseline() -> CopyKernel {
+        let d = descriptor::row(Strategy::PerPage);
+        debug_assert!(d.needs.is_empty() && !d.x86_only);
+        let k = d.copy.as_ref().expect("per-page copies");
+        CopyKernel {
+            strategy: Strategy::PerPage,
+            fenced: k.fenced,
+            unfenced: k.unfenced,
         }
-        Ok(CheckedKernel { strategy, call })
     }
 
-    /// The checked per-page loop, which every x86-64 CPU runs: what a
-    /// checked choice falls back to when nothing better can be had.
-    pub(crate) fn baseline(op: Op) -> CheckedKernel {
-        CheckedKernel::new(Strategy::PerPage, op).expect("per-page has a checked twin")
-    }
-
-    /// The operation it performs.
-    pub fn op(&self) -> Op {
-        match self.call {
-            CheckedCall::Copy { .. } => Op::Copy,
-            CheckedCall::Clear { .. } => Op::Clear,
-        }
-    }
-
-    /// The strategy whose checked routine this is.
+    /// The strategy this kernel belongs to.
     pub fn strategy(&self) -> Strategy {
         self.strategy
     }
 
-    /// The checked copy routine, fenced or without the closing fence of a
-    /// non-temporal one (the caller drains).
+    /// Copies `src` into `dst`; non-temporal kernels fence before
+    /// returning.
     ///
     /// # Panics
-    /// If this is a clear routine.
+    /// If the lengths differ.
     #[inline]
-    pub(crate) fn copy_fn(&self, fenced: bool) -> McCopy {
-        match self.call {
-            CheckedCall::Copy {
-                fenced: f,
-                unfenced: u,
-            } => pick(fenced, f, u),
-            CheckedCall::Clear { .. } => panic!("{} checked clear asked to copy", self.strategy),
+    pub fn copy(&self, dst: &mut [u8], src: &[u8]) {
+        assert_eq!(
+            dst.len(),
+            src.len(),
+            "bulkmem::CopyKernel::copy: lengths differ"
+        );
+        // SAFETY: two valid slices of one length; `dst` is borrowed mutably,
+        // so they do not overlap.
+        unsafe { self.copy_raw(dst.as_mut_ptr(), src.as_ptr(), dst.len()) }
+    }
+
+    /// [`CopyKernel::copy`] on raw pointers, for memory no slice can
+    /// describe (a mapping shared with another process, a device window).
+    ///
+    /// # Safety
+    /// `src` readable and `dst` writable for `len` bytes, the two ranges
+    /// not overlapping.
+    #[inline]
+    pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) {
+        // SAFETY: the caller's contract for the ranges; `new` checked the
+        // CPU runs the kernel.
+        unsafe { (self.fenced)(dst, src, len) }
+    }
+
+    /// This kernel without its closing fence, owed to `fence`.
+    #[inline]
+    pub(crate) fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CopyKernel> {
+        Unfenced::new(*self, fence)
+    }
+}
+
+impl ClearKernel {
+    /// The clear kernel of `strategy`, or why there is none here (see
+    /// [`CopyKernel::new`]).
+    pub fn new(strategy: Strategy) -> Result<ClearKernel, StrategyError> {
+        let d = descriptor::row(strategy);
+        let k = d.clear.as_ref().ok_or(StrategyError::Unsupported {
+            strategy,
+            op: Op::Clear,
+        })?;
+        available(d)?;
+        Ok(ClearKernel {
+            strategy,
+            fenced: k.fenced,
+            unfenced: k.unfenced,
+        })
+    }
+
+    /// The clear every CPU runs (`per-page`).
+    pub fn baseline() -> ClearKernel {
+        let d = descriptor::row(Strategy::PerPage);
+        debug_assert!(d.needs.is_empty() && !d.x86_only);
+        let k = d.clear.as_ref().expect("per-page clears");
+        ClearKernel {
+            strategy: Strategy::PerPage,
+            fenced: k.fenced,
+            unfenced: k.unfenced,
         }
     }
 
-    /// As [`CheckedKernel::copy_fn`], for clears.
-    ///
-    /// # Panics
-    /// If this is a copy routine.
+    /// The strategy this kernel belongs to.
+    pub fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+
+    /// Zeroes `dst`; non-temporal kernels fence before returning.
     #[inline]
-    pub(crate) fn clear_fn(&self, fenced: bool) -> McClear {
-        match self.call {
-            CheckedCall::Clear {
-                fenced: f,
-                unfenced: u,
-            } => pick(fenced, f, u),
-            CheckedCall::Copy { .. } => panic!("{} checked copy asked to clear", self.strategy),
+    pub fn clear(&self, dst: &mut [u8]) {
+        // SAFETY: a valid writable slice.
+        unsafe { self.clear_raw(dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// [`ClearKernel::clear`] on a raw pointer.
+    ///
+    /// # Safety
+    /// `dst` writable for `len` bytes.
+    #[inline]
+    pub unsafe fn clear_raw(&self, dst: *mut u8, len: usize) {
+        // SAFETY: the caller's contract for the range; `new` checked the CPU
+        // runs the kernel.
+        unsafe { (self.fenced)(dst, len) }
+    }
+
+    /// This kernel without its closing fence, owed to `fence`.
+    #[inline]
+    pub(crate) fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, ClearKernel> {
+        Unfenced::new(*self, fence)
+    }
+}
+
+impl OpKernel for CopyKernel {
+    const OP: Op = Op::Copy;
+    fn new(strategy: Strategy) -> Result<Self, StrategyError> {
+        CopyKernel::new(strategy)
+    }
+    fn baseline() -> Self {
+        CopyKernel::baseline()
+    }
+    fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+}
+
+impl OpKernel for ClearKernel {
+    const OP: Op = Op::Clear;
+    fn new(strategy: Strategy) -> Result<Self, StrategyError> {
+        ClearKernel::new(strategy)
+    }
+    fn baseline() -> Self {
+        ClearKernel::baseline()
+    }
+    fn strategy(&self) -> Strategy {
+        self.strategy
+    }
+}
+
+/// The store fence owed by unfenced kernels: they are reached only through
+/// an [`Unfenced`] that borrows one, and dropping it (at the end of its
+/// scope, by [`Fence::drain`], or while unwinding) issues the fence. So a
+/// non-temporal store is ordered before anything this thread does after
+/// the fence's scope: reporting progress, returning, publishing a flag.
+/// Bound to the thread that made it (the fence orders that thread's
+/// stores): neither `Send` nor `Sync`.
+#[must_use = "the fence drains when dropped: hold it across the unfenced stores"]
+pub(crate) struct Fence {
+    _thread: PhantomData<*const ()>,
+}
+
+impl Fence {
+    /// A drain owed from now on.
+    #[inline]
+    pub(crate) fn new() -> Fence {
+        Fence {
+            _thread: PhantomData,
+        }
+    }
+
+    /// Drains now (what dropping does, said where it matters).
+    #[inline]
+    pub(crate) fn drain(self) {}
+}
+
+impl Drop for Fence {
+    #[inline]
+    fn drop(&mut self) {
+        kernels::drain();
+    }
+}
+
+/// A kernel running without its closing fence, which the borrowed
+/// [`Fence`] issues later. Its calls are the kernel's own, unfenced.
+#[derive(Clone, Copy)]
+pub(crate) struct Unfenced<'f, K> {
+    k: K,
+    _fence: PhantomData<&'f Fence>,
+}
+
+impl<'f, K> Unfenced<'f, K> {
+    #[inline]
+    fn new(k: K, _: &'f Fence) -> Unfenced<'f, K> {
+        Unfenced {
+            k,
+            _fence: PhantomData,
         }
     }
 }
+
+impl Unfenced<'_, CopyKernel> {
+    /// [`CopyKernel::copy_raw`] without the closing fence.
+    ///
+    /// # Safety
+    /// As [`CopyKernel::copy_raw`].
+    #[inline]
+    pub(crate) unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) {
+        // SAFETY: the caller's contract; the fence borrowed drains later.
+        unsafe { (self.k.unfenced)(dst, src, len) }
+    }
+}
+
+impl Unfenced<'_, ClearKernel> {
+    /// [`ClearKernel::clear_raw`] without the closing fence.
+    ///
+    /// # Safety
+    /// As [`ClearKernel::clear_raw`].
+    #[inline]
+    pub(crate) unsafe fn clear_raw(&self, dst: *mut u8, len: usize) {
+        // SAFETY: the caller's contract; the fence borrowed drains later.
+        unsafe { (self.k.unfenced)(dst, len) }
+    }
+}
+
+/// One concrete strategy's kernel of either operation: for code that
+/// picks the operation at run time. Its variants are the typed handles;
+/// match on it (or make a [`CopyKernel`] / [`ClearKernel`] directly) to
+/// call one.
+///
+/// ```
+/// use bulkmem::{Kernel, Op, Strategy};
+/// let Kernel::Copy(k) = Kernel::new(Strategy::PerPage, Op::Copy).unwrap() else {
+///     unreachable!("a copy kernel was asked for")
+/// };
+/// let (src, mut dst) = (vec![1u8; 8192], vec![0u8; 8192]);
+/// k.copy(&mut dst, &src);
+/// assert_eq!(dst, src);
+/// assert!(Kernel::new(Strategy::Clzero, Op::Copy).is_err()); // clears only
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub enum Kernel {
+    /// A copy kernel.
+    Copy(CopyKernel),
+    /// A clear kernel.
+    Clear(ClearKernel),
+}
+
+impl Kernel {
+    /// The kernel of `strategy` for `op` (see [`CopyKernel::new`]).
+    pub fn new(strategy: Strategy, op: Op) -> Result<Kernel, StrategyError> {
+        match op {
+            Op::Copy => CopyKernel::new(strategy).map(Kernel::Copy),
+            Op::Clear => ClearKernel::new(strategy).map(Kernel::Clear),
+        }
+    }
+
+    /// The kernel every CPU runs for `op` (`per-page`).
+    pub fn baseline(op: Op) -> Kernel {
+        match op {
+            Op::Copy => Kernel::Copy(CopyKernel::baseline()),
+            Op::Clear => Kernel::Clear(ClearKernel::baseline()),
+        }
+    }
+
+    /// The strategy this kernel belongs to.
+    pub fn strategy(&self) -> Strategy {
+        match self {
+            Kernel::Copy(k) => k.strategy(),
+            Kernel::Clear(k) => k.strategy(),
+        }
+    }
+
+    /// The operation it performs.
+    pub fn op(&self) -> Op {
+        match self {
+            Kernel::Copy(_) => Op::Copy,
+            Kernel::Clear(_) => Op::Clear,
+        }
+    }
+
+    /// Copies `src` into `dst`.
+    ///
+    /// # Panics
+    /// If the lengths differ, or if this is a clear kernel.
+    #[deprecated(
+        note = "match on `Kernel::Copy`, or make a `CopyKernel`: a clear kernel cannot copy"
+    )]
+    pub fn copy(&self, dst: &mut [u8], src: &[u8]) {
+        self.copy_kernel().copy(dst, src)
+    }
+
+    /// Zeroes `dst`.
+    ///
+    /// # Panics
+    /// If this is a copy kernel.
+    #[deprecated(
+        note = "match on `Kernel::Clear`, or make a `ClearKernel`: a copy kernel cannot clear"
+    )]
+    pub fn clear(&self, dst: &mut [u8]) {
+        self.clear_kernel().clear(dst)
+    }
+
+    /// [`CopyKernel::copy_raw`].
+    ///
+    /// # Safety
+    /// As [`CopyKernel::copy_raw`].
+    ///
+    /// # Panics
+    /// If this is a clear kernel.
+    #[deprecated(
+        note = "match on `Kernel::Copy`, or make a `CopyKernel`: a clear kernel cannot copy"
+    )]
+    pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.copy_kernel().copy_raw(dst, src, len) }
+    }
+
+    /// [`ClearKernel::clear_raw`].
+    ///
+    /// # Safety
+    /// As [`ClearKernel::clear_raw`].
+    ///
+    /// # Panics
+    /// If this is a copy kernel.
+    #[deprecated(
+        note = "match on `Kernel::Clear`, or make a `ClearKernel`: a copy kernel cannot clear"
+    )]
+    pub unsafe fn clear_raw(&self, dst: *mut u8, len: usize) {
+        // SAFETY: forwarded contract.
+        unsafe { self.clear_kernel().clear_raw(dst, len) }
+    }
+
+    fn copy_kernel(&self) -> CopyKernel {
+        match self {
+            Kernel::Copy(k) => *k,
+            Kernel::Clear(k) => {
+                panic!("bulkmem::Kernel: {} clear kernel asked to copy", k.strategy)
+            }
+        }
+    }
+
+    fn clear_kernel(&self) -> ClearKernel {
+        match self {
+            Kernel::Clear(k) => *k,
+            Kernel::Copy(k) => panic!("bulkmem::Kernel: {} copy kernel asked to clear", k.strategy),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod checked;
+#[cfg(target_arch = "x86_64")]
+pub use checked::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
+#[cfg(target_arch = "x86_64")]
+pub(crate) use checked::{ClearRoutine, CopyRoutine};
 
 #[cfg(test)]
 mod tests {
@@ -333,9 +487,19 @@ mod tests {
                     assert_eq!((k.strategy(), k.op()), (s, op));
                 }
             }
+            assert_eq!(
+                CopyKernel::new(s).is_ok(),
+                Kernel::new(s, Op::Copy).is_ok(),
+                "{s}"
+            );
+            assert_eq!(
+                ClearKernel::new(s).is_ok(),
+                Kernel::new(s, Op::Clear).is_ok(),
+                "{s}"
+            );
         }
         assert!(matches!(
-            Kernel::new(Strategy::Clzero, Op::Copy),
+            CopyKernel::new(Strategy::Clzero),
             Err(StrategyError::Unsupported { .. })
         ));
     }
@@ -344,26 +508,36 @@ mod tests {
     fn every_handle_copies_and_clears_like_the_reference() {
         let src: Vec<u8> = (0..5000u32).map(|i| (i * 7 + 3) as u8).collect();
         for &s in Strategy::ALL {
-            if let Ok(k) = Kernel::new(s, Op::Copy) {
+            if let Ok(k) = CopyKernel::new(s) {
                 for len in [0, 1, 63, 64, 65, 4095, 4096, 4097, 5000] {
                     let mut dst = vec![0u8; len];
                     k.copy(&mut dst, &src[..len]);
                     assert_eq!(dst, src[..len], "{s} copy {len}");
+                    // Unfenced, drained by the fence's drop.
+                    let mut dst = vec![0u8; len];
+                    let fence = Fence::new();
+                    // SAFETY: two valid slices of one length, not overlapping.
+                    unsafe {
+                        k.unfenced(&fence)
+                            .copy_raw(dst.as_mut_ptr(), src.as_ptr(), len)
+                    };
+                    fence.drain();
+                    assert_eq!(dst, src[..len], "{s} unfenced copy {len}");
                 }
             }
-            if let Ok(k) = Kernel::new(s, Op::Clear) {
+            if let Ok(k) = ClearKernel::new(s) {
                 let mut dst = src.clone();
                 k.clear(&mut dst[1..4999]);
                 assert!(dst[1..4999].iter().all(|&b| b == 0), "{s} clear");
                 assert_eq!((dst[0], dst[4999]), (src[0], src[4999]), "{s} clear bounds");
+                let mut dst = src.clone();
+                let fence = Fence::new();
+                // SAFETY: a valid writable range inside `dst`.
+                unsafe { k.unfenced(&fence).clear_raw(dst[1..].as_mut_ptr(), 4998) };
+                drop(fence);
+                assert!(dst[1..4999].iter().all(|&b| b == 0), "{s} unfenced clear");
+                assert_eq!((dst[0], dst[4999]), (src[0], src[4999]), "{s} bounds");
             }
         }
-    }
-
-    #[test]
-    #[should_panic(expected = "clear kernel asked to copy")]
-    fn a_clear_handle_refuses_to_copy() {
-        let k = Kernel::new(Strategy::PerPage, Op::Clear).unwrap();
-        k.copy(&mut [0u8; 4], &[1u8; 4]);
     }
 }

@@ -85,8 +85,8 @@ pub use error::{BatchError, CopyError, EngineError, Error, StrategyError};
 pub use fault::{clear_checked, clear_checked_with, copy_checked, copy_checked_with, Fault, Side};
 pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as FillMode, NtWriter};
 #[cfg(target_arch = "x86_64")]
-pub use handle::CheckedKernel;
-pub use handle::Kernel;
+pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
+pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
 pub use machine::placement::Placement;
 pub use strategy::{Hint, Op, Options, ParseNameError, Strategy};
 pub use units::{format_bytes, parse_bytes};

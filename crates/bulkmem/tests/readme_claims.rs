@@ -283,7 +283,8 @@ fn copy_hint_and_clear_hint_stream_with_non_temporal_kernels() {
     assert_eq!(dst, src);
     let clear = bulkmem::clear_opts(Options::hint(Hint::Stream), &mut dst).unwrap();
     assert!(dst.iter().all(|&b| b == 0));
-    let here = bulkmem::auto::here(&bulkmem::Request::single(Op::Copy, n, Hint::Stream));
+    let here =
+        bulkmem::auto::Policy::here().decide(&bulkmem::Request::single(Op::Copy, n, Hint::Stream));
     for s in [copy, clear, here.strategy] {
         assert!(NON_TEMPORAL.contains(&s.name()), "stream ran {s}");
     }

@@ -6,7 +6,7 @@
 mod common;
 
 use bulkmem::auto::{self, Policy, Request};
-use bulkmem::{cpu, Error, Hint, Kernel, Op, Strategy};
+use bulkmem::{cpu, ClearKernel, CopyKernel, Error, Hint, Kernel, Op, Strategy};
 use common::require::rerun;
 
 const AVX2: [Strategy; 2] = [Strategy::Avx2, Strategy::Avx2Nt];
@@ -84,7 +84,10 @@ fn child_without_avx2() {
                         runs: runs.min(total.max(1)),
                         hint,
                     };
-                    let k = policy.kernel(&req).strategy();
+                    let k = match op {
+                        Op::Copy => policy.kernel::<CopyKernel>(&req).strategy(),
+                        Op::Clear => policy.kernel::<ClearKernel>(&req).strategy(),
+                    };
                     assert!(!AVX2.contains(&k), "{req:?}: auto runs {k}");
                 }
             }

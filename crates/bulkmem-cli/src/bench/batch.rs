@@ -15,7 +15,7 @@ use std::time::Instant;
 use bulkmem::calibrate::toolkit::scattered_pairs;
 use bulkmem::mapping::Mapping;
 use bulkmem::offload::Offload;
-use bulkmem::{Engine, Kernel, Op, Placement, Strategy};
+use bulkmem::{ClearKernel, CopyKernel, Engine, Op, Placement, Strategy};
 
 use crate::arena;
 use crate::cli::{
@@ -281,8 +281,8 @@ fn measure_shape(
         clears = ops.drain(..).map(|(d, _)| d).collect();
     }
     let total = size * count;
-    let per_page = Kernel::new(Strategy::PerPage, Op::Copy).expect("per-page runs anywhere");
-    let per_page_clear = Kernel::new(Strategy::PerPage, Op::Clear).expect("per-page runs anywhere");
+    let per_page = CopyKernel::baseline();
+    let per_page_clear = ClearKernel::baseline();
     let baseline = |ops: &mut [(&mut [u8], &[u8])], clears: &mut [&mut [u8]]| {
         for (d, s) in ops.iter_mut() {
             per_page.copy(d, s);

@@ -68,9 +68,12 @@ impl Exec {
     /// One copy; returns the strategy that ran (none: a foreign routine).
     pub(super) fn copy(self, dst: &mut [u8], src: &[u8]) -> Option<Strategy> {
         Some(match self {
-            Exec::Named(k) => {
+            Exec::Named(Kernel::Copy(k)) => {
                 k.copy(dst, src);
                 k.strategy()
+            }
+            Exec::Named(Kernel::Clear(k)) => {
+                unreachable!("{} clear kernel in a copy cell", k.strategy())
             }
             Exec::Batch(s) => bulkmem::copy_with(s, dst, src)
                 .map(|()| s)
@@ -89,9 +92,12 @@ impl Exec {
 
     pub(super) fn clear(self, dst: &mut [u8]) -> Option<Strategy> {
         Some(match self {
-            Exec::Named(k) => {
+            Exec::Named(Kernel::Clear(k)) => {
                 k.clear(dst);
                 k.strategy()
+            }
+            Exec::Named(Kernel::Copy(k)) => {
+                unreachable!("{} copy kernel in a clear cell", k.strategy())
             }
             Exec::Batch(s) => bulkmem::clear_with(s, dst).map(|()| s).expect("available"),
             Exec::Auto(h) => bulkmem::clear_opts(Options::hint(h), dst).expect("clear cannot fail"),
@@ -129,11 +135,14 @@ impl Exec {
                 assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
                 s
             }
-            Exec::Named(k) => {
+            Exec::Named(Kernel::Copy(k)) => {
                 for (d, sr) in ops.iter_mut() {
                     k.copy(d, sr);
                 }
                 k.strategy()
+            }
+            Exec::Named(Kernel::Clear(k)) => {
+                unreachable!("{} clear kernel in a copy cell", k.strategy())
             }
             Exec::Foreign(f) => {
                 for (d, sr) in ops.iter_mut() {
@@ -158,11 +167,14 @@ impl Exec {
                 assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
                 s
             }
-            Exec::Named(k) => {
+            Exec::Named(Kernel::Clear(k)) => {
                 for d in ops.iter_mut() {
                     k.clear(d);
                 }
                 k.strategy()
+            }
+            Exec::Named(Kernel::Copy(k)) => {
+                unreachable!("{} copy kernel in a clear cell", k.strategy())
             }
             Exec::Foreign(f) => {
                 for d in ops.iter_mut() {

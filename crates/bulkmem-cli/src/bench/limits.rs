@@ -22,7 +22,7 @@
 use clap::Args;
 
 use bulkmem::mapping::Mapping;
-use bulkmem::{Kernel, Op, Strategy};
+use bulkmem::{ClearKernel, Op, Strategy};
 
 use super::mem::timed;
 use crate::arena;
@@ -149,10 +149,10 @@ pub fn measure(
     }
     let nt = [Strategy::Avx512Nt, Strategy::Avx2Nt]
         .into_iter()
-        .find_map(|s| Kernel::new(s, Op::Clear).ok());
+        .find_map(|s| ClearKernel::new(s).ok());
     let temporal = [Strategy::RepStosb, Strategy::Portable]
         .into_iter()
-        .find_map(|s| Kernel::new(s, Op::Clear).ok())
+        .find_map(|s| ClearKernel::new(s).ok())
         .ok_or("no temporal clear runs here")?;
     let mut bufs: Vec<Mapping> = (0..threads)
         .map(|_| arena::prefaulted(size, true, 1))

@@ -22,6 +22,23 @@
 //! Everything is resolved once per process, lazily and thread-safely: a
 //! single call then costs a short scan of precompiled length bands
 //! ([`bands`]), a batch one [`Policy::decide`].
+//!
+//! One verb per question:
+//!
+//! - [`Policy::decide`]: which strategy, and why, for a request: the steps
+//!   above, a pure function of the policy's values ([`rules::decide`] is
+//!   the last step alone, for a machine that was never tuned).
+//! - [`Policy::kernel`]: that decision as a kernel this CPU runs, typed by
+//!   the operation ([`CopyKernel`](crate::CopyKernel) or
+//!   [`ClearKernel`](crate::ClearKernel)).
+//! - [`Policy::fill_mode`]: how a fill stores, under the same overrides,
+//!   profile and rules as copies.
+//! - [`Policy::bands`]: a single call's decision at every length, as
+//!   length bands ([`bands`]: this process's, compiled once).
+//! - Inside the crate, `kernel` (a named strategy or `Auto`) and `chosen`
+//!   (`Auto`): the handle, or its checked twin, that runs for a request in
+//!   this process; every call path asks one of these two.
+//! - [`libc_twin`]: the checked routine that stands in for glibc's.
 
 mod bands;
 mod cover;
@@ -32,15 +49,16 @@ mod profile;
 mod property_tests;
 pub mod rules;
 mod toml;
+mod twin;
 
 use std::sync::OnceLock;
 
 use crate::cpu::{self, Features, Vendor};
 use crate::error::{Error, StrategyError};
 #[cfg(target_arch = "x86_64")]
-use crate::handle::CheckedKernel;
-use crate::handle::Kernel;
-use crate::strategy::{Hint, Op, Options, Strategy};
+use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
+use crate::handle::{ClearKernel, CopyKernel, OpKernel};
+use crate::strategy::{Hint, Op, Strategy};
 
 pub use bands::Bands;
 use bands::Compiled;
@@ -53,6 +71,10 @@ pub use load::{
 };
 pub use profile::{Cell, Identity, Profile, Shape, FORMAT, MAX_CELLS, SMALL_EXTENT_MAX};
 pub use rules::{decide, ERMS_MIN_RUN, NT_MIN_RUN, STREAM_CAP, STREAM_FACTOR};
+pub use twin::libc_twin;
+use twin::libc_twin_edges;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use twin::{twin, Twin};
 
 /// The facts about a CPU that the rules consult. [`Machine::this`] describes
 /// the running machine; tests build others to check the rules elsewhere.
@@ -157,13 +179,6 @@ pub struct Choice {
     pub reason: &'static str,
 }
 
-/// The strategy the built-in rules pick for `req` on `m` (no profile, no
-/// overrides): [`rules::decide`] without the reason.
-#[inline]
-pub fn choose(m: &Machine, req: &Request) -> Strategy {
-    decide(m, req).strategy
-}
-
 /// Everything `auto` consults, as values: a pure function of them decides.
 #[derive(Clone, Copy, Debug)]
 pub struct Policy<'a> {
@@ -234,15 +249,45 @@ impl Policy<'_> {
         e
     }
 
-    /// What `auto` runs for `req` on this CPU: the decision as a kernel.
-    /// A decision this CPU cannot run (never for the running process's
-    /// policy, whose profile and overrides are checked when they load, but
-    /// possible for a policy built on another machine's description) falls
-    /// to the built-in rules for this CPU, then to `per-page`.
-    pub fn kernel(&self, req: &Request) -> Kernel {
-        Kernel::new(self.decide(req).strategy, req.op)
-            .or_else(|_| Kernel::new(decide(Machine::this(), req).strategy, req.op))
-            .unwrap_or_else(|_| Kernel::baseline(req.op))
+    /// What `auto` runs for `req` on this CPU: the decision as a kernel of
+    /// `req.op` (`K` is [`CopyKernel`] or [`ClearKernel`], whose operation
+    /// `req.op` must be). A decision this CPU cannot run (never for the
+    /// running process's policy, whose profile and overrides are checked
+    /// when they load, but possible for a policy built on another
+    /// machine's description) falls to the built-in rules for this CPU,
+    /// then to `per-page`.
+    pub fn kernel<K: OpKernel>(&self, req: &Request) -> K {
+        debug_assert_eq!(
+            req.op,
+            K::OP,
+            "a {} request asked for a kernel of the other op",
+            req.op
+        );
+        K::new(self.decide(req).strategy)
+            .or_else(|_| K::new(decide(Machine::this(), req).strategy))
+            .unwrap_or_else(|_| K::baseline())
+    }
+
+    /// How a fill of `len` bytes with `hint` stores. A fill's traffic is a
+    /// clear's (it writes `len` bytes and reads only a staging window that
+    /// stays in L1), so whether it streams is this policy's answer for a
+    /// clear of `len` bytes; it streams with the non-temporal copy this
+    /// policy picks for a streamed copy of `len` bytes, or not at all
+    /// where that copy is not non-temporal (`BULKMEM_STRATEGY` forcing a
+    /// temporal copy, a profile that measured no streaming copy). So
+    /// `BULKMEM_STRATEGY`, `BULKMEM_NT_THRESHOLD`, a profile and the rules
+    /// (`avx512-nt` on Intel with AVX-512) apply to fills as to copies.
+    pub fn fill_mode(&self, len: usize, hint: Hint) -> FillMode {
+        let clear = self.decide(&Request::single(Op::Clear, len, hint));
+        if !clear.strategy.is_non_temporal() {
+            return FillMode::Temporal;
+        }
+        let copy = self.decide(&Request::single(Op::Copy, len, Hint::Stream));
+        if copy.strategy.is_non_temporal() && copy.strategy.supports(Op::Copy) {
+            FillMode::Stream(copy.strategy)
+        } else {
+            FillMode::Temporal
+        }
     }
 
     /// The decisions for single calls of `op` with `hint`, as length bands.
@@ -253,19 +298,16 @@ impl Policy<'_> {
     }
 }
 
-/// What `auto` picks for `req` in this process (overrides, profile, rules).
-#[inline]
-pub fn here(req: &Request) -> Choice {
-    Policy::here().decide(req)
-}
-
 /// This process's policy compiled once: per op and hint, the single-call
 /// bands, their kernels, and (x86-64) the checked twins of those kernels.
 struct Here {
     bands: [[Bands; 3]; 2],
-    compiled: [[Compiled<Kernel>; 3]; 2],
+    copy: [Compiled<CopyKernel>; 3],
+    clear: [Compiled<ClearKernel>; 3],
     #[cfg(target_arch = "x86_64")]
-    checked: [[Compiled<CheckedKernel>; 3]; 2],
+    checked_copy: [Compiled<CheckedCopyKernel>; 3],
+    #[cfg(target_arch = "x86_64")]
+    checked_clear: [Compiled<CheckedClearKernel>; 3],
 }
 
 #[inline]
@@ -274,37 +316,46 @@ fn compiled_here() -> &'static Here {
     HERE.get_or_init(|| {
         let p = Policy::here();
         let bands = [Op::Copy, Op::Clear].map(|op| HINTS.map(|h| p.bands(op, h)));
-        let compiled = [Op::Copy, Op::Clear].map(|op| {
-            let row = &bands[(op == Op::Clear) as usize];
-            [0, 1, 2].map(|h| {
-                Compiled::new(row[h], |start, s| {
-                    Kernel::new(s, op)
-                        .unwrap_or_else(|_| p.kernel(&Request::single(op, start, HINTS[h])))
-                })
-            })
-        });
-        #[cfg(target_arch = "x86_64")]
-        let checked = [Op::Copy, Op::Clear].map(|op| {
-            let row = &compiled[(op == Op::Clear) as usize];
-            [0, 1, 2].map(|h| {
-                // The twin changes where the kernel does and, for `libc`,
-                // where glibc changes its own loop.
-                let mut edges = p.edges(op);
-                edges.extend(libc_twin_edges(p.machine));
-                edges.sort_unstable();
-                edges.dedup();
-                let twins = Bands::build(&edges, |len| {
-                    twin(op, row[h].kernel(len).strategy(), len).strategy()
-                });
-                Compiled::new(twins, |start, s| twin(op, s, start))
-            })
-        });
+        let copy = compile::<CopyKernel>(&p, &bands[0]);
+        let clear = compile::<ClearKernel>(&p, &bands[1]);
         Here {
             bands,
-            compiled,
             #[cfg(target_arch = "x86_64")]
-            checked,
+            checked_copy: compile_twins::<CheckedCopyKernel, _>(&p, &copy),
+            #[cfg(target_arch = "x86_64")]
+            checked_clear: compile_twins::<CheckedClearKernel, _>(&p, &clear),
+            copy,
+            clear,
         }
+    })
+}
+
+/// Each hint's bands resolved into kernels of `K`'s operation.
+fn compile<K: OpKernel>(p: &Policy<'_>, bands: &[Bands; 3]) -> [Compiled<K>; 3] {
+    [0, 1, 2].map(|h| {
+        Compiled::new(bands[h], |start, s| {
+            K::new(s).unwrap_or_else(|_| p.kernel(&Request::single(K::OP, start, HINTS[h])))
+        })
+    })
+}
+
+/// The checked twins of `kernels`, per hint, as bands of their own.
+#[cfg(target_arch = "x86_64")]
+fn compile_twins<T: Twin, K: OpKernel>(
+    p: &Policy<'_>,
+    kernels: &[Compiled<K>; 3],
+) -> [Compiled<T>; 3] {
+    [0, 1, 2].map(|h| {
+        // The twin changes where the kernel does and, for `libc`, where
+        // glibc changes its own loop.
+        let mut edges = p.edges(T::OP);
+        edges.extend(libc_twin_edges(p.machine));
+        edges.sort_unstable();
+        edges.dedup();
+        let twins = Bands::build(&edges, |len| {
+            twin::<T>(kernels[h].kernel(len).strategy(), len).strategy()
+        });
+        Compiled::new(twins, |start, s| twin::<T>(s, start))
     })
 }
 
@@ -326,139 +377,111 @@ pub fn bands(op: Op, hint: Hint) -> &'static Bands {
     &compiled_here().bands[(op == Op::Clear) as usize][hint_ix(hint)]
 }
 
-/// The kernel `auto` runs for one call of `len` bytes: a band lookup.
+/// A handle `auto` hands out in this process: the kernels and (x86-64)
+/// their checked twins, each typed by its operation.
+pub(crate) trait Runs: Copy {
+    /// The operation it performs.
+    const OP: Op;
+    /// Why a named strategy has none.
+    type Refusal;
+    /// The handle of a named strategy, CPU checked.
+    fn named(strategy: Strategy) -> Result<Self, Self::Refusal>;
+    /// What `auto` runs for one call of `len` bytes: a band lookup.
+    fn single(hint: Hint, len: usize) -> Self;
+    /// What `auto` runs for a batch (`req.runs > 1`), decided whole.
+    fn batch(req: &Request) -> Self;
+}
+
+/// The handle a strategy means for `req` in this process: the named one
+/// once the CPU is checked, or for `Auto` what [`chosen`] gives. Every
+/// copy, clear and checked call gets its kernel here.
 #[inline]
-pub(crate) fn single(op: Op, hint: Hint, len: usize) -> Kernel {
-    compiled_here().compiled[(op == Op::Clear) as usize][hint_ix(hint)].kernel(len)
-}
-
-/// The checked twin of [`single`]'s kernel for one call of `len` bytes:
-/// one band lookup, like the unchecked call's.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-pub(crate) fn checked_single(op: Op, hint: Hint, len: usize) -> CheckedKernel {
-    compiled_here().checked[(op == Op::Clear) as usize][hint_ix(hint)].kernel(len)
-}
-
-/// The checked twin `auto` runs for one call of `len` bytes that
-/// `threads` threads share (hint `Auto`): decided as a batch of one run
-/// per thread, as the engine decides an extent its workers split.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn checked_shared(op: Op, len: usize, threads: usize) -> CheckedKernel {
-    if threads <= 1 {
-        return checked_single(op, Hint::Auto, len);
-    }
-    let req = Request {
-        op,
-        total: len,
-        runs: threads,
-        hint: Hint::Auto,
-    };
-    twin(op, Policy::here().kernel(&req).strategy(), req.mean_run())
-}
-
-/// The kernel `opts` means for `req`: `auto`'s decision, or the named
-/// strategy once the CPU is checked ([`StrategyError::Unsupported`] /
-/// [`StrategyError::Unavailable`] otherwise). Every copy and clear outside the
-/// checked path gets its kernel here or from [`single`].
-#[inline]
-pub(crate) fn kernel(opts: Options, req: &Request) -> Result<Kernel, StrategyError> {
-    if opts.strategy == Strategy::Auto {
-        return Ok(if req.runs <= 1 {
-            single(req.op, req.hint, req.total)
-        } else {
-            Policy::here().kernel(req)
-        });
-    }
-    Kernel::new(opts.strategy, req.op)
-}
-
-/// The checked routine `strategy` means for `req`: itself if it has one
-/// (and the CPU runs it), else for `Auto` the checked twin of the kernel
-/// `auto` runs for `req` (see [`twin`]).
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn checked(strategy: Strategy, req: &Request) -> Result<CheckedKernel, Error> {
+pub(crate) fn kernel<K: Runs>(strategy: Strategy, req: &Request) -> Result<K, K::Refusal> {
     if strategy != Strategy::Auto {
-        return CheckedKernel::new(strategy, req.op);
+        return K::named(strategy);
     }
+    Ok(chosen(req))
+}
+
+/// What `auto` runs for `req` in this process (overrides, profile, rules):
+/// a band lookup for a single call, the policy's kernel for a batch, or
+/// their checked twins. Infallible and free of anything to drop, for
+/// callers that must not unwind through code of their own.
+#[inline]
+pub(crate) fn chosen<K: Runs>(req: &Request) -> K {
+    debug_assert_eq!(req.op, K::OP);
     if req.runs <= 1 {
-        return Ok(checked_single(req.op, req.hint, req.total));
-    }
-    let pick = Policy::here().kernel(req).strategy();
-    Ok(twin(req.op, pick, req.mean_run()))
-}
-
-/// The checked routine that runs for `pick` on calls of `len` bytes: its
-/// own twin (the same instructions and loop shape); for `libc`, whose code
-/// has no exception table, the twin of what glibc runs at that length
-/// ([`libc_twin`]); for a strategy without a twin or one this CPU lacks,
-/// the descriptor's nearest stand-in. Resolved once per (op, strategy):
-/// walking the stand-in list on every call, and building an error for
-/// each routine this CPU lacks, was two thirds of a checked 4 KiB copy
-/// (56 ns against the bare kernel's 31 on Emerald Rapids).
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn twin(op: Op, pick: Strategy, len: usize) -> CheckedKernel {
-    const N: usize = Strategy::Portable as usize + 1;
-    static TABLE: OnceLock<[[CheckedKernel; N]; 2]> = OnceLock::new();
-    let pick = match pick {
-        Strategy::Libc => libc_twin(Machine::this(), op, len),
-        s => s,
-    };
-    let table = TABLE.get_or_init(|| {
-        [Op::Copy, Op::Clear].map(|op| {
-            let mut row = [CheckedKernel::baseline(op); N];
-            for &s in Strategy::for_op(op) {
-                row[s as usize] = find_stand_in(op, s);
-            }
-            row
-        })
-    });
-    table[(op == Op::Clear) as usize][pick as usize]
-}
-
-#[cfg(target_arch = "x86_64")]
-fn find_stand_in(op: Op, pick: Strategy) -> CheckedKernel {
-    let stand_ins = crate::descriptor::row(pick).stand_ins(op);
-    std::iter::once(pick)
-        .chain(stand_ins.iter().copied())
-        .find_map(|s| CheckedKernel::new(s, op).ok())
-        // Every stand-in list ends in a routine all x86-64 CPUs run (a
-        // descriptor test checks it); this is for the type, not for use.
-        .unwrap_or_else(|| CheckedKernel::baseline(op))
-}
-
-/// What glibc's `memcpy`/`memset` run for `len` bytes on `m`, as the
-/// strategy whose checked twin stands in for `libc`: streaming stores from
-/// glibc's non-temporal threshold (3/4 of one thread's LLC share, its
-/// default `x86_non_temporal_threshold`; `memset` streams from there too
-/// since glibc 2.40), `rep movsb`/`rep stosb` from its `rep_movsb_threshold`
-/// (2 KiB) with ERMS, vector loops below.
-pub fn libc_twin(m: &Machine, op: Op, len: usize) -> Strategy {
-    let f = &m.features;
-    let [nt, erms] = libc_twin_edges(m);
-    match op {
-        Op::Copy if len >= nt && f.avx2 => Strategy::Avx2Nt,
-        Op::Copy if len >= erms && f.erms => Strategy::RepMovsb,
-        Op::Copy if f.avx2 => Strategy::Avx2,
-        Op::Copy => Strategy::RepMovsq,
-        Op::Clear if len >= nt && f.avx2 => Strategy::Avx2Nt,
-        Op::Clear if len >= erms && f.erms => Strategy::RepStosb,
-        Op::Clear if f.avx2 => Strategy::Avx2,
-        Op::Clear => Strategy::RepStosb,
+        K::single(req.hint, req.total)
+    } else {
+        K::batch(req)
     }
 }
 
-/// The lengths at which [`libc_twin`] changes: glibc's non-temporal and
-/// `rep movsb` thresholds.
-fn libc_twin_edges(m: &Machine) -> [usize; 2] {
-    [
-        (m.llc_share() / 4 * 3).max(LIBC_REP_MOVSB_MIN),
-        LIBC_REP_MOVSB_MIN,
-    ]
+impl Runs for CopyKernel {
+    const OP: Op = Op::Copy;
+    type Refusal = StrategyError;
+    #[inline]
+    fn named(strategy: Strategy) -> Result<Self, StrategyError> {
+        CopyKernel::new(strategy)
+    }
+    #[inline]
+    fn single(hint: Hint, len: usize) -> Self {
+        compiled_here().copy[hint_ix(hint)].kernel(len)
+    }
+    fn batch(req: &Request) -> Self {
+        Policy::here().kernel(req)
+    }
 }
 
-/// glibc's default `x86_rep_movsb_threshold` (and `rep_stosb`'s).
-const LIBC_REP_MOVSB_MIN: usize = 2048;
+impl Runs for ClearKernel {
+    const OP: Op = Op::Clear;
+    type Refusal = StrategyError;
+    #[inline]
+    fn named(strategy: Strategy) -> Result<Self, StrategyError> {
+        ClearKernel::new(strategy)
+    }
+    #[inline]
+    fn single(hint: Hint, len: usize) -> Self {
+        compiled_here().clear[hint_ix(hint)].kernel(len)
+    }
+    fn batch(req: &Request) -> Self {
+        Policy::here().kernel(req)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Runs for CheckedCopyKernel {
+    const OP: Op = Op::Copy;
+    type Refusal = Error;
+    fn named(strategy: Strategy) -> Result<Self, Error> {
+        CheckedCopyKernel::new(strategy)
+    }
+    #[inline]
+    fn single(hint: Hint, len: usize) -> Self {
+        compiled_here().checked_copy[hint_ix(hint)].kernel(len)
+    }
+    fn batch(req: &Request) -> Self {
+        let pick = Policy::here().kernel::<CopyKernel>(req).strategy();
+        twin(pick, req.mean_run())
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Runs for CheckedClearKernel {
+    const OP: Op = Op::Clear;
+    type Refusal = Error;
+    fn named(strategy: Strategy) -> Result<Self, Error> {
+        CheckedClearKernel::new(strategy)
+    }
+    #[inline]
+    fn single(hint: Hint, len: usize) -> Self {
+        compiled_here().checked_clear[hint_ix(hint)].kernel(len)
+    }
+    fn batch(req: &Request) -> Self {
+        let pick = Policy::here().kernel::<ClearKernel>(req).strategy();
+        twin(pick, req.mean_run())
+    }
+}
 
 /// How a fill stores: temporal stores, or windows streamed with a
 /// non-temporal copy kernel.
@@ -481,30 +504,11 @@ impl FillMode {
     }
 }
 
-/// The mode `auto` picks for filling `len` bytes with `hint` on `m`:
-/// stream when told to or when the region is at least
-/// [`Machine::stream_from`] (as `auto` does for copies), and only
-/// where a non-temporal kernel exists.
-pub fn fill_mode(m: &Machine, len: usize, hint: Hint) -> FillMode {
-    let stream = match hint {
-        Hint::Reuse => false,
-        Hint::Stream => len >= NT_MIN_RUN,
-        Hint::Auto => len >= m.stream_from(),
-    };
-    let f = &m.features;
-    match () {
-        _ if !stream => FillMode::Temporal,
-        _ if f.avx2 => FillMode::Stream(Strategy::Avx2Nt),
-        _ if f.avx512f && f.avx512bw => FillMode::Stream(Strategy::Avx512Nt),
-        _ => FillMode::Temporal,
-    }
-}
-
-/// [`fill_mode`] in this process, with the streaming kernel checked:
-/// `Temporal` (and no kernel) where it cannot run.
-pub(crate) fn fill(len: usize, hint: Hint) -> (FillMode, Option<Kernel>) {
-    match fill_mode(Machine::this(), len, hint) {
-        FillMode::Stream(s) => match Kernel::new(s, Op::Copy) {
+/// [`Policy::fill_mode`] in this process, with the streaming kernel
+/// checked: `Temporal` (and no kernel) where it cannot run.
+pub(crate) fn fill(len: usize, hint: Hint) -> (FillMode, Option<CopyKernel>) {
+    match Policy::here().fill_mode(len, hint) {
+        FillMode::Stream(s) => match CopyKernel::new(s) {
             Ok(k) => (FillMode::Stream(s), Some(k)),
             Err(_) => (FillMode::Temporal, None),
         },
@@ -515,10 +519,11 @@ pub(crate) fn fill(len: usize, hint: Hint) -> (FillMode, Option<Kernel>) {
 /// The temporal vector copy fills assemble elements with: never `rep
 /// movs`, whose start-up interleaved with a window's non-temporal stores
 /// ran at 17 GB/s against 39 for a vector loop (4 KiB templates, Zen 5).
-pub(crate) fn element_copy() -> Kernel {
-    Kernel::new(Strategy::Avx2, Op::Copy)
-        .or_else(|_| Kernel::new(Strategy::Portable, Op::Copy))
-        .unwrap_or_else(|_| Kernel::baseline(Op::Copy))
+/// A fixed pick, not a decision: no request describes an element copy.
+pub(crate) fn element_copy() -> CopyKernel {
+    CopyKernel::new(Strategy::Avx2)
+        .or_else(|_| CopyKernel::new(Strategy::Portable))
+        .unwrap_or_else(|_| CopyKernel::baseline())
 }
 
 /// Whether `auto` in this process follows a tuned profile (for labels:
@@ -527,51 +532,105 @@ pub fn is_tuned() -> bool {
     profile().is_some()
 }
 
-#[cfg(all(test, target_arch = "x86_64"))]
-mod twin_tests {
+#[cfg(test)]
+mod tests {
+    use super::profile::tests::hand;
+    use super::rules::tests::{intel_emr, zen5};
     use super::*;
 
-    /// The table resolved once gives what walking the stand-in list gives,
-    /// for every strategy of either operation but `libc`, which resolves
-    /// by length.
-    #[test]
-    fn the_twin_table_matches_the_walk() {
-        for op in [Op::Copy, Op::Clear] {
-            for &s in Strategy::for_op(op) {
-                if s == Strategy::Libc {
-                    continue;
-                }
-                let walked = find_stand_in(op, s).strategy();
-                assert_eq!(twin(op, s, 4096).strategy(), walked, "{op} {s}");
-                if CheckedKernel::new(s, op).is_ok() {
-                    assert_eq!(walked, s, "{op} {s} has a twin of its own");
-                }
-            }
+    const MIB: usize = 1 << 20;
+    static NONE: Overrides = Overrides::NONE;
+
+    fn on<'a>(m: &'a Machine, p: Option<&'a Profile>, o: &'a Overrides) -> Policy<'a> {
+        Policy {
+            machine: m,
+            profile: p,
+            overrides: o,
         }
     }
 
-    /// `libc` stands in by length, as glibc changes its loop.
     #[test]
-    fn libc_twins_follow_glibcs_thresholds() {
-        let mut m = Machine::this().clone();
-        m.llc_bytes = 32 << 20;
-        m.llc_cpus = 8;
-        m.features.avx2 = true;
-        m.features.erms = true;
-        let nt = (4 << 20) / 4 * 3;
-        for (len, copy, clear) in [
-            (64, Strategy::Avx2, Strategy::Avx2),
-            (2047, Strategy::Avx2, Strategy::Avx2),
-            (2048, Strategy::RepMovsb, Strategy::RepStosb),
-            (nt - 1, Strategy::RepMovsb, Strategy::RepStosb),
-            (nt, Strategy::Avx2Nt, Strategy::Avx2Nt),
-        ] {
-            assert_eq!(libc_twin(&m, Op::Copy, len), copy, "{len}");
-            assert_eq!(libc_twin(&m, Op::Clear, len), clear, "{len}");
+    fn fills_follow_the_rules_primitive_for_streaming_copies() {
+        let emr = intel_emr();
+        let p = on(&emr, None, &NONE);
+        let stream_copy = decide(&emr, &Request::single(Op::Copy, 256 * MIB, Hint::Stream));
+        assert_eq!(stream_copy.strategy, Strategy::Avx512Nt);
+        // Intel with AVX-512: avx512-nt, never avx2-nt, which it also has.
+        assert!(emr.features.avx2);
+        for (len, hint) in [(256 * MIB, Hint::Auto), (64 << 10, Hint::Stream)] {
+            assert_eq!(
+                p.fill_mode(len, hint),
+                FillMode::Stream(Strategy::Avx512Nt),
+                "{len} {hint:?}"
+            );
         }
-        m.features.erms = false;
-        assert_eq!(libc_twin(&m, Op::Copy, 4096), Strategy::Avx2);
-        m.features.avx2 = false;
-        assert_eq!(libc_twin(&m, Op::Copy, 1 << 30), Strategy::RepMovsq);
+        // Streams where a clear of the same size would, and only there.
+        let from = emr.stream_from();
+        assert_eq!(p.fill_mode(from - 64, Hint::Auto), FillMode::Temporal);
+        assert_eq!(p.fill_mode(256 * MIB, Hint::Reuse), FillMode::Temporal);
+        assert_eq!(p.fill_mode(512, Hint::Stream), FillMode::Temporal);
+        // AMD clears stream with clzero, which cannot copy: the fill takes
+        // the streaming copy the rules pick there.
+        let z5 = zen5();
+        let p = on(&z5, None, &NONE);
+        assert_eq!(
+            decide(&z5, &Request::single(Op::Clear, 256 * MIB, Hint::Auto)).strategy,
+            Strategy::Clzero
+        );
+        assert_eq!(
+            p.fill_mode(256 * MIB, Hint::Auto),
+            FillMode::Stream(Strategy::Avx2Nt)
+        );
+    }
+
+    #[test]
+    fn fills_follow_bulkmem_strategy_and_the_nt_threshold() {
+        let emr = intel_emr();
+        let temporal = Overrides {
+            copy: Some(Strategy::Avx2),
+            clear: Some(Strategy::Avx2),
+            ..Overrides::default()
+        };
+        let p = on(&emr, None, &temporal);
+        assert_eq!(p.fill_mode(256 * MIB, Hint::Stream), FillMode::Temporal);
+        let avx2_nt = Overrides {
+            copy: Some(Strategy::Avx2Nt),
+            clear: Some(Strategy::Avx2Nt),
+            ..Overrides::default()
+        };
+        let p = on(&emr, None, &avx2_nt);
+        for len in [4096, 256 * MIB] {
+            assert_eq!(
+                p.fill_mode(len, Hint::Auto),
+                FillMode::Stream(Strategy::Avx2Nt),
+                "{len}"
+            );
+        }
+        let threshold = Overrides {
+            nt_threshold: Some(MIB),
+            ..Overrides::default()
+        };
+        let p = on(&emr, None, &threshold);
+        assert_eq!(
+            p.fill_mode(2 * MIB, Hint::Auto),
+            FillMode::Stream(Strategy::Avx512Nt)
+        );
+        assert_eq!(p.fill_mode(MIB / 2, Hint::Auto), FillMode::Temporal);
+    }
+
+    #[test]
+    fn fills_follow_the_profile() {
+        // The hand profile measured avx2-nt as its streaming copy; the
+        // rules would pick avx512-nt on this machine.
+        let emr = intel_emr();
+        let prof = hand();
+        let p = on(&emr, Some(&prof), &NONE);
+        let copy = p.decide(&Request::single(Op::Copy, 256 * MIB, Hint::Stream));
+        assert!(copy.reason.starts_with("tuned"), "{copy:?}");
+        assert_eq!(
+            p.fill_mode(256 * MIB, Hint::Auto),
+            FillMode::Stream(Strategy::Avx2Nt)
+        );
+        assert_eq!(p.fill_mode(4096, Hint::Auto), FillMode::Temporal);
     }
 }

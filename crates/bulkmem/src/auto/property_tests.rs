@@ -11,6 +11,7 @@ use proptest::strategy::Strategy as Gen;
 
 use super::bands::Compiled;
 use super::*;
+use crate::handle::Kernel;
 
 const NAMES: &[&str] = &[
     "auto",
@@ -105,13 +106,13 @@ fn runs_here(k: Kernel, op: Op) {
     assert!(k.strategy().supports(op) && k.strategy().available());
     let src: Vec<u8> = (0..300u32).map(|i| i as u8 ^ 0xa5).collect();
     let mut dst = vec![0x5au8; 300];
-    match op {
-        Op::Copy => {
-            k.copy(&mut dst[3..290], &src[5..292]);
+    match k {
+        Kernel::Copy(c) => {
+            c.copy(&mut dst[3..290], &src[5..292]);
             assert_eq!(dst[3..290], src[5..292], "{}", k.strategy());
         }
-        Op::Clear => {
-            k.clear(&mut dst[3..290]);
+        Kernel::Clear(c) => {
+            c.clear(&mut dst[3..290]);
             assert!(dst[3..290].iter().all(|&b| b == 0), "{}", k.strategy());
         }
     }
@@ -121,6 +122,14 @@ fn runs_here(k: Kernel, op: Op) {
         "{} wrote outside",
         k.strategy()
     );
+}
+
+/// [`Policy::kernel`] for the request's operation.
+fn policy_kernel(pol: &Policy<'_>, req: &Request) -> Kernel {
+    match req.op {
+        Op::Copy => Kernel::Copy(pol.kernel(req)),
+        Op::Clear => Kernel::Clear(pol.kernel(req)),
+    }
 }
 
 fn lengths() -> impl Gen<Value = Vec<usize>> {
@@ -148,7 +157,7 @@ fn check_policy(p: &Profile, lens: &[usize], trust: bool) {
                 Kernel::new(s, op).unwrap_or_else(|_| {
                     // A validated profile never needs the fallback.
                     assert!(!trust, "{op} {hint} band at {len} needed a fallback");
-                    pol.kernel(&Request::single(op, len, hint))
+                    policy_kernel(&pol, &Request::single(op, len, hint))
                 })
             });
             for &len in lens {
@@ -160,7 +169,7 @@ fn check_policy(p: &Profile, lens: &[usize], trust: bool) {
                         runs,
                         hint,
                     };
-                    runs_here(pol.kernel(&req), op);
+                    runs_here(policy_kernel(&pol, &req), op);
                     if trust {
                         let s = pol.decide(&req).strategy;
                         assert!(Kernel::new(s, op).is_ok(), "{s} for {req:?}");

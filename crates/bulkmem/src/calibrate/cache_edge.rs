@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use super::toolkit::{self, gbps};
 use crate::error::Error;
-use crate::handle::Kernel;
-use crate::strategy::{Op, Strategy};
+use crate::handle::CopyKernel;
+use crate::strategy::Strategy;
 
 /// The first size tried.
 const FROM: usize = 256 << 10;
@@ -42,7 +42,7 @@ pub fn find(limit: usize) -> Result<CacheEdge, Error> {
         .into_iter()
         .find(|s| s.available())
         .unwrap_or(Strategy::Portable);
-    let k = Kernel::new(strategy, Op::Copy)?;
+    let k = CopyKernel::new(strategy)?;
     let mut rates: Vec<(usize, f64)> = Vec::new();
     let mut size = FROM;
     while size <= limit.max(FROM) {
@@ -66,7 +66,7 @@ pub fn find(limit: usize) -> Result<CacheEdge, Error> {
 /// GB/s of `k` copying `size` bytes over the same two buffers, warm: the
 /// best of three timed copies after one untimed (the best, as anything
 /// slower is the host's noise, not the cache).
-fn hot_rate(k: &Kernel, size: usize) -> Result<f64, Error> {
+fn hot_rate(k: &CopyKernel, size: usize) -> Result<f64, Error> {
     let map = |fill| {
         toolkit::prefaulted(size, true, fill).map_err(|e| Error::Calibration {
             what: format!("cannot map {size} bytes to find the cache's edge: {e}"),

@@ -96,9 +96,9 @@ pub(super) fn hot(
         .iter()
         .map(|&s| Kernel::new(s, op))
         .collect::<Result<_, _>>()?;
-    let call = |k: &Kernel, dst: &mut [u8], src: &[u8]| match op {
-        Op::Copy => k.copy(dst, src),
-        Op::Clear => k.clear(dst),
+    let call = |k: &Kernel, dst: &mut [u8], src: &[u8]| match k {
+        Kernel::Copy(k) => k.copy(dst, src),
+        Kernel::Clear(k) => k.clear(dst),
     };
     let call_and_read = |k: &Kernel, dst: &mut [u8], src: &[u8]| {
         call(k, dst, src);

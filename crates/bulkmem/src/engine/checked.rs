@@ -13,11 +13,12 @@
 
 use super::batch::{Batch, ClearSlices, CopySlices, Raw};
 use super::fault_log::FaultLog;
-use super::job::Kernel;
+use super::job::Work;
 use super::{Engine, SPLIT_ALIGN};
 use crate::error::Error;
 use crate::extent::{validate, Extent};
 use crate::fault::CheckedReport;
+use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 use crate::report::Control;
 use crate::strategy::Op;
 
@@ -87,16 +88,21 @@ impl Engine {
         scratch.runs.clear();
         batch.runs_into(&mut scratch.runs);
         let req = scratch.request(op, self.opts.hint, self.threads());
-        let k = crate::auto::checked(self.opts.strategy, &req)?;
-        let strategy = k.strategy();
-        let kernel = match op {
-            Op::Copy => Kernel::CopyChecked(k.copy_fn(false), &log),
-            Op::Clear => Kernel::ClearChecked(k.clear_fn(false), &log),
+        let strategy = self.opts.strategy;
+        let (work, strategy) = match op {
+            Op::Copy => {
+                let k = crate::auto::kernel::<CheckedCopyKernel>(strategy, &req)?;
+                (Work::CopyChecked(k, &log), k.strategy())
+            }
+            Op::Clear => {
+                let k = crate::auto::kernel::<CheckedClearKernel>(strategy, &req)?;
+                (Work::ClearChecked(k, &log), k.strategy())
+            }
         };
         let report = self.execute(
             &scratch.runs,
             &scratch.ends,
-            kernel,
+            work,
             strategy,
             SPLIT_ALIGN,
             batch,

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use super::pool::lock;
 use crate::fault::{self, Fault, Outcome};
-use crate::mc::{McClear, McCopy};
+use crate::handle::{CheckedClearKernel, CheckedCopyKernel, Unfenced};
 use crate::plan::Run;
 use crate::report::Report;
 
@@ -71,7 +71,14 @@ impl FaultLog {
     /// # Safety
     /// As the engine's kernels: the piece lies in a validated extent.
     #[inline]
-    pub(super) unsafe fn copy(&self, k: McCopy, e: usize, run: Run, from: usize, to: usize) {
+    pub(super) unsafe fn copy(
+        &self,
+        k: Unfenced<'_, CheckedCopyKernel>,
+        e: usize,
+        run: Run,
+        from: usize,
+        to: usize,
+    ) {
         if self.ended_before(e, from) {
             return;
         }
@@ -89,7 +96,14 @@ impl FaultLog {
     /// # Safety
     /// As [`FaultLog::copy`].
     #[inline]
-    pub(super) unsafe fn clear(&self, k: McClear, e: usize, run: Run, from: usize, to: usize) {
+    pub(super) unsafe fn clear(
+        &self,
+        k: Unfenced<'_, CheckedClearKernel>,
+        e: usize,
+        run: Run,
+        from: usize,
+        to: usize,
+    ) {
         if self.ended_before(e, from) {
             return;
         }

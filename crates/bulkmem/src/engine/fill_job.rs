@@ -4,10 +4,11 @@
 //! module through that one interface.
 
 use super::batch::FillShape;
-use super::job::Kernel;
+use super::job::Work;
 use super::Engine;
 use crate::error::Error;
 use crate::fill::Plan;
+use crate::handle::Fence;
 use crate::plan::Run;
 use crate::report::{Control, Report};
 
@@ -30,10 +31,10 @@ impl Engine {
     ) -> Result<Report, Error> {
         let plan = Plan::new(dst.len(), template.len(), self.opts.hint)?;
         let l = template.len();
-        let each = |off: usize, p: *mut u8, n: usize| {
+        let each = |off: usize, p: *mut u8, n: usize, fence: &Fence| {
             // SAFETY: the piece lies in `dst` (exclusively borrowed for the
             // whole batch) and starts and ends on element boundaries.
-            unsafe { plan.run(p, n, template, off / l) }
+            unsafe { plan.run(p, n, template, off / l, fence) }
         };
         self.run_fill(dst, plan, &each, ctl)
     }
@@ -50,10 +51,10 @@ impl Engine {
     ) -> Result<Report, Error> {
         let plan = Plan::new(dst.len(), template.len(), self.opts.hint)?;
         let l = template.len();
-        let each = |off: usize, p: *mut u8, n: usize| {
+        let each = |off: usize, p: *mut u8, n: usize, fence: &Fence| {
             let mut f = |i: usize, e: &mut [u8]| patch(i, e);
             // SAFETY: as in fill_with_control.
-            unsafe { plan.run_with(p, n, template, off / l, &mut f) }
+            unsafe { plan.run_with(p, n, template, off / l, fence, &mut f) }
         };
         self.run_fill(dst, plan, &each, ctl)
     }
@@ -62,7 +63,7 @@ impl Engine {
         &self,
         dst: &mut [u8],
         plan: Plan,
-        each: &(dyn Fn(usize, *mut u8, usize) + Sync),
+        each: &(dyn Fn(usize, *mut u8, usize, &Fence) + Sync),
         ctl: Control<'_>,
     ) -> Result<Report, Error> {
         let _serial = self.serial()?;
@@ -79,7 +80,7 @@ impl Engine {
         self.execute(
             runs,
             ends,
-            Kernel::Each(each),
+            Work::Each(each),
             plan.strategy(),
             align,
             &FillShape(dst.len()),

@@ -1,4 +1,4 @@
-//! One batch's job: the kernel, the chunk stream cut from the runs, and
+//! One batch's job: the work, the chunk stream cut from the runs, and
 //! the loop every thread runs to take chunks, report progress and stop on
 //! cancel or panic; then the report of which extents it completed. Separate
 //! from the pool that runs it (pool.rs) and from the entry points that
@@ -16,30 +16,35 @@ use super::serial::{stack_addr, Serial};
 use super::{Engine, MIN_CHUNK};
 use crate::error::EngineError;
 use crate::extent::Batch;
-use crate::kernels::{self, ClearFn, CopyFn};
+#[cfg(target_arch = "x86_64")]
+use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
+use crate::handle::{ClearKernel, CopyKernel, Fence};
+use crate::kernels;
 use crate::offload::{Offload, Piece};
 use crate::plan::Run;
 use crate::report::{Control, Progress, Report};
 use crate::strategy::{Hint, Op, Strategy};
 use crate::Request;
 
-/// What a worker runs over each piece of a chunk.
+/// What a worker runs over each piece of a chunk: a kernel (run unfenced
+/// under the chunk's [`Fence`]) or a fill's piece writer.
 #[derive(Clone, Copy)]
-pub(super) enum Kernel<'a> {
-    Copy(CopyFn),
-    Clear(ClearFn),
-    /// (offset of the piece in its run, piece address, piece length); used
-    /// by fills, whose pieces start on element boundaries.
-    Each(&'a (dyn Fn(usize, *mut u8, usize) + Sync)),
+pub(super) enum Work<'a> {
+    Copy(CopyKernel),
+    Clear(ClearKernel),
+    /// (offset of the piece in its run, piece address, piece length, the
+    /// chunk's fence); used by fills, whose pieces start on element
+    /// boundaries.
+    Each(&'a (dyn Fn(usize, *mut u8, usize, &Fence) + Sync)),
     /// Checked batches: one run per extent, faults recorded in the log.
     #[cfg(target_arch = "x86_64")]
-    CopyChecked(crate::mc::McCopy, &'a FaultLog),
+    CopyChecked(CheckedCopyKernel, &'a FaultLog),
     #[cfg(target_arch = "x86_64")]
-    ClearChecked(crate::mc::McClear, &'a FaultLog),
+    ClearChecked(CheckedClearKernel, &'a FaultLog),
 }
 
 struct Job<'a> {
-    kernel: Kernel<'a>,
+    work: Work<'a>,
     /// Chunk boundaries fall on multiples of this from a run's start.
     align: usize,
     runs: &'a [Run],
@@ -200,11 +205,11 @@ impl Job<'_> {
             let ((r1, o1), p1) = self.boundary(k + 1);
             let _inside = Inside::enter(self.engine);
             // A fill's patch closure may panic: the worker must survive to
-            // report the job finished, or the submitter waits forever.
+            // report the job finished, or the submitter waits forever. The
+            // chunk's fence drains inside, unwinding or not: its stores
+            // are ordered before its progress is reported and before this
+            // worker reports the job finished.
             let ran = catch_unwind(AssertUnwindSafe(|| run_chunk(r0, o0, r1, o1)));
-            // The chunk's non-temporal stores are ordered before its progress
-            // is reported and before this worker reports the job finished.
-            kernels::drain();
             if let Err(e) = ran {
                 self.fail(&*e);
                 self.failed.fetch_min(k, Ordering::Relaxed);
@@ -232,43 +237,47 @@ impl Job<'_> {
         self.stop.store(true, Ordering::Relaxed);
     }
 
-    /// Runs the kernel over the stream from (r0, o0) up to (r1, o1): one
-    /// dispatch on the kernel per chunk, then a loop over its spans (a
-    /// chunk of 4 KiB extents has thousands).
+    /// Runs the work over the stream from (r0, o0) up to (r1, o1): one
+    /// dispatch on the work per chunk, then a loop over its spans (a chunk
+    /// of 4 KiB extents has thousands), with the kernels unfenced and one
+    /// fence for the chunk, drained when this returns (or unwinds).
     fn execute(&self, r0: usize, o0: usize, r1: usize, o1: usize) {
         let spans = self.spans(r0, o0, r1, o1);
-        // The kernels are unfenced: `work` drains after the chunk.
+        let fence = Fence::new();
         // SAFETY (every arm): [from, to) lies in run i, validated (or
         // borrowed) by the submitter, who waits for the job; the kernel
         // suits this CPU.
-        match self.kernel {
-            Kernel::Copy(k) => {
+        match self.work {
+            Work::Copy(k) => {
+                let k = k.unfenced(&fence);
                 for (i, from, to) in spans {
                     let run = self.runs[i];
                     if let Some(next) = self.runs.get(i + 1) {
                         kernels::prefetch_ahead(next.src, next.len);
                     }
                     // SAFETY: see above.
-                    unsafe { k(run.dst.add(from), run.src.add(from), to - from) }
+                    unsafe { k.copy_raw(run.dst.add(from), run.src.add(from), to - from) }
                 }
             }
-            Kernel::Clear(k) => {
+            Work::Clear(k) => {
+                let k = k.unfenced(&fence);
                 for (i, from, to) in spans {
                     // SAFETY: see above.
-                    unsafe { k(self.runs[i].dst.add(from), to - from) }
+                    unsafe { k.clear_raw(self.runs[i].dst.add(from), to - from) }
                 }
             }
-            Kernel::Each(f) => {
+            Work::Each(f) => {
                 for (i, from, to) in spans {
                     // SAFETY: see above.
-                    unsafe { f(from, self.runs[i].dst.add(from), to - from) }
+                    unsafe { f(from, self.runs[i].dst.add(from), to - from, &fence) }
                 }
             }
             // The same prefetch as unchecked copies: a prefetch never
             // faults and does not consume poison (see docs/design.md,
             // "Checked copies"). Run i is extent i in checked batches.
             #[cfg(target_arch = "x86_64")]
-            Kernel::CopyChecked(k, log) => {
+            Work::CopyChecked(k, log) => {
+                let k = k.unfenced(&fence);
                 for (i, from, to) in spans {
                     if let Some(next) = self.runs.get(i + 1) {
                         kernels::prefetch_ahead(next.src, next.len);
@@ -278,13 +287,15 @@ impl Job<'_> {
                 }
             }
             #[cfg(target_arch = "x86_64")]
-            Kernel::ClearChecked(k, log) => {
+            Work::ClearChecked(k, log) => {
+                let k = k.unfenced(&fence);
                 for (i, from, to) in spans {
                     // SAFETY: see above; the routine survives faults.
                     unsafe { log.clear(k, i, self.runs[i], from, to) }
                 }
             }
         }
+        fence.drain();
     }
 }
 
@@ -296,7 +307,7 @@ impl Engine {
         &self,
         runs: &[Run],
         ends: &[usize],
-        kernel: Kernel<'_>,
+        work: Work<'_>,
         strategy: Strategy,
         align: usize,
         batch: &dyn Batch,
@@ -307,7 +318,7 @@ impl Engine {
         let balanced = (total / (4 * self.threads())).clamp(MIN_CHUNK, self.chunk.max(MIN_CHUNK));
         let chunk = balanced.min(self.chunk).div_ceil(align) * align;
         let job = Job {
-            kernel,
+            work,
             align,
             runs,
             ends,
@@ -324,8 +335,8 @@ impl Engine {
             workers: AtomicUsize::new(0),
             ctl,
             // In a fork's child the channels are the parent's: CPU only.
-            offload: match kernel {
-                Kernel::Copy(_) => self.offload.as_ref().filter(|o| o.0.usable_here()),
+            offload: match work {
+                Work::Copy(_) => self.offload.as_ref().filter(|o| o.0.usable_here()),
                 _ => None,
             },
             offloaded: AtomicUsize::new(0),

@@ -44,13 +44,14 @@ use std::sync::Mutex;
 use crate::auto::Request;
 use crate::error::{EngineError, Error};
 use crate::extent::validate;
+use crate::handle::{ClearKernel, CopyKernel};
 use crate::offload::Offload;
 use crate::placement::Placement;
 use crate::plan::Run;
 use crate::strategy::{Hint, Op};
 use crate::Options;
 use batch::{Batch, ClearSlices, CopySlices, Raw};
-use job::{stream, Kernel};
+use job::{stream, Work};
 use pool::Pool;
 use serial::{stack_addr, Serial, SerialGuard};
 use submit::Submitter;
@@ -269,16 +270,20 @@ impl Engine {
         scratch.runs.clear();
         batch.coalesced_into(&mut scratch.runs);
         let req = scratch.request(op, self.opts.hint, self.threads());
-        let k = crate::auto::kernel(self.opts, &req)?;
-        let strategy = k.strategy();
-        let kernel = match op {
-            Op::Copy => Kernel::Copy(k.copy_fn(false)),
-            Op::Clear => Kernel::Clear(k.clear_fn(false)),
+        let (work, strategy) = match op {
+            Op::Copy => {
+                let k = crate::auto::kernel::<CopyKernel>(self.opts.strategy, &req)?;
+                (Work::Copy(k), k.strategy())
+            }
+            Op::Clear => {
+                let k = crate::auto::kernel::<ClearKernel>(self.opts.strategy, &req)?;
+                (Work::Clear(k), k.strategy())
+            }
         };
         self.execute(
             &scratch.runs,
             &scratch.ends,
-            kernel,
+            work,
             strategy,
             SPLIT_ALIGN,
             batch,

@@ -275,7 +275,8 @@ impl Engine {
             runs: if runs == 1 { self.threads() } else { runs },
             hint: self.opts.hint,
         };
-        crate::auto::kernel(self.opts, &req)?;
+        // Refused here, before anything is queued, as `run` would refuse it.
+        crate::calls::resolve(self.opts, &req)?;
         Ok(total)
     }
 

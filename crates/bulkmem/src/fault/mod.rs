@@ -64,6 +64,7 @@
 //! batches may complete pieces of an extent longer than a chunk (see
 //! [`Outcome`]); nothing else is ever written there.
 
+mod calls;
 mod outcome;
 
 use core::mem::MaybeUninit;
@@ -72,7 +73,9 @@ use crate::auto::{self, Request};
 use crate::descriptor;
 use crate::error::Error;
 use crate::extent::check_lengths;
-use crate::handle::CheckedKernel;
+use crate::handle::{
+    CheckedClearKernel, CheckedCopyKernel, CheckedKernel, ClearRoutine, CopyRoutine, Fence,
+};
 use crate::strategy::{Hint, Op, Strategy};
 
 pub use crate::error::{Fault, Side};
@@ -80,7 +83,7 @@ pub use crate::mc::handler::is_installed;
 pub use outcome::{CheckedReport, Outcome};
 
 use crate::mc::extable::RawFault;
-use crate::mc::{clear_mc, copy_mc, handler, McClear, McCopy};
+use crate::mc::{clear_mc, copy_mc, handler};
 
 /// Installs bulkmem's SIGBUS handler now instead of on the first checked
 /// call (useful before an application installs its own, so that its
@@ -148,19 +151,15 @@ pub fn copy_checked(dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {
         src.len(),
         "bulkmem::copy_checked: lengths differ"
     );
-    let k = auto::checked_single(Op::Copy, Hint::Auto, dst.len()).copy_fn(true);
-    // SAFETY: the slices are valid and disjoint (one is borrowed mutably);
-    // the routine came from a CheckedKernel, checked against this CPU.
-    unsafe { copy_exact(k, dst.as_mut_ptr(), src.as_ptr(), dst.len()) }
+    let req = Request::single(Op::Copy, dst.len(), Hint::Auto);
+    auto::chosen::<CheckedCopyKernel>(&req).copy(dst, src)
 }
 
 /// Zeroes `dst`, stopping at the first byte that cannot be written.
 #[inline]
 pub fn clear_checked(dst: &mut [u8]) -> Result<(), Fault> {
-    let k = auto::checked_single(Op::Clear, Hint::Auto, dst.len()).clear_fn(true);
-    // SAFETY: `dst` is a valid writable slice; the routine came from a
-    // CheckedKernel, checked against this CPU.
-    unsafe { clear_exact(k, dst.as_mut_ptr(), dst.len()) }
+    let req = Request::single(Op::Clear, dst.len(), Hint::Auto);
+    auto::chosen::<CheckedClearKernel>(&req).clear(dst)
 }
 
 /// As [`copy_checked`] with a named strategy (`Auto` or one of
@@ -174,20 +173,16 @@ pub fn copy_checked_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Resu
         });
     }
     let req = Request::single(Op::Copy, dst.len(), Hint::Auto);
-    let k = auto::checked(strategy, &req)?.copy_fn(true);
-    // SAFETY: the slices are valid and disjoint (one is borrowed mutably);
-    // the routine came from a CheckedKernel, checked against this CPU.
-    unsafe { copy_exact(k, dst.as_mut_ptr(), src.as_ptr(), dst.len()) }.map_err(Error::Fault)
+    let k = auto::kernel::<CheckedCopyKernel>(strategy, &req)?;
+    k.copy(dst, src).map_err(Error::Fault)
 }
 
 /// As [`clear_checked`] with a named strategy (`Auto` or one of
 /// [`CHECKED_CLEAR`]).
 pub fn clear_checked_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Error> {
     let req = Request::single(Op::Clear, dst.len(), Hint::Auto);
-    let k = auto::checked(strategy, &req)?.clear_fn(true);
-    // SAFETY: `dst` is a valid writable slice; the routine came from a
-    // CheckedKernel, checked against this CPU.
-    unsafe { clear_exact(k, dst.as_mut_ptr(), dst.len()) }.map_err(Error::Fault)
+    let k = auto::kernel::<CheckedClearKernel>(strategy, &req)?;
+    k.clear(dst).map_err(Error::Fault)
 }
 
 /// Copies every `(dst, src)` pair on the calling thread, surviving SIGBUS:
@@ -207,8 +202,12 @@ pub fn copy_batch_checked(
         runs: ops.len(),
         hint: Hint::Auto,
     };
-    let k = auto::checked(strategy, &req)?.copy_fn(false);
+    let k = auto::kernel::<CheckedCopyKernel>(strategy, &req)?;
     handler::ensure();
+    // The unfenced routines fence only when they fault: this fence once
+    // for the rest, when the loop is done.
+    let fence = Fence::new();
+    let k = k.unfenced(&fence);
     // Filled in one go; a fault overwrites its extent's entry.
     let mut out = vec![Outcome::Done; ops.len()];
     for i in 0..ops.len() {
@@ -226,8 +225,7 @@ pub fn copy_batch_checked(
             out[i] = Outcome::Faulted(f);
         }
     }
-    // The unfenced routines fence only when they fault: once for the rest.
-    crate::kernels::drain();
+    fence.drain();
     Ok(out)
 }
 
@@ -242,8 +240,10 @@ pub fn clear_batch_checked(
         runs: ops.len(),
         hint: Hint::Auto,
     };
-    let k = auto::checked(strategy, &req)?.clear_fn(false);
+    let k = auto::kernel::<CheckedClearKernel>(strategy, &req)?;
     handler::ensure();
+    let fence = Fence::new();
+    let k = k.unfenced(&fence);
     let mut out = vec![Outcome::Done; ops.len()];
     for (d, o) in ops.iter_mut().zip(&mut out) {
         // SAFETY: a valid writable slice; the routine came from a
@@ -252,7 +252,7 @@ pub fn clear_batch_checked(
             *o = Outcome::Faulted(f);
         }
     }
-    crate::kernels::drain();
+    fence.drain();
     Ok(out)
 }
 
@@ -260,7 +260,10 @@ pub fn clear_batch_checked(
 /// one (and the CPU runs it), else for `Auto` the twin of the kernel `auto`
 /// runs for `req` (for `libc`, the twin of what glibc runs at that length).
 pub fn checked_kernel(strategy: Strategy, req: &Request) -> Result<CheckedKernel, Error> {
-    auto::checked(strategy, req)
+    Ok(match req.op {
+        Op::Copy => CheckedKernel::Copy(auto::kernel(strategy, req)?),
+        Op::Clear => CheckedKernel::Clear(auto::kernel(strategy, req)?),
+    })
 }
 
 /// The checked twin `auto` runs for one call of `len` bytes (hint `Auto`):
@@ -269,7 +272,11 @@ pub fn checked_kernel(strategy: Strategy, req: &Request) -> Result<CheckedKernel
 /// their own (an `LD_PRELOAD` shim).
 #[inline]
 pub fn checked_single(op: Op, len: usize) -> CheckedKernel {
-    auto::checked_single(op, Hint::Auto, len)
+    let req = Request::single(op, len, Hint::Auto);
+    match op {
+        Op::Copy => CheckedKernel::Copy(auto::chosen(&req)),
+        Op::Clear => CheckedKernel::Clear(auto::chosen(&req)),
+    }
 }
 
 /// The checked twin `auto` runs for one call of `len` bytes that
@@ -280,69 +287,15 @@ pub fn checked_single(op: Op, len: usize) -> CheckedKernel {
 /// [`checked_single`].
 #[inline]
 pub fn checked_shared(op: Op, len: usize, threads: usize) -> CheckedKernel {
-    auto::checked_shared(op, len, threads)
-}
-
-/// The calls of a [`CheckedKernel`] (here, beside the fault handling they
-/// use).
-impl CheckedKernel {
-    /// Copies `src` into `dst`, stopping at the first byte that cannot be
-    /// read or written: as [`copy_checked`] with this routine.
-    ///
-    /// # Panics
-    /// If the lengths differ, or if this is a clear routine.
-    pub fn copy(&self, dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {
-        assert_eq!(
-            dst.len(),
-            src.len(),
-            "bulkmem::CheckedKernel::copy: lengths differ"
-        );
-        // SAFETY: two valid, disjoint slices of one length.
-        unsafe { self.copy_raw(dst.as_mut_ptr(), src.as_ptr(), dst.len()) }
-    }
-
-    /// Zeroes `dst`, stopping at the first byte that cannot be written.
-    ///
-    /// # Panics
-    /// If this is a copy routine.
-    pub fn clear(&self, dst: &mut [u8]) -> Result<(), Fault> {
-        // SAFETY: a valid writable slice.
-        unsafe { self.clear_raw(dst.as_mut_ptr(), dst.len()) }
-    }
-
-    /// [`CheckedKernel::copy`] on raw pointers, for memory no slice may
-    /// describe: pages that may be unmapped, protected, poisoned or past
-    /// the end of their file. Streaming stores are fenced before it
-    /// returns. Nothing on its path holds a value to drop or catches an
-    /// unwind, so an unwind that starts in the routine (an exception
-    /// thrown by a signal handler, a thread's cancellation) passes through
-    /// without running code of bulkmem's.
-    ///
-    /// # Safety
-    /// `[src, src + len)` and `[dst, dst + len)` do not overlap, and every
-    /// byte of them is readable (writable) or faults with SIGBUS or
-    /// SIGSEGV; bulkmem's handler must be in front for those signals (it
-    /// is installed here if it is not; see [`install`] and [`chain_to`]).
-    ///
-    /// # Panics
-    /// If this is a clear routine.
-    #[inline]
-    pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<(), Fault> {
-        // SAFETY: forwarded contract; a CheckedKernel runs on this CPU.
-        unsafe { copy_exact(self.copy_fn(true), dst, src, len) }
-    }
-
-    /// [`CheckedKernel::clear`] on a raw pointer.
-    ///
-    /// # Safety
-    /// As [`CheckedKernel::copy_raw`] for `[dst, dst + len)`.
-    ///
-    /// # Panics
-    /// If this is a copy routine.
-    #[inline]
-    pub unsafe fn clear_raw(&self, dst: *mut u8, len: usize) -> Result<(), Fault> {
-        // SAFETY: forwarded contract; a CheckedKernel runs on this CPU.
-        unsafe { clear_exact(self.clear_fn(true), dst, len) }
+    let req = Request {
+        op,
+        total: len,
+        runs: threads.max(1),
+        hint: Hint::Auto,
+    };
+    match op {
+        Op::Copy => CheckedKernel::Copy(auto::chosen(&req)),
+        Op::Clear => CheckedKernel::Clear(auto::chosen(&req)),
     }
 }
 
@@ -351,7 +304,7 @@ impl CheckedKernel {
 /// checked routine closest to what auto would pick (the policy's stand-in;
 /// see `crate::auto`).
 pub fn checked_form(strategy: Strategy, req: &Request) -> Result<Strategy, Error> {
-    auto::checked(strategy, req).map(|k| k.strategy())
+    checked_kernel(strategy, req).map(|k| k.strategy())
 }
 
 /// Runs `k` and, after a fault, the byte-wise routine from where `k`
@@ -364,7 +317,7 @@ pub fn checked_form(strategy: Strategy, req: &Request) -> Result<Strategy, Error
 /// (SIGBUS or SIGSEGV), not overlapping; the CPU runs `k`.
 #[inline]
 pub(crate) unsafe fn copy_exact(
-    k: McCopy,
+    k: impl CopyRoutine,
     dst: *mut u8,
     src: *const u8,
     len: usize,
@@ -382,7 +335,7 @@ pub(crate) unsafe fn copy_exact(
 /// As [`copy_exact`], and [`handler::ensure`] has run in this process.
 #[inline]
 pub(crate) unsafe fn copy_installed(
-    k: McCopy,
+    k: impl CopyRoutine,
     dst: *mut u8,
     src: *const u8,
     len: usize,
@@ -391,7 +344,7 @@ pub(crate) unsafe fn copy_installed(
     // common case.
     let mut raw = MaybeUninit::<RawFault>::uninit();
     // SAFETY: the caller's contract.
-    let left = unsafe { k(dst, src, len, raw.as_mut_ptr()) };
+    let left = unsafe { k.run(dst, src, len, raw.as_mut_ptr()) };
     if left == 0 {
         return Ok(());
     }
@@ -407,7 +360,7 @@ pub(crate) unsafe fn copy_installed(
 #[cold]
 #[inline(never)]
 unsafe fn copy_settle(
-    k: McCopy,
+    k: impl CopyRoutine,
     dst: *mut u8,
     src: *const u8,
     len: usize,
@@ -439,7 +392,7 @@ unsafe fn copy_settle(
         }
         raw = RawFault::default();
         // SAFETY: [limit, len) is within both ranges; the caller's contract.
-        let left = unsafe { k(dst.add(limit), src.add(limit), len - limit, &mut raw) };
+        let left = unsafe { k.run(dst.add(limit), src.add(limit), len - limit, &mut raw) };
         if left == 0 {
             return Ok(());
         }
@@ -453,7 +406,11 @@ unsafe fn copy_settle(
 /// `dst` writable for `len` bytes unless it faults (SIGBUS or SIGSEGV);
 /// the CPU runs `k`.
 #[inline]
-pub(crate) unsafe fn clear_exact(k: McClear, dst: *mut u8, len: usize) -> Result<(), Fault> {
+pub(crate) unsafe fn clear_exact(
+    k: impl ClearRoutine,
+    dst: *mut u8,
+    len: usize,
+) -> Result<(), Fault> {
     handler::ensure();
     // SAFETY: the handler is installed; forwarded contract.
     unsafe { clear_installed(k, dst, len) }
@@ -464,10 +421,14 @@ pub(crate) unsafe fn clear_exact(k: McClear, dst: *mut u8, len: usize) -> Result
 /// # Safety
 /// As [`clear_exact`], and [`handler::ensure`] has run in this process.
 #[inline]
-pub(crate) unsafe fn clear_installed(k: McClear, dst: *mut u8, len: usize) -> Result<(), Fault> {
+pub(crate) unsafe fn clear_installed(
+    k: impl ClearRoutine,
+    dst: *mut u8,
+    len: usize,
+) -> Result<(), Fault> {
     let mut raw = MaybeUninit::<RawFault>::uninit();
     // SAFETY: the caller's contract.
-    let left = unsafe { k(dst, len, raw.as_mut_ptr()) };
+    let left = unsafe { k.run(dst, len, raw.as_mut_ptr()) };
     if left == 0 {
         return Ok(());
     }
@@ -482,7 +443,7 @@ pub(crate) unsafe fn clear_installed(k: McClear, dst: *mut u8, len: usize) -> Re
 #[cold]
 #[inline(never)]
 unsafe fn clear_settle(
-    k: McClear,
+    k: impl ClearRoutine,
     dst: *mut u8,
     len: usize,
     mut at: usize,
@@ -506,7 +467,7 @@ unsafe fn clear_settle(
         }
         raw = RawFault::default();
         // SAFETY: [limit, len) is within the range; the caller's contract.
-        let left = unsafe { k(dst.add(limit), len - limit, &mut raw) };
+        let left = unsafe { k.run(dst.add(limit), len - limit, &mut raw) };
         if left == 0 {
             return Ok(());
         }
@@ -617,7 +578,11 @@ mod tests {
                         CHECKED_CLEAR
                     };
                     assert!(list.contains(&c), "{op} {len} {hint:?}: {c}");
-                    let pick = auto::single(op, hint, len).strategy();
+                    let pick = crate::calls::resolve(
+                        crate::Options::hint(hint),
+                        &Request::single(op, len, hint),
+                    )
+                    .unwrap();
                     let want = match pick {
                         Strategy::Libc => auto::libc_twin(auto::Machine::this(), op, len),
                         Strategy::Portable => c,

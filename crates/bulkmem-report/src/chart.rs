@@ -1,9 +1,9 @@
 //! Line charts of benchmark results: GB/s against size, one panel per
 //! regime (or per element size, for fill), one line per strategy, with the spread of the runs as error bars.
-//! The SVG is written by hand (text is laid out by the viewer, so no font
-//! metrics are needed; widths are estimated per character); PNG rasterises
-//! that same SVG with resvg, using whatever system fonts exist (without any,
-//! lines and axes still draw).
+//! The SVG is drawn with plotters (text is laid out by the viewer, so no
+//! font metrics are needed; widths are estimated per character); PNG
+//! rasterises that same SVG with resvg, using whatever system fonts exist
+//! (without any, lines and axes still draw).
 
 use std::path::Path;
 
@@ -69,14 +69,16 @@ const SWATCH: f64 = 36.0;
 /// Average advance of a character at font-size 12; generous, so estimated
 /// widths err towards room to spare rather than clipped labels.
 const CHAR_W: f64 = 7.0;
-const PALETTE: [&str; 12] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-    "#7f7f7f", "#bcbd22", "#000000", "#aec7e8",
+/// 0xRRGGBB.
+const PALETTE: [u32; 12] = [
+    0x1f77b4, 0xd62728, 0x2ca02c, 0xff7f0e, 0x9467bd, 0x8c564b, 0xe377c2, 0x17becf, 0x7f7f7f,
+    0xbcbd22, 0x000000, 0xaec7e8,
 ];
 
-/// Broken-line patterns, handed out in turn to series that share a colour;
-/// only the first unbroken series of a colour gets the solid line.
-const DASHES: [&str; 6] = ["6 3", "2 2", "8 3 2 3", "12 4", "4 2 1 2 1 2", "1 4"];
+/// Broken-line patterns (dash, gap), handed out in turn to series that
+/// share a colour; only the first unbroken series of a colour gets the solid
+/// line.
+const DASHES: [(u32, u32); 6] = [(6, 3), (2, 2), (10, 5), (12, 3), (4, 4), (1, 4)];
 const MARKERS: usize = 7;
 
 /// Writes the chart to `path`; the extension (.svg or .png) picks the format.

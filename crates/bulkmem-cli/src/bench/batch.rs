@@ -214,7 +214,7 @@ pub fn run(
         );
     }
     let llc = bulkmem::cpu::info().llc_bytes();
-    let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
+    let evict = arena::eviction_buffer(llc, plan.thp)
         .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
     // The per-page baseline runs on the measuring thread, pinned like the
     // engines' first worker would be.

@@ -85,7 +85,7 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
     let mut region = arena::prefaulted(biggest, plan.thp, 0)
         .map_err(|e| format!("cannot map {biggest} bytes: {e}"))?;
     let llc = bulkmem::cpu::info().llc_bytes();
-    let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
+    let evict = arena::eviction_buffer(llc, plan.thp)
         .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
     let mut rows = Vec::new();
     let mut n = 0;

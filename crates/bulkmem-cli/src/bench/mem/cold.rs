@@ -5,8 +5,8 @@
 use bulkmem::calibrate::toolkit::{poison, scattered, scattered_pairs, ColdArenas, FULL_CHECK};
 use bulkmem::{Op, Strategy};
 
-use crate::bench::exec::{cells, Exec};
 use super::{row, timed, verify, Plan, Regime};
+use crate::bench::exec::{cells, Exec};
 use crate::harness::{gbps, interleave};
 use crate::report::Row;
 
@@ -92,4 +92,3 @@ pub(super) fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result
         })
         .collect())
 }
-

@@ -6,10 +6,10 @@ use bulkmem::calibrate::toolkit::{poison, warm_calls, FULL_CHECK};
 use bulkmem::mapping::Mapping;
 use bulkmem::{Op, Strategy};
 
-use crate::bench::exec::{cells, Exec};
-use crate::bench::pipe_sink::PipeSink;
 use super::{place, row, timed, verify, After, Plan, Regime};
 use crate::arena;
+use crate::bench::exec::{cells, Exec};
+use crate::bench::pipe_sink::PipeSink;
 use crate::harness::{fill_pattern, gbps, interleave, POISON};
 use crate::report::Row;
 
@@ -152,4 +152,3 @@ pub(super) fn hot_group(
         })
         .collect())
 }
-

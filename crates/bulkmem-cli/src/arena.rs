@@ -4,7 +4,7 @@
 
 use bulkmem::mapping::Mapping;
 
-pub use bulkmem::calibrate::toolkit::{evict as evict_through, prefaulted};
+pub use bulkmem::calibrate::toolkit::{evict as evict_through, eviction_buffer, prefaulted};
 
 const PAGE: usize = 4096;
 const HUGE: usize = 2 << 20;

@@ -5,10 +5,8 @@
 //! parts themselves are the library's (`bulkmem::calibrate::toolkit`), the
 //! ones `bulkmem tune` uses.
 
-use std::time::Duration;
-
 use bulkmem::calibrate::toolkit;
-pub use bulkmem::calibrate::toolkit::{gbps, pattern as fill_pattern, POISON};
+pub use bulkmem::calibrate::toolkit::{cpu_time, gbps, pattern as fill_pattern, POISON};
 
 use crate::stats::Stats;
 
@@ -32,18 +30,6 @@ pub fn interleave(
 ) -> Result<Vec<Stats>, String> {
     let samples = toolkit::interleave(cells, rounds.runs, rounds.warmup, measure)?;
     Ok(samples.iter().map(|s| Stats::or_zero(s)).collect())
-}
-
-/// CPU time this process has used so far, all threads (ended ones too).
-pub fn cpu_time() -> Duration {
-    // SAFETY: getrusage writes one rusage into the zeroed struct it is given.
-    let ru = unsafe {
-        let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_SELF, &mut ru);
-        ru
-    };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
-    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 #[cfg(test)]

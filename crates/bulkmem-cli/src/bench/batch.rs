@@ -9,34 +9,28 @@
 //! nothing coalesces, as real folios are) or `adjacent` (in order: the batch
 //! becomes one run). The baseline row is the kernel's per-page loop on one
 //! thread, folio by folio. Configurations take turns run by run.
+//!
+//! This file is the plan and the engines it starts; measuring one shape is
+//! `measure.rs`, the flags and handler `args.rs`, the tables `tables.rs`.
 
 use std::time::Instant;
 
-use bulkmem::calibrate::toolkit::scattered_pairs;
-use bulkmem::mapping::Mapping;
 use bulkmem::offload::Offload;
-use bulkmem::{ClearKernel, CopyKernel, Engine, Op, Placement, Strategy};
+use bulkmem::{Engine, Op, Placement};
 
 use crate::arena;
-use crate::cli::{
-    check_memory, check_outputs, publish, usage, warn_oversubscribed, with_progress, Failure,
-    Measure, Output, Style,
-};
-use crate::failure::runtime;
-use crate::harness::{cpu_time, fill_pattern, gbps, interleave, Rounds, POISON};
-use crate::preflight::{self, eviction_bytes, times, Need};
-use crate::report;
-use crate::report::{BatchCell, Row};
-use crate::size::{self, fmt_size};
-use crate::stats::Stats;
-use clap::Args;
-use std::path::PathBuf;
+use crate::harness::{fill_pattern, gbps, Rounds, POISON};
+use crate::report::Row;
 
+mod args;
 mod bound;
+mod measure;
 mod offload;
 mod tables;
 
-use offload::{open_offload, parse_offload, OffloadSpec, Registered};
+pub use args::{cmd, BatchArgs};
+use measure::measure_shape;
+use offload::Registered;
 pub use tables::tables;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -214,7 +208,7 @@ pub fn run(
         );
     }
     let llc = bulkmem::cpu::info().llc_bytes();
-    let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
+    let evict = arena::eviction_buffer(llc, plan.thp)
         .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
     // The per-page baseline runs on the measuring thread, pinned like the
     // engines' first worker would be.
@@ -253,178 +247,6 @@ struct Config {
     checked: bool,
 }
 
-fn measure_shape(
-    plan: &Plan,
-    shape: Shape,
-    engines: &[Config],
-    dst: &mut Mapping,
-    src: &Mapping,
-    evict: &Mapping,
-) -> Result<Vec<Row>, String> {
-    let Shape {
-        size,
-        count,
-        layout,
-    } = shape;
-    let mut ops: Vec<(&mut [u8], &[u8])> = match layout {
-        Layout::Scattered => scattered_pairs(dst.as_mut_slice(), src.as_slice(), size, count),
-        Layout::Adjacent => dst
-            .as_mut_slice()
-            .chunks_exact_mut(size)
-            .zip(src.as_slice().chunks_exact(size))
-            .take(count)
-            .collect(),
-    };
-    // Clears get their own list, built once, so nothing is built while timed.
-    let mut clears: Vec<&mut [u8]> = Vec::new();
-    if plan.op == Op::Clear {
-        clears = ops.drain(..).map(|(d, _)| d).collect();
-    }
-    let total = size * count;
-    let per_page = CopyKernel::baseline();
-    let per_page_clear = ClearKernel::baseline();
-    let baseline = |ops: &mut [(&mut [u8], &[u8])], clears: &mut [&mut [u8]]| {
-        for (d, s) in ops.iter_mut() {
-            per_page.copy(d, s);
-        }
-        for d in clears.iter_mut() {
-            per_page_clear.clear(d);
-        }
-    };
-    let run_engine = |c: &Config,
-                      ops: &mut [(&mut [u8], &[u8])],
-                      clears: &mut [&mut [u8]]|
-     -> Result<Strategy, String> {
-        let e = &c.engine;
-        let r = match (plan.op, c.checked) {
-            (Op::Copy, false) => e.copy_batch(ops),
-            (Op::Clear, false) => e.clear_batch(clears),
-            (op, true) => {
-                let r = match op {
-                    Op::Copy => e.copy_batch_checked(ops, Default::default()),
-                    Op::Clear => e.clear_batch_checked(clears, Default::default()),
-                }
-                .map_err(|e| format!("checked engine batch failed: {e}"))?;
-                if !r.all_done() {
-                    return Err(format!(
-                        "checked engine batch faulted: {:?}",
-                        r.faults().next()
-                    ));
-                }
-                Ok(r.report)
-            }
-        }
-        .map_err(|e| format!("engine batch failed: {e}"))?;
-        if !r.is_complete() {
-            return Err(format!("engine batch stopped early: {r:?}"));
-        }
-        Ok(r.strategy)
-    };
-    let poison = |ops: &mut [(&mut [u8], &[u8])], clears: &mut [&mut [u8]]| {
-        ops.iter_mut().for_each(|(d, _)| d.fill(POISON));
-        clears.iter_mut().for_each(|d| d.fill(POISON));
-    };
-    let check =
-        |ops: &[(&mut [u8], &[u8])], clears: &[&mut [u8]], who: &str| -> Result<(), String> {
-            let bad = ops
-                .iter()
-                .position(|(d, s)| d != s)
-                .or_else(|| clears.iter().position(|d| d.iter().any(|&b| b != 0)));
-            match bad {
-                None => Ok(()),
-                Some(i) => Err(format!("verification failed: {who} left folio {i} wrong")),
-            }
-        };
-
-    // Verify every configuration once, from a poisoned destination.
-    let mut chose = Vec::new();
-    for c in engines {
-        poison(&mut ops, &mut clears);
-        chose.push(run_engine(c, &mut ops, &mut clears)?);
-        check(&ops, &clears, &c.label)?;
-    }
-    poison(&mut ops, &mut clears);
-    baseline(&mut ops, &mut clears);
-    check(&ops, &clears, "per-page")?;
-
-    // Cell 0 is the per-page baseline, cell i + 1 engine configuration i.
-    // Beside GB/s, each run's CPU time over wall time (warm-up runs too:
-    // the median is over many runs anyway).
-    let mut busy = vec![Vec::new(); engines.len() + 1];
-    let stats = interleave(engines.len() + 1, plan.rounds, |i| {
-        arena::evict_through(evict);
-        let cpu = cpu_time();
-        let t = Instant::now();
-        match i {
-            0 => baseline(&mut ops, &mut clears),
-            _ => {
-                run_engine(&engines[i - 1], &mut ops, &mut clears)?;
-            }
-        }
-        let wall = t.elapsed();
-        busy[i].push((cpu_time() - cpu).as_secs_f64() / wall.as_secs_f64().max(1e-9));
-        Ok(gbps(total, wall))
-    })?;
-    let busy: Vec<Option<f64>> = busy
-        .iter()
-        .map(|b| Stats::of(b).map(|s| s.median))
-        .collect();
-
-    let row = |strategy: &str,
-               chose: Strategy,
-               threads,
-               placement: &'static str,
-               s: &Stats,
-               cpu_busy: Option<f64>,
-               cpus: Option<usize>| Row {
-        op: plan.op.name(),
-        strategy: strategy.to_string(),
-        chose: chose.name().to_string(),
-        hint: None,
-        size,
-        total,
-        regime: "cold",
-        threads,
-        runs: plan.rounds.runs,
-        gbps: s.clone(),
-        speedup: None,
-        baseline: None,
-        calls: None,
-        batch: Some(BatchCell {
-            placement,
-            layout: layout.name(),
-            count,
-            cpu_busy,
-            bound_share: None,
-            cpus,
-        }),
-        fill: None,
-        moved: None,
-        migrated: None,
-    };
-    let mut rows = vec![row(
-        "per-page",
-        Strategy::PerPage,
-        1,
-        "-",
-        &stats[0],
-        busy[0],
-        None,
-    )];
-    for (i, c) in engines.iter().enumerate() {
-        rows.push(row(
-            &c.label,
-            chose[i],
-            c.threads,
-            c.placement.name(),
-            &stats[i + 1],
-            busy[i + 1],
-            distinct(c.engine.cpus()),
-        ));
-    }
-    Ok(rows)
-}
-
 /// How many different CPUs `cpus` names (`None` for none: an engine of
 /// copy channels only).
 fn distinct(cpus: &[usize]) -> Option<usize> {
@@ -432,150 +254,6 @@ fn distinct(cpus: &[usize]) -> Option<usize> {
     v.sort_unstable();
     v.dedup();
     (!v.is_empty()).then_some(v.len())
-}
-
-#[derive(Args)]
-pub struct BatchArgs {
-    /// copy or clear.
-    #[arg(long, default_value = "copy", value_parser = crate::cli::parse_op)]
-    op: Op,
-    /// Folio sizes; each is measured at a constant total.
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "4K,16K,64K,256K,2M")]
-    folio: Vec<usize>,
-    /// Worker counts (default: 1, 2, 4, ... up to the online CPUs). More
-    /// workers than usable CPUs run with a warning: they share CPUs.
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=4096))]
-    threads: Vec<u32>,
-    /// Bytes per batch.
-    #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "256M")]
-    total: usize,
-    /// Also measure these folio counts at 2M (the folio-count experiment).
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
-    counts: Vec<u32>,
-    /// Copy channels beside the workers: gpu[:CHANNELS] (the CUDA driver's
-    /// copy engines; the arenas are pinned once) or emulated[:CHANNELS]
-    /// (CPU threads with a delay, to try the scheduling without a GPU).
-    /// Adds `engine N + gpu` rows and a `gpu only` row (copies only).
-    #[arg(long, value_name = "KIND[:CHANNELS]", value_parser = parse_offload)]
-    offload: Option<OffloadSpec>,
-    /// spread: round-robin over LLC domains; fill: one domain first.
-    #[arg(long, value_delimiter = ',', default_value = "spread", value_parser = crate::cli::parse_placement)]
-    placement: Vec<bulkmem::Placement>,
-    /// scattered: shuffled folios that do not coalesce; adjacent: in order.
-    #[arg(long, value_delimiter = ',', value_enum, default_value = "scattered")]
-    layout: Vec<Layout>,
-    #[command(flatten)]
-    measure: Measure,
-    /// CPU for the single-thread per-page baseline (default: where it starts).
-    #[arg(long)]
-    cpu: Option<usize>,
-    /// Do not ask for transparent huge pages on the benchmark arenas.
-    #[arg(long)]
-    no_thp: bool,
-    #[command(flatten)]
-    out: Output,
-    /// GB/s against folio size, a line per thread count (.svg or .png).
-    #[arg(long, value_name = "FILE")]
-    plot: Option<PathBuf>,
-    /// Also measure each thread count's checked batches (`engine N
-    /// checked`: the batches that survive a bad page), beside the engine's.
-    #[arg(long)]
-    checked: bool,
-    /// The memory bound each engine row's share is of, in GB/s, instead
-    /// of measuring it (`bench limits`) at the start.
-    #[arg(long, value_name = "GBPS", value_parser = parse_bound)]
-    bound: Option<f64>,
-}
-
-fn parse_bound(s: &str) -> Result<f64, String> {
-    s.parse::<f64>()
-        .ok()
-        .filter(|g| g.is_finite() && *g > 0.0)
-        .ok_or_else(|| format!("'{s}': expected GB/s above 0"))
-}
-
-pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
-    check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
-    let online = bulkmem::cpu::info().topology.online_cpus.len();
-    let threads: Vec<usize> = if a.threads.is_empty() {
-        let mut v = vec![1];
-        while v[v.len() - 1] * 2 <= online {
-            v.push(v[v.len() - 1] * 2);
-        }
-        if *v.last().expect("non-empty") != online {
-            v.push(online);
-        }
-        v
-    } else {
-        a.threads.iter().map(|&t| t as usize).collect()
-    };
-    warn_oversubscribed(
-        threads.iter().copied().max().unwrap_or(1),
-        crate::cli::usable_cpus(),
-    );
-    if let Some(&f) = a.folio.iter().find(|&&f| f > a.total) {
-        return Err(usage(format!(
-            "--folio {} is larger than --total {}",
-            size::fmt_size(f),
-            size::fmt_size(a.total)
-        )));
-    }
-    // A source and a destination arena of the largest batch (a folio
-    // size's batch fills --total, a count's is that many 2M folios) and
-    // the eviction buffer.
-    let arenas = |bytes: usize, flags: String| Need {
-        bytes: times(2, bytes).saturating_add(eviction_bytes()),
-        flags,
-        what: format!(
-            "a source and a destination of {} and the {} eviction buffer",
-            preflight::approx(bytes),
-            preflight::approx(eviction_bytes())
-        ),
-    };
-    let mut needs = vec![arenas(a.total, format!("--total {}", fmt_size(a.total)))];
-    if let Some(&c) = a.counts.iter().max() {
-        needs.push(arenas(
-            times(c as usize, COUNT_FOLIO),
-            format!("--counts {c}"),
-        ));
-    }
-    check_memory(&needs)?;
-    // Not pinned yet: an engine takes the CPUs its builder's thread may
-    // use, so one built on a pinned caller would have one CPU for all its
-    // workers. run() pins the caller for the per-page baseline once the
-    // engines exist.
-    let first = match a.cpu {
-        Some(c) if bulkmem::cpu::info().topology.online_cpus.contains(&c) => c,
-        Some(c) => return Err(usage(format!("--cpu: {c} is not an online CPU"))),
-        None => bulkmem::placement::current_cpu(),
-    };
-    let plan = Plan {
-        op: a.op,
-        folios: a.folio,
-        threads,
-        placements: a.placement,
-        layouts: a.layout,
-        total: a.total,
-        counts: a.counts.iter().map(|&c| c as usize).collect(),
-        rounds: a.measure.rounds(),
-        thp: !a.no_thp,
-        offload: a.offload.map(open_offload).transpose()?,
-        checked: a.checked,
-    };
-    let bounds = bound::bounds(plan.op, &plan.threads, first, a.bound).map_err(runtime)?;
-    let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, first, p))?;
-    report::add_speedups(&mut rows);
-    bound::attach(&mut rows, &bounds);
-    let style = |r: &Row| tables::style(&plan, r);
-    let what = format!("batch {}", plan.op);
-    publish(
-        &a.out,
-        &tables(&rows),
-        &rows,
-        a.plot
-            .as_deref()
-            .map(|p| (p, what.as_str(), "folio size", &style as Style)),
-    )
 }
 
 #[cfg(test)]

@@ -11,6 +11,9 @@
 //! Regions up to 1 MiB are measured hot (refilled until a run has written
 //! 64 MiB); larger ones cold (evicted before each run). Every row is checked
 //! once against the expected contents before it is timed.
+//!
+//! This file measures; the table and plot are `table.rs`, the flags and
+//! handler `args.rs`.
 
 use std::time::Instant;
 
@@ -19,21 +22,12 @@ use bulkmem::{Control, Engine, Hint};
 
 use crate::arena;
 use crate::harness::{gbps, interleave, Rounds};
-use crate::report::{by_strategy, FillCell, Row};
-use crate::size::fmt_size;
-use crate::table::Table;
+use crate::report::{FillCell, Row};
 
-use std::path::PathBuf;
+mod args;
+mod table;
 
-use crate::preflight::{self, eviction_bytes, Need};
-use crate::size;
-use clap::Args;
-
-use crate::chart::{self, Panel};
-use crate::cli::{
-    check_memory, check_outputs, measuring_cpus, plot_panels, publish, usage, with_progress,
-    Failure, Measure, Output,
-};
+pub use args::{cmd, FillArgs};
 
 pub const STRATEGIES: &[&str] = &[
     "memcpy-per-element",
@@ -85,7 +79,7 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
     let mut region = arena::prefaulted(biggest, plan.thp, 0)
         .map_err(|e| format!("cannot map {biggest} bytes: {e}"))?;
     let llc = bulkmem::cpu::info().llc_bytes();
-    let evict = arena::prefaulted((2 * llc).max(64 << 20), plan.thp, 1)
+    let evict = arena::eviction_buffer(llc, plan.thp)
         .map_err(|e| format!("cannot map the eviction buffer: {e}"))?;
     let mut rows = Vec::new();
     let mut n = 0;
@@ -218,111 +212,9 @@ fn measure(
         .collect())
 }
 
-/// A row per strategy, a column per (element, size), GB/s and the speed-up
-/// over `memcpy-patch`.
-pub fn table(rows: &[Row]) -> Vec<Table> {
-    let col = |r: &Row| {
-        let el = r.fill.as_ref().map_or(0, |f| f.element);
-        format!("{el}B/{} {}", fmt_size(r.size), r.regime)
-    };
-    by_strategy(
-        rows,
-        format!(
-            "fill (first 8 bytes of each element patched with its index): GB/s median±stdev of {} runs; x = over memcpy-patch",
-            rows.first().map_or(0, |r| r.runs)
-        ),
-        &col,
-        BASELINE,
-    )
-}
-
-#[derive(Args)]
-pub struct FillArgs {
-    /// Element (template) sizes in bytes.
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "64,128,4096")]
-    element: Vec<usize>,
-    /// Region sizes; up to 1M they are measured hot, larger ones cold.
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "64K,64M,1G")]
-    sizes: Vec<usize>,
-    /// Workers for the `engine` row. More workers than usable CPUs run
-    /// with a warning: they share CPUs.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=4096))]
-    threads: u32,
-    #[command(flatten)]
-    measure: Measure,
-    /// Do not ask for transparent huge pages on the benchmark arenas.
-    #[arg(long)]
-    no_thp: bool,
-    #[command(flatten)]
-    out: Output,
-    /// GB/s against region size, a panel per element size, a line per
-    /// strategy (.svg or .png).
-    #[arg(long, value_name = "FILE")]
-    plot: Option<PathBuf>,
-}
-
-pub fn cmd(a: FillArgs, quiet: bool) -> Result<(), Failure> {
-    check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
-    for &el in &a.element {
-        if let Some(&s) = a.sizes.iter().find(|&&s| s % el != 0) {
-            return Err(usage(format!(
-                "--sizes {} is not a whole number of {el}-byte elements",
-                size::fmt_size(s)
-            )));
-        }
-    }
-    let biggest = a.sizes.iter().copied().max().unwrap_or(0);
-    check_memory(&[Need {
-        bytes: biggest.saturating_add(eviction_bytes()),
-        flags: format!("--sizes {}", fmt_size(biggest)),
-        what: format!(
-            "a region of {} and the {} eviction buffer",
-            fmt_size(biggest),
-            preflight::approx(eviction_bytes())
-        ),
-    }])?;
-    crate::cli::warn_oversubscribed(a.threads as usize, crate::cli::usable_cpus());
-    let plan = Plan {
-        elements: a.element,
-        sizes: a.sizes,
-        threads: a.threads as usize,
-        rounds: a.measure.rounds(),
-        thp: !a.no_thp,
-    };
-    measuring_cpus(None)?;
-    let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, p))?;
-    crate::report::add_speedups_over(&mut rows, BASELINE);
-    publish(&a.out, &table(&rows), &rows, None)?;
-    match a.plot.as_deref() {
-        Some(p) => plot_panels(p, "fill", PLOT_X, &panels(&rows)),
-        None => Ok(()),
-    }
-}
-
-/// Says where the regime changes, since hot and cold share each panel.
-const PLOT_X: &str = "region size (hot up to 1M, cold above)";
-
-/// A panel per element size, a line per strategy. Element sizes apart: a
-/// 64-byte template and a 4 KiB one are different workloads (the patch is
-/// an eighth of one and a five-hundredth of the other), and in one panel
-/// their lines tangle. Hot and cold sizes share a panel: apart, each would
-/// hold a single column of points.
-fn panels(rows: &[Row]) -> Vec<Panel> {
-    let style = |r: &Row| {
-        r.fill.as_ref()?;
-        let color = STRATEGIES
-            .iter()
-            .position(|s| *s == r.strategy)
-            .unwrap_or(0);
-        Some((r.strategy.clone(), color, false))
-    };
-    chart::panels(rows, &style, &|r| {
-        format!("{}-byte elements", r.fill.as_ref().map_or(0, |f| f.element))
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::table::table;
     use super::*;
 
     #[test]
@@ -350,86 +242,5 @@ mod tests {
         // 2M is not a whole number of 100-byte elements: a clear error.
         let e = run(&plan, &mut |_, _, _| {}).unwrap_err();
         assert!(e.contains("100-byte"), "{e}");
-    }
-
-    /// A fill result as `run` orders it: element, then size, then strategy;
-    /// each row's GB/s is its element size, so a point shows its origin.
-    fn result(elements: &[usize], sizes: &[usize]) -> Vec<Row> {
-        let mut rows = Vec::new();
-        for &el in elements {
-            for &size in sizes {
-                for &name in STRATEGIES {
-                    rows.push(Row {
-                        op: "fill",
-                        strategy: name.into(),
-                        chose: "memcpy".into(),
-                        hint: None,
-                        size,
-                        total: size,
-                        regime: if size <= HOT_MAX { "hot" } else { "cold" },
-                        threads: 1,
-                        runs: 1,
-                        gbps: crate::stats::Stats::or_zero(&[el as f64]),
-                        speedup: None,
-                        baseline: None,
-                        calls: None,
-                        batch: None,
-                        fill: Some(FillCell {
-                            element: el,
-                            patch: true,
-                        }),
-                        moved: None,
-                        migrated: None,
-                    });
-                }
-            }
-        }
-        rows
-    }
-
-    #[test]
-    fn the_plot_has_a_panel_per_element_size() {
-        let sizes = [64 << 10, 64 << 20];
-        let p = panels(&result(&[64, 4096], &sizes));
-        let names: Vec<&str> = p.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(names, ["64-byte elements", "4096-byte elements"]);
-        for (panel, el) in p.iter().zip([64.0, 4096.0]) {
-            let lines: Vec<&str> = panel.series.iter().map(|s| s.name.as_str()).collect();
-            assert_eq!(lines, STRATEGIES, "a line per strategy in {}", panel.name);
-            for s in &panel.series {
-                // Hot and cold sizes share the panel; no other element's
-                // points leak in.
-                let xs: Vec<f64> = s.points.iter().map(|q| q.x).collect();
-                assert_eq!(xs, sizes.map(|n| n as f64), "{} {}", panel.name, s.name);
-                assert!(
-                    s.points.iter().all(|q| q.y == el),
-                    "{} {}",
-                    panel.name,
-                    s.name
-                );
-            }
-        }
-        let svg = chart::render_svg(&chart::Chart {
-            title: "fill",
-            x_label: PLOT_X,
-            y_label: "GB/s",
-            panels: &p,
-            log_x: true,
-        });
-        // The words of every text element, as a viewer shows them.
-        let texts: Vec<&str> = svg
-            .split("</text>")
-            .filter_map(|t| t.rsplit_once('>').map(|(_, words)| words.trim()))
-            .collect();
-        let count = |s: &str| texts.iter().filter(|t| **t == s).count();
-        assert_eq!(count("64-byte elements"), 1);
-        assert_eq!(count("4096-byte elements"), 1);
-        for s in STRATEGIES {
-            assert_eq!(
-                count(s),
-                1,
-                "{s}: one legend entry, whatever the element size"
-            );
-        }
     }
 }

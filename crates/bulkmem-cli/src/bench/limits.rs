@@ -3,7 +3,8 @@
 //! above the per-page loop.
 //!
 //! Per thread count, over per-thread buffers much larger than a cache:
-//! read bandwidth (vector loads, summed, so nothing is written), the
+//! read bandwidth (the library's `calibrate::read_bandwidth`: the widest
+//! vector loads, summed, so nothing is written), the
 //! non-temporal write bandwidth (the library's NT clear) and the temporal
 //! one (`rep stosb`, which reads each line for ownership first). Two copy
 //! bounds follow (W is the better write: a copy can always stream its
@@ -21,6 +22,7 @@
 
 use clap::Args;
 
+use bulkmem::calibrate::read_bandwidth;
 use bulkmem::mapping::Mapping;
 use bulkmem::{ClearKernel, Op, Strategy};
 
@@ -162,7 +164,7 @@ pub fn measure(
     let stats = interleave(3, rounds, |cell| {
         let t = match cell {
             0 => timed(&mut bufs, cpus, |m| {
-                std::hint::black_box(read_sum(m.as_slice()));
+                std::hint::black_box(read_bandwidth(m.as_slice()));
             }),
             1 => match nt {
                 Some(k) => timed(&mut bufs, cpus, |m| k.clear(m.as_mut_slice())),
@@ -218,90 +220,6 @@ fn rows_of(l: &Limits, size: usize) -> Vec<Row> {
     .collect()
 }
 
-/// Sums `buf` as 64-bit lanes with the widest loads this CPU has; the sum
-/// is returned so the loads cannot be optimised away.
-fn read_sum(buf: &[u8]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let f = &bulkmem::cpu::facts().features;
-        if f.avx512f {
-            // SAFETY: the CPU has AVX-512F (checked above); buf is readable.
-            return unsafe { vector::sum_avx512(buf) };
-        }
-        if f.avx2 {
-            // SAFETY: the CPU has AVX2 (checked above); buf is readable.
-            return unsafe { vector::sum_avx2(buf) };
-        }
-    }
-    buf.chunks_exact(8)
-        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
-        .fold(0u64, u64::wrapping_add)
-}
-
-#[cfg(target_arch = "x86_64")]
-mod vector {
-    use core::arch::x86_64::*;
-
-    /// # Safety
-    /// The CPU has AVX-512F.
-    #[target_feature(enable = "avx512f")]
-    pub unsafe fn sum_avx512(buf: &[u8]) -> u64 {
-        let mut acc = [_mm512_setzero_si512(); 4];
-        let body = buf.len() / 256 * 256;
-        let p = buf.as_ptr();
-        let mut k = 0;
-        while k < body {
-            for (i, a) in acc.iter_mut().enumerate() {
-                // SAFETY: k + 64 * i + 64 <= body <= buf.len(); unaligned
-                // loads have no alignment requirement.
-                *a = _mm512_add_epi64(*a, unsafe { _mm512_loadu_si512(p.add(k + 64 * i).cast()) });
-            }
-            k += 256;
-        }
-        let mut lanes = [0u64; 8];
-        let all = _mm512_add_epi64(
-            _mm512_add_epi64(acc[0], acc[1]),
-            _mm512_add_epi64(acc[2], acc[3]),
-        );
-        // SAFETY: lanes is 64 writable bytes.
-        unsafe { _mm512_storeu_si512(lanes.as_mut_ptr().cast(), all) };
-        lanes
-            .iter()
-            .fold(tail(&buf[body..]), |s, &x| s.wrapping_add(x))
-    }
-
-    /// # Safety
-    /// The CPU has AVX2.
-    #[target_feature(enable = "avx2")]
-    pub unsafe fn sum_avx2(buf: &[u8]) -> u64 {
-        let mut acc = [_mm256_setzero_si256(); 4];
-        let body = buf.len() / 128 * 128;
-        let p = buf.as_ptr();
-        let mut k = 0;
-        while k < body {
-            for (i, a) in acc.iter_mut().enumerate() {
-                // SAFETY: k + 32 * i + 32 <= body <= buf.len().
-                *a = _mm256_add_epi64(*a, unsafe { _mm256_loadu_si256(p.add(k + 32 * i).cast()) });
-            }
-            k += 128;
-        }
-        let mut lanes = [0u64; 4];
-        let all = _mm256_add_epi64(
-            _mm256_add_epi64(acc[0], acc[1]),
-            _mm256_add_epi64(acc[2], acc[3]),
-        );
-        // SAFETY: lanes is 32 writable bytes.
-        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), all) };
-        lanes
-            .iter()
-            .fold(tail(&buf[body..]), |s, &x| s.wrapping_add(x))
-    }
-
-    fn tail(rest: &[u8]) -> u64 {
-        rest.iter().fold(0u64, |s, &b| s.wrapping_add(u64::from(b)))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,30 +234,6 @@ mod tests {
         for (r, w) in [(1.0, 100.0), (50.0, 7.0), (12.5, 12.5)] {
             let b = bus_bound(r, w);
             assert!(b < r.min(w) && b >= r.min(w) / 2.0, "{r} {w} {b}");
-        }
-    }
-
-    #[test]
-    fn sums_agree_with_the_scalar_loop() {
-        let buf: Vec<u8> = (0..100_003u32).map(|i| (i * 7 + 3) as u8).collect();
-        // Lane sums of u64 words plus the tail bytes: the same value
-        // whichever width ran, if the widths agree on the body.
-        let scalar = |b: &[u8], width: usize| {
-            let body = b.len() / width * width;
-            b[..body]
-                .chunks_exact(8)
-                .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
-                .fold(0u64, u64::wrapping_add)
-                .wrapping_add(b[body..].iter().map(|&x| u64::from(x)).sum::<u64>())
-        };
-        let f = &bulkmem::cpu::facts().features;
-        if f.avx512f {
-            // SAFETY: the CPU has AVX-512F.
-            assert_eq!(unsafe { vector::sum_avx512(&buf) }, scalar(&buf, 256));
-        }
-        if f.avx2 {
-            // SAFETY: the CPU has AVX2.
-            assert_eq!(unsafe { vector::sum_avx2(&buf) }, scalar(&buf, 128));
         }
     }
 }

@@ -17,26 +17,28 @@
 //!
 //! Every cell checks its output once before it is timed, so a broken
 //! strategy cannot report a fast number.
+//!
+//! This file is the plan and the order of its cells; the hot-buffer
+//! regimes are `hot.rs`, the cold one `cold.rs`, what the flags give
+//! `args.rs`.
 
-use std::sync::Barrier;
-use std::time::{Duration, Instant};
-
-use bulkmem::calibrate::toolkit::{
-    first_wrong, poison, scattered, scattered_pairs, warm_calls, ColdArenas, FULL_CHECK,
-};
+use bulkmem::calibrate::toolkit::{first_wrong, ColdArenas};
 use bulkmem::mapping::Mapping;
 use bulkmem::{Hint, Op, Strategy};
 
 use super::against::Foreign;
-use super::exec::{cells, Exec};
-use super::pipe_sink::PipeSink;
 
-use crate::arena;
-use crate::harness::{fill_pattern, gbps, interleave, Rounds, POISON};
-use crate::preflight::{self, eviction_bytes, times, Need};
+use crate::harness::Rounds;
 use crate::report::Row;
-use crate::size::fmt_size;
 use crate::stats::Stats;
+
+mod args;
+mod cold;
+mod hot;
+
+pub use args::{needs, parse_regimes, Regimes};
+use cold::cold_group;
+use hot::{hot_group, HotBufs};
 
 /// Bytes a hot run moves at least (by repeating the call): `bulkmem tune`'s.
 pub use bulkmem::calibrate::HOT_BYTES;
@@ -174,64 +176,6 @@ pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
     Ok(rows)
 }
 
-/// One thread's hot buffers of one size, and where its destination goes
-/// after each call.
-struct HotPair {
-    src: Mapping,
-    dst: Mapping,
-    after: After,
-    /// The pipe regime's pipe (its reader drains it until dropped).
-    sink: Option<PipeSink>,
-}
-
-impl HotPair {
-    /// Hands the destination to its next user.
-    fn consume(&mut self) -> Result<(), String> {
-        match self.after {
-            After::Nothing => Ok(()),
-            After::Read => {
-                std::hint::black_box(bulkmem::calibrate::read_once(self.dst.as_slice()));
-                Ok(())
-            }
-            After::Pipe => match &mut self.sink {
-                Some(sink) => sink.send(self.dst.as_slice()),
-                None => Err("the pipe regime has no pipe".into()),
-            },
-        }
-    }
-}
-
-/// Per-thread hot buffers of one size.
-struct HotBufs {
-    pairs: Vec<HotPair>,
-}
-
-impl HotBufs {
-    fn new(plan: &Plan, size: usize, after: After) -> Result<HotBufs, String> {
-        let mut pairs = Vec::new();
-        for _ in 0..plan.threads {
-            let mut src = arena::prefaulted(size, plan.thp, 0)
-                .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
-            fill_pattern(src.as_mut_slice());
-            place(&src, plan.src_node, "source")?;
-            let dst = arena::prefaulted(size, plan.thp, POISON)
-                .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
-            place(&dst, plan.dst_node, "destination")?;
-            let sink = match after {
-                After::Pipe => Some(PipeSink::new()?),
-                _ => None,
-            };
-            pairs.push(HotPair {
-                src,
-                dst,
-                after,
-                sink,
-            });
-        }
-        Ok(HotBufs { pairs })
-    }
-}
-
 /// Moves every page of `m` to `node` (`move_pages`), so a cell measures
 /// that node's memory; every page must get there.
 fn place(m: &Mapping, node: Option<usize>, what: &str) -> Result<(), String> {
@@ -251,171 +195,6 @@ fn place(m: &Mapping, node: Option<usize>, what: &str) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn hot_group(
-    plan: &Plan,
-    size: usize,
-    regime: Regime,
-    bufs: &mut HotBufs,
-) -> Result<Vec<Row>, String> {
-    let reps = (plan.hot_bytes / size).max(1);
-    let cells = cells(
-        plan,
-        &bulkmem::Request::single(plan.op, size, plan.hint),
-        false,
-    )?;
-    let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
-    // Check each cell once, from a poisoned destination.
-    let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
-    let sparse = size > FULL_CHECK;
-    for (i, exec) in execs.iter().enumerate() {
-        for p in bufs.pairs.iter_mut() {
-            poison(p.dst.as_mut_slice(), sparse);
-            chose[i] = match plan.op {
-                Op::Copy => exec.copy(p.dst.as_mut_slice(), p.src.as_slice()),
-                Op::Clear => exec.clear(p.dst.as_mut_slice()),
-            };
-            verify(
-                plan.op,
-                &cells[i].0,
-                size,
-                regime.name(),
-                p.dst.as_slice(),
-                p.src.as_slice(),
-                sparse,
-            )?;
-        }
-    }
-    let stats = interleave(execs.len(), plan.rounds, |i| {
-        let exec = execs[i];
-        let call = |p: &mut HotPair| {
-            match plan.op {
-                Op::Copy => exec.copy(p.dst.as_mut_slice(), p.src.as_slice()),
-                Op::Clear => exec.clear(p.dst.as_mut_slice()),
-            };
-            p.consume()
-        };
-        // Untimed calls first (`toolkit::warm_calls`: one, or four near the
-        // cache's edge): the caches then hold what this strategy leaves
-        // behind, not what the previous cell did (at 32 MiB a clear after a
-        // temporal loop's dirty lines measured 0.75x of the same clear
-        // after a non-temporal one).
-        let failed = std::sync::Mutex::new(None);
-        let keep = |r: Result<(), String>| {
-            if let Err(e) = r {
-                *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-            }
-        };
-        for _ in 0..warm_calls(size) {
-            timed(&mut bufs.pairs, &plan.cpus, |p| keep(call(p)));
-        }
-        let t = timed(&mut bufs.pairs, &plan.cpus, |p| {
-            for _ in 0..reps {
-                keep(call(p));
-            }
-        });
-        match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
-            Some(e) => Err(e),
-            None => Ok(gbps(reps * size * plan.threads, t)),
-        }
-    })?;
-    Ok((0..execs.len())
-        .map(|i| {
-            row(
-                plan,
-                &cells[i].0,
-                chose[i],
-                size,
-                size,
-                regime,
-                stats[i].clone(),
-            )
-        })
-        .collect())
-}
-
-fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result<Vec<Row>, String> {
-    let cooler = &a.cooler;
-    let count = (plan.total.max(size) / size).max(1);
-    let total = count * size;
-    let sparse = total > FULL_CHECK;
-    let per_thread = count.div_ceil(plan.threads);
-    let batch = bulkmem::Request {
-        op: plan.op,
-        total: per_thread * size,
-        runs: per_thread,
-        hint: plan.hint,
-    };
-    let cells = cells(plan, &batch, true)?;
-    let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
-    let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
-    let stats = match plan.op {
-        Op::Copy => {
-            let mut ops = scattered_pairs(a.dst.as_mut_slice(), a.src.as_slice(), size, count);
-            for (i, exec) in execs.iter().enumerate() {
-                for (d, _) in ops.iter_mut() {
-                    poison(d, sparse);
-                }
-                for part in ops.chunks_mut(per_thread) {
-                    chose[i] = exec.copy_batch(part);
-                }
-                for (d, sr) in &ops {
-                    verify(plan.op, &cells[i].0, size, "cold", d, sr, sparse)?;
-                }
-            }
-            let mut parts: Vec<&mut [(&mut [u8], &[u8])]> = ops.chunks_mut(per_thread).collect();
-            interleave(execs.len(), plan.rounds, |i| {
-                let touched = parts.iter().flat_map(|p| p.iter());
-                cooler.cool(2 * total, touched.flat_map(|(d, s)| [&**d, *s]));
-                let t = timed(&mut parts, &plan.cpus, |part| {
-                    execs[i].copy_batch(part);
-                });
-                Ok(gbps(total, t))
-            })?
-        }
-        Op::Clear => {
-            let mut ops = scattered(a.dst.as_mut_slice(), size, count);
-            for (i, exec) in execs.iter().enumerate() {
-                for d in ops.iter_mut() {
-                    poison(d, sparse);
-                }
-                for part in ops.chunks_mut(per_thread) {
-                    chose[i] = exec.clear_batch(part);
-                }
-                for d in &ops {
-                    verify(plan.op, &cells[i].0, size, "cold", d, &[], sparse)?;
-                }
-            }
-            let mut parts: Vec<&mut [&mut [u8]]> = ops.chunks_mut(per_thread).collect();
-            interleave(execs.len(), plan.rounds, |i| {
-                cooler.cool(total, parts.iter().flat_map(|p| p.iter().map(|d| &**d)));
-                let t = timed(&mut parts, &plan.cpus, |part| {
-                    execs[i].clear_batch(part);
-                });
-                Ok(gbps(total, t))
-            })?
-        }
-    };
-    // Fewer extents than threads leaves threads idle: report who worked.
-    // (Splitting one extent across threads is the batch engine's job.)
-    let workers = count.div_ceil(per_thread);
-    Ok((0..execs.len())
-        .map(|i| {
-            let mut r = row(
-                plan,
-                &cells[i].0,
-                chose[i],
-                size,
-                total,
-                Regime::Cold,
-                stats[i].clone(),
-            );
-            r.threads = workers;
-            r.calls = Some(execs[i].calls());
-            r
-        })
-        .collect())
 }
 
 fn row(
@@ -471,110 +250,9 @@ fn verify(
 }
 
 /// Runs `work` on every worker at once, worker i pinned to `cpus[i % n]`
-/// (worker 0 on the calling thread, already pinned), and returns the time
-/// from the common start to the last finish.
-pub(super) fn timed<W: Send>(
-    workers: &mut [W],
-    cpus: &[usize],
-    work: impl Fn(&mut W) + Sync,
-) -> Duration {
-    if workers.len() == 1 {
-        let t = Instant::now();
-        work(&mut workers[0]);
-        return t.elapsed();
-    }
-    let barrier = Barrier::new(workers.len());
-    let (first, rest) = workers.split_first_mut().expect("at least one worker");
-    std::thread::scope(|scope| {
-        for (i, w) in rest.iter_mut().enumerate() {
-            let (barrier, work) = (&barrier, &work);
-            let cpu = cpus[(i + 1) % cpus.len()];
-            scope.spawn(move || {
-                let _ = bulkmem::placement::pin_to(cpu);
-                barrier.wait();
-                work(w);
-            });
-        }
-        barrier.wait();
-        let t = Instant::now();
-        work(first);
-        // Leaving the scope joins the others: their finish is in the time.
-        t
-    })
-    .elapsed()
-}
-
-/// The regimes `--regime` names.
-#[derive(Clone, Debug)]
-pub struct Regimes(pub Vec<Regime>);
-
-/// `hot`, `cold`, `consume`, `pipe`, comma-separated, or `both` (hot and
-/// cold) or `all`; measured in the order given.
-pub fn parse_regimes(s: &str) -> Result<Regimes, String> {
-    let mut out: Vec<Regime> = Vec::new();
-    for word in s.split(',') {
-        let add: &[Regime] = match word.trim() {
-            "both" => &[Regime::Hot, Regime::Cold],
-            "all" => &Regime::ALL,
-            w => match Regime::ALL.iter().find(|r| r.name() == w) {
-                Some(r) => std::slice::from_ref(r),
-                None => {
-                    return Err(format!(
-                        "'{w}': expected hot, cold, consume, pipe, both or all (comma-separated)"
-                    ))
-                }
-            },
-        };
-        for r in add {
-            if !out.contains(r) {
-                out.push(*r);
-            }
-        }
-    }
-    Ok(Regimes(out))
-}
-
-/// What `bench copy|clear|fault` hold at once: hot, a source and a
-/// destination of the largest size per thread; cold, two arenas of
-/// `--total` (at least the largest size) and the eviction buffer.
-pub fn needs(sizes: &[usize], regimes: &[Regime], threads: usize, total: usize) -> Vec<Need> {
-    let max = sizes.iter().copied().max().unwrap_or(0);
-    let mut needs = Vec::new();
-    if regimes
-        .iter()
-        .any(|r| r.after() != After::Nothing || *r == Regime::Hot)
-    {
-        needs.push(Need {
-            bytes: times(times(2, max), threads),
-            flags: if threads > 1 {
-                format!("--sizes {} --threads {threads}", fmt_size(max))
-            } else {
-                format!("--sizes {}", fmt_size(max))
-            },
-            what: format!(
-                "hot: a source and a destination of {} per thread",
-                fmt_size(max)
-            ),
-        });
-    }
-    if regimes.contains(&Regime::Cold) {
-        let arena = max.max(total);
-        needs.push(Need {
-            bytes: times(2, arena).saturating_add(eviction_bytes()),
-            flags: if total >= max {
-                format!("--total {}", fmt_size(total))
-            } else {
-                format!("--sizes {}", fmt_size(max))
-            },
-            what: format!(
-                "cold: two arenas of {} and the {} eviction buffer",
-                fmt_size(arena),
-                preflight::approx(eviction_bytes())
-            ),
-        });
-    }
-    needs
-}
+/// (worker 0 on the calling thread, already pinned): the library's
+/// `toolkit::timed_on`.
+pub(super) use bulkmem::calibrate::toolkit::timed_on as timed;
 
 #[cfg(test)]
 mod tests {
@@ -657,29 +335,6 @@ mod tests {
                 assert!(r.gbps.median > 0.0 && r.total == r.size, "{r:?}");
             }
         }
-    }
-
-    #[test]
-    fn regimes_parse_as_lists() {
-        let names = |s: &str| -> Vec<&str> {
-            parse_regimes(s)
-                .unwrap()
-                .0
-                .iter()
-                .map(|r| r.name())
-                .collect()
-        };
-        assert_eq!(names("both"), ["hot", "cold"]);
-        assert_eq!(names("consume,hot,consume"), ["consume", "hot"]);
-        assert_eq!(names("all"), ["hot", "cold", "consume", "pipe"]);
-        let e = parse_regimes("hot,warm").unwrap_err();
-        assert!(e.contains("'warm'") && e.contains("consume"), "{e}");
-        // Consume and pipe hold what hot holds.
-        let hot = needs(&[1 << 20], &[Regime::Hot], 1, 0);
-        assert_eq!(
-            needs(&[1 << 20], &[Regime::Pipe], 1, 0)[0].bytes,
-            hot[0].bytes
-        );
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! calibration does.
 
 use std::io;
-use std::time::Duration;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
 
 use crate::mapping::Mapping;
 use crate::strategy::Op;
@@ -86,6 +87,19 @@ pub fn scattered_pairs<'a>(
         .zip(src_order)
         .map(|(d, s)| (d, src_slots[s]))
         .collect()
+}
+
+/// Bytes of the buffer [`evict`] reads through on a machine with `llc`
+/// bytes of last-level cache: twice the LLC, so nothing measured before
+/// survives it, and at least 64 MiB where the LLC is unknown or small.
+pub fn eviction_bytes(llc: usize) -> usize {
+    llc.saturating_mul(2).max(64 << 20)
+}
+
+/// The buffer [`evict`] reads through ([`eviction_bytes`] of it),
+/// prefaulted, on huge pages where `huge_pages`.
+pub fn eviction_buffer(llc: usize, huge_pages: bool) -> io::Result<Mapping> {
+    prefaulted(eviction_bytes(llc), huge_pages, 1)
 }
 
 /// Reads `buf` one cache line at a time, so that afterwards the LLC holds
@@ -249,11 +263,7 @@ impl Cooler {
         let evict = if flush(&[]) {
             None
         } else {
-            Some(prefaulted(
-                llc.saturating_mul(2).max(64 << 20),
-                huge_pages,
-                1,
-            )?)
+            Some(eviction_buffer(llc, huge_pages)?)
         };
         Ok(Cooler { evict, llc })
     }
@@ -312,6 +322,57 @@ pub fn read_once(buf: &[u8]) -> u64 {
         .fold(0u64, |s, &b| s.wrapping_add(u64::from(b)));
     acc.iter()
         .fold(words.wrapping_add(bytes), |s, a| s.wrapping_add(*a))
+}
+
+/// CPU time this process has used so far, all threads (ended ones too):
+/// set against wall time, how busy a multi-threaded run kept its CPUs.
+pub fn cpu_time() -> Duration {
+    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one rusage into the pointer it is given,
+    // which points to a zeroed one (a valid rusage either way).
+    let ru = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr());
+        ru.assume_init()
+    };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Runs `work` on every worker at once, worker i pinned to `cpus[i % n]`
+/// (worker 0 on the calling thread, which stays where it is), and returns
+/// the time from their common start to the last finish: one timed run of
+/// a multi-threaded measurement. A worker that cannot be pinned runs
+/// where the system puts it. `cpus` must not be empty when there is more
+/// than one worker.
+pub fn timed_on<W: Send>(
+    workers: &mut [W],
+    cpus: &[usize],
+    work: impl Fn(&mut W) + Sync,
+) -> Duration {
+    if workers.len() == 1 {
+        let t = Instant::now();
+        work(&mut workers[0]);
+        return t.elapsed();
+    }
+    let barrier = Barrier::new(workers.len());
+    let (first, rest) = workers.split_first_mut().expect("at least one worker");
+    std::thread::scope(|scope| {
+        for (i, w) in rest.iter_mut().enumerate() {
+            let (barrier, work) = (&barrier, &work);
+            let cpu = cpus[(i + 1) % cpus.len()];
+            scope.spawn(move || {
+                let _ = crate::placement::pin_to(cpu);
+                barrier.wait();
+                work(w);
+            });
+        }
+        barrier.wait();
+        let t = Instant::now();
+        work(first);
+        // Leaving the scope joins the others: their finish is in the time.
+        t
+    })
+    .elapsed()
 }
 
 /// GB/s (10^9 bytes per second) for `bytes` done in `t`.
@@ -465,6 +526,32 @@ mod tests {
                     buf[i] ^= 0x10;
                 }
             }
+        }
+    }
+
+    #[test]
+    fn cpu_time_advances_with_work_and_eviction_covers_twice_the_llc() {
+        let start = cpu_time();
+        let wall = std::time::Instant::now();
+        let mut x = 0u64;
+        while cpu_time() == start && wall.elapsed() < Duration::from_secs(10) {
+            for i in 0..10_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+        }
+        assert!(cpu_time() > start, "10 s of spinning used no CPU time");
+        assert_eq!(eviction_bytes(0), 64 << 20);
+        assert_eq!(eviction_bytes(100 << 20), 200 << 20);
+        assert_eq!(eviction_bytes(usize::MAX), usize::MAX);
+    }
+
+    #[test]
+    fn timed_runs_every_worker_once_on_its_cpu() {
+        let cpu = crate::placement::current_cpu();
+        for n in [1, 3] {
+            let mut workers: Vec<Vec<usize>> = vec![Vec::new(); n];
+            timed_on(&mut workers, &[cpu], |w| w.push(w.len()));
+            assert!(workers.iter().all(|w| w == &[0]), "{workers:?}");
         }
     }
 

@@ -112,10 +112,16 @@ mod tests {
         }
     }
 
+    /// A folder of this process's own for one test's files.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("bulkmem-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
     #[test]
     fn writing_never_goes_through_a_link_or_over_a_special_file() {
-        let d = std::env::temp_dir().join(format!("bulkmem-write-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
+        let d = scratch("write");
         // A link at the target: the rename replaces the link, and the file
         // it pointed at keeps its contents.
         let victim = d.join("victim");

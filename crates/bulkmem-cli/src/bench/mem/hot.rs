@@ -1,0 +1,154 @@
+//! The hot-buffer regimes of `bench copy|clear` (hot, consume, pipe): the
+//! same source and destination on every call, per thread, each cell
+//! checked once and then timed over repeated calls.
+
+use bulkmem::calibrate::toolkit::{poison, warm_calls, FULL_CHECK};
+use bulkmem::mapping::Mapping;
+use bulkmem::{Op, Strategy};
+
+use super::{place, row, timed, verify, After, Plan, Regime};
+use crate::arena;
+use crate::bench::exec::{cells, Exec};
+use crate::bench::pipe_sink::PipeSink;
+use crate::harness::{fill_pattern, gbps, interleave, POISON};
+use crate::report::Row;
+
+/// One thread's hot buffers of one size, and where its destination goes
+/// after each call.
+struct HotPair {
+    src: Mapping,
+    dst: Mapping,
+    after: After,
+    /// The pipe regime's pipe (its reader drains it until dropped).
+    sink: Option<PipeSink>,
+}
+
+impl HotPair {
+    /// Hands the destination to its next user.
+    fn consume(&mut self) -> Result<(), String> {
+        match self.after {
+            After::Nothing => Ok(()),
+            After::Read => {
+                std::hint::black_box(bulkmem::calibrate::read_once(self.dst.as_slice()));
+                Ok(())
+            }
+            After::Pipe => match &mut self.sink {
+                Some(sink) => sink.send(self.dst.as_slice()),
+                None => Err("the pipe regime has no pipe".into()),
+            },
+        }
+    }
+}
+
+/// Per-thread hot buffers of one size.
+pub(super) struct HotBufs {
+    pairs: Vec<HotPair>,
+}
+
+impl HotBufs {
+    pub(super) fn new(plan: &Plan, size: usize, after: After) -> Result<HotBufs, String> {
+        let mut pairs = Vec::new();
+        for _ in 0..plan.threads {
+            let mut src = arena::prefaulted(size, plan.thp, 0)
+                .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
+            fill_pattern(src.as_mut_slice());
+            place(&src, plan.src_node, "source")?;
+            let dst = arena::prefaulted(size, plan.thp, POISON)
+                .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
+            place(&dst, plan.dst_node, "destination")?;
+            let sink = match after {
+                After::Pipe => Some(PipeSink::new()?),
+                _ => None,
+            };
+            pairs.push(HotPair {
+                src,
+                dst,
+                after,
+                sink,
+            });
+        }
+        Ok(HotBufs { pairs })
+    }
+}
+
+pub(super) fn hot_group(
+    plan: &Plan,
+    size: usize,
+    regime: Regime,
+    bufs: &mut HotBufs,
+) -> Result<Vec<Row>, String> {
+    let reps = (plan.hot_bytes / size).max(1);
+    let cells = cells(
+        plan,
+        &bulkmem::Request::single(plan.op, size, plan.hint),
+        false,
+    )?;
+    let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
+    // Check each cell once, from a poisoned destination.
+    let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
+    let sparse = size > FULL_CHECK;
+    for (i, exec) in execs.iter().enumerate() {
+        for p in bufs.pairs.iter_mut() {
+            poison(p.dst.as_mut_slice(), sparse);
+            chose[i] = match plan.op {
+                Op::Copy => exec.copy(p.dst.as_mut_slice(), p.src.as_slice()),
+                Op::Clear => exec.clear(p.dst.as_mut_slice()),
+            };
+            verify(
+                plan.op,
+                &cells[i].0,
+                size,
+                regime.name(),
+                p.dst.as_slice(),
+                p.src.as_slice(),
+                sparse,
+            )?;
+        }
+    }
+    let stats = interleave(execs.len(), plan.rounds, |i| {
+        let exec = execs[i];
+        let call = |p: &mut HotPair| {
+            match plan.op {
+                Op::Copy => exec.copy(p.dst.as_mut_slice(), p.src.as_slice()),
+                Op::Clear => exec.clear(p.dst.as_mut_slice()),
+            };
+            p.consume()
+        };
+        // Untimed calls first (`toolkit::warm_calls`: one, or four near the
+        // cache's edge): the caches then hold what this strategy leaves
+        // behind, not what the previous cell did (at 32 MiB a clear after a
+        // temporal loop's dirty lines measured 0.75x of the same clear
+        // after a non-temporal one).
+        let failed = std::sync::Mutex::new(None);
+        let keep = |r: Result<(), String>| {
+            if let Err(e) = r {
+                *failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+            }
+        };
+        for _ in 0..warm_calls(size) {
+            timed(&mut bufs.pairs, &plan.cpus, |p| keep(call(p)));
+        }
+        let t = timed(&mut bufs.pairs, &plan.cpus, |p| {
+            for _ in 0..reps {
+                keep(call(p));
+            }
+        });
+        match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(e) => Err(e),
+            None => Ok(gbps(reps * size * plan.threads, t)),
+        }
+    })?;
+    Ok((0..execs.len())
+        .map(|i| {
+            row(
+                plan,
+                &cells[i].0,
+                chose[i],
+                size,
+                size,
+                regime,
+                stats[i].clone(),
+            )
+        })
+        .collect())
+}

@@ -8,9 +8,9 @@ use clap::ValueEnum as _;
 
 use bulkmem_report::compare::{fails, outcome, render, warnings, Doc, FailOn};
 
-use crate::cli::{runtime, Failure};
-use crate::out;
-use crate::table::Format;
+use bulkmem_bench::cli::{runtime, Failure};
+use bulkmem_bench::out;
+use bulkmem_report::table::Format;
 
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
@@ -63,7 +63,7 @@ pub fn cmd(args: CompareArgs) -> Result<(), Failure> {
     for w in warnings(&a, &b) {
         eprintln!("bulkmem: warning: {w}");
     }
-    crate::cli::check_outputs(args.json.as_deref(), None)?;
+    bulkmem_bench::cli::check_outputs(args.json.as_deref(), None)?;
     let o = outcome(&a, &b, args.threshold);
     let text = render(&o, args.format);
     if let Some(path) = args.json.as_deref() {
@@ -74,7 +74,7 @@ pub fn cmd(args: CompareArgs) -> Result<(), Failure> {
             out::write_bytes(json.as_bytes()).map_err(out::failed)?;
         } else {
             out::print(&text)?;
-            crate::write_file::write_file(path, json.as_bytes())
+            bulkmem_report::write_file::write_file(path, json.as_bytes())
                 .map_err(|e| runtime(format!("cannot write {}: {e}", path.display())))?;
         }
     } else {

@@ -10,7 +10,7 @@ use clap::{Args, Command, Subcommand};
 use clap_complete::Shell;
 use clap_mangen::roff::{bold, roman, Roff};
 
-use crate::cli::{runtime, usage, Failure};
+use bulkmem_bench::cli::{runtime, usage, Failure};
 
 #[derive(Args)]
 pub struct GenerateArgs {
@@ -45,18 +45,17 @@ pub fn cmd(a: GenerateArgs, command: Command) -> Result<(), Failure> {
             // and `out` turns one into an error.
             let mut out = Vec::new();
             clap_complete::generate(shell, &mut command, "bulkmem", &mut out);
-            crate::out::write_bytes(&out).map_err(crate::out::failed)
+            bulkmem_bench::out::write_bytes(&out).map_err(bulkmem_bench::out::failed)
         }
-        What::Man { dir: None } => {
-            crate::out::write_bytes(&page(&command, true)).map_err(crate::out::failed)
-        }
+        What::Man { dir: None } => bulkmem_bench::out::write_bytes(&page(&command, true))
+            .map_err(bulkmem_bench::out::failed),
         What::Man { dir: Some(dir) } => {
             if !dir.is_dir() {
                 return Err(usage(format!("--dir {}: not a directory", dir.display())));
             }
             // A directory that takes no files is as much a usage error as
             // a missing one: found before the first page, not by it.
-            crate::preflight::writable("--dir", &dir.join("bulkmem.1")).map_err(usage)?;
+            bulkmem_bench::preflight::writable("--dir", &dir.join("bulkmem.1")).map_err(usage)?;
             write_pages(&command, &dir, true)
         }
     }
@@ -66,7 +65,7 @@ pub fn cmd(a: GenerateArgs, command: Command) -> Result<(), Failure> {
 fn write_pages(cmd: &Command, dir: &Path, top: bool) -> Result<(), Failure> {
     let name = cmd.get_display_name().unwrap_or_else(|| cmd.get_name());
     let path = dir.join(format!("{name}.1"));
-    crate::write_file::write_file(&path, &page(cmd, top))
+    bulkmem_report::write_file::write_file(&path, &page(cmd, top))
         .map_err(|e| runtime(format!("cannot write {}: {e}", path.display())))?;
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         write_pages(sub, dir, false)?;

@@ -1,37 +1,22 @@
 //! The `bulkmem` command: which copy and clear primitive wins on this
 //! machine, measured the way the seed patch threads measure it. This file
 //! only parses and dispatches; each subcommand's flags and handler live in
-//! its own module (ripgrep's layout).
+//! its own module, the benches and what the subcommands share in
+//! `bulkmem_bench`, the output in `bulkmem_report` (ripgrep's layout).
 
-mod arena;
-mod bench;
-mod chart;
-mod cli;
 mod compare;
 mod examples;
-mod failure;
 mod generate;
-mod harness;
 mod info;
 mod migrate_cmd;
-mod out;
-mod preflight;
-mod preload_cmd;
-mod provenance;
-mod report;
-mod row_csv;
 mod run;
-mod size;
-mod stats;
-mod table;
 mod tune;
-mod version;
-mod write_file;
 
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use bulkmem_bench::{bench, failure, out, preflight, preload_cmd, version};
 use clap::{Command, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]

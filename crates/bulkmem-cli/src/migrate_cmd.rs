@@ -6,12 +6,11 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use bulkmem::numa::{self, CopyOptions, MigrateOptions, MigrateReport, Nodes};
-use bulkmem::Error;
 
-use crate::arena::{self as regions, PageKind};
-use crate::cli::{check_memory, runtime, twice_the_largest, usage, Failure};
-use crate::out;
-use crate::size::{self, fmt_size};
+use bulkmem_bench::arena::{self as regions, PageKind};
+use bulkmem_bench::cli::{check_memory, runtime, twice_the_largest, usage, Failure};
+use bulkmem_bench::out;
+use bulkmem_bench::size::{self, fmt_size};
 use clap::Args;
 
 /// The most address space one `migrate --range` covers: 1 TiB (2^28
@@ -52,25 +51,16 @@ pub fn parse_range(s: &str) -> Result<(usize, usize), String> {
         return Err(format!(
             "--range {s:?} covers {} of address space; migrate takes at most {} \
              (it asks about every 4 KiB page): give the range of a mapping from /proc/PID/maps",
-            crate::preflight::approx(b - a),
-            crate::preflight::approx(MAX_RANGE)
+            bulkmem_bench::preflight::approx(b - a),
+            bulkmem_bench::preflight::approx(MAX_RANGE)
         ));
     }
     Ok((a, b - a))
 }
 
-/// A node list flag (`--to`, `--nodes`) in numactl's syntax, its errors
-/// naming the flag.
-pub fn parse_node_flag(flag: &str, s: &str, nodes: &Nodes) -> Result<Vec<usize>, String> {
-    numa::parse_nodes(s, nodes).map_err(|e| match e {
-        Error::Config(what) => format!("{flag}: {what}"),
-        e => format!("{flag} {s:?}: {e}"),
-    })
-}
-
 /// `--to`: one node, in numactl's syntax.
 pub fn parse_target(s: &str, nodes: &Nodes) -> Result<usize, String> {
-    let list = parse_node_flag("--to", s, nodes)?;
+    let list = bulkmem_bench::cli::parse_node_flag("--to", s, nodes)?;
     match list.as_slice() {
         [one] => Ok(*one),
         _ => Err(format!("--to {s:?} names {} nodes; give one", list.len())),

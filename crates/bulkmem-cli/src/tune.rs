@@ -9,7 +9,7 @@ use bulkmem::auto::{self, Identity, ProfileSetting};
 use bulkmem::calibrate::{self, CalibrateOptions};
 use clap::Args;
 
-use crate::cli::{progress_bar, runtime, usage, Failure};
+use bulkmem_bench::cli::{progress_bar, runtime, usage, Failure};
 
 #[derive(Args)]
 pub struct TuneArgs {
@@ -103,7 +103,7 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
         started.elapsed().as_secs_f64(),
         ladder.runs,
         if a.quick { ", --quick" } else { "" },
-        crate::size::fmt_size(*ladder.singles.last().unwrap_or(&0)),
+        bulkmem_bench::size::fmt_size(*ladder.singles.last().unwrap_or(&0)),
         bulkmem::cpu::info().brand
     );
     text.push_str("auto's choices, from each size up (margin over the runner-up):\n");
@@ -115,7 +115,7 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
         path.display(),
         follow_note(&path, &id)
     ));
-    crate::out::print(&text)
+    bulkmem_bench::out::print(&text)
 }
 
 /// Whether `auto` will read what was written, and if not, why.

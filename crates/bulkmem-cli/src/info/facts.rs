@@ -9,7 +9,7 @@ use bulkmem::{auto, Hint, Machine, Op, Request, Strategy};
 
 use super::streams::{streams_from, StreamsFrom, BATCH_EXTENT};
 use super::SIZES;
-use crate::report;
+use bulkmem_bench::report;
 
 #[derive(Serialize)]
 pub(super) struct Cache {

@@ -25,11 +25,11 @@ pub struct InfoArgs {
     json: bool,
 }
 
-pub fn cmd(a: InfoArgs) -> Result<(), crate::cli::Failure> {
+pub fn cmd(a: InfoArgs) -> Result<(), bulkmem_bench::cli::Failure> {
     if a.json {
-        crate::out::print(&(json() + "\n"))
+        bulkmem_bench::out::print(&(json() + "\n"))
     } else {
-        crate::out::print(&text())
+        bulkmem_bench::out::print(&text())
     }
 }
 

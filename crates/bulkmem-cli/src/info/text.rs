@@ -10,7 +10,7 @@ use bulkmem::{auto, Hint};
 use super::facts::{gather, Info};
 use super::streams::BATCH_EXTENT;
 use super::SIZES;
-use crate::size::fmt_size;
+use bulkmem_bench::size::fmt_size;
 
 pub fn text() -> String {
     let info = gather();

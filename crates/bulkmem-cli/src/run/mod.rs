@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use crate::cli::Failure;
-use crate::preload_cmd::{ld_preload, library};
+use bulkmem_bench::cli::Failure;
+use bulkmem_bench::preload_cmd::{ld_preload, library};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -100,14 +100,14 @@ impl RecordDir {
                 Ok(()) => return Ok(RecordDir(d)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
-                    return Err(crate::failure::runtime(format!(
+                    return Err(bulkmem_bench::failure::runtime(format!(
                         "run: cannot make a directory for the summary in {}: {e} (--no-summary runs without one)",
                         base.display()
                     )))
                 }
             }
         }
-        Err(crate::failure::runtime(
+        Err(bulkmem_bench::failure::runtime(
             "run: cannot make a directory for the summary (--no-summary runs without one)",
         ))
     }
@@ -123,11 +123,10 @@ impl Drop for RecordDir {
 /// summary on stderr; returns the program's exit status (a signal it died
 /// of is raised again here).
 pub fn run_cmd(a: RunArgs) -> Result<(), Failure> {
-    let lib = library().map_err(crate::cli::usage)?;
-    let (prog, args) = a
-        .cmd
-        .split_first()
-        .ok_or_else(|| crate::cli::usage("run: no command given (bulkmem run -- CMD ARGS...)"))?;
+    let lib = library().map_err(bulkmem_bench::cli::usage)?;
+    let (prog, args) = a.cmd.split_first().ok_or_else(|| {
+        bulkmem_bench::cli::usage("run: no command given (bulkmem run -- CMD ARGS...)")
+    })?;
     let dir = if a.no_summary {
         None
     } else {
@@ -185,8 +184,9 @@ pub fn run_cmd(a: RunArgs) -> Result<(), Failure> {
     for sig in IGNORED.into_iter().chain(FORWARDED) {
         set(sig, libc::SIG_DFL);
     }
-    let status = status
-        .map_err(|e| crate::failure::runtime(format!("run: waiting for the program: {e}")))?;
+    let status = status.map_err(|e| {
+        bulkmem_bench::failure::runtime(format!("run: waiting for the program: {e}"))
+    })?;
     if let Some(d) = &dir {
         let (records, unreadable) = records::collect(&d.0);
         let mut text = String::new();
@@ -258,7 +258,7 @@ fn per_process(r: &records::Counts) -> String {
         .map(|(name, calls, bytes)| {
             format!(
                 "{name} {calls} calls ({})",
-                crate::size::fmt_size(bytes as usize)
+                bulkmem_bench::size::fmt_size(bytes as usize)
             )
         })
         .collect();

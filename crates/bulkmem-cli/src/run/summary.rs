@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use super::records::{Counts, KINDS};
-use crate::size::fmt_size;
+use bulkmem_bench::size::fmt_size;
 
 /// What the summary is built from.
 pub struct Run<'a> {

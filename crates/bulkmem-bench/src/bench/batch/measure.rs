@@ -12,7 +12,7 @@ use super::{distinct, Config, Layout, Plan, Shape};
 use crate::arena;
 use crate::harness::{cpu_time, gbps, interleave, POISON};
 use crate::report::{BatchCell, Row};
-use crate::stats::Stats;
+use bulkmem_report::stats::Stats;
 
 pub(super) fn measure_shape(
     plan: &Plan,

@@ -2,10 +2,10 @@
 //! (a point) per element and region size.
 
 use super::{BASELINE, STRATEGIES};
-use crate::chart::{self, Panel};
 use crate::report::{by_strategy, Row};
 use crate::size::fmt_size;
-use crate::table::Table;
+use bulkmem_report::chart::{self, Panel};
+use bulkmem_report::table::Table;
 
 /// A row per strategy, a column per (element, size), GB/s and the speed-up
 /// over `memcpy-patch`.
@@ -70,7 +70,7 @@ mod tests {
                         regime: if size <= HOT_MAX { "hot" } else { "cold" },
                         threads: 1,
                         runs: 1,
-                        gbps: crate::stats::Stats::or_zero(&[el as f64]),
+                        gbps: bulkmem_report::stats::Stats::or_zero(&[el as f64]),
                         speedup: None,
                         baseline: None,
                         calls: None,

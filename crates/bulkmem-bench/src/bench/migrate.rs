@@ -20,10 +20,9 @@ use crate::arena::{self as regions, PageKind};
 use crate::harness::{interleave, Rounds};
 use crate::report::{pivot, MigrateCell, Pivot, Row};
 use crate::size::fmt_size;
-use crate::stats::Stats;
-use crate::table::Table;
+use bulkmem_report::stats::Stats;
+use bulkmem_report::table::Table;
 
-use crate::migrate_cmd;
 use crate::size;
 use std::path::PathBuf;
 
@@ -283,7 +282,7 @@ pub fn cmd(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
     check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
     let nodes = bulkmem::numa::Nodes::detect();
     let pair = match a.nodes.as_deref() {
-        Some(s) => migrate_cmd::parse_node_flag("--nodes", s, &nodes).map_err(usage)?,
+        Some(s) => crate::cli::parse_node_flag("--nodes", s, &nodes).map_err(usage)?,
         None => nodes.with_memory.iter().copied().take(2).collect(),
     };
     if pair.len() < 2 {

@@ -294,7 +294,7 @@ mod tests {
                 let b = r.batch.as_ref().unwrap();
                 assert_eq!(b.count * r.size, r.total);
             }
-            let t = crate::table::text(&tables(&rows));
+            let t = bulkmem_report::table::text(&tables(&rows));
             assert!(
                 t.contains("scattered") && t.contains("adjacent") && t.contains("engine 2"),
                 "{t}"

@@ -8,7 +8,7 @@
 use bulkmem::calibrate::toolkit;
 pub use bulkmem::calibrate::toolkit::{cpu_time, gbps, pattern as fill_pattern, POISON};
 
-use crate::stats::Stats;
+use bulkmem_report::stats::Stats;
 
 /// How many rounds a bench measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! `bulkmem bench ...`: one module per experiment, each owning its flags
 //! (`Args`) and handler (`cmd`). They share the measurement loop
 //! (`crate::harness`), the copy/clear cell runner (`mem`), the table
-//! builder (`crate::table`) and publishing (`crate::cli::publish`), never
+//! builder (`bulkmem_report::table`) and publishing (`crate::cli::publish`), never
 //! each other.
 
 pub mod against;

@@ -237,7 +237,7 @@ mod tests {
             assert!(r.speedup.is_some());
             assert_eq!(r.regime, if r.size <= HOT_MAX { "hot" } else { "cold" });
         }
-        let t = crate::table::text(&table(&rows));
+        let t = bulkmem_report::table::text(&table(&rows));
         assert!(t.contains("fill-nt") && t.contains("64B/2M cold"), "{t}");
         // 2M is not a whole number of 100-byte elements: a clear error.
         let e = run(&plan, &mut |_, _, _| {}).unwrap_err();

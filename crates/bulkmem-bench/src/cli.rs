@@ -9,12 +9,12 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use bulkmem::{Hint, Op, Strategy};
 
-use crate::chart;
 use crate::harness::Rounds;
 use crate::preflight::{self, times, Need};
 use crate::report::{self, Row};
 use crate::size::fmt_size;
-use crate::table::{Format, Table};
+use bulkmem_report::chart;
+use bulkmem_report::table::{Format, Table};
 
 /// How much a bench measures.
 #[derive(Args, Clone, Copy, Debug)]
@@ -243,7 +243,7 @@ pub fn with_progress<T>(
     out.map_err(runtime)
 }
 
-pub use crate::chart::RowStyle as Style;
+pub use bulkmem_report::chart::RowStyle as Style;
 
 /// Prints the tables in `out`'s format (to stderr when the JSON goes to
 /// stdout), writes the JSON, and plots GB/s against size: one line per
@@ -256,13 +256,13 @@ pub fn publish(
 ) -> Result<(), Failure> {
     let text: String = match out.format {
         // Numbers, one line per cell, rather than the tables' text.
-        Format::Csv => crate::row_csv::csv(rows),
+        Format::Csv => bulkmem_report::row_csv::csv(rows),
         f => {
             let mut text: String = tables
                 .iter()
                 .map(|t| t.render(f, out.width.into()))
                 .collect();
-            text.push_str(&format!("\n{}\n", crate::table::GB_NOTE));
+            text.push_str(&format!("\n{}\n", bulkmem_report::table::GB_NOTE));
             text
         }
     };
@@ -312,6 +312,19 @@ pub fn parse_hint(s: &str) -> Result<Hint, String> {
 pub fn parse_placement(s: &str) -> Result<bulkmem::Placement, String> {
     s.parse()
         .map_err(|e: bulkmem::ParseNameError| e.to_string())
+}
+
+/// A node list flag (`--to`, `--nodes`) in numactl's syntax, its errors
+/// naming the flag.
+pub fn parse_node_flag(
+    flag: &str,
+    s: &str,
+    nodes: &bulkmem::topology::Nodes,
+) -> Result<Vec<usize>, String> {
+    bulkmem::numa::parse_nodes(s, nodes).map_err(|e| match e {
+        bulkmem::Error::Config(what) => format!("{flag}: {what}"),
+        e => format!("{flag} {s:?}: {e}"),
+    })
 }
 
 #[cfg(test)]

@@ -9,8 +9,8 @@ use std::time::Instant;
 
 use crate::harness::{interleave, Rounds};
 use crate::report::{pivot, Pivot, Row};
-use crate::stats::Stats;
-use crate::table::Table;
+use bulkmem_report::stats::Stats;
+use bulkmem_report::table::Table;
 
 /// Where `libbulkmem_preload.so` is: `$BULKMEM_PRELOAD_LIB`, else beside the
 /// `bulkmem` binary (cargo puts both in target/release), else where

@@ -15,8 +15,8 @@ use bulkmem::{Control, Engine, Extent};
 use crate::cli::{check_memory, runtime, twice_the_largest, usage, Failure};
 use crate::harness::fill_pattern;
 use crate::size::{self, fmt_size};
-use crate::stats::Stats;
-use crate::table::{fixed, Format, Table};
+use bulkmem_report::stats::Stats;
+use bulkmem_report::table::{fixed, Format, Table};
 
 #[derive(Args)]
 pub struct OverlapArgs {

@@ -16,7 +16,7 @@ use crate::harness::Rounds;
 use crate::out;
 use crate::report::{self, Row};
 use crate::size::{self, fmt_size};
-use crate::table;
+use bulkmem_report::table;
 
 #[derive(Args)]
 pub struct MemArgs {

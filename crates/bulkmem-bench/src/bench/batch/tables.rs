@@ -3,8 +3,8 @@
 use super::Plan;
 use crate::report::{pivot, Pivot, Row};
 use crate::size::fmt_size;
-use crate::stats::Stats;
-use crate::table::Table;
+use bulkmem_report::stats::Stats;
+use bulkmem_report::table::Table;
 
 /// Tables: per (layout, placement), a row per thread count (and the
 /// per-page baseline), a column per shape.
@@ -69,7 +69,7 @@ pub fn tables(rows: &[Row]) -> Vec<Table> {
                     .iter()
                     .map(|(n, v)| {
                         let s = Stats::or_zero(v);
-                        format!("{n} {}", crate::table::fixed(s.median))
+                        format!("{n} {}", bulkmem_report::table::fixed(s.median))
                     })
                     .collect();
                 t.notes.push(format!(

@@ -30,7 +30,7 @@ use super::against::Foreign;
 
 use crate::harness::Rounds;
 use crate::report::Row;
-use crate::stats::Stats;
+use bulkmem_report::stats::Stats;
 
 mod args;
 mod cold;

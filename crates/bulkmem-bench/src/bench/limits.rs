@@ -36,7 +36,7 @@ use crate::harness::{gbps, interleave, Rounds};
 use crate::preflight::{times, Need};
 use crate::report::{pivot, Pivot, Row};
 use crate::size::{self, fmt_size};
-use crate::stats::Stats;
+use bulkmem_report::stats::Stats;
 
 #[derive(Args)]
 pub struct LimitsArgs {

@@ -9,7 +9,7 @@ use serde::Serialize;
 pub use bulkmem_report::report::*;
 
 use crate::provenance::{self, Provenance};
-use crate::table::Table;
+use bulkmem_report::table::Table;
 
 /// The machine a document was measured on.
 #[derive(Serialize)]
@@ -70,7 +70,7 @@ pub fn write_json(path: &Path, rows: &[Row]) -> Result<(), String> {
         // Recorded as an output error: `main` exits as for any failed stdout.
         crate::out::write_bytes((text + "\n").as_bytes()).map_err(|e| crate::out::failed(e).msg)
     } else {
-        crate::write_file::write_file(path, (text + "\n").as_bytes())
+        bulkmem_report::write_file::write_file(path, (text + "\n").as_bytes())
             .map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 }
@@ -93,7 +93,7 @@ pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::Stats;
+    use bulkmem_report::stats::Stats;
 
     fn sample() -> Vec<Row> {
         let row = |strategy: &str, median: f64| Row {
@@ -128,7 +128,7 @@ mod tests {
             hint: Some("auto".into()),
             ..v[0].clone()
         });
-        let t = crate::table::text(&tables_over(&v, &[], "per-page"));
+        let t = bulkmem_report::table::text(&tables_over(&v, &[], "per-page"));
         assert!(t.contains(&format!("auto ({})", auto_kind())), "{t}");
     }
 

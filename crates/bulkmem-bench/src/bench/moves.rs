@@ -21,8 +21,8 @@ use crate::arena::{populate, region, PageKind};
 use crate::harness::{interleave, Rounds};
 use crate::report::{by_strategy, MoveCell, Row};
 use crate::size::fmt_size;
-use crate::stats::Stats;
-use crate::table::Table;
+use bulkmem_report::stats::Stats;
+use bulkmem_report::table::Table;
 
 use std::path::PathBuf;
 
@@ -286,7 +286,7 @@ mod tests {
                 "{r:?}"
             );
         }
-        let t = crate::table::text(&table(&rows));
+        let t = bulkmem_report::table::text(&table(&rows));
         assert!(
             t.contains("move-range") && t.contains("thp 2M") && t.contains("4K 2M"),
             "{t}"

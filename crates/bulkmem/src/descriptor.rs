@@ -12,11 +12,11 @@ use crate::kernels::{libc_mem, per_page, portable, ClearFn, CopyFn};
 use crate::strategy::{Op, Strategy};
 
 #[cfg(target_arch = "x86_64")]
+use crate::checked::mc::{clear_mc, clear_mc_nt, clear_mc_vec, copy_mc, copy_mc_nt, copy_mc_vec};
+#[cfg(target_arch = "x86_64")]
+use crate::checked::mc::{McClear, McCopy};
+#[cfg(target_arch = "x86_64")]
 use crate::kernels::{avx2, avx512, clzero, rep};
-#[cfg(target_arch = "x86_64")]
-use crate::mc::{clear_mc, clear_mc_nt, clear_mc_vec, copy_mc, copy_mc_nt, copy_mc_vec};
-#[cfg(target_arch = "x86_64")]
-use crate::mc::{McClear, McCopy};
 
 // The x86-only kernels stand behind this macro: elsewhere the row keeps its
 // shape with `$other`, and `x86_only` keeps

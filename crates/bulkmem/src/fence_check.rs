@@ -757,7 +757,7 @@ mod tests {
     /// returns, in the fenced and the unfenced forms alike.
     #[test]
     fn every_fixup_of_a_streaming_twin_fences() {
-        let entries = crate::mc::entries();
+        let entries = crate::checked::mc::entries();
         let mut seen = 0;
         for (name, fenced, unfenced) in checked(true) {
             for f in [fenced, unfenced] {

@@ -44,12 +44,12 @@
 pub mod auto;
 pub mod calibrate;
 mod calls;
+#[cfg(target_arch = "x86_64")]
+mod checked;
 mod descriptor;
 pub mod engine;
 mod error;
 mod extent;
-#[cfg(target_arch = "x86_64")]
-pub mod fault;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod fence_check;
 mod fill;
@@ -57,8 +57,6 @@ mod handle;
 mod kernels;
 mod machine;
 pub mod mapping;
-#[cfg(target_arch = "x86_64")]
-mod mc;
 mod move_report;
 pub mod numa;
 pub mod offload;
@@ -73,6 +71,10 @@ mod units;
 // paths (`bulkmem::cpu::info()`, `bulkmem::topology::Topology`), which
 // code inside the crate uses too, so the grouping can change beneath them.
 pub use machine::{cpu, cpuid_cache, placement, topology};
+// Likewise the copies that survive a bad page live together in `checked/`;
+// `bulkmem::fault` stays their public path.
+#[cfg(target_arch = "x86_64")]
+pub use checked::fault;
 
 pub use auto::{Choice, Machine, Request};
 pub use calls::{

@@ -29,8 +29,7 @@
 //!   above, a pure function of the policy's values ([`rules::decide`] is
 //!   the last step alone, for a machine that was never tuned).
 //! - [`Policy::kernel`]: that decision as a kernel this CPU runs, typed by
-//!   the operation ([`CopyKernel`](crate::CopyKernel) or
-//!   [`ClearKernel`](crate::ClearKernel)).
+//!   the operation ([`CopyKernel`] or [`ClearKernel`]).
 //! - [`Policy::fill_mode`]: how a fill stores, under the same overrides,
 //!   profile and rules as copies.
 //! - [`Policy::bands`]: a single call's decision at every length, as

@@ -12,9 +12,9 @@
 //! ([`Outcome::Faulted`](fault::Outcome::Faulted)).
 
 use super::batch::{Batch, ClearSlices, CopySlices, Raw};
-use super::fault_log::FaultLog;
 use super::job::Work;
 use super::{Engine, SPLIT_ALIGN};
+use crate::checked::fault_log::FaultLog;
 use crate::error::Error;
 use crate::extent::{validate, Extent};
 use crate::fault::CheckedReport;

@@ -9,11 +9,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-#[cfg(target_arch = "x86_64")]
-use super::fault_log::FaultLog;
 use super::pool::{lock, panic_message, Inside};
 use super::serial::{stack_addr, Serial};
 use super::{Engine, MIN_CHUNK};
+#[cfg(target_arch = "x86_64")]
+use crate::checked::fault_log::FaultLog;
 use crate::error::EngineError;
 use crate::extent::Batch;
 #[cfg(target_arch = "x86_64")]

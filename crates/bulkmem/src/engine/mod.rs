@@ -21,8 +21,9 @@
 //! `builder` (configuration, CPUs), `pool` (the worker threads), `job` (one
 //! batch's chunk stream and the loop that works it), `batch` (the shapes a
 //! batch arrives in), `fill_job` (fills on the workers), `submit` with
-//! `ticket` (batches run in the background, [`Ticket`]) and `checked` with
-//! `fault_log` (batches that survive a bad page). The types a batch reports
+//! `ticket` (batches run in the background, [`Ticket`]) and `checked` (the
+//! batches that survive a bad page: the engine's side of `crate::checked`,
+//! whose `fault_log` its workers record faults in). The types a batch reports
 //! with live in `crate::report` and `crate::extent`, so that the rest of
 //! the crate can name them without depending on the engine.
 
@@ -30,8 +31,6 @@ mod batch;
 mod builder;
 #[cfg(target_arch = "x86_64")]
 mod checked;
-#[cfg(target_arch = "x86_64")]
-mod fault_log;
 mod fill_job;
 mod job;
 mod pool;

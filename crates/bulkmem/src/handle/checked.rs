@@ -4,9 +4,9 @@
 //! calls beside the fault handling they use).
 
 use super::{available, Fence, Unfenced};
+use crate::checked::mc::{extable::RawFault, McClear, McCopy};
 use crate::descriptor;
 use crate::error::Error;
-use crate::mc::{extable::RawFault, McClear, McCopy};
 use crate::strategy::{Op, Strategy};
 
 /// The checked twin of one strategy's copy, checked against this CPU when
@@ -54,7 +54,7 @@ impl CheckedCopyKernel {
                 })?;
         available(d)?;
         if matches!(strategy, Strategy::RepMovsb | Strategy::RepMovsq) {
-            crate::mc::copy_mc::route_near_ahead();
+            crate::checked::mc::copy_mc::route_near_ahead();
         }
         Ok(CheckedCopyKernel {
             strategy,

@@ -2,7 +2,7 @@
 //! routine the others hand their fault to: the checked twins of
 //! `kernels::rep` (`rep-movsb`, `rep-movsq`) and `kernels::per_page` (one
 //! `rep movsq` per 4 KiB, the kernel's baseline). See the module docs of
-//! `crate::mc` for the calling convention and the guarantee.
+//! `crate::checked::mc` for the calling convention and the guarantee.
 //!
 //! The string instructions are exact: on a fault `rcx` holds what is left.
 
@@ -240,7 +240,7 @@ pub(crate) fn route_near_ahead() {
     }
 }
 
-/// A checked copy routine: see the module docs of `crate::mc` for the
+/// A checked copy routine: see the module docs of `crate::checked::mc` for the
 /// contract.
 pub(crate) type McCopy = unsafe extern "C" fn(*mut u8, *const u8, usize, *mut RawFault) -> usize;
 

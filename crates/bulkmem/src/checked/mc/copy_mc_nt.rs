@@ -18,7 +18,7 @@
 //! Each routine is assembled twice from one macro: fenced (an `sfence`
 //! before it returns) and unfenced, so the fence check follows each as an
 //! ordinary function. Every fixup fences, so a fault never leaves
-//! streaming stores unordered. See `crate::mc` for the contract.
+//! streaming stores unordered. See `crate::checked::mc` for the contract.
 
 use core::arch::global_asm;
 

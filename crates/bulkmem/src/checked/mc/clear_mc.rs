@@ -3,7 +3,7 @@
 //! (`rep-stosb`, `rep-stosq`) and `kernels::per_page` (one `rep stosq` per
 //! 4 KiB). Clears are `fn(dst: rdi, len: rsi, info: rdx) -> rax` (bytes
 //! not zeroed); only the destination can fault, so every fixup records
-//! side 2. See `crate::mc` for the contract.
+//! side 2. See `crate::checked::mc` for the contract.
 
 use core::arch::global_asm;
 
@@ -133,7 +133,7 @@ bulkmem_mc_clear_text_end:
     asm_epilogue!()
 );
 
-/// A checked zeroing routine: see the module docs of `crate::mc` for the
+/// A checked zeroing routine: see the module docs of `crate::checked::mc` for the
 /// contract.
 pub(crate) type McClear = unsafe extern "C" fn(*mut u8, usize, *mut RawFault) -> usize;
 

@@ -5,7 +5,7 @@
 //! vector ending at `len` that may overlap bytes already copied). The head
 //! is stored first rather than last, so a fault in the body reports the
 //! head done. `rdx` counts the bytes not yet copied from `rsi`/`rdi` on, so
-//! every fixup returns `rdx`. See `crate::mc` for the contract.
+//! every fixup returns `rdx`. See `crate::checked::mc` for the contract.
 
 use core::arch::global_asm;
 

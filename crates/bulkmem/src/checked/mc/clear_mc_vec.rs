@@ -4,7 +4,7 @@
 //! one per step, and an unaligned last vector ending at `len`. `rdx`
 //! counts the bytes not yet zeroed from `rdi` on, so every fixup returns
 //! it. Clears are `fn(dst: rdi, len: rsi, info: rdx) -> rax`; see
-//! `crate::mc` for the contract.
+//! `crate::checked::mc` for the contract.
 
 use core::arch::global_asm;
 

@@ -20,7 +20,7 @@
 //!
 //! # How
 //! As the kernel does it, not with `longjmp` across Rust frames: every
-//! kernel `auto` can choose has a checked twin in assembly (`crate::mc`)
+//! kernel `auto` can choose has a checked twin in assembly (`crate::checked::mc`)
 //! with the same instructions and loop shape, every instruction of it
 //! that touches the caller's memory is listed in an exception table, and
 //! a signal handler that finds the faulting instruction pointer in a table
@@ -78,12 +78,12 @@ use crate::handle::{
 };
 use crate::strategy::{Hint, Op, Strategy};
 
+pub use crate::checked::mc::handler::is_installed;
 pub use crate::error::{Fault, Side};
-pub use crate::mc::handler::is_installed;
 pub use outcome::{CheckedReport, Outcome};
 
-use crate::mc::extable::RawFault;
-use crate::mc::{clear_mc, copy_mc, handler};
+use crate::checked::mc::extable::RawFault;
+use crate::checked::mc::{clear_mc, copy_mc, handler};
 
 /// Installs bulkmem's SIGBUS handler now instead of on the first checked
 /// call (useful before an application installs its own, so that its

@@ -8,7 +8,7 @@
 //! As the non-temporal copies, each is assembled fenced and unfenced from
 //! one macro, and every fixup fences. `rdx` counts the bytes not yet
 //! zeroed from `rdi` on (the `clzero` loop keeps its line count in `rcx`
-//! and the tail's bytes in `rdx`, as the kernel does). See `crate::mc` for
+//! and the tail's bytes in `rdx`, as the kernel does). See `crate::checked::mc` for
 //! the contract.
 
 use core::arch::global_asm;

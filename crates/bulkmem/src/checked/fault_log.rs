@@ -4,9 +4,8 @@
 //! make them (checked.rs) share it without depending on each other.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::pool::lock;
 use crate::fault::{self, Fault, Outcome};
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel, Unfenced};
 use crate::plan::Run;
@@ -27,9 +26,16 @@ pub(crate) struct FaultLog {
 }
 
 impl FaultLog {
+    /// The faults recorded so far. A worker that panics holding the lock
+    /// leaves a whole list behind (each update is one push), so poisoning
+    /// is ignored, as the engine's own locks do.
+    fn faults(&self) -> MutexGuard<'_, Vec<(usize, Fault)>> {
+        self.faults.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// A log for `count` extents; installs the fault handler, which the
     /// pieces then take as given.
-    pub(super) fn new(count: usize) -> FaultLog {
+    pub(crate) fn new(count: usize) -> FaultLog {
         fault::install();
         FaultLog {
             count,
@@ -47,7 +53,7 @@ impl FaultLog {
     #[cold]
     #[inline(never)]
     fn faulted_before(&self, e: usize, from: usize) -> bool {
-        lock(&self.faults)
+        self.faults()
             .iter()
             .any(|&(x, f)| x == e && f.offset <= from)
     }
@@ -55,7 +61,7 @@ impl FaultLog {
     #[cold]
     fn record(&self, e: usize, offset: usize, mut f: Fault) {
         f.offset = offset;
-        let mut faults = lock(&self.faults);
+        let mut faults = self.faults();
         match faults.iter_mut().find(|(x, _)| *x == e) {
             Some((_, g)) if g.offset <= offset => {}
             Some((_, g)) => *g = f,
@@ -71,7 +77,7 @@ impl FaultLog {
     /// # Safety
     /// As the engine's kernels: the piece lies in a validated extent.
     #[inline]
-    pub(super) unsafe fn copy(
+    pub(crate) unsafe fn copy(
         &self,
         k: Unfenced<'_, CheckedCopyKernel>,
         e: usize,
@@ -96,7 +102,7 @@ impl FaultLog {
     /// # Safety
     /// As [`FaultLog::copy`].
     #[inline]
-    pub(super) unsafe fn clear(
+    pub(crate) unsafe fn clear(
         &self,
         k: Unfenced<'_, CheckedClearKernel>,
         e: usize,
@@ -113,7 +119,7 @@ impl FaultLog {
         }
     }
 
-    pub(super) fn outcomes(self, report: &Report) -> Vec<Outcome> {
+    pub(crate) fn outcomes(self, report: &Report) -> Vec<Outcome> {
         let mut faults = self.faults.into_inner().unwrap_or_else(|e| e.into_inner());
         if faults.is_empty() && report.extents_done == self.count {
             // The common case, filled in one go.

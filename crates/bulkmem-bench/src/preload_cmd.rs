@@ -242,13 +242,7 @@ pub fn bench(
                 threads: 1,
                 runs: rounds.runs,
                 gbps: stats[i].clone(),
-                speedup: None,
-                baseline: None,
-                calls: None,
-                batch: None,
-                fill: None,
-                moved: None,
-                migrated: None,
+                ..Default::default()
             });
         }
     }

@@ -107,13 +107,7 @@ mod tests {
             threads: 1,
             runs: 1,
             gbps: Stats::or_zero(&[median]),
-            speedup: None,
-            baseline: None,
-            calls: None,
-            batch: None,
-            fill: None,
-            moved: None,
-            migrated: None,
+            ..Default::default()
         };
         let mut v: Vec<Row> = (1..7).map(|i| row("per-page", f64::from(i))).collect();
         add_speedups(&mut v);

@@ -24,8 +24,10 @@ pub const SCHEMA: u32 = 1;
 /// documents are read back through [`interned`].
 pub type Label = &'static str;
 
-/// One measured cell. Field names are the JSON contract.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+/// One measured cell. Field names are the JSON contract. `Default` is for
+/// building one: a bench names what it measured and leaves the extras
+/// (`..Default::default()`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Row {
     #[serde(deserialize_with = "interned")]
     pub op: Label,
@@ -259,13 +261,7 @@ pub(crate) mod tests {
             threads: 1,
             runs: 7,
             gbps: Stats::or_zero(&[median]),
-            speedup: None,
-            baseline: None,
-            calls: None,
-            batch: None,
-            fill: None,
-            moved: None,
-            migrated: None,
+            ..Default::default()
         }
     }
 

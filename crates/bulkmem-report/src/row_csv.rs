@@ -113,10 +113,7 @@ mod tests {
             speedup: Some(1.5),
             baseline: Some("libc".into()),
             calls: Some("batch"),
-            batch: None,
-            fill: None,
-            moved: None,
-            migrated: None,
+            ..Default::default()
         }
     }
 

@@ -198,16 +198,11 @@ fn measure(
             },
             runs: plan.rounds.runs,
             gbps: stats[k].clone(),
-            speedup: None,
-            baseline: None,
-            calls: None,
-            batch: None,
             fill: Some(FillCell {
                 element: el,
                 patch: name != "memcpy-per-element",
             }),
-            moved: None,
-            migrated: None,
+            ..Default::default()
         })
         .collect())
 }

@@ -209,13 +209,7 @@ fn rows_of(l: &Limits, size: usize) -> Vec<Row> {
         threads: l.threads,
         runs: s.samples.len(),
         gbps: s.clone(),
-        speedup: None,
-        baseline: None,
-        calls: None,
-        batch: None,
-        fill: None,
-        moved: None,
-        migrated: None,
+        ..Default::default()
     })
     .collect()
 }

@@ -217,13 +217,7 @@ fn row(
         threads: plan.threads,
         runs: plan.rounds.runs,
         gbps,
-        speedup: None,
-        baseline: None,
-        calls: None,
-        batch: None,
-        fill: None,
-        moved: None,
-        migrated: None,
+        ..Default::default()
     }
 }
 

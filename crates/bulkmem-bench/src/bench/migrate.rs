@@ -197,17 +197,12 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
                         threads,
                         runs: plan.rounds.runs,
                         gbps: Stats::or_zero(&gbps),
-                        speedup: None,
-                        baseline: None,
-                        calls: None,
-                        batch: None,
-                        fill: None,
-                        moved: None,
                         migrated: Some(MigrateCell {
                             from,
                             to,
                             page: kind.name(),
                         }),
+                        ..Default::default()
                     });
                 }
             }

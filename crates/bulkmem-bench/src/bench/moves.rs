@@ -97,16 +97,11 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
                     threads: 1,
                     runs: plan.rounds.runs,
                     gbps,
-                    speedup: None,
-                    baseline: None,
-                    calls: None,
-                    batch: None,
-                    fill: None,
                     moved: Some(MoveCell {
                         page: kind.name(),
                         ms,
                     }),
-                    migrated: None,
+                    ..Default::default()
                 });
             }
         }

@@ -148,9 +148,6 @@ pub(super) fn measure_shape(
         threads,
         runs: plan.rounds.runs,
         gbps: s.clone(),
-        speedup: None,
-        baseline: None,
-        calls: None,
         batch: Some(BatchCell {
             placement,
             layout: layout.name(),
@@ -159,9 +156,7 @@ pub(super) fn measure_shape(
             bound_share: None,
             cpus,
         }),
-        fill: None,
-        moved: None,
-        migrated: None,
+        ..Default::default()
     };
     let mut rows = vec![row(
         "per-page",

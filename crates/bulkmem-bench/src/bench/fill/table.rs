@@ -71,16 +71,11 @@ mod tests {
                         threads: 1,
                         runs: 1,
                         gbps: bulkmem_report::stats::Stats::or_zero(&[el as f64]),
-                        speedup: None,
-                        baseline: None,
-                        calls: None,
-                        batch: None,
                         fill: Some(FillCell {
                             element: el,
                             patch: true,
                         }),
-                        moved: None,
-                        migrated: None,
+                        ..Default::default()
                     });
                 }
             }

@@ -29,7 +29,17 @@ use crate::size::fmt_size;
 
 /// Fields that are measured (or follow from a measurement, like what `auto`
 /// chose) rather than configured: they differ between runs of the same cell.
-const MEASURED: [&str; 5] = ["gbps", "ms", "speedup", "chose", "runs"];
+/// A batch row's CPU share and share of the memory bound are measured too:
+/// in the key, no batch cell of one run would pair with the next run's.
+const MEASURED: [&str; 7] = [
+    "gbps",
+    "ms",
+    "speedup",
+    "chose",
+    "runs",
+    "cpu_busy",
+    "bound_share",
+];
 
 /// Key fields every row has, shown positionally rather than as `k=v`.
 const BASIC: [&str; 6] = ["op", "strategy", "size", "regime", "threads", "total"];

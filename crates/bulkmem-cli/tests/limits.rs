@@ -27,6 +27,21 @@ fn median(doc: &serde_json::Value, name: &str) -> f64 {
         .unwrap()
 }
 
+/// The per-run rates of `name`'s row, in the order they were measured.
+fn samples(doc: &serde_json::Value, name: &str) -> Vec<f64> {
+    doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["strategy"].as_str().unwrap().starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} row in {doc}"))["gbps"]["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
 #[test]
 fn limits_give_rates_and_bounds_no_rate_exceeds() {
     let (out, err, ok) = bulkmem("bench limits --threads 1 --size 16M --runs 2 --quiet --json -");
@@ -38,9 +53,32 @@ fn limits_give_rates_and_bounds_no_rate_exceeds() {
     let min = median(&doc, "copy bound: min");
     let bus = median(&doc, "copy bound, one bus");
     assert!(read > 0.0 && temporal > 0.0 && nt >= 0.0, "{doc}");
-    let w = nt.max(temporal);
-    // Medians of per-run bounds: at most the medians they come from.
-    assert!(min <= read.min(w) * 1.0001, "{min} vs {read} {w}");
+    // Each run's bounds come from that run's read and better write (the
+    // medians of separate columns need not: two runs' writes can trade
+    // places between the non-temporal and the temporal column).
+    let (r, n, t) = (
+        samples(&doc, "read"),
+        samples(&doc, "write (non-temporal)"),
+        samples(&doc, "write (temporal)"),
+    );
+    let (mins, buses) = (
+        samples(&doc, "copy bound: min"),
+        samples(&doc, "copy bound, one bus"),
+    );
+    assert_eq!(mins.len(), r.len(), "{doc}");
+    for i in 0..r.len() {
+        let w = n[i].max(t[i]);
+        assert!(
+            (mins[i] - r[i].min(w)).abs() <= 1e-9 * mins[i],
+            "run {i}: {doc}"
+        );
+        let one_bus = 1.0 / (1.0 / r[i] + 1.0 / w);
+        assert!(
+            (buses[i] - one_bus).abs() <= 1e-9 * one_bus,
+            "run {i}: {doc}"
+        );
+    }
+    assert!(min <= read * 1.0001, "{min} vs {read}");
     assert!(bus < min && bus >= min / 2.0 * 0.9, "{bus} vs {min}");
     assert!(err.contains("copy bound") || out.contains("copy bound"));
 }

@@ -311,13 +311,17 @@ struct Here {
 
 #[inline]
 fn compiled_here() -> &'static Here {
-    static HERE: OnceLock<Here> = OnceLock::new();
+    // Boxed: a `OnceLock<Here>` is 33 KB of initialised data (the lock's
+    // state is not zero), which split the preload's relocated statics
+    // onto pages of their own, each a copy-on-write fault in every process
+    // it is loaded into.
+    static HERE: OnceLock<Box<Here>> = OnceLock::new();
     HERE.get_or_init(|| {
         let p = Policy::here();
         let bands = [Op::Copy, Op::Clear].map(|op| HINTS.map(|h| p.bands(op, h)));
         let copy = compile::<CopyKernel>(&p, &bands[0]);
         let clear = compile::<ClearKernel>(&p, &bands[1]);
-        Here {
+        Box::new(Here {
             bands,
             #[cfg(target_arch = "x86_64")]
             checked_copy: compile_twins::<CheckedCopyKernel, _>(&p, &copy),
@@ -325,7 +329,7 @@ fn compiled_here() -> &'static Here {
             checked_clear: compile_twins::<CheckedClearKernel, _>(&p, &clear),
             copy,
             clear,
-        }
+        })
     })
 }
 

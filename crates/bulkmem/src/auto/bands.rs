@@ -5,12 +5,13 @@
 //!
 //! [`Bands`] are the decisions as strategies (what `bulkmem info` prints
 //! and what tests compare on synthetic CPUs); [`Compiled`] turns each band
-//! into a CPU-checked [`Kernel`] (or its checked twin) once, when the
+//! into a CPU-checked handle of its operation ([`CopyKernel`],
+//! [`ClearKernel`] or their checked twins) once, when the
 //! process's bands are built, so the per-call path holds only kernels this
 //! CPU runs.
 
 #[cfg(doc)]
-use crate::handle::Kernel;
+use crate::handle::{ClearKernel, CopyKernel};
 use crate::strategy::Strategy;
 
 /// Single-call decisions as length bands. A lookup is one table load
@@ -114,8 +115,9 @@ impl Bands {
 }
 
 /// [`Bands`] with each band's kernel resolved on this CPU once: a
-/// [`Kernel`], or on x86-64 the checked twin (`CheckedKernel`) of the
-/// kernel the single-call bands run.
+/// [`CopyKernel`] or [`ClearKernel`], or on x86-64 the checked twin
+/// (`CheckedCopyKernel`, `CheckedClearKernel`) of the kernel the
+/// single-call bands run.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Compiled<K> {
     bands: Bands,

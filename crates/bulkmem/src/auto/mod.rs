@@ -21,7 +21,7 @@
 //!
 //! Everything is resolved once per process, lazily and thread-safely: a
 //! single call then costs a short scan of precompiled length bands
-//! ([`bands`]), a batch one [`Policy::decide`].
+//! ([`bands()`]), a batch one [`Policy::decide`].
 //!
 //! One verb per question:
 //!
@@ -33,7 +33,7 @@
 //! - [`Policy::fill_mode`]: how a fill stores, under the same overrides,
 //!   profile and rules as copies.
 //! - [`Policy::bands`]: a single call's decision at every length, as
-//!   length bands ([`bands`]: this process's, compiled once).
+//!   length bands ([`bands()`]: this process's, compiled once).
 //! - Inside the crate, `kernel` (a named strategy or `Auto`) and `chosen`
 //!   (`Auto`): the handle, or its checked twin, that runs for a request in
 //!   this process; every call path asks one of these two.

@@ -9,7 +9,7 @@
 //! offset is still the first byte not copied, and everything before it is
 //! done; but for such long extents, pieces after the fault that were
 //! already running on other workers may have completed too
-//! ([`Outcome::Faulted`](fault::Outcome::Faulted)).
+//! ([`Outcome::Faulted`](crate::fault::Outcome::Faulted)).
 
 use super::batch::{Batch, ClearSlices, CopySlices, Raw};
 use super::job::Work;

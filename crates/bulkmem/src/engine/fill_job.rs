@@ -14,7 +14,7 @@ use crate::report::{Control, Report};
 
 impl Engine {
     /// Repeats `template` across `dst` on the workers (see
-    /// [`crate::fill`]): chunks are whole windows of elements, so each
+    /// the `fill` module): chunks are whole windows of elements, so each
     /// element is written by one worker. A cancelled fill reports how many
     /// bytes (a whole number of elements) were written, from the start.
     pub fn fill(&self, dst: &mut [u8], template: &[u8]) -> Result<Report, Error> {

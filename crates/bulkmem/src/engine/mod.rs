@@ -290,7 +290,7 @@ impl Engine {
         )
     }
 
-    /// This engine's identity for [`Inside`]: its address is stable while
+    /// This engine's identity for [`Inside`](pool::Inside): its address is stable while
     /// a batch runs (it is borrowed).
     fn id(&self) -> usize {
         self as *const Engine as usize

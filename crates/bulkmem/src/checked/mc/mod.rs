@@ -39,7 +39,7 @@
 /// subsection 1 of the file's table section, between the `$table` and
 /// `${table}_end` symbols of subsections 0 and 2), `BM_FUNC`/`BM_ENDFUNC`
 /// for a hidden global routine with call-frame information, and the small
-/// copies the vector routines share (see [`asm_helpers!`]). [`asm_epilogue!`] purges them, so that two
+/// copies the vector routines share (see `asm_helpers!`). `asm_epilogue!` purges them, so that two
 /// files assembled into one object do not define a macro twice.
 macro_rules! asm_prelude {
     ($table:literal) => {

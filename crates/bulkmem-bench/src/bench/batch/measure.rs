@@ -14,56 +14,59 @@ use crate::harness::{cpu_time, gbps, interleave, POISON};
 use crate::report::{BatchCell, Row};
 use bulkmem_report::stats::Stats;
 
-pub(super) fn measure_shape(
-    plan: &Plan,
-    shape: Shape,
-    engines: &[Config],
-    dst: &mut Mapping,
-    src: &Mapping,
-    evict: &Mapping,
-) -> Result<Vec<Row>, String> {
-    let Shape {
-        size,
-        count,
-        layout,
-    } = shape;
-    let mut ops: Vec<(&mut [u8], &[u8])> = match layout {
-        Layout::Scattered => scattered_pairs(dst.as_mut_slice(), src.as_slice(), size, count),
-        Layout::Adjacent => dst
-            .as_mut_slice()
-            .chunks_exact_mut(size)
-            .zip(src.as_slice().chunks_exact(size))
-            .take(count)
-            .collect(),
-    };
-    // Clears get their own list, built once, so nothing is built while timed.
-    let mut clears: Vec<&mut [u8]> = Vec::new();
-    if plan.op == Op::Clear {
-        clears = ops.drain(..).map(|(d, _)| d).collect();
+/// One shape's folios: copy pairs, or (for clears) destinations alone,
+/// built once so that nothing is built while timed.
+struct Folios<'a> {
+    op: Op,
+    ops: Vec<(&'a mut [u8], &'a [u8])>,
+    clears: Vec<&'a mut [u8]>,
+}
+
+impl<'a> Folios<'a> {
+    fn new(op: Op, shape: Shape, dst: &'a mut Mapping, src: &'a Mapping) -> Folios<'a> {
+        let Shape {
+            size,
+            count,
+            layout,
+        } = shape;
+        let mut ops: Vec<(&mut [u8], &[u8])> = match layout {
+            Layout::Scattered => scattered_pairs(dst.as_mut_slice(), src.as_slice(), size, count),
+            Layout::Adjacent => dst
+                .as_mut_slice()
+                .chunks_exact_mut(size)
+                .zip(src.as_slice().chunks_exact(size))
+                .take(count)
+                .collect(),
+        };
+        let clears = if op == Op::Clear {
+            ops.drain(..).map(|(d, _)| d).collect()
+        } else {
+            Vec::new()
+        };
+        Folios { op, ops, clears }
     }
-    let total = size * count;
-    let per_page = CopyKernel::baseline();
-    let per_page_clear = ClearKernel::baseline();
-    let baseline = |ops: &mut [(&mut [u8], &[u8])], clears: &mut [&mut [u8]]| {
-        for (d, s) in ops.iter_mut() {
-            per_page.copy(d, s);
+
+    /// The per-page loop over every folio: the baseline.
+    fn per_page(&mut self) {
+        let (copy, clear) = (CopyKernel::baseline(), ClearKernel::baseline());
+        for (d, s) in self.ops.iter_mut() {
+            copy.copy(d, s);
         }
-        for d in clears.iter_mut() {
-            per_page_clear.clear(d);
+        for d in self.clears.iter_mut() {
+            clear.clear(d);
         }
-    };
-    let run_engine = |c: &Config,
-                      ops: &mut [(&mut [u8], &[u8])],
-                      clears: &mut [&mut [u8]]|
-     -> Result<Strategy, String> {
+    }
+
+    /// One batch call of `c`'s engine; what it chose.
+    fn engine(&mut self, c: &Config) -> Result<Strategy, String> {
         let e = &c.engine;
-        let r = match (plan.op, c.checked) {
-            (Op::Copy, false) => e.copy_batch(ops),
-            (Op::Clear, false) => e.clear_batch(clears),
+        let r = match (self.op, c.checked) {
+            (Op::Copy, false) => e.copy_batch(&mut self.ops),
+            (Op::Clear, false) => e.clear_batch(&mut self.clears),
             (op, true) => {
                 let r = match op {
-                    Op::Copy => e.copy_batch_checked(ops, Default::default()),
-                    Op::Clear => e.clear_batch_checked(clears, Default::default()),
+                    Op::Copy => e.copy_batch_checked(&mut self.ops, Default::default()),
+                    Op::Clear => e.clear_batch_checked(&mut self.clears, Default::default()),
                 }
                 .map_err(|e| format!("checked engine batch failed: {e}"))?;
                 if !r.all_done() {
@@ -80,46 +83,61 @@ pub(super) fn measure_shape(
             return Err(format!("engine batch stopped early: {r:?}"));
         }
         Ok(r.strategy)
-    };
-    let poison = |ops: &mut [(&mut [u8], &[u8])], clears: &mut [&mut [u8]]| {
-        ops.iter_mut().for_each(|(d, _)| d.fill(POISON));
-        clears.iter_mut().for_each(|d| d.fill(POISON));
-    };
-    let check =
-        |ops: &[(&mut [u8], &[u8])], clears: &[&mut [u8]], who: &str| -> Result<(), String> {
-            let bad = ops
-                .iter()
-                .position(|(d, s)| d != s)
-                .or_else(|| clears.iter().position(|d| d.iter().any(|&b| b != 0)));
-            match bad {
-                None => Ok(()),
-                Some(i) => Err(format!("verification failed: {who} left folio {i} wrong")),
-            }
-        };
+    }
+
+    fn poison(&mut self) {
+        self.ops.iter_mut().for_each(|(d, _)| d.fill(POISON));
+        self.clears.iter_mut().for_each(|d| d.fill(POISON));
+    }
+
+    /// Every destination as the operation leaves it, or which one is not.
+    fn check(&self, who: &str) -> Result<(), String> {
+        let bad = self
+            .ops
+            .iter()
+            .position(|(d, s)| d != s)
+            .or_else(|| self.clears.iter().position(|d| d.iter().any(|&b| b != 0)));
+        match bad {
+            None => Ok(()),
+            Some(i) => Err(format!("verification failed: {who} left folio {i} wrong")),
+        }
+    }
+}
+
+pub(super) fn measure_shape(
+    plan: &Plan,
+    shape: Shape,
+    engines: &[Config],
+    dst: &mut Mapping,
+    src: &Mapping,
+    evict: &Mapping,
+) -> Result<Vec<Row>, String> {
+    let mut folios = Folios::new(plan.op, shape, dst, src);
 
     // Verify every configuration once, from a poisoned destination.
     let mut chose = Vec::new();
     for c in engines {
-        poison(&mut ops, &mut clears);
-        chose.push(run_engine(c, &mut ops, &mut clears)?);
-        check(&ops, &clears, &c.label)?;
+        folios.poison();
+        chose.push(folios.engine(c)?);
+        folios.check(&c.label)?;
     }
-    poison(&mut ops, &mut clears);
-    baseline(&mut ops, &mut clears);
-    check(&ops, &clears, "per-page")?;
+    folios.poison();
+    folios.per_page();
+    folios.check("per-page")?;
 
     // Cell 0 is the per-page baseline, cell i + 1 engine configuration i.
     // Beside GB/s, each run's CPU time over wall time (warm-up runs too:
     // the median is over many runs anyway).
+    let total = shape.size * shape.count;
     let mut busy = vec![Vec::new(); engines.len() + 1];
     let stats = interleave(engines.len() + 1, plan.rounds, |i| {
         arena::evict_through(evict);
         let cpu = cpu_time();
         let t = Instant::now();
         match i {
-            0 => baseline(&mut ops, &mut clears),
+            0 => folios.per_page(),
             _ => {
-                run_engine(&engines[i - 1], &mut ops, &mut clears)?;
+                folios.engine(&engines[i - 1])?;
             }
         }
         let wall = t.elapsed();
@@ -131,50 +149,34 @@ pub(super) fn measure_shape(
         .map(|b| Stats::of(b).map(|s| s.median))
         .collect();
 
-    let row = |strategy: &str,
-               chose: Strategy,
-               threads,
-               placement: &'static str,
-               s: &Stats,
-               cpu_busy: Option<f64>,
-               cpus: Option<usize>| Row {
+    let row = |strategy: &str, chose: Strategy, threads, placement, i: usize, cpus| Row {
         op: plan.op.name(),
         strategy: strategy.to_string(),
         chose: chose.name().to_string(),
-        hint: None,
-        size,
+        size: shape.size,
         total,
         regime: "cold",
         threads,
         runs: plan.rounds.runs,
-        gbps: s.clone(),
+        gbps: stats[i].clone(),
         batch: Some(BatchCell {
             placement,
-            layout: layout.name(),
-            count,
-            cpu_busy,
+            layout: shape.layout.name(),
+            count: shape.count,
+            cpu_busy: busy[i],
             bound_share: None,
             cpus,
         }),
         ..Default::default()
     };
-    let mut rows = vec![row(
-        "per-page",
-        Strategy::PerPage,
-        1,
-        "-",
-        &stats[0],
-        busy[0],
-        None,
-    )];
+    let mut rows = vec![row("per-page", Strategy::PerPage, 1, "-", 0, None)];
     for (i, c) in engines.iter().enumerate() {
         rows.push(row(
             &c.label,
             chose[i],
             c.threads,
             c.placement.name(),
-            &stats[i + 1],
-            busy[i + 1],
+            i + 1,
             distinct(c.engine.cpus()),
         ));
     }

@@ -164,7 +164,8 @@ pub(super) const STATIC_BINARY: &str = "this program is statically linked and ca
 pub(super) fn load() -> Result<Driver, String> {
     // dlopen in a statically linked program maps a second C library beside
     // the one linked in, and libcuda's initialisers do not survive it
-    // (`bulkmem info` died of SIGFPE on an H200 host): refuse instead.
+    // (`bulkmem info` died of SIGFPE on a host with an NVIDIA driver):
+    // refuse instead.
     if cfg!(target_feature = "crt-static") {
         return Err(STATIC_BINARY.to_string());
     }

@@ -306,8 +306,11 @@ fn shared_destination_past_eof_faults_and_the_file_holds_the_prefix() {
 #[test]
 fn file_truncated_while_the_copy_runs() {
     // Which page the copy reaches first is up to the scheduler: either it
-    // finished, or it stopped exactly at a page boundary at or past the new
-    // EOF, with every byte before the offset copied.
+    // finished, or it stopped at or past the new EOF, with every byte before
+    // the offset copied. Not always at a page boundary: truncation takes
+    // the pages away one at a time, so the page being read can go while
+    // the copy is inside it (seen once: offset 8789168, 3248 bytes into a
+    // page).
     let n = 16 << 8; // 16 MiB
     let fd = pattern_file(n, false);
     let map = map_file(&fd, n * PAGE, libc::PROT_READ);
@@ -325,7 +328,6 @@ fn file_truncated_while_the_copy_runs() {
         Err(f) => {
             assert_eq!(f.side, Side::Source);
             assert_eq!(f.code, libc::BUS_ADRERR);
-            assert_eq!(f.offset % PAGE, 0, "{f}");
             assert!(f.offset >= eof, "{f}");
             f.offset
         }

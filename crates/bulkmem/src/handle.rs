@@ -126,14 +126,7 @@ impl CopyKernel {
     /// The copy every CPU runs (`per-page`): what a choice falls back to
     /// when nothing better can be had.
     pub fn baseline() -> CopyKernel {
-        let d = descriptor::row(Strategy::PerPage);
-        debug_assert!(d.needs.is_empty() && !d.x86_only);
-        let k = d.copy.as_ref().expect("per-page copies");
-        CopyKernel {
-            strategy: Strategy::PerPage,
-            fenced: k.fenced,
-            unfenced: k.unfenced,
-        }
+        CopyKernel::new(Strategy::PerPage).expect("per-page copies on every CPU")
     }
 
     /// The strategy this kernel belongs to.
@@ -197,14 +190,7 @@ impl ClearKernel {
 
     /// The clear every CPU runs (`per-page`).
     pub fn baseline() -> ClearKernel {
-        let d = descriptor::row(Strategy::PerPage);
-        debug_assert!(d.needs.is_empty() && !d.x86_only);
-        let k = d.clear.as_ref().expect("per-page clears");
-        ClearKernel {
-            strategy: Strategy::PerPage,
-            fenced: k.fenced,
-            unfenced: k.unfenced,
-        }
+        ClearKernel::new(Strategy::PerPage).expect("per-page clears on every CPU")
     }
 
     /// The strategy this kernel belongs to.

@@ -89,6 +89,9 @@ pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as Fil
 #[cfg(target_arch = "x86_64")]
 pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
+// For tests: both shapes of the non-temporal copies on any machine.
+#[doc(hidden)]
+pub use kernels::force_nt_copy_shape;
 pub use machine::placement::Placement;
 pub use strategy::{Hint, Op, Options, ParseNameError, Strategy};
 pub use units::{format_bytes, parse_bytes};

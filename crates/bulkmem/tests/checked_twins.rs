@@ -18,7 +18,7 @@ mod common;
 use bulkmem::fault::{self, CHECKED_CLEAR, CHECKED_COPY};
 use bulkmem::{Error, Side, Strategy};
 use common::poison::*;
-use common::{canary, require, Guarded, PAGE};
+use common::{canary, in_both_nt_shapes, require, Guarded, PAGE};
 use proptest::prelude::*;
 
 /// Pages in each region: two whole interleaved blocks and some.
@@ -223,24 +223,28 @@ proptest! {
 /// non-temporal twins (and every other one) stop exactly there. The
 /// destination 37 bytes ahead of the source takes the string twins'
 /// 16-byte path (`near_ahead`).
+/// The non-temporal copies run in both of their shapes
+/// (`bulkmem::force_nt_copy_shape`), whichever this CPU takes.
 #[test]
 fn every_page_of_the_interleaved_blocks_faults_exactly() {
-    for clear in [false, true] {
-        for s in strategies(clear) {
-            for page in 0..N {
-                for on_src in [true, false] {
-                    for (s_off, d_off) in [(0, 0), (64, 0), (100, 3000), (4000, 17), (3, 40)] {
-                        let len = N * PAGE - 4096;
-                        if let Err(e) =
-                            case(Bad::Protected, s, clear, on_src, page, s_off, d_off, len)
-                        {
-                            panic!("{e}");
+    in_both_nt_shapes(|shape| {
+        for clear in [false, true] {
+            for s in strategies(clear) {
+                for page in 0..N {
+                    for on_src in [true, false] {
+                        for (s_off, d_off) in [(0, 0), (64, 0), (100, 3000), (4000, 17), (3, 40)] {
+                            let len = N * PAGE - 4096;
+                            if let Err(e) =
+                                case(Bad::Protected, s, clear, on_src, page, s_off, d_off, len)
+                            {
+                                panic!("{shape}: {e}");
+                            }
                         }
                     }
                 }
             }
         }
-    }
+    });
 }
 
 /// Lengths around the interleaved copies' block edges (and the vector
@@ -262,36 +266,40 @@ fn twins_match_the_reference_around_block_edges() {
         .enumerate()
         .for_each(|(i, b)| *b = src_byte(i));
     let mut dst = Guarded::new(3 * BLOCK);
-    for clear in [false, true] {
-        for s in strategies(clear) {
-            for &(s_off, d_off) in &[(0, 0), (1, 0), (0, 1), (63, 33), (4000, 96), (17, 4095)] {
-                for &len in &lens {
-                    paint(&mut dst, 0..0);
-                    let what = format!("{s} clear {clear} s_off {s_off} d_off {d_off} len {len}");
-                    let d = &mut dst.bytes()[d_off..d_off + len];
-                    let r = if clear {
-                        fault::clear_checked_with(s, d)
-                    } else {
-                        fault::copy_checked_with(s, d, &src.bytes()[s_off..s_off + len])
-                    };
-                    assert!(r.is_ok(), "{what}: {r:?}");
-                    check_region(
-                        &mut dst,
-                        d_off..d_off + len,
-                        0..0,
-                        |i| {
-                            if clear {
-                                0
-                            } else {
-                                src_byte(i - d_off + s_off)
-                            }
-                        },
-                        &what,
-                    );
+    in_both_nt_shapes(|shape| {
+        for clear in [false, true] {
+            for s in strategies(clear) {
+                for &(s_off, d_off) in &[(0, 0), (1, 0), (0, 1), (63, 33), (4000, 96), (17, 4095)] {
+                    for &len in &lens {
+                        paint(&mut dst, 0..0);
+                        let what = format!(
+                            "{shape}: {s} clear {clear} s_off {s_off} d_off {d_off} len {len}"
+                        );
+                        let d = &mut dst.bytes()[d_off..d_off + len];
+                        let r = if clear {
+                            fault::clear_checked_with(s, d)
+                        } else {
+                            fault::copy_checked_with(s, d, &src.bytes()[s_off..s_off + len])
+                        };
+                        assert!(r.is_ok(), "{what}: {r:?}");
+                        check_region(
+                            &mut dst,
+                            d_off..d_off + len,
+                            0..0,
+                            |i| {
+                                if clear {
+                                    0
+                                } else {
+                                    src_byte(i - d_off + s_off)
+                                }
+                            },
+                            &what,
+                        );
+                    }
                 }
             }
         }
-    }
+    });
 }
 
 /// A call several threads share is decided as a batch of one run per

@@ -296,6 +296,24 @@ per_strategy! {
     portable: Strategy::Portable;
 }
 
+/// The non-temporal copies in both of their shapes, whichever this CPU
+/// takes (`bulkmem::force_nt_copy_shape`): the interleaved blocks' edges,
+/// every misalignment pair at the loops' edges, and around 2 MiB, where
+/// the stream's prefetch stops 2 KiB before the end.
+#[test]
+fn nt_copies_in_both_shapes() {
+    for s in require::runnable(&[Strategy::Avx2Nt, Strategy::Avx512Nt]) {
+        if s == Strategy::Auto {
+            continue;
+        }
+        in_both_nt_shapes(|_| {
+            copy_around_page_blocks(s);
+            copy_every_alignment(s);
+            copy_around_2mib(s);
+        });
+    }
+}
+
 /// Every strategy of either operation has its own tests above, and a
 /// capability for each feature it may need (or the macro's `ignore` could
 /// not name why it did not run).

@@ -56,6 +56,9 @@ impl CheckedCopyKernel {
         if matches!(strategy, Strategy::RepMovsb | Strategy::RepMovsq) {
             crate::checked::mc::copy_mc::route_near_ahead();
         }
+        if matches!(strategy, Strategy::Avx2Nt | Strategy::Avx512Nt) {
+            crate::checked::mc::copy_mc_nt::interleave();
+        }
         Ok(CheckedCopyKernel {
             strategy,
             fenced,

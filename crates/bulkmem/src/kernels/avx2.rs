@@ -10,7 +10,7 @@
 use core::arch::x86_64::*;
 
 use super::small::{copy_upto_64, to_line, zero_upto_64};
-use super::{NT_COPY_BLOCK, NT_COPY_PAGES};
+use super::{nt_copy_interleaves, prefetch_256, NT_COPY_BLOCK, NT_COPY_PAGES, PREFETCH_AHEAD};
 
 /// # Safety
 /// The CPU has AVX2; `src` readable and `dst` writable for `len` bytes, not
@@ -56,6 +56,7 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
 #[target_feature(enable = "avx2")]
 pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     let head = to_line(dst).min(len);
+    let interleave = nt_copy_interleaves();
     // SAFETY: (whole block) the head is [0, head) with head <= len; each
     // interleaved block is [k, k + NT_COPY_BLOCK) with k + NT_COPY_BLOCK <=
     // len by its loop condition, every access in it below k +
@@ -65,7 +66,7 @@ pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     unsafe {
         copy_upto_64(dst, src, head);
         let mut k = head;
-        while k + NT_COPY_BLOCK <= len {
+        while interleave && k + NT_COPY_BLOCK <= len {
             let mut i = 0;
             while i < 4096 {
                 for p in 0..NT_COPY_PAGES {
@@ -83,6 +84,9 @@ pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
             k += NT_COPY_BLOCK;
         }
         while k + 256 <= len {
+            if !interleave && k + 256 + PREFETCH_AHEAD <= len {
+                prefetch_256(src.add(k + PREFETCH_AHEAD));
+            }
             // Load a whole 256-byte block before streaming it out, as
             // Linux's memcpy_orig does, so loads run ahead of the stores.
             let mut v = [_mm256_setzero_si256(); 8];

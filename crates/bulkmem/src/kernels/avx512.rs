@@ -5,7 +5,7 @@
 use core::arch::x86_64::*;
 
 use super::small::to_line;
-use super::{NT_COPY_BLOCK, NT_COPY_PAGES};
+use super::{nt_copy_interleaves, prefetch_256, NT_COPY_BLOCK, NT_COPY_PAGES, PREFETCH_AHEAD};
 
 /// Mask of the low `n` lanes, `n <= 64`.
 #[inline(always)]
@@ -92,6 +92,7 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
 #[target_feature(enable = "avx512f,avx512bw")]
 pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     let head = to_line(dst).min(len);
+    let interleave = nt_copy_interleaves();
     // SAFETY: (whole block) head is [0, head); each interleaved block is
     // [k, k + NT_COPY_BLOCK) with k + NT_COPY_BLOCK <= len by its loop
     // condition, and every access in it is at k + p * 4096 + i + 64 * j <
@@ -100,7 +101,7 @@ pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     unsafe {
         copy_masked(dst, src, head);
         let mut k = head;
-        while k + NT_COPY_BLOCK <= len {
+        while interleave && k + NT_COPY_BLOCK <= len {
             let mut i = 0;
             while i < 4096 {
                 for p in 0..NT_COPY_PAGES {
@@ -118,6 +119,9 @@ pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
             k += NT_COPY_BLOCK;
         }
         while k + 256 <= len {
+            if !interleave && k + 256 + PREFETCH_AHEAD <= len {
+                prefetch_256(src.add(k + PREFETCH_AHEAD));
+            }
             let mut v = [_mm512_setzero_si512(); 4];
             for (i, v) in v.iter_mut().enumerate() {
                 *v = _mm512_loadu_si512(src.add(k + 64 * i).cast());

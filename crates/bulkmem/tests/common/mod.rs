@@ -12,6 +12,28 @@ pub mod require;
 
 pub const PAGE: usize = 4096;
 
+/// Runs `f` once with the non-temporal copies in each of their shapes
+/// (four pages read at once, Intel's; one prefetched stream, every other
+/// CPU's), whichever this CPU takes, then gives it its own back. The
+/// shape is the process's: tests that force it take turns, so each runs
+/// the shape it forced (the others, forcing nothing, run either, and
+/// both are correct).
+pub fn in_both_nt_shapes(mut f: impl FnMut(&str)) {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            bulkmem::force_nt_copy_shape(None);
+        }
+    }
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _restore = Restore;
+    for (interleave, name) in [(true, "interleaved pages"), (false, "one stream")] {
+        bulkmem::force_nt_copy_shape(Some(interleave));
+        f(name);
+    }
+}
+
 /// `pages` usable pages between two inaccessible guard pages.
 pub struct Guarded(Mapping);
 

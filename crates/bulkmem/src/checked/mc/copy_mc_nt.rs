@@ -4,7 +4,8 @@
 //!
 //! 1. A head up to the destination's next 64-byte line (a short move, or a
 //!    byte-masked one with AVX-512).
-//! 2. Blocks of [`NT_COPY_PAGES`](crate::kernels) pages read at once: each
+//! 2. On Intel (`kernels::nt_copy_interleaves`, set by [`interleave`]),
+//!    blocks of [`NT_COPY_PAGES`](crate::kernels) pages read at once: each
 //!    step copies one vector group (128 bytes with AVX2, 256 with AVX-512)
 //!    from each of four runs a page apart, so several read streams keep
 //!    DRAM busy. `rsi`/`rdi` stay at the block's start and `r9` walks the
@@ -13,6 +14,9 @@
 //!    before it is done, and bytes of the later pages past it (up to three
 //!    pages) may already hold their copy.
 //! 3. 256 bytes per step (loads first, then streaming stores), then 64.
+//!    Elsewhere this is the whole body, and each 256-byte step first
+//!    requests the source `PREFETCH_AHEAD` (2 KiB) ahead while that still
+//!    lies in the range (a prefetch never faults).
 //! 4. A tail as the head.
 //!
 //! Each routine is assembled twice from one macro: fenced (an `sfence`
@@ -28,6 +32,15 @@ global_asm!(
     asm_prelude!("bulkmem_mc_ntcopy_extable"),
     r#"
     .pushsection .text.bulkmem_mc_ntcopy,"ax",@progbits
+
+    // Set on Intel, where the page interleave was measured to win
+    // (`interleave`); elsewhere one stream, prefetched.
+    .pushsection .data.bulkmem_mc_nt_interleave,"aw",@progbits
+    .globl bulkmem_mc_nt_interleave
+    .hidden bulkmem_mc_nt_interleave
+bulkmem_mc_nt_interleave:
+    .byte 0
+    .popsection
 
     // One body for both widths (`vec`/`ptr`/`w`: ymm, 32 bytes, or zmm,
     // 64; `ld` the unaligned load); a page step is four vectors.
@@ -52,6 +65,8 @@ global_asm!(
 .Lcn_head_done\@:
     cmp rdx, 16384
     jb .Lcn_by256\@
+    cmp byte ptr [rip + bulkmem_mc_nt_interleave], 0
+    je .Lcn_by256\@
 .Lcn_block\@:
     xor r9d, r9d
     .p2align 4
@@ -73,6 +88,14 @@ global_asm!(
 .Lcn_by256\@:
     cmp rdx, 256
     jb .Lcn_by64\@
+    cmp byte ptr [rip + bulkmem_mc_nt_interleave], 0
+    jne .Lcn_l0\@
+    cmp rdx, 256 + 2048
+    jb .Lcn_l0\@
+    prefetcht0 [rsi + 2048]
+    prefetcht0 [rsi + 2048 + 64]
+    prefetcht0 [rsi + 2048 + 128]
+    prefetcht0 [rsi + 2048 + 192]
 .Lcn_l0\@:
     BM_VLOAD \ld, \vec, \ptr, \w, 256 / \w, rsi
     BM_VSTORE vmovntdq, \vec, \ptr, \w, 256 / \w, rdi
@@ -131,6 +154,23 @@ bulkmem_mc_ntcopy_text_end:
 "#,
     asm_epilogue!()
 );
+
+extern "C" {
+    /// Non-zero: the routines read four pages at once (Intel).
+    static mut bulkmem_mc_nt_interleave: u8;
+}
+
+/// Gives the checked non-temporal copies the shape of the unchecked ones
+/// on this CPU (`kernels::nt_copy_interleaves`). Idempotent; called
+/// wherever a checked non-temporal routine is handed out, before any runs.
+pub(crate) fn interleave() {
+    let on = u8::from(crate::kernels::nt_copy_interleaves());
+    // SAFETY: a byte of this object's data, written only here (with the
+    // CPU's answer, so racing writers agree; a test forcing a shape may
+    // flip it, and either value runs a correct copy) and read by the
+    // routines; a byte store is atomic on x86.
+    unsafe { core::ptr::addr_of_mut!(bulkmem_mc_nt_interleave).write_volatile(on) };
+}
 
 routines!(McCopy:
     bulkmem_mc_copy_avx2nt,

@@ -66,7 +66,7 @@ pub(crate) const NT_COPY_PAGES: usize = 4;
 /// store before it whenever source and destination share their offset
 /// within a page (4 KiB aliasing), which page-aligned buffers always do.
 /// Measured on a 2-vCPU Zen 3 VM (EPYC, FSRM, AVX2), hot copies, one
-/// thread, medians of 7, `rustc`-free C loops of the same shapes: 1 GiB
+/// thread, medians of 7, C loops of the same shapes: 1 GiB
 /// interleaved 8.3 GB/s, one stream 11.0, one stream prefetching 2 KiB
 /// ahead 13.4, glibc 12.3; 256 MiB with the source 48 bytes into a line
 /// 8.1, 10.6, 13.4 and 11.7; 64 MiB 7.7, 9.4, 10.7 and 7.1. Loading all

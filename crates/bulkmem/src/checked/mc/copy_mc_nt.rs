@@ -165,10 +165,9 @@ extern "C" {
 /// wherever a checked non-temporal routine is handed out, before any runs.
 pub(crate) fn interleave() {
     let on = u8::from(crate::kernels::nt_copy_interleaves());
-    // SAFETY: a byte of this object's data, written only here (with the
-    // CPU's answer, so racing writers agree; a test forcing a shape may
-    // flip it, and either value runs a correct copy) and read by the
-    // routines; a byte store is atomic on x86.
+    // SAFETY: a byte of this object's data, written only here and read by
+    // the routines (either value runs a correct copy, so racing writers
+    // are harmless); a byte store is atomic on x86.
     unsafe { core::ptr::addr_of_mut!(bulkmem_mc_nt_interleave).write_volatile(on) };
 }
 

@@ -10,7 +10,7 @@
 use core::arch::x86_64::*;
 
 use super::small::{copy_upto_64, to_line, zero_upto_64};
-use super::{nt_copy_interleaves, prefetch_256, NT_COPY_BLOCK, NT_COPY_PAGES, PREFETCH_AHEAD};
+use super::{nt_copy_interleaves, prefetch_ahead, NT_COPY_BLOCK, NT_COPY_PAGES, PREFETCH_AHEAD};
 
 /// # Safety
 /// The CPU has AVX2; `src` readable and `dst` writable for `len` bytes, not
@@ -85,7 +85,7 @@ pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
         }
         while k + 256 <= len {
             if !interleave && k + 256 + PREFETCH_AHEAD <= len {
-                prefetch_256(src.add(k + PREFETCH_AHEAD));
+                prefetch_ahead(src.add(k + PREFETCH_AHEAD), 256);
             }
             // Load a whole 256-byte block before streaming it out, as
             // Linux's memcpy_orig does, so loads run ahead of the stores.

@@ -5,7 +5,7 @@
 use core::arch::x86_64::*;
 
 use super::small::to_line;
-use super::{nt_copy_interleaves, prefetch_256, NT_COPY_BLOCK, NT_COPY_PAGES, PREFETCH_AHEAD};
+use super::{nt_copy_interleaves, prefetch_ahead, NT_COPY_BLOCK, NT_COPY_PAGES, PREFETCH_AHEAD};
 
 /// Mask of the low `n` lanes, `n <= 64`.
 #[inline(always)]
@@ -120,7 +120,7 @@ pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
         }
         while k + 256 <= len {
             if !interleave && k + 256 + PREFETCH_AHEAD <= len {
-                prefetch_256(src.add(k + PREFETCH_AHEAD));
+                prefetch_ahead(src.add(k + PREFETCH_AHEAD), 256);
             }
             let mut v = [_mm512_setzero_si512(); 4];
             for (i, v) in v.iter_mut().enumerate() {

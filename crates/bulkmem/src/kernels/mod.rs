@@ -110,20 +110,6 @@ pub(crate) const NT_COPY_BLOCK: usize = NT_COPY_PAGES * 4096;
 /// 1.22x over no prefetch; a whole page ahead was no better than half.
 pub const PREFETCH_AHEAD: usize = 2048;
 
-/// Requests the four lines at `src`: a non-temporal copy's stream asks
-/// for its source [`PREFETCH_AHEAD`] bytes ahead of its loads.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-pub(crate) fn prefetch_256(src: *const u8) {
-    use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    for line in 0..4 {
-        // SAFETY: prefetch instructions do not fault and do not change
-        // memory, whatever the address; wrapping_add keeps the pointer
-        // arithmetic defined.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(src.wrapping_add(64 * line).cast()) };
-    }
-}
-
 /// Requests the first [`PREFETCH_AHEAD`] bytes (at most `len`) of `src`.
 /// Never faults, whatever `src` is: a prefetch is only a hint.
 #[inline]

@@ -1,18 +1,86 @@
-//! Links the unwinder into the preload library instead of loading
-//! `libgcc_s.so.1` into every process it is preloaded into.
+//! Builds the preload's two stages.
 //!
-//! Rust's standard library asks for `libgcc_s` (its unwinder). Most programs
-//! never load it, and its constructor runs dozens of CPUID instructions,
-//! each a VM exit under a hypervisor: on a 2-vCPU VM it was most of the
-//! preload's start-up cost (`/bin/true` 1.31x plain; 1.15x without it).
-//! The static `libgcc_eh.a` holds the same unwinder; linked whole, ahead of
-//! the standard library's `-lgcc_s`, it defines every `_Unwind_*` symbol,
-//! so the linker's `--as-needed` drops `libgcc_s` from the dependencies.
-//! The copy stays private to this library (the export list in the linker
-//! version script rustc writes names only our symbols), and unwinding never
-//! crosses into the host program: every entry point catches panics.
+//! **The engine** (this crate, `libbulkmem_preload_engine.so`) links the
+//! unwinder in instead of loading `libgcc_s.so.1` into every process it is
+//! opened in. Rust's standard library asks for `libgcc_s` (its unwinder),
+//! whose constructor runs dozens of CPUID instructions, each a VM exit
+//! under a hypervisor. The static `libgcc_eh.a` holds the same unwinder;
+//! linked whole, ahead of the standard library's `-lgcc_s`, it defines
+//! every `_Unwind_*` symbol, so the linker's `--as-needed` drops
+//! `libgcc_s` from the dependencies. The copy stays private to this
+//! library (the export list in the linker version script rustc writes
+//! names only our symbol), and unwinding never crosses into the host
+//! program: every entry point catches panics.
+//!
+//! **The loader** (`libbulkmem_preload.so`, the file programs preload)
+//! is crates/bulkmem-preload-loader, a `no_std` library that must be built
+//! with `-C panic=abort`: a cargo profile cannot give one crate of a
+//! workspace its own panic strategy, so this script runs rustc on it and
+//! puts the result beside the engine, in target/<profile>/.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 fn main() {
     println!("cargo:rustc-link-lib=static:+whole-archive,-bundle=gcc_eh");
     println!("cargo:rerun-if-changed=build.rs");
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let src = manifest.join("../bulkmem-preload-loader/src");
+    println!("cargo:rerun-if-changed={}", src.display());
+    if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64") {
+        // The loader is x86_64 assembly where it matters; no preload
+        // elsewhere.
+        println!("cargo:warning=the preload's loader is built for x86_64 only");
+        return;
+    }
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it"));
+    let built = out.join("libbulkmem_preload.so");
+    build_loader(&src.join("lib.rs"), &built);
+    // OUT_DIR is target/[TRIPLE/]PROFILE/build/PACKAGE-HASH/out.
+    let Some(profile_dir) = out.ancestors().nth(3) else {
+        panic!("unexpected OUT_DIR {}", out.display());
+    };
+    let dest = profile_dir.join("libbulkmem_preload.so");
+    // Written beside, then renamed: a program starting meanwhile sees the
+    // old file or the new one, never half of one.
+    let tmp = profile_dir.join(".libbulkmem_preload.so.tmp");
+    std::fs::copy(&built, &tmp)
+        .and_then(|_| std::fs::rename(&tmp, &dest))
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", dest.display()));
+}
+
+fn build_loader(lib_rs: &Path, output: &Path) {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let target = std::env::var("TARGET").expect("cargo sets it");
+    let debug = std::env::var("DEBUG").as_deref() == Ok("true");
+    let mut cmd = Command::new(rustc);
+    cmd.args(["--edition", "2021", "--crate-type", "cdylib"])
+        .args(["--crate-name", "bulkmem_preload", "--target", &target])
+        .args([
+            "-C",
+            "panic=abort",
+            "-C",
+            "opt-level=3",
+            "-C",
+            "codegen-units=1",
+        ])
+        .args(["-C", if debug { "debuginfo=1" } else { "debuginfo=0" }])
+        .args(["-D", "warnings"])
+        .arg("-o")
+        .arg(output)
+        .arg(lib_rs)
+        // The outer build's flags are for the engine (a crt-static build
+        // of the command, say), not for this library.
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTFLAGS");
+    let result = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run rustc for the preload's loader: {e}"));
+    if !result.status.success() {
+        panic!(
+            "building the preload's loader ({}) failed:\n{}",
+            lib_rs.display(),
+            String::from_utf8_lossy(&result.stderr)
+        );
+    }
 }

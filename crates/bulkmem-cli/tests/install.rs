@@ -129,6 +129,7 @@ fn installed_tree_works_from_outside_the_checkout() {
     for f in [
         "bin/bulkmem",
         "lib/bulkmem/libbulkmem_preload.so",
+        "lib/bulkmem/libbulkmem_preload_engine.so",
         "lib/libbulkmem.so.0",
         "lib/libbulkmem.a",
     ] {

@@ -7,7 +7,7 @@
 //!
 //! bulkmem is initialised by the first large call outside a signal handler
 //! ([`ready`]): its policy (CPU facts, profile, bands) and its fault
-//! handler, put in front of SIGSEGV and SIGBUS ([`signals::take_faults`]).
+//! handler, put in front of SIGSEGV and SIGBUS ([`crate::loader::take_faults`]).
 //! That is the only code on this path that can panic: it runs once, with
 //! cancellation blocked, under `catch_unwind`. Every later call runs only
 //! code that holds no value to drop and catches no unwind, so an unwind
@@ -19,7 +19,6 @@
 //! bulkmem's own code, bulkmem not initialised and not to be here, or
 //! under a sanitizer or valgrind: [`crate::tools`]).
 
-use std::cell::Cell;
 use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -27,11 +26,7 @@ use bulkmem::{CheckedKernel, Op};
 
 use crate::config::MT_MIN;
 use crate::stats::Path;
-use crate::{cancel, helpers, signals, tools};
-
-thread_local! {
-    static INSIDE: Cell<bool> = const { Cell::new(false) };
-}
+use crate::{cancel, helpers, loader, tools};
 
 /// bulkmem for this process: 0 not built, 1 being built by one thread, 2
 /// built, 3 not to be used (a sanitizer, valgrind, or the build failed).
@@ -40,27 +35,17 @@ static POLICY: AtomicU8 = AtomicU8::new(0);
 /// Whether this thread is inside bulkmem (its own calls of the interposed
 /// functions go to the C library).
 pub fn inside() -> bool {
-    INSIDE.with(|i| i.get())
+    loader::thread().inside.get()
 }
 
 /// Runs `f` as bulkmem's own code: calls of the interposed functions it
 /// makes go to the C library.
 pub fn as_bulkmem<R>(f: impl FnOnce() -> R) -> R {
-    let was = INSIDE.with(|i| i.replace(true));
+    let t = loader::thread();
+    let was = t.inside.replace(true);
     let r = f();
-    INSIDE.with(|i| i.set(was));
+    t.inside.set(was);
     r
-}
-
-/// For a signal handler of the program's about to run on this thread:
-/// takes the thread out of bulkmem (its calls are the program's) and
-/// returns what to give [`back_from_handler`] if it returns.
-pub fn leave_for_handler() -> bool {
-    INSIDE.with(|i| i.replace(false))
-}
-
-pub fn back_from_handler(was: bool) {
-    INSIDE.with(|i| i.set(was));
 }
 
 /// What an accelerated call did.
@@ -90,7 +75,7 @@ fn ready() -> bool {
 #[cold]
 #[inline(never)]
 fn first_time() -> bool {
-    if signals::in_handler()
+    if loader::in_handler()
         || POLICY
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
@@ -129,7 +114,7 @@ fn build() -> bool {
             bulkmem::Hint::Auto,
         ));
         helpers::init();
-        signals::take_faults();
+        loader::take_faults();
         true
     })
     .unwrap_or(false)
@@ -154,7 +139,8 @@ pub fn prepare_for_sandbox() -> bool {
 /// C library.
 #[inline]
 pub unsafe fn run(op: Op, d: *mut u8, s: *const u8, n: usize) -> Option<Done> {
-    if INSIDE.with(|i| i.replace(true)) {
+    let t = loader::thread();
+    if t.inside.replace(true) {
         return None;
     }
     let done = if ready() {
@@ -163,7 +149,7 @@ pub unsafe fn run(op: Op, d: *mut u8, s: *const u8, n: usize) -> Option<Done> {
     } else {
         None
     };
-    INSIDE.with(|i| i.set(false));
+    t.inside.set(false);
     done
 }
 

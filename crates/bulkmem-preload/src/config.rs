@@ -1,4 +1,6 @@
-//! Configuration from the environment, read once by the constructor:
+//! Configuration from the environment, read once as the program starts
+//! (the loader opens the engine in its constructor when one of these is
+//! set; otherwise every one is as if unset):
 //!
 //! * `BULKMEM_PRELOAD=off`: every call goes to the C library.
 //! * `BULKMEM_PRELOAD_MIN=BYTES` (default 1 MiB): calls at or above go
@@ -24,14 +26,13 @@
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-pub const DEFAULT_MIN: usize = 1 << 20;
+pub const DEFAULT_MIN: usize = crate::abi::DEFAULT_MIN;
 pub const DEFAULT_MT_MIN: usize = 16 << 20;
 
-/// Calls below this take the C library; `usize::MAX` until the constructor
-/// has made the accelerated paths safe to use (or when switched off).
-/// With `BULKMEM_PRELOAD_STATS=1` it is 0, so every call takes the cold
-/// path, which counts it and tells small from large by [`MIN_REAL`].
-pub static MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// Calls below this are small. The loader's own threshold (its `MIN`,
+/// below which calls never reach the engine) is this, or 0 with
+/// `BULKMEM_PRELOAD_STATS=1`, so that every call reaches the engine, which
+/// counts it.
 pub static MIN_REAL: AtomicUsize = AtomicUsize::new(usize::MAX);
 pub static MT_MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// Threads per large call, the caller included (0: the engine's default;
@@ -39,7 +40,6 @@ pub static MT_MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// threads are forbidden later, see `sandbox`).
 pub static THREADS: AtomicUsize = AtomicUsize::new(0);
 pub static STATS: AtomicBool = AtomicBool::new(false);
-pub static ACTIVE: AtomicBool = AtomicBool::new(false);
 
 /// What the environment asks for; `warnings` name what was ignored.
 #[derive(Debug, PartialEq, Eq)]
@@ -131,6 +131,7 @@ pub fn apply(s: &Settings) {
     THREADS.store(s.threads, Ordering::Relaxed);
     MT_MIN.store(s.mt_min, Ordering::Relaxed);
     MIN_REAL.store(s.min, Ordering::Relaxed);
-    ACTIVE.store(true, Ordering::Release);
-    MIN.store(if s.stats { 0 } else { s.min }, Ordering::Release);
+    crate::loader::get()
+        .min
+        .store(if s.stats { 0 } else { s.min }, Ordering::Release);
 }

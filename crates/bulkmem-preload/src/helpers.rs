@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use bulkmem::CheckedKernel;
 
 use crate::config::THREADS;
-use crate::{cancel, signals};
+use crate::{cancel, loader};
 
 /// Most helpers one call starts (a call also works itself).
 const MAX_HELPERS: usize = 63;
@@ -83,10 +83,12 @@ static IN_USE: AtomicUsize = AtomicUsize::new(0);
 /// Threads forbidden (for a while, or for good after seccomp).
 static FORBID: AtomicU32 = AtomicU32::new(0);
 
-thread_local! {
-    /// This thread's job while helpers may run it; left set by a caller
-    /// that a handler took away with `siglongjmp` (its next call joins it).
-    static CURRENT: Cell<*mut Job> = const { Cell::new(std::ptr::null_mut()) };
+/// This thread's job while helpers may run it (in the loader's per-thread
+/// state, which the trampoline reaches without allocating); left set by a
+/// caller that a handler took away with `siglongjmp` (its next call joins
+/// it).
+fn current() -> &'static Cell<*mut c_void> {
+    &loader::thread().current
 }
 
 /// One multi-threaded call.
@@ -239,7 +241,7 @@ pub fn wanted() -> usize {
     }
     .saturating_sub(1)
     .min(MAX_HELPERS);
-    if FORBID.load(Ordering::Acquire) != 0 || signals::in_handler() {
+    if FORBID.load(Ordering::Acquire) != 0 || loader::in_handler() {
         return 0;
     }
     want
@@ -296,7 +298,7 @@ pub fn init() {
 /// Joins the helpers of a job this thread's earlier call left behind (its
 /// handler left with `siglongjmp`) and drops that call's reference.
 fn reap_abandoned() {
-    let job = CURRENT.with(|c| c.replace(std::ptr::null_mut()));
+    let job = current().replace(std::ptr::null_mut()).cast::<Job>();
     if job.is_null() {
         return;
     }
@@ -342,13 +344,13 @@ pub unsafe fn run(
         cancel::restore(old_mask);
         return None;
     }
-    if !signals::faults_ours() {
+    if !loader::faults_ours() {
         IN_USE.fetch_sub(take, Ordering::AcqRel);
         cancel::restore(old_mask);
         return None;
     }
     let job = new_job(kernel, dst, src, len, take + 1);
-    CURRENT.with(|c| c.set(job));
+    current().set(job.cast());
     // SAFETY: the job is alive (this call's reference) and only this
     // thread writes `helpers`/`started`, before each helper may read them.
     let j = unsafe { &mut *job };
@@ -363,7 +365,7 @@ pub unsafe fn run(
         unsafe { libc::pthread_join(t, std::ptr::null_mut()) };
     }
     IN_USE.fetch_sub(j.started, Ordering::AcqRel);
-    CURRENT.with(|c| c.set(std::ptr::null_mut()));
+    current().set(std::ptr::null_mut());
     let done = j.prefix();
     // SAFETY: this call's reference; `j` is not used after.
     unsafe { release(job) };
@@ -437,8 +439,8 @@ fn start(j: &mut Job, job: *mut Job, take: usize) {
 /// this thread: if this thread's call has helpers working, stops them and
 /// waits until none runs, and lets cancellation in again (in the thread's
 /// mask and in the one `sigreturn` restores, `uc`). Async-signal-safe.
-pub fn stop_for_handler(uc: *mut c_void) {
-    let job = CURRENT.with(|c| c.get());
+pub extern "C" fn stop_for_handler(uc: *mut c_void) {
+    let job = current().get().cast::<Job>();
     if job.is_null() {
         return;
     }

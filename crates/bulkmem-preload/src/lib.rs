@@ -84,34 +84,146 @@
 //! In a set-user-ID or set-group-ID program (`getauxval(AT_SECURE)`), every
 //! `BULKMEM_*` variable is ignored.
 
+// The interface, shared with the loader (which reads the names of the
+// file and entry point this crate does not need).
+#[path = "../../bulkmem-preload-loader/src/abi.rs"]
+#[allow(dead_code)]
+mod abi;
 mod accel;
 mod cancel;
 pub mod config;
 mod helpers;
+mod loader;
 mod next;
 mod sandbox;
-mod signals;
 mod stats;
 mod tools;
 
 use std::ffi::{c_int, c_void, CString};
+use std::panic::catch_unwind;
 use std::sync::atomic::Ordering;
 use std::sync::OnceLock;
 
 use bulkmem::Op;
 use stats::{Kind, Path};
 
-/// Tells a program (and the tests) that the preload is loaded and active.
+/// The engine's entry point, its only exported function: takes the
+/// loader's table and gives the engine's (null: refused, a loader of
+/// another build, or attached already). Reads the environment and sets up
+/// the exit record first ([`init`]); a panic there is caught, and refuses.
+///
+/// # Safety
+/// `l` is null or the loader's table, alive as long as the process.
 #[no_mangle]
-pub extern "C" fn bulkmem_preload_active() -> c_int {
-    c_int::from(config::ACTIVE.load(Ordering::Relaxed))
+pub unsafe extern "C" fn bulkmem_preload_engine_attach(
+    l: *const abi::Loader,
+) -> *const abi::Engine {
+    // SAFETY: null or the loader's table, which lives as long as the
+    // process.
+    let Some(l) = (unsafe { l.as_ref() }) else {
+        return std::ptr::null();
+    };
+    if l.version != abi::VERSION || !loader::attach(l) {
+        return std::ptr::null();
+    }
+    next::attach(l);
+    match catch_unwind(|| init(l.read_env.load(Ordering::Relaxed))) {
+        Ok(()) => &ENGINE,
+        Err(_) => std::ptr::null(),
+    }
+}
+
+static ENGINE: abi::Engine = abi::Engine {
+    version: abi::VERSION,
+    memcpy: engine_memcpy,
+    memmove: engine_memmove,
+    mempcpy: engine_mempcpy,
+    memset: engine_memset,
+    stop_for_handler: helpers::stop_for_handler,
+    fault_install,
+    fault_is_installed,
+    fault_chain_to,
+    prctl: sandbox::prctl,
+    unshare: sandbox::unshare,
+    setns: sandbox::setns,
+    helpers_started,
+    selftest_unwind,
+};
+
+// The large calls, as the loader sends them (`n` at least its MIN; in
+// the fortified forms, at most the object's size). "C-unwind": a
+// program's fault handler may throw, or exit the thread, from inside the C
+// library's part; nothing here holds a value to drop on the way.
+
+/// # Safety
+/// `memcpy`'s contract.
+unsafe extern "C-unwind" fn engine_memcpy(
+    d: *mut c_void,
+    s: *const c_void,
+    n: usize,
+) -> *mut c_void {
+    // SAFETY: forwarded contract.
+    unsafe { big_copy(d, s, n, false) }
+}
+
+/// # Safety
+/// `memmove`'s contract.
+unsafe extern "C-unwind" fn engine_memmove(
+    d: *mut c_void,
+    s: *const c_void,
+    n: usize,
+) -> *mut c_void {
+    // SAFETY: forwarded contract.
+    unsafe { big_copy(d, s, n, true) }
+}
+
+/// # Safety
+/// `mempcpy`'s contract.
+unsafe extern "C-unwind" fn engine_mempcpy(
+    d: *mut c_void,
+    s: *const c_void,
+    n: usize,
+) -> *mut c_void {
+    // SAFETY: forwarded contract; the result is one past the copy.
+    unsafe { big_copy(d, s, n, false).cast::<u8>().add(n).cast() }
+}
+
+/// # Safety
+/// `memset`'s contract.
+unsafe extern "C-unwind" fn engine_memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
+    // SAFETY: forwarded contract.
+    unsafe { big_set(d, c, n) }
+}
+
+/// bulkmem's fault handler in front of SIGSEGV and SIGBUS (called once,
+/// from the initialisation, through the loader, which is `panic=abort`:
+/// a panic stops here).
+extern "C" fn fault_install() {
+    let _ = catch_unwind(bulkmem::fault::install);
+}
+
+extern "C" fn fault_is_installed() -> bool {
+    bulkmem::fault::is_installed()
+}
+
+/// Puts a program's action for `sig` behind bulkmem's handler.
+///
+/// # Safety
+/// `act` points to a `struct sigaction`.
+unsafe extern "C" fn fault_chain_to(sig: c_int, act: *const c_void) -> c_int {
+    // SAFETY: the loader's action, whose layout is libc's (checked in
+    // `loader`).
+    let act = unsafe { &*act.cast::<libc::sigaction>() };
+    match bulkmem::fault::chain_to(sig, act) {
+        Ok(()) => 0,
+        Err(_) => -1,
+    }
 }
 
 /// How many helper threads large calls have started in this process: the
 /// test suite's way to see that a call had helpers, since none outlives
 /// its call.
-#[no_mangle]
-pub extern "C" fn bulkmem_preload_helpers_started() -> u64 {
+extern "C" fn helpers_started() -> u64 {
     helpers::STARTED.load(Ordering::Relaxed)
 }
 
@@ -120,203 +232,14 @@ pub extern "C" fn bulkmem_preload_helpers_started() -> u64 {
 /// the library (build.rs) finds its frames, so a panic inside bulkmem is
 /// caught at the boundary instead of aborting the host. `resume_unwind`
 /// runs no panic hook: nothing is printed.
-#[no_mangle]
-pub extern "C" fn bulkmem_preload_selftest_unwind() -> c_int {
-    let caught = std::panic::catch_unwind(|| std::panic::resume_unwind(Box::new(0u8)));
+extern "C" fn selftest_unwind() -> c_int {
+    let caught = catch_unwind(|| std::panic::resume_unwind(Box::new(0u8)));
     c_int::from(caught.is_err())
-}
-
-#[inline(always)]
-fn small(n: usize) -> bool {
-    n < config::MIN.load(Ordering::Relaxed)
 }
 
 fn overlap(d: *const c_void, s: *const c_void, n: usize) -> bool {
     let (d, s) = (d as usize, s as usize);
     d < s.wrapping_add(n) && s < d.wrapping_add(n)
-}
-
-// The small path of each function is two loads, a compare, a test and a
-// jump to the C library's function: nothing else may share its frame (a
-// shared slow branch made the compiler save three registers on every call:
-// small copies ran 9% slower). Everything else is one cold tail call.
-
-/// # Safety
-/// `memcpy`'s contract.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    let f = next::MEMCPY.known();
-    if small(n) && !f.is_null() {
-        // SAFETY: the C library's memcpy; forwarded contract.
-        return unsafe { std::mem::transmute::<*mut c_void, next::CopyFn>(f)(d, s, n) };
-    }
-    // SAFETY: forwarded contract.
-    unsafe { slow_memcpy(d, s, n) }
-}
-
-/// # Safety
-/// `memmove`'s contract.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn memmove(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    let f = next::MEMMOVE.known();
-    if small(n) && !f.is_null() {
-        // SAFETY: the C library's memmove; forwarded contract.
-        return unsafe { std::mem::transmute::<*mut c_void, next::CopyFn>(f)(d, s, n) };
-    }
-    // SAFETY: forwarded contract.
-    unsafe { slow_memmove(d, s, n) }
-}
-
-/// # Safety
-/// `memset`'s contract.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn memset(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
-    let f = next::MEMSET.known();
-    if small(n) && !f.is_null() {
-        // SAFETY: the C library's memset; forwarded contract.
-        return unsafe { std::mem::transmute::<*mut c_void, next::SetFn>(f)(d, c, n) };
-    }
-    // SAFETY: forwarded contract.
-    unsafe { slow_set(d, c, n) }
-}
-
-/// Small calls before the C library's function is known, and every large
-/// call (C ABI, the signature of the caller: a jump, not a call).
-///
-/// # Safety
-/// `memcpy`'s contract.
-#[cold]
-#[inline(never)]
-unsafe extern "C-unwind" fn slow_memcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    if small(n) {
-        // SAFETY: forwarded contract (resolves, or uses the stand-in).
-        return unsafe { next::memcpy(d, s, n) };
-    }
-    // SAFETY: forwarded contract.
-    unsafe { big_copy(d, s, n, false) }
-}
-
-/// # Safety
-/// `memmove`'s contract.
-#[cold]
-#[inline(never)]
-unsafe extern "C-unwind" fn slow_memmove(
-    d: *mut c_void,
-    s: *const c_void,
-    n: usize,
-) -> *mut c_void {
-    if small(n) {
-        // SAFETY: forwarded contract (resolves, or uses the stand-in).
-        return unsafe { next::memmove(d, s, n) };
-    }
-    // SAFETY: forwarded contract.
-    unsafe { big_copy(d, s, n, true) }
-}
-
-/// # Safety
-/// `memset`'s contract.
-#[cold]
-#[inline(never)]
-unsafe extern "C-unwind" fn slow_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
-    if small(n) {
-        // SAFETY: forwarded contract.
-        return unsafe { next::memset(d, c, n) };
-    }
-    // SAFETY: forwarded contract.
-    unsafe { big_set(d, c, n) }
-}
-
-/// # Safety
-/// `mempcpy`'s contract.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn mempcpy(d: *mut c_void, s: *const c_void, n: usize) -> *mut c_void {
-    // SAFETY: forwarded contract; the result is one past the copy.
-    unsafe { memcpy(d, s, n).cast::<u8>().add(n).cast() }
-}
-
-/// # Safety
-/// `__memcpy_chk`'s contract: aborts (in the C library) if `n > destlen`.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn __memcpy_chk(
-    d: *mut c_void,
-    s: *const c_void,
-    n: usize,
-    destlen: usize,
-) -> *mut c_void {
-    if n > destlen || small(n) {
-        // SAFETY: the C library's checking function: it reports the
-        // overflow and aborts, as without the preload.
-        return unsafe { chk(&next::MEMCPY_CHK, d, s, n, destlen) };
-    }
-    // SAFETY: forwarded contract, the length checked.
-    unsafe { big_copy(d, s, n, false) }
-}
-
-/// # Safety
-/// `__memmove_chk`'s contract.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn __memmove_chk(
-    d: *mut c_void,
-    s: *const c_void,
-    n: usize,
-    destlen: usize,
-) -> *mut c_void {
-    if n > destlen || small(n) {
-        // SAFETY: as in __memcpy_chk.
-        return unsafe { chk(&next::MEMMOVE_CHK, d, s, n, destlen) };
-    }
-    // SAFETY: forwarded contract, the length checked.
-    unsafe { big_copy(d, s, n, true) }
-}
-
-/// # Safety
-/// `__memset_chk`'s contract.
-#[no_mangle]
-pub unsafe extern "C-unwind" fn __memset_chk(
-    d: *mut c_void,
-    c: c_int,
-    n: usize,
-    destlen: usize,
-) -> *mut c_void {
-    if n > destlen || small(n) {
-        let p = next::MEMSET_CHK.get();
-        if !p.is_null() {
-            // SAFETY: the C library's __memset_chk; forwarded contract.
-            return unsafe {
-                std::mem::transmute::<*mut c_void, next::SetChkFn>(p)(d, c, n, destlen)
-            };
-        }
-        if n > destlen {
-            std::process::abort();
-        }
-        // SAFETY: length checked; forwarded contract.
-        return unsafe { next::memset(d, c, n) };
-    }
-    // SAFETY: forwarded contract, the length checked.
-    unsafe { big_set(d, c, n) }
-}
-
-/// The C library's checking copy, or (while unknown) the check and a copy.
-///
-/// # Safety
-/// The `_chk` function's contract.
-unsafe fn chk(
-    f: &next::Next,
-    d: *mut c_void,
-    s: *const c_void,
-    n: usize,
-    destlen: usize,
-) -> *mut c_void {
-    let p = f.get();
-    if !p.is_null() {
-        // SAFETY: the C library's __memcpy_chk / __memmove_chk.
-        return unsafe { std::mem::transmute::<*mut c_void, next::CopyChkFn>(p)(d, s, n, destlen) };
-    }
-    if n > destlen {
-        std::process::abort();
-    }
-    // SAFETY: length checked; memmove semantics cover both callers.
-    unsafe { next::move_bytes(d, s, n) }
 }
 
 /// # Safety
@@ -416,16 +339,19 @@ unsafe fn big_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
     d
 }
 
-/// Reads the environment and resolves the C library's functions, outside
-/// any copy; then turns the accelerated paths on. Every process the
-/// library is loaded into pays this, so it is all: bulkmem's own lazy
+/// Reads the environment (where the loader says to: it ignores it in
+/// set-user-ID programs, and leaves it unread where no variable was set
+/// at start-up) and turns the accelerated paths on. bulkmem's own lazy
 /// initialisation (CPU facts, profile, bands) waits for the first large
 /// call ([`accel`]), with the sysfs topology helpers are counted from.
-extern "C" fn init() {
-    next::resolve_all();
-    // SAFETY: getauxval has no preconditions.
-    let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
-    let s = config::parse(|k| if secure { None } else { std::env::var(k).ok() });
+fn init(read_env: bool) {
+    let s = config::parse(|k| {
+        if read_env {
+            std::env::var(k).ok()
+        } else {
+            None
+        }
+    });
     for w in &s.warnings {
         warn(&format!("bulkmem preload: warning: {w}\n"));
     }
@@ -551,7 +477,3 @@ extern "C" fn report() {
     // at exit is not worth more than losing the line.
     unsafe { libc::write(fd, line.as_ptr().cast(), line.len()) };
 }
-
-#[used]
-#[link_section = ".init_array"]
-static INIT: extern "C" fn() = init;

@@ -1,5 +1,7 @@
-//! The calls that need a process without the preload's threads: they wait
-//! until no helper thread is alive before they reach the kernel.
+//! The engine's side of the calls that need a process without the
+//! preload's threads (the loader defines the functions and sends them here
+//! once the engine is open): they wait until no helper thread is alive
+//! before they reach the kernel.
 //!
 //! * `prctl(PR_SET_SECCOMP, ...)`: in strict mode only `read`, `write`,
 //!   `_exit` and `sigreturn` remain, so no helper could be started or
@@ -17,14 +19,12 @@
 //! uses the `seccomp` system call when the kernel has it): set
 //! `BULKMEM_PRELOAD_THREADS=1` for such programs, and `BULKMEM_PRELOAD=off`
 //! if the sandbox forbids opening files before their first large copy
-//! (bulkmem's lazy initialisation reads /proc/cpuinfo and the profile).
-//!
-//! `prctl` is variadic in C; it is defined here with its five integer
-//! arguments, which is how callers pass them on x86_64 and aarch64 Linux.
+//! (opening the engine, and bulkmem's lazy initialisation, which reads
+//! /proc/cpuinfo and the profile).
 
 use std::ffi::{c_int, c_ulong, c_void};
 
-use crate::{accel, helpers, next, signals};
+use crate::{accel, helpers, loader};
 
 type PrctlFn = unsafe extern "C" fn(c_int, c_ulong, c_ulong, c_ulong, c_ulong) -> c_int;
 type IntFn = unsafe extern "C" fn(c_int) -> c_int;
@@ -33,12 +33,6 @@ type SetnsFn = unsafe extern "C" fn(c_int, c_int) -> c_int;
 fn errno() -> c_int {
     // SAFETY: errno is this thread's.
     unsafe { *libc::__errno_location() }
-}
-
-fn fail_nosys() -> c_int {
-    // SAFETY: errno is this thread's.
-    unsafe { *libc::__errno_location() = libc::ENOSYS };
-    -1
 }
 
 /// Runs `call`; when it fails with `EINVAL` right after helpers were
@@ -65,22 +59,22 @@ fn retried(stopped: bool, call: impl Fn() -> c_int) -> c_int {
     r
 }
 
+/// `prctl(PR_SET_SECCOMP, ...)` (the loader sends only that request
+/// here), `real` being the C library's `prctl`.
+///
 /// # Safety
-/// `prctl`'s contract.
-#[no_mangle]
+/// `prctl`'s contract; `real` is the C library's function.
 pub unsafe extern "C" fn prctl(
+    real: *mut c_void,
     option: c_int,
     a2: c_ulong,
     a3: c_ulong,
     a4: c_ulong,
     a5: c_ulong,
 ) -> c_int {
-    let p = next::PRCTL.get_blocking();
-    if p.is_null() {
-        return fail_nosys();
-    }
     // SAFETY: the C library's prctl, with the arguments the caller passed.
-    let call = || unsafe { std::mem::transmute::<*mut c_void, PrctlFn>(p)(option, a2, a3, a4, a5) };
+    let call =
+        || unsafe { std::mem::transmute::<*mut c_void, PrctlFn>(real)(option, a2, a3, a4, a5) };
     if option == libc::PR_SET_SECCOMP {
         // After it, no file can be opened: bulkmem's lazy initialisation
         // (CPU facts, profile) must be done before, not by the next copy.
@@ -90,16 +84,13 @@ pub unsafe extern "C" fn prctl(
     call()
 }
 
+/// `unshare`, `real` being the C library's.
+///
 /// # Safety
-/// `unshare`'s contract.
-#[no_mangle]
-pub unsafe extern "C" fn unshare(flags: c_int) -> c_int {
-    let p = next::UNSHARE.get_blocking();
-    if p.is_null() {
-        return fail_nosys();
-    }
+/// `unshare`'s contract; `real` is the C library's function.
+pub unsafe extern "C" fn unshare(real: *mut c_void, flags: c_int) -> c_int {
     // SAFETY: the C library's unshare; it has no memory preconditions.
-    let call = || unsafe { std::mem::transmute::<*mut c_void, IntFn>(p)(flags) };
+    let call = || unsafe { std::mem::transmute::<*mut c_void, IntFn>(real)(flags) };
     helpers::without_threads(false, careful(), |stopped| retried(stopped, call))
 }
 
@@ -107,18 +98,15 @@ pub unsafe extern "C" fn unshare(flags: c_int) -> c_int {
 /// (the call it interrupted may be the one whose helpers run) or from
 /// bulkmem's own code.
 fn careful() -> bool {
-    signals::in_handler() || accel::inside()
+    loader::in_handler() || accel::inside()
 }
 
+/// `setns`, `real` being the C library's.
+///
 /// # Safety
-/// `setns`'s contract.
-#[no_mangle]
-pub unsafe extern "C" fn setns(fd: c_int, nstype: c_int) -> c_int {
-    let p = next::SETNS.get_blocking();
-    if p.is_null() {
-        return fail_nosys();
-    }
+/// `setns`'s contract; `real` is the C library's function.
+pub unsafe extern "C" fn setns(real: *mut c_void, fd: c_int, nstype: c_int) -> c_int {
     // SAFETY: the C library's setns; it has no memory preconditions.
-    let call = || unsafe { std::mem::transmute::<*mut c_void, SetnsFn>(p)(fd, nstype) };
+    let call = || unsafe { std::mem::transmute::<*mut c_void, SetnsFn>(real)(fd, nstype) };
     helpers::without_threads(false, careful(), |stopped| retried(stopped, call))
 }

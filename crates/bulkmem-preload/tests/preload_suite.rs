@@ -424,21 +424,119 @@ fn unshare_user_namespace_after_the_engine_started() {
 /// in instead (build.rs) still catches an unwind inside the library.
 #[test]
 fn the_preload_brings_its_own_unwinder_not_libgcc_s() {
-    let o = Command::new("readelf")
-        .arg("-dW")
-        .arg(library())
-        .output()
-        .expect("run readelf (binutils, which cc needs)");
-    let dynamic = text(&o);
-    assert!(o.status.success(), "readelf -d: {dynamic}");
-    let needed: Vec<&str> = dynamic.lines().filter(|l| l.contains("(NEEDED)")).collect();
-    assert!(!needed.is_empty(), "no NEEDED entries in:\n{dynamic}");
+    let needed = |lib: &Path| -> Vec<String> {
+        let o = Command::new("readelf")
+            .arg("-dW")
+            .arg(lib)
+            .output()
+            .expect("run readelf (binutils, which cc needs)");
+        let dynamic = text(&o);
+        assert!(o.status.success(), "readelf -d: {dynamic}");
+        dynamic
+            .lines()
+            .filter(|l| l.contains("(NEEDED)"))
+            .map(|l| {
+                l.split('[')
+                    .nth(1)
+                    .unwrap_or(l)
+                    .trim_end_matches(']')
+                    .to_string()
+            })
+            .collect()
+    };
+    // The loader, in every process: the C library and nothing else (no
+    // standard library, so no unwinder to load either).
+    assert_eq!(
+        needed(library()),
+        ["libc.so.6"],
+        "the loader's NEEDED entries"
+    );
+    let engine = engine_of(library());
+    let deps = needed(&engine);
     assert!(
-        needed.iter().all(|l| !l.contains("libgcc_s")),
-        "the preload needs libgcc_s again:\n{}",
-        needed.join("\n")
+        !deps.is_empty(),
+        "no NEEDED entries in {}",
+        engine.display()
+    );
+    assert!(
+        deps.iter().all(|l| !l.contains("libgcc_s")),
+        "the engine needs libgcc_s again: {deps:?}"
     );
     policy(&["unwind"], &[]);
+}
+
+/// The engine beside a loader.
+fn engine_of(loader: &Path) -> PathBuf {
+    loader.with_file_name("libbulkmem_preload_engine.so")
+}
+
+/// The variables that make the loader open its engine as the program
+/// starts: none of them may come in from the test's own environment.
+const SETTING_NAMES: [&str; 6] = [
+    "BULKMEM_PRELOAD",
+    "BULKMEM_PRELOAD_MIN",
+    "BULKMEM_PRELOAD_MT_MIN",
+    "BULKMEM_PRELOAD_THREADS",
+    "BULKMEM_PRELOAD_STATS",
+    "BULKMEM_PRELOAD_REPORT",
+];
+
+/// The loader opens its engine at the first call that needs it: a process
+/// that makes no large call (most of those a preload is loaded into) pays
+/// for loading the loader alone; a setting opens it as the program starts,
+/// to read it then; switched off, never.
+#[test]
+fn the_engine_is_opened_by_the_first_large_call_only() {
+    let bin = compile("test_stages");
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = Command::new(&bin);
+        c.args(args);
+        for k in SETTING_NAMES {
+            c.env_remove(k);
+        }
+        under_preload(&mut c, env)
+    };
+    let out = run(&[], &[]);
+    assert!(out.contains("engine-at-start 0"), "{out}");
+    let out = run(&["large"], &[]);
+    assert!(
+        out.contains("engine-at-start 0") && out.contains("engine-after-large 1"),
+        "{out}"
+    );
+    let out = run(&[], &[("BULKMEM_PRELOAD_MT_MIN", "32M")]);
+    assert!(out.contains("engine-at-start 1"), "{out}");
+    let out = run(&["large"], &[("BULKMEM_PRELOAD", "off")]);
+    assert!(out.contains("engine-after-large 0"), "{out}");
+}
+
+/// A loader whose engine is missing says so once, and every call goes to
+/// the C library: the program runs as without the preload.
+#[test]
+fn without_its_engine_every_call_goes_to_the_c_library() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("preload-alone");
+    std::fs::create_dir_all(&dir).expect("make a folder");
+    let alone = dir.join("libbulkmem_preload.so");
+    std::fs::copy(library(), &alone).expect("copy the loader");
+    let _ = std::fs::remove_file(engine_of(&alone));
+    let bin = compile("test_stages");
+    let mut c = Command::new(&bin);
+    c.arg("large").env("LD_PRELOAD", &alone);
+    for k in SETTING_NAMES {
+        c.env_remove(k);
+    }
+    let o = c.output().expect("run the program");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(stdout.contains("engine-after-large 0"), "{stdout}");
+    assert_eq!(
+        stderr.matches("cannot open its engine").count(),
+        1,
+        "one warning, naming the reason: {stderr}"
+    );
+    assert!(stderr.contains("libbulkmem_preload_engine.so"), "{stderr}");
 }
 
 #[test]

@@ -3,11 +3,11 @@
 //!
 //! `sigaction`, `signal`, `bsd_signal`, `sysv_signal`, `__sysv_signal` and
 //! `sigset` are interposed: a handler the program installs is recorded in
-//! [`HANDLERS`] and the kernel is given [`trampoline`] instead, which raises
-//! this thread's [`DEPTH`] around the call of the program's handler. The copy
-//! path reads `DEPTH` (one thread-local load: the preload is in the initial
-//! TLS block, so this neither allocates nor locks) and starts helpers only
-//! when it is zero.
+//! [`HANDLERS`] and the kernel is given the trampoline instead, which
+//! raises this thread's depth ([`crate::abi::PerThread`]) around the call
+//! of the program's handler. The copy path reads it (one thread-local
+//! load from the static TLS block, which neither allocates nor locks) and
+//! opens the engine or starts helpers only when it is zero.
 //!
 //! The program sees its own handlers: the old action that `sigaction` and
 //! `signal` report names the program's handler (and its `SA_SIGINFO`), not
@@ -16,7 +16,7 @@
 //!
 //! The trampoline also keeps a large call's promise: before the program's
 //! handler runs on a thread whose call has helper threads working, they
-//! stop ([`crate::helpers::stop_for_handler`]); and the handler runs as
+//! stop (the engine's `stop_for_handler`); and the handler runs as
 //! the program's code, outside bulkmem (its own large copies are ordinary
 //! calls).
 //!
@@ -24,7 +24,7 @@
 //! ([`take_faults`]): its handler stays in the kernel's hands, so that a
 //! fault in a checked routine (on a helper too) is always its own to fix,
 //! and a handler the program installs for them afterwards goes behind it
-//! (`bulkmem::fault::chain_to`), trampoline and all, while the program
+//! (the engine's `fault_chain_to`), trampoline and all, while the program
 //! sees its own action as the current one.
 //!
 //! Not covered: handlers installed with a raw `rt_sigaction` system call
@@ -32,85 +32,147 @@
 //! internal aliases. A large copy in such a handler is treated as outside
 //! one; see the thread policy in the crate docs.
 
-use std::cell::Cell;
-use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::cell::UnsafeCell;
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::{accel, helpers, next};
+use crate::sys::{self, Sigaction};
+use crate::{engine, next, thread};
 
 /// Signals 1..=64 (Linux's `_NSIG` is 65).
 const NSIG: usize = 65;
-
-thread_local! {
-    /// Signal handlers (wrapped by the trampoline) this thread is inside.
-    static DEPTH: Cell<u32> = const { Cell::new(0) };
-}
 
 /// The program's handler per signal (0: none recorded).
 static HANDLERS: [AtomicUsize; NSIG] = [const { AtomicUsize::new(0) }; NSIG];
 /// Whether the program asked for `SA_SIGINFO` (reported back as it was).
 static SIGINFO: [AtomicBool; NSIG] = [const { AtomicBool::new(false) }; NSIG];
 
-/// Whether this thread is inside a signal handler of the program's (or left
-/// one with `longjmp`).
-#[inline]
-pub fn in_handler() -> bool {
-    DEPTH.with(|d| d.get()) != 0
+// What the kernel calls instead of the program's handler: assembly, so
+// that no Rust frame of this `panic=abort` library is on the stack while
+// the program's handler runs (one that throws, or exits the thread, would
+// abort in it). Installed with `SA_SIGINFO` by `sigaction`; installed by
+// the `signal` family as a one-argument handler, when `info` and `ctx` are
+// whatever the registers held, passed on to a handler that does not read
+// them (calling a one-argument `void (*)(int)` with three integer
+// arguments is harmless in the x86_64 C calling convention). A handler
+// left by `longjmp` or an unwind skips `after`: the depth stays raised.
+core::arch::global_asm!(
+    ".pushsection .text.bulkmem_preload_trampoline,\"ax\",@progbits",
+    ".p2align 4",
+    ".hidden bulkmem_preload_trampoline",
+    ".type bulkmem_preload_trampoline,@function",
+    "bulkmem_preload_trampoline:",
+    ".cfi_startproc",
+    "push rbx",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset rbx, -16",
+    "push r12",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset r12, -24",
+    "push r13",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset r13, -32",
+    "push r14",
+    ".cfi_adjust_cfa_offset 8",
+    ".cfi_offset r14, -40",
+    "sub rsp, 8",
+    ".cfi_adjust_cfa_offset 8",
+    "mov ebx, edi",
+    "mov r12, rsi",
+    "mov r13, rdx",
+    "call {before}",
+    "test rax, rax",
+    "jz 2f",
+    "mov r14, rdx",
+    "mov edi, ebx",
+    "mov rsi, r12",
+    "mov rdx, r13",
+    "call rax",
+    "mov rdi, r14",
+    "call {after}",
+    "2:",
+    "add rsp, 8",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r14",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r13",
+    ".cfi_adjust_cfa_offset -8",
+    "pop r12",
+    ".cfi_adjust_cfa_offset -8",
+    "pop rbx",
+    ".cfi_adjust_cfa_offset -8",
+    "ret",
+    ".cfi_endproc",
+    ".size bulkmem_preload_trampoline, . - bulkmem_preload_trampoline",
+    ".popsection",
+    before = sym before,
+    after = sym after,
+);
+
+extern "C" {
+    #[link_name = "bulkmem_preload_trampoline"]
+    fn trampoline(sig: c_int, info: *mut c_void, ctx: *mut c_void);
 }
 
-/// `C-unwind`: a handler may throw (C++ with `-fnon-call-exceptions`)
-/// through the trampoline, which then leaves the depth raised, as
-/// `longjmp` does.
-type Action = extern "C-unwind" fn(c_int, *mut libc::siginfo_t, *mut c_void);
+/// The program's handler to call (0: none) and what to give [`after`].
+#[repr(C)]
+struct Before {
+    handler: usize,
+    was_inside: usize,
+}
 
-/// What the kernel calls instead of the program's handler. Installed with
-/// `SA_SIGINFO` by `sigaction`; installed by the `signal` family as a
-/// one-argument handler, when `info` and `ctx` are whatever the registers
-/// held, passed on to a handler that does not read them.
-extern "C-unwind" fn trampoline(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+/// Before the program's handler: nothing of a large call on this thread
+/// may run on while the handler does, which may never come back; and the
+/// handler runs as the program's code, outside bulkmem.
+extern "C" fn before(sig: c_int, _info: *mut c_void, ctx: *mut c_void) -> Before {
     let h = usize::try_from(sig)
         .ok()
         .and_then(|s| HANDLERS.get(s))
         .map_or(0, |h| h.load(Ordering::Acquire));
     if h == 0 {
-        return;
+        return Before {
+            handler: 0,
+            was_inside: 0,
+        };
     }
-    // Nothing of a large call on this thread may run on while the handler
-    // does, which may never come back.
-    helpers::stop_for_handler(ctx);
-    let was = accel::leave_for_handler();
-    DEPTH.with(|d| d.set(d.get().saturating_add(1)));
-    // SAFETY: `h` was recorded from a handler the program installed for this
-    // signal; calling a one-argument `void (*)(int)` with three integer
-    // arguments is harmless in the C calling conventions of the targets
-    // this preload builds for (x86_64 and aarch64 Linux: extra arguments in
-    // registers are ignored).
-    unsafe { std::mem::transmute::<usize, Action>(h)(sig, info, ctx) };
-    DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
-    accel::back_from_handler(was);
+    if let Some(e) = engine::loaded() {
+        (e.stop_for_handler)(ctx);
+    }
+    let t = thread::this();
+    let was = t.inside.replace(false);
+    t.depth.set(t.depth.get().saturating_add(1));
+    Before {
+        handler: h,
+        was_inside: usize::from(was),
+    }
+}
+
+/// After a handler that returned.
+extern "C" fn after(was_inside: usize) {
+    let t = thread::this();
+    t.depth.set(t.depth.get().saturating_sub(1));
+    t.inside.set(was_inside != 0);
 }
 
 fn tramp() -> usize {
-    trampoline as Action as usize
+    trampoline as *const () as usize
 }
 
 /// A handler worth wrapping (not `SIG_DFL`, `SIG_IGN`, `SIG_ERR` or
 /// `SIG_HOLD`).
 fn real_handler(h: usize) -> bool {
-    h != libc::SIG_DFL && h != libc::SIG_IGN && h != libc::SIG_ERR && h != 2
+    h != sys::SIG_DFL && h != sys::SIG_IGN && h != sys::SIG_ERR && h != sys::SIG_HOLD
 }
 
 fn slot(sig: c_int) -> Option<usize> {
     usize::try_from(sig).ok().filter(|&s| s > 0 && s < NSIG)
 }
 
-type SigactionFn =
-    unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
+type SigactionFn = unsafe extern "C" fn(c_int, *const Sigaction, *mut Sigaction) -> c_int;
 type SignalFn = unsafe extern "C" fn(c_int, usize) -> usize;
 
 fn no_function() -> c_int {
-    // SAFETY: errno is this thread's.
-    unsafe { *libc::__errno_location() = libc::ENOSYS };
+    sys::set_errno(sys::ENOSYS);
     -1
 }
 
@@ -119,15 +181,16 @@ fn no_function() -> c_int {
 unsafe fn forward_sigaction(
     f: &next::Next,
     sig: c_int,
-    act: *const libc::sigaction,
-    old: *mut libc::sigaction,
+    act: *const Sigaction,
+    old: *mut Sigaction,
 ) -> c_int {
+    next::resolve_signals();
     let p = f.get_blocking();
     if p.is_null() {
         return no_function();
     }
     // SAFETY: p is the C library's sigaction; forwarded contract.
-    unsafe { std::mem::transmute::<*mut c_void, SigactionFn>(p)(sig, act, old) }
+    unsafe { core::mem::transmute::<*mut c_void, SigactionFn>(p)(sig, act, old) }
 }
 
 /// `sigaction` with the program's handler behind the trampoline.
@@ -137,10 +200,10 @@ unsafe fn forward_sigaction(
 unsafe fn wrapped_sigaction(
     f: &next::Next,
     sig: c_int,
-    act: *const libc::sigaction,
-    old: *mut libc::sigaction,
+    act: *const Sigaction,
+    old: *mut Sigaction,
 ) -> c_int {
-    let Some(i) = slot(sig).filter(|_| !accel::inside()) else {
+    let Some(i) = slot(sig).filter(|_| !thread::inside()) else {
         // SAFETY: forwarded contract (the C library reports EINVAL; or
         // bulkmem's own install and queries, which see the real thing).
         return unsafe { forward_sigaction(f, sig, act, old) };
@@ -162,11 +225,11 @@ unsafe fn wrapped_sigaction(
         mine = unsafe { *act };
         let h = mine.sa_sigaction;
         if real_handler(h) {
-            SIGINFO[i].store(mine.sa_flags & libc::SA_SIGINFO != 0, Ordering::Relaxed);
+            SIGINFO[i].store(mine.sa_flags & sys::SA_SIGINFO != 0, Ordering::Relaxed);
             // Recorded before the kernel can call the trampoline for it.
             HANDLERS[i].store(h, Ordering::Release);
             mine.sa_sigaction = tramp();
-            mine.sa_flags |= libc::SA_SIGINFO;
+            mine.sa_flags |= sys::SA_SIGINFO;
             act_p = &mine;
         }
     }
@@ -185,7 +248,7 @@ unsafe fn wrapped_sigaction(
         if o.sa_sigaction == tramp() {
             o.sa_sigaction = prev.0;
             if !prev.1 {
-                o.sa_flags &= !libc::SA_SIGINFO;
+                o.sa_flags &= !sys::SA_SIGINFO;
             }
         }
     }
@@ -197,8 +260,8 @@ unsafe fn wrapped_sigaction(
 #[no_mangle]
 pub unsafe extern "C" fn sigaction(
     sig: c_int,
-    act: *const libc::sigaction,
-    old: *mut libc::sigaction,
+    act: *const Sigaction,
+    old: *mut Sigaction,
 ) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { wrapped_sigaction(&next::SIGACTION, sig, act, old) }
@@ -211,8 +274,8 @@ pub unsafe extern "C" fn sigaction(
 #[no_mangle]
 pub unsafe extern "C" fn __sigaction(
     sig: c_int,
-    act: *const libc::sigaction,
-    old: *mut libc::sigaction,
+    act: *const Sigaction,
+    old: *mut Sigaction,
 ) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { wrapped_sigaction(&next::SIGACTION_, sig, act, old) }
@@ -240,19 +303,20 @@ enum Flavour {
 /// # Safety
 /// The function's contract.
 unsafe fn wrapped_signal(f: &next::Next, sig: c_int, h: usize, flavour: Flavour) -> usize {
+    next::resolve_signals();
     let p = f.get_blocking();
     if p.is_null() {
         no_function();
-        return libc::SIG_ERR;
+        return sys::SIG_ERR;
     }
     // SAFETY: p is the C library's function of this signature.
-    let real = unsafe { std::mem::transmute::<*mut c_void, SignalFn>(p) };
-    if let (Some(k), false) = (fault_slot(sig), accel::inside()) {
-        if FAULTS_OURS.load(Ordering::Acquire) && h != 2 {
+    let real = unsafe { core::mem::transmute::<*mut c_void, SignalFn>(p) };
+    if let (Some(k), false) = (fault_slot(sig), thread::inside()) {
+        if FAULTS_OURS.load(Ordering::Acquire) && h != sys::SIG_HOLD {
             return program_fault_signal(k, sig, h, flavour);
         }
     }
-    let Some(i) = slot(sig).filter(|_| real_handler(h) && !accel::inside()) else {
+    let Some(i) = slot(sig).filter(|_| real_handler(h) && !thread::inside()) else {
         // SAFETY: forwarded contract.
         let r = unsafe { real(sig, h) };
         return if r == tramp() {
@@ -273,7 +337,7 @@ unsafe fn wrapped_signal(f: &next::Next, sig: c_int, h: usize, flavour: Flavour)
     HANDLERS[i].store(h, Ordering::Release);
     // SAFETY: forwarded contract, with the trampoline as the handler.
     let r = unsafe { real(sig, tramp()) };
-    if r == libc::SIG_ERR {
+    if r == sys::SIG_ERR {
         HANDLERS[i].store(prev.0, Ordering::Release);
         SIGINFO[i].store(prev.1, Ordering::Relaxed);
         return r;
@@ -336,14 +400,14 @@ static FAULTS_OURS: AtomicBool = AtomicBool::new(false);
 /// Per fault signal (SIGSEGV, SIGBUS): the action the program installed
 /// last, as it sees it (its handler, not the trampoline), once bulkmem's
 /// handler is in front. Read and written under [`ViewLock`].
-struct Views([std::cell::UnsafeCell<std::mem::MaybeUninit<libc::sigaction>>; 2]);
+struct Views([UnsafeCell<Sigaction>; 2]);
 
 // SAFETY: every access is under ViewLock.
 unsafe impl Sync for Views {}
 
 static VIEWS: Views = Views([
-    std::cell::UnsafeCell::new(std::mem::MaybeUninit::zeroed()),
-    std::cell::UnsafeCell::new(std::mem::MaybeUninit::zeroed()),
+    UnsafeCell::new(Sigaction::EMPTY),
+    UnsafeCell::new(Sigaction::EMPTY),
 ]);
 static VIEW_LOCK: AtomicBool = AtomicBool::new(false);
 
@@ -355,12 +419,12 @@ struct ViewLock(u64);
 
 impl ViewLock {
     fn take() -> ViewLock {
-        let old = crate::cancel::block_raw(!0);
+        let old = sys::sigprocmask_raw(sys::SIG_BLOCK, !0);
         while VIEW_LOCK
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            std::hint::spin_loop();
+            core::hint::spin_loop();
         }
         ViewLock(old)
     }
@@ -369,61 +433,65 @@ impl ViewLock {
 impl Drop for ViewLock {
     fn drop(&mut self) {
         VIEW_LOCK.store(false, Ordering::Release);
-        crate::cancel::set_raw(self.0);
+        sys::sigprocmask_raw(sys::SIG_SETMASK, self.0);
     }
 }
 
 fn fault_slot(sig: c_int) -> Option<usize> {
     match sig {
-        libc::SIGSEGV => Some(0),
-        libc::SIGBUS => Some(1),
+        sys::SIGSEGV => Some(0),
+        sys::SIGBUS => Some(1),
         _ => None,
     }
 }
 
 /// The program's view of fault signal `k`.
-fn view(k: usize) -> libc::sigaction {
+fn view(k: usize) -> Sigaction {
     let _l = ViewLock::take();
-    // SAFETY: under the lock; zeroed is a valid sigaction (SIG_DFL).
-    unsafe { (*VIEWS.0[k].get()).assume_init() }
+    // SAFETY: under the lock.
+    unsafe { *VIEWS.0[k].get() }
 }
 
 /// What the program sees of the kernel's action `a` for `sig`: its own
 /// handler where the trampoline stands for it.
-fn as_program_sees(sig: c_int, mut a: libc::sigaction) -> libc::sigaction {
+fn as_program_sees(sig: c_int, mut a: Sigaction) -> Sigaction {
     if let (Some(i), true) = (slot(sig), a.sa_sigaction == tramp()) {
         a.sa_sigaction = HANDLERS[i].load(Ordering::Acquire);
         if !SIGINFO[i].load(Ordering::Relaxed) {
-            a.sa_flags &= !libc::SA_SIGINFO;
+            a.sa_flags &= !sys::SA_SIGINFO;
         }
     }
     a
 }
 
 /// Puts bulkmem's fault handler in front of SIGSEGV and SIGBUS, for good,
-/// remembering what the program had installed. Called once, as bulkmem's
-/// own code (its `sigaction` calls reach the C library).
-pub fn take_faults() {
+/// remembering what the program had installed. Called once, by the
+/// engine's initialisation, as bulkmem's own code (its `sigaction` calls
+/// reach the C library).
+pub extern "C" fn take_faults() {
+    let Some(e) = engine::loaded() else {
+        return;
+    };
     let _l = ViewLock::take();
-    for (k, sig) in [(0, libc::SIGSEGV), (1, libc::SIGBUS)] {
-        let mut cur = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    for (k, sig) in [(0, sys::SIGSEGV), (1, sys::SIGBUS)] {
+        let mut cur = Sigaction::EMPTY;
         // SAFETY: a query into our own buffer.
-        let r =
-            unsafe { forward_sigaction(&next::SIGACTION, sig, std::ptr::null(), cur.as_mut_ptr()) };
+        let r = unsafe { forward_sigaction(&next::SIGACTION, sig, core::ptr::null(), &mut cur) };
         if r == 0 {
-            // SAFETY: under the lock; filled by the query.
-            unsafe { (*VIEWS.0[k].get()).write(as_program_sees(sig, cur.assume_init())) };
+            // SAFETY: under the lock.
+            unsafe { *VIEWS.0[k].get() = as_program_sees(sig, cur) };
         }
     }
-    bulkmem::fault::install();
+    (e.fault_install)();
     FAULTS_OURS.store(true, Ordering::Release);
 }
 
 /// Whether bulkmem's handler is (still) the kernel's for SIGSEGV and
 /// SIGBUS: not when a handler installed with a raw system call displaced
 /// it. Called as bulkmem's own code.
-pub fn faults_ours() -> bool {
-    FAULTS_OURS.load(Ordering::Acquire) && bulkmem::fault::is_installed()
+pub extern "C" fn faults_ours() -> bool {
+    FAULTS_OURS.load(Ordering::Acquire)
+        && engine::loaded().is_some_and(|e| (e.fault_is_installed)())
 }
 
 /// `sigaction` for SIGSEGV/SIGBUS once they are bulkmem's: the program's
@@ -435,65 +503,72 @@ pub fn faults_ours() -> bool {
 unsafe fn program_fault_action(
     k: usize,
     sig: c_int,
-    act: Option<&libc::sigaction>,
-    old: *mut libc::sigaction,
+    act: Option<&Sigaction>,
+    old: *mut Sigaction,
 ) -> c_int {
     let _l = ViewLock::take();
     // SAFETY: under the lock.
     let slot_view = unsafe { &mut *VIEWS.0[k].get() };
     if !old.is_null() {
-        // SAFETY: the caller's buffer; the view is initialised (zeroed or
-        // written).
-        unsafe { old.write(slot_view.assume_init()) };
+        // SAFETY: the caller's buffer.
+        unsafe { old.write(*slot_view) };
     }
     let Some(a) = act else {
         return 0;
     };
     let mut behind = *a;
     if let (Some(i), true) = (slot(sig), real_handler(a.sa_sigaction)) {
-        SIGINFO[i].store(a.sa_flags & libc::SA_SIGINFO != 0, Ordering::Relaxed);
+        SIGINFO[i].store(a.sa_flags & sys::SA_SIGINFO != 0, Ordering::Relaxed);
         // Recorded before bulkmem can chain to the trampoline for it.
         HANDLERS[i].store(a.sa_sigaction, Ordering::Release);
         behind.sa_sigaction = tramp();
-        behind.sa_flags |= libc::SA_SIGINFO;
+        behind.sa_flags |= sys::SA_SIGINFO;
     }
-    if accel::as_bulkmem(|| bulkmem::fault::chain_to(sig, &behind)).is_err() {
-        // SAFETY: errno is this thread's.
-        unsafe { *libc::__errno_location() = libc::EINVAL };
+    let Some(e) = engine::loaded() else {
+        sys::set_errno(sys::EINVAL);
+        return -1;
+    };
+    // As bulkmem's own code: the engine's calls of `sigaction` reach the
+    // C library.
+    let t = thread::this();
+    let was = t.inside.replace(true);
+    // SAFETY: a valid action, which the engine reads as `libc::sigaction`
+    // (the same layout: checked there).
+    let r = unsafe { (e.fault_chain_to)(sig, (&behind as *const Sigaction).cast()) };
+    t.inside.set(was);
+    if r != 0 {
+        sys::set_errno(sys::EINVAL);
         return -1;
     }
-    slot_view.write(*a);
+    *slot_view = *a;
     0
 }
 
 /// The `signal` family for SIGSEGV/SIGBUS once they are bulkmem's: the
 /// action glibc's function would install, behind bulkmem's handler.
 fn program_fault_signal(k: usize, sig: c_int, h: usize, flavour: Flavour) -> usize {
-    // SAFETY: a zeroed sigaction is a valid empty one.
-    let mut a: libc::sigaction = unsafe { std::mem::zeroed() };
+    let mut a = Sigaction::EMPTY;
     a.sa_sigaction = h;
     // SAFETY: the set is ours to fill.
     unsafe {
-        libc::sigemptyset(&mut a.sa_mask);
+        sys::sigemptyset(&mut a.sa_mask);
         match flavour {
             Flavour::Bsd => {
-                libc::sigaddset(&mut a.sa_mask, sig);
-                a.sa_flags = libc::SA_RESTART;
+                sys::sigaddset(&mut a.sa_mask, sig);
+                a.sa_flags = sys::SA_RESTART;
             }
-            Flavour::SysV => a.sa_flags = libc::SA_RESETHAND | libc::SA_NODEFER,
+            Flavour::SysV => a.sa_flags = sys::SA_RESETHAND | sys::SA_NODEFER,
             Flavour::Sigset => {
-                let mut one = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-                libc::sigemptyset(one.as_mut_ptr());
-                libc::sigaddset(one.as_mut_ptr(), sig);
-                libc::pthread_sigmask(libc::SIG_UNBLOCK, one.as_ptr(), std::ptr::null_mut());
+                let mut one = Sigaction::EMPTY.sa_mask;
+                sys::sigaddset(&mut one, sig);
+                sys::pthread_sigmask(sys::SIG_UNBLOCK, &one, core::ptr::null_mut());
             }
         }
     }
-    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    let mut old = Sigaction::EMPTY;
     // SAFETY: our own action and buffer.
-    match unsafe { program_fault_action(k, sig, Some(&a), old.as_mut_ptr()) } {
-        // SAFETY: filled by the call.
-        0 => unsafe { old.assume_init() }.sa_sigaction,
-        _ => libc::SIG_ERR,
+    match unsafe { program_fault_action(k, sig, Some(&a), &mut old) } {
+        0 => old.sa_sigaction,
+        _ => sys::SIG_ERR,
     }
 }

@@ -1,0 +1,154 @@
+//! The interposed `memcpy`, `memmove`, `memset`, `mempcpy` and their
+//! fortified forms.
+//!
+//! Each is a few instructions of assembly. A call below [`MIN`] jumps to
+//! the C library's function once it is known: a load, a compare, a load, a
+//! test and a jump. Any other call asks [`route`] where to go, with its
+//! arguments saved, then jumps there with them restored. So no frame of
+//! this library is on the stack while a copy runs: a program's fault
+//! handler that throws or exits the thread from inside one unwinds
+//! through the engine (built to unwind) and the C library, never through
+//! this `panic=abort` code, which would abort.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::{engine, next, sys};
+
+/// Calls below this take the C library; `usize::MAX` until the constructor
+/// has decided (and when switched off), 0 when the engine counts every
+/// call (`BULKMEM_PRELOAD_STATS=1`).
+pub static MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Which function called [`route`].
+const MEMCPY: u32 = 0;
+const MEMMOVE: u32 = 1;
+const MEMSET: u32 = 2;
+const MEMPCPY: u32 = 3;
+const MEMCPY_CHK: u32 = 4;
+const MEMMOVE_CHK: u32 = 5;
+const MEMSET_CHK: u32 = 6;
+
+/// Where a call of `call` with `n` bytes (`destlen`: the fortified forms'
+/// object size) goes: the C library's function or its stand-in, a stand-in
+/// that aborts (an overflow the C library's check was not there to
+/// report), or the engine's. Opens the engine if this call is the first
+/// that needs it.
+extern "C" fn route(call: u32, n: usize, destlen: usize) -> *const c_void {
+    let fortified = call >= MEMCPY_CHK;
+    if fortified && (n > destlen || n < MIN.load(Ordering::Relaxed)) {
+        // The C library's checking function reports an overflow and aborts.
+        let f = match call {
+            MEMCPY_CHK => &next::MEMCPY_CHK,
+            MEMMOVE_CHK => &next::MEMMOVE_CHK,
+            _ => &next::MEMSET_CHK,
+        };
+        let p = f.get();
+        if !p.is_null() {
+            return p;
+        }
+        if n > destlen {
+            return overflow as *const c_void;
+        }
+    } else if n >= MIN.load(Ordering::Relaxed) {
+        if let Some(e) = engine::get() {
+            return match call {
+                MEMCPY | MEMCPY_CHK => e.memcpy as *const c_void,
+                MEMMOVE | MEMMOVE_CHK => e.memmove as *const c_void,
+                MEMPCPY => e.mempcpy as *const c_void,
+                _ => e.memset as *const c_void,
+            };
+        }
+    }
+    match call {
+        MEMCPY | MEMCPY_CHK => next::or_standin(&next::MEMCPY, next::copy_forward as *const c_void),
+        MEMMOVE | MEMMOVE_CHK => {
+            next::or_standin(&next::MEMMOVE, next::move_bytes as *const c_void)
+        }
+        MEMPCPY => next::or_standin(&next::MEMPCPY, next::copy_end as *const c_void),
+        _ => next::or_standin(&next::MEMSET, next::set_bytes as *const c_void),
+    }
+}
+
+/// A fortified call past its object while the C library's check is not
+/// known: what the check would do, without its message.
+extern "C" fn overflow() -> ! {
+    // SAFETY: abort has no preconditions.
+    unsafe { sys::abort() }
+}
+
+/// One interposed function: `$call`'s arguments (the length in rdx, a
+/// fortified form's object size in rcx), `$fast` the C library's function
+/// for the small path (a [`next::Next`], whose first word is the pointer).
+macro_rules! router {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), $call:expr, $fast:path) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// The C library function's contract.
+        #[no_mangle]
+        #[unsafe(naked)]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
+            core::arch::naked_asm!(
+                ".cfi_startproc",
+                "cmp rdx, qword ptr [rip + {min}]",
+                "jae 2f",
+                "mov rax, qword ptr [rip + {fast}]",
+                "test rax, rax",
+                "jz 2f",
+                "jmp rax",
+                "2:",
+                "push rdi",
+                ".cfi_adjust_cfa_offset 8",
+                "push rsi",
+                ".cfi_adjust_cfa_offset 8",
+                "push rdx",
+                ".cfi_adjust_cfa_offset 8",
+                "push rcx",
+                ".cfi_adjust_cfa_offset 8",
+                "sub rsp, 8",
+                ".cfi_adjust_cfa_offset 8",
+                "mov edi, {call}",
+                "mov rsi, rdx",
+                "mov rdx, rcx",
+                "call {route}",
+                "add rsp, 8",
+                ".cfi_adjust_cfa_offset -8",
+                "pop rcx",
+                ".cfi_adjust_cfa_offset -8",
+                "pop rdx",
+                ".cfi_adjust_cfa_offset -8",
+                "pop rsi",
+                ".cfi_adjust_cfa_offset -8",
+                "pop rdi",
+                ".cfi_adjust_cfa_offset -8",
+                "jmp rax",
+                ".cfi_endproc",
+                min = sym MIN,
+                fast = sym $fast,
+                call = const $call,
+                route = sym route,
+            )
+        }
+    };
+}
+
+router!(memcpy(d: *mut c_void, s: *const c_void, n: usize), MEMCPY, next::MEMCPY);
+router!(memmove(d: *mut c_void, s: *const c_void, n: usize), MEMMOVE, next::MEMMOVE);
+router!(memset(d: *mut c_void, c: c_int, n: usize), MEMSET, next::MEMSET);
+router!(mempcpy(d: *mut c_void, s: *const c_void, n: usize), MEMPCPY, next::MEMPCPY);
+router!(
+    __memcpy_chk(d: *mut c_void, s: *const c_void, n: usize, destlen: usize),
+    MEMCPY_CHK,
+    next::MEMCPY_CHK
+);
+router!(
+    __memmove_chk(d: *mut c_void, s: *const c_void, n: usize, destlen: usize),
+    MEMMOVE_CHK,
+    next::MEMMOVE_CHK
+);
+router!(
+    __memset_chk(d: *mut c_void, c: c_int, n: usize, destlen: usize),
+    MEMSET_CHK,
+    next::MEMSET_CHK
+);

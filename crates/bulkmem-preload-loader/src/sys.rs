@@ -1,0 +1,115 @@
+//! The C library's functions and constants this stage uses, declared here:
+//! it is compiled without cargo (see Cargo.toml), so without the `libc`
+//! crate. x86_64 Linux, glibc. The engine checks these against `libc` at
+//! compile time (`crates/bulkmem-preload/src/loader.rs`).
+
+use core::ffi::{c_char, c_int, c_long, c_ulong, c_void};
+
+/// The kernel's `sigset_t` as glibc lays it out (1024 bits).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct SigSet {
+    pub bits: [u64; 16],
+}
+
+/// glibc's `struct sigaction` on x86_64.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Sigaction {
+    pub sa_sigaction: usize,
+    pub sa_mask: SigSet,
+    pub sa_flags: c_int,
+    pub sa_restorer: usize,
+}
+
+impl Sigaction {
+    pub const EMPTY: Sigaction = Sigaction {
+        sa_sigaction: SIG_DFL,
+        sa_mask: SigSet { bits: [0; 16] },
+        sa_flags: 0,
+        sa_restorer: 0,
+    };
+}
+
+pub const SIGBUS: c_int = 7;
+pub const SIGSEGV: c_int = 11;
+pub const SA_SIGINFO: c_int = 4;
+pub const SA_RESTART: c_int = 0x1000_0000;
+pub const SA_NODEFER: c_int = 0x4000_0000;
+pub const SA_RESETHAND: c_int = 0x8000_0000_u32 as c_int;
+pub const SIG_DFL: usize = 0;
+pub const SIG_IGN: usize = 1;
+pub const SIG_HOLD: usize = 2;
+pub const SIG_ERR: usize = usize::MAX;
+pub const SIG_BLOCK: c_int = 0;
+pub const SIG_UNBLOCK: c_int = 1;
+pub const SIG_SETMASK: c_int = 2;
+pub const EINVAL: c_int = 22;
+pub const ENOSYS: c_int = 38;
+pub const PR_SET_SECCOMP: c_int = 22;
+pub const RTLD_NOW: c_int = 2;
+pub const RTLD_LOCAL: c_int = 0;
+pub const RTLD_NODELETE: c_int = 0x1000;
+pub const AT_SECURE: c_ulong = 23;
+pub const SYS_RT_SIGPROCMASK: c_long = 14;
+/// glibc's SIGCANCEL (`__SIGRTMIN`).
+pub const SIGCANCEL: c_int = 32;
+
+/// `RTLD_NEXT`.
+pub fn rtld_next() -> *mut c_void {
+    -1isize as *mut c_void
+}
+
+#[link(name = "c")]
+extern "C" {
+    pub fn dlsym(handle: *mut c_void, name: *const c_char) -> *mut c_void;
+    pub fn dlopen(file: *const c_char, flags: c_int) -> *mut c_void;
+    pub fn dlerror() -> *mut c_char;
+    pub fn getenv(name: *const c_char) -> *mut c_char;
+    pub fn getauxval(kind: c_ulong) -> c_ulong;
+    pub fn write(fd: c_int, buf: *const c_void, n: usize) -> isize;
+    pub fn syscall(n: c_long, ...) -> c_long;
+    pub fn __errno_location() -> *mut c_int;
+    pub fn abort() -> !;
+    pub fn sigemptyset(set: *mut SigSet) -> c_int;
+    pub fn sigaddset(set: *mut SigSet, sig: c_int) -> c_int;
+    pub fn pthread_sigmask(how: c_int, set: *const SigSet, old: *mut SigSet) -> c_int;
+}
+
+pub fn set_errno(e: c_int) {
+    // SAFETY: errno is this thread's.
+    unsafe { *__errno_location() = e };
+}
+
+/// `rt_sigprocmask` with the kernel's 8-byte set, as the raw system call:
+/// glibc's `sigprocmask` drops its own signals (SIGCANCEL) from any set,
+/// so restoring a saved mask with it would unblock a blocked SIGCANCEL.
+pub fn sigprocmask_raw(how: c_int, set: u64) -> u64 {
+    let mut old = 0u64;
+    // SAFETY: valid 8-byte sets for the kernel, on this thread.
+    unsafe {
+        syscall(
+            SYS_RT_SIGPROCMASK,
+            how as c_long,
+            &set as *const u64,
+            &mut old as *mut u64,
+            8usize,
+        )
+    };
+    old
+}
+
+/// A message on stderr, best effort (a closed or full stderr loses it).
+pub fn warn(parts: &[&[u8]]) {
+    for p in parts {
+        let mut b = *p;
+        while !b.is_empty() {
+            // SAFETY: a valid buffer of b.len() bytes.
+            let n = unsafe { write(2, b.as_ptr().cast(), b.len()) };
+            if n <= 0 {
+                return;
+            }
+            b = &b[n as usize..];
+        }
+    }
+}

@@ -1,9 +1,21 @@
-//! `libbulkmem_preload.so`: large `memcpy`, `memmove`, `memset` (zero),
-//! `mempcpy` and their fortified forms of unmodified programs go through
-//! bulkmem (`LD_PRELOAD=.../libbulkmem_preload.so CMD`, or `bulkmem run`).
+//! The preload's engine, `libbulkmem_preload_engine.so`: large `memcpy`,
+//! `memmove`, `memset` (zero), `mempcpy` and their fortified forms of
+//! unmodified programs go through bulkmem (`LD_PRELOAD=.../libbulkmem_preload.so
+//! CMD`, or `bulkmem run`).
+//!
+//! The preload has two stages. Programs load the first,
+//! `libbulkmem_preload.so` (crates/bulkmem-preload-loader: no standard
+//! library, so loading it costs every process what an empty library
+//! costs). It defines the interposed functions and keeps what must exist
+//! from the start: the C library's functions, the program's signal
+//! handlers behind its trampoline, each thread's state. It opens this
+//! library, built beside it, at the first call that needs bulkmem
+//! ([`bulkmem_preload_engine_attach`]; the interface is `abi.rs`, compiled
+//! into both).
 //!
 //! Calls below `BULKMEM_PRELOAD_MIN` (1 MiB) go straight to the next
-//! definition (the C library): one load, one compare and a jump. Larger
+//! definition (the C library), from the loader: a load, a compare, a load,
+//! a test and a jump. Larger
 //! ones run bulkmem's checked twin of what `auto` picks (following the
 //! tuned profile when there is one), and those of at least
 //! `BULKMEM_PRELOAD_MT_MIN` (16 MiB) with helper threads beside the
@@ -20,8 +32,8 @@
 //!
 //! * **Faults stay on the caller.** bulkmem's handler for SIGSEGV and
 //!   SIGBUS is in front from bulkmem's initialisation on; a handler the
-//!   program installs goes behind it ([`signals`]), and the program sees
-//!   its own. Every byte bulkmem copies goes through a checked routine,
+//!   program installs goes behind it (the loader's `signals`), and the
+//!   program sees its own. Every byte bulkmem copies goes through a checked routine,
 //!   whose fault bulkmem's handler turns into a stop at an exact offset;
 //!   the calling thread then copies from there with the C library's
 //!   routine, so the program's handler runs on the calling thread, with
@@ -39,29 +51,34 @@
 //!   returns, the caller finishes the copy itself. Cancellation is held
 //!   off while helpers run ([`cancel`]) and arrives when the copy is
 //!   complete.
-//! * **Unwinding passes through**: the exported functions are
-//!   `C-unwind`, and nothing on a call's path holds a value to drop or
-//!   catches an unwind, so an exception or a thread's cancellation that
-//!   starts inside a call never meets a personality routine of ours (the
-//!   preload's unwinder is not the process's: build.rs). What can panic
-//!   (bulkmem's one-time initialisation, [`accel`]) runs once, with
-//!   cancellation blocked, under `catch_unwind`. The checked routines
+//! * **Unwinding passes through**: the engine's entries are `C-unwind`,
+//!   and nothing on a call's path holds a value to drop or catches an
+//!   unwind, so an exception or a thread's cancellation that starts inside
+//!   a call never meets a personality routine of ours (the engine's
+//!   unwinder is not the process's: build.rs). The loader is `panic=abort`
+//!   and keeps no Rust frame on the stack while a copy or a program's
+//!   handler runs: its routers and trampoline are assembly with
+//!   call-frame information, which an unwind passes as it passes C. What
+//!   can panic (bulkmem's one-time initialisation, [`accel`]) runs once,
+//!   with cancellation blocked, under `catch_unwind`. The checked routines
 //!   carry call-frame information.
 //! * **Inert under tools**: under a sanitizer or valgrind every call goes
 //!   to the C library ([`tools`]), and the stats line says so.
 //!
 //! Where it is safe to be called from, and why:
 //! * before `main`, inside the dynamic loader and `dlsym`: until the
-//!   constructor has run, every call takes the C library's function, found
-//!   with `dlsym(RTLD_NEXT)` without recursion ([`next`]), or a string
+//!   loader's constructor has run, every call takes the C library's
+//!   function, found with `dlsym(RTLD_NEXT)` without recursion, or a string
 //!   instruction while that is unknown;
 //! * inside `malloc` and from signal handlers: the small path takes no lock
-//!   and allocates nothing; the large path neither once bulkmem is
-//!   initialised, which the first large call outside every signal handler
-//!   does (until then, a large call inside a handler takes the C library;
-//!   glibc's allocator never calls the interposed functions); a call made
-//!   while the thread is inside bulkmem takes the C library; no helper is
-//!   started inside a signal handler;
+//!   and allocates nothing; the large path neither once the engine is open
+//!   and bulkmem initialised, which the first large call outside every
+//!   signal handler does (until then, a large call inside a handler takes
+//!   the C library; glibc's allocator never calls the interposed
+//!   functions); the per-thread state is in the loader's static TLS block
+//!   (the engine's own would be allocated at each thread's first use); a
+//!   call made while the thread is inside bulkmem takes the C library; no
+//!   helper is started inside a signal handler;
 //! * forked children: no helper outlives its call, so a child has none to
 //!   lose;
 //! * many threads: each large call has its own helpers, within one budget
@@ -79,7 +96,10 @@
 //! call with helpers, leaves them running until they finish); allocators
 //! other than glibc's that call the exported `memcpy` with a lock held and
 //! at least `MIN` bytes before bulkmem is initialised (the first such call
-//! builds its policy, which allocates).
+//! opens the engine and builds its policy, which allocates); a library
+//! constructor that waits for a lock which a thread making its first
+//! large call holds (that call opens the engine, which waits for the
+//! dynamic loader's lock, held while constructors run).
 //!
 //! In a set-user-ID or set-group-ID program (`getauxval(AT_SECURE)`), every
 //! `BULKMEM_*` variable is ignored.

@@ -507,6 +507,18 @@ fn the_engine_is_opened_by_the_first_large_call_only() {
     assert!(out.contains("engine-at-start 1"), "{out}");
     let out = run(&["large"], &[("BULKMEM_PRELOAD", "off")]);
     assert!(out.contains("engine-after-large 0"), "{out}");
+    // The first large call inside another library's constructor: the
+    // engine opens inside that dlopen (the dynamic loader's lock is
+    // recursive).
+    let lib = compile_with("test_stages_lib", "cc", &["-O2", "-shared", "-fPIC"]);
+    let lib = lib.to_str().expect("utf-8 path");
+    let out = run(&["ctor", lib], &[]);
+    assert!(
+        out.contains("engine-at-start 0")
+            && out.contains("copied-in-constructor 1")
+            && out.contains("engine-after-large 1"),
+        "{out}"
+    );
 }
 
 /// A loader whose engine is missing says so once, and every call goes to

@@ -1,6 +1,8 @@
 /* Which of the preload's two stages a process has mapped: the loader
  * (libbulkmem_preload.so) opens its engine at the first call that needs
- * it (tests/preload_suite.rs). "large": a 4 MiB memcpy, checked. */
+ * it (tests/preload_suite.rs). "large": a 4 MiB memcpy, checked; "ctor
+ * LIB": dlopen LIB, whose constructor makes the first large copy. */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,16 @@ int main(int argc, char **argv)
         printf("engine-after-large %d\n", mapped("libbulkmem_preload_engine.so"));
         free(a);
         free(b);
+    }
+    if (argc > 2 && strcmp(argv[1], "ctor") == 0) {
+        void *h = dlopen(argv[2], RTLD_NOW);
+        int *copied = h ? dlsym(h, "stages_lib_copied") : NULL;
+        if (!copied) {
+            printf("dlopen: %s\n", dlerror());
+            return 1;
+        }
+        printf("copied-in-constructor %d\n", *copied);
+        printf("engine-after-large %d\n", mapped("libbulkmem_preload_engine.so"));
     }
     return 0;
 }

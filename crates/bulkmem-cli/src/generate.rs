@@ -154,7 +154,7 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("BULKMEM_PRELOAD_THREADS=N", "Preload: worker threads (default: the engine's); 0 or 1: none."),
     ("BULKMEM_PRELOAD_STATS=1", "Preload: one line per process at exit on its stderr, calls and bytes per path."),
     ("BULKMEM_PRELOAD_REPORT=DIR", "Preload, set by `bulkmem run`: each process writes one record of its large calls into a new file in DIR at exit, for run's summary; nothing on stderr."),
-    ("BULKMEM_PRELOAD_LIB=FILE", "`bulkmem run` and `bench preload`: the library to preload (default: beside the bulkmem binary)."),
+    ("BULKMEM_PRELOAD_LIB=FILE", "`bulkmem run` and `bench preload`: the library to preload (default: beside the bulkmem binary), with its engine, libbulkmem_preload_engine.so, beside it."),
 ];
 
 const FILES: &[(&str, &str)] = &[

@@ -97,10 +97,11 @@ pub static UNSHARE: Next = Next::new(c"unshare");
 pub static SETNS: Next = Next::new(c"setns");
 
 /// Resolves, in the constructor (outside any copy), what must not wait:
-/// the functions every small call jumps to. Nothing else: each `dlsym`
-/// costs every process about a microsecond.
+/// the functions every small call jumps to (`mempcpy` too, which a
+/// signal handler may call first). Nothing else: each `dlsym` costs every
+/// process about a microsecond.
 pub fn resolve_all() {
-    for n in [&MEMCPY, &MEMMOVE, &MEMSET] {
+    for n in [&MEMCPY, &MEMMOVE, &MEMSET, &MEMPCPY] {
         n.get();
     }
 }
@@ -111,8 +112,8 @@ static SIGNALS_RESOLVED: AtomicBool = AtomicBool::new(false);
 /// a program may call one first from a signal handler, where `dlsym` is
 /// not safe, but only from a handler it installed through one of them
 /// (what a raw system call installs is not covered), and that first call
-/// was outside every handler. The fortified copies, `mempcpy`, `prctl`,
-/// `unshare` and `setns` are resolved on their own first use.
+/// was outside every handler. The fortified copies, `prctl`, `unshare`
+/// and `setns` are resolved on their own first use.
 pub fn resolve_signals() {
     if SIGNALS_RESOLVED.load(Ordering::Acquire) {
         return;

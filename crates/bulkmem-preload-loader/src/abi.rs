@@ -80,6 +80,8 @@ unsafe impl Sync for Loader {}
 pub const C_MEMCPY: u32 = 0;
 pub const C_MEMMOVE: u32 = 1;
 pub const C_MEMSET: u32 = 2;
+/// (The loader's own use.)
+pub const C_MEMPCPY: u32 = 3;
 
 /// What the engine gives the loader; static once given.
 #[repr(C)]

@@ -50,7 +50,7 @@ pub static LOADER: Loader = Loader {
     read_env: &READ_ENV,
     thread: thread::thread_for_engine,
     min: &route::MIN,
-    c_library: next::for_engine,
+    c_library: next::c_function,
     take_faults: signals::take_faults,
     faults_ours: signals::faults_ours,
 };

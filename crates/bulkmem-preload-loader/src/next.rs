@@ -11,7 +11,7 @@
 use core::ffi::{c_void, CStr};
 use core::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 
-use crate::sys;
+use crate::{abi, sys};
 
 /// One resolved function pointer (null until known). The pointer comes
 /// first: the assembly of the small path loads it from the static's
@@ -213,18 +213,20 @@ extern "C-unwind" {
     pub fn set_bytes(d: *mut c_void, c: core::ffi::c_int, n: usize) -> *mut c_void;
 }
 
-/// The C library's `memcpy`, `memmove` or `memset` (`abi::C_*`) for the
-/// engine, or the stand-in if the C library has none.
-pub extern "C" fn for_engine(which: u32) -> *const c_void {
+/// The C library's `memcpy`, `memmove`, `memset` or `mempcpy`
+/// (`abi::C_*`), or its stand-in if the C library has none (yet): for the
+/// engine, and for calls the loader leaves to the C library.
+pub extern "C" fn c_function(which: u32) -> *const c_void {
     match which {
-        crate::abi::C_MEMCPY => or_standin(&MEMCPY, copy_forward as *const c_void),
-        crate::abi::C_MEMMOVE => or_standin(&MEMMOVE, move_bytes as *const c_void),
+        abi::C_MEMCPY => or_standin(&MEMCPY, copy_forward as *const c_void),
+        abi::C_MEMMOVE => or_standin(&MEMMOVE, move_bytes as *const c_void),
+        abi::C_MEMPCPY => or_standin(&MEMPCPY, copy_end as *const c_void),
         _ => or_standin(&MEMSET, set_bytes as *const c_void),
     }
 }
 
 /// The C library's function if known, else the stand-in (as an address).
-pub fn or_standin(n: &Next, standin: *const c_void) -> *const c_void {
+fn or_standin(n: &Next, standin: *const c_void) -> *const c_void {
     let p = n.get();
     if p.is_null() {
         standin

@@ -13,21 +13,23 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{engine, next, sys};
+use crate::{abi, engine, next, sys};
 
 /// Calls below this take the C library; `usize::MAX` until the constructor
 /// has decided (and when switched off), 0 when the engine counts every
 /// call (`BULKMEM_PRELOAD_STATS=1`).
 pub static MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
 
-/// Which function called [`route`].
-const MEMCPY: u32 = 0;
-const MEMMOVE: u32 = 1;
-const MEMSET: u32 = 2;
-const MEMPCPY: u32 = 3;
-const MEMCPY_CHK: u32 = 4;
-const MEMMOVE_CHK: u32 = 5;
-const MEMSET_CHK: u32 = 6;
+/// Which function called [`route`]: the plain ones are the C library's
+/// numbers in `abi`, a fortified one its plain one's plus [`FORTIFIED`].
+const MEMCPY: u32 = abi::C_MEMCPY;
+const MEMMOVE: u32 = abi::C_MEMMOVE;
+const MEMSET: u32 = abi::C_MEMSET;
+const MEMPCPY: u32 = abi::C_MEMPCPY;
+const FORTIFIED: u32 = 4;
+const MEMCPY_CHK: u32 = MEMCPY + FORTIFIED;
+const MEMMOVE_CHK: u32 = MEMMOVE + FORTIFIED;
+const MEMSET_CHK: u32 = MEMSET + FORTIFIED;
 
 /// Where a call of `call` with `n` bytes (`destlen`: the fortified forms'
 /// object size) goes: the C library's function or its stand-in, a stand-in
@@ -35,7 +37,7 @@ const MEMSET_CHK: u32 = 6;
 /// report), or the engine's. Opens the engine if this call is the first
 /// that needs it.
 extern "C" fn route(call: u32, n: usize, destlen: usize) -> *const c_void {
-    let fortified = call >= MEMCPY_CHK;
+    let fortified = call >= FORTIFIED;
     if fortified && (n > destlen || n < MIN.load(Ordering::Relaxed)) {
         // The C library's checking function reports an overflow and aborts.
         let f = match call {
@@ -60,14 +62,7 @@ extern "C" fn route(call: u32, n: usize, destlen: usize) -> *const c_void {
             };
         }
     }
-    match call {
-        MEMCPY | MEMCPY_CHK => next::or_standin(&next::MEMCPY, next::copy_forward as *const c_void),
-        MEMMOVE | MEMMOVE_CHK => {
-            next::or_standin(&next::MEMMOVE, next::move_bytes as *const c_void)
-        }
-        MEMPCPY => next::or_standin(&next::MEMPCPY, next::copy_end as *const c_void),
-        _ => next::or_standin(&next::MEMSET, next::set_bytes as *const c_void),
-    }
+    next::c_function(call % FORTIFIED)
 }
 
 /// A fortified call past its object while the C library's check is not

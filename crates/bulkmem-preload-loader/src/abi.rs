@@ -9,8 +9,10 @@ use core::cell::Cell;
 use core::ffi::{c_int, c_ulong, c_void, CStr};
 use core::sync::atomic::{AtomicBool, AtomicUsize};
 
-/// Both tables start with it; a loader and an engine of different builds
-/// refuse each other (the calls then go to the C library).
+/// Both tables start with it; a loader and an engine of different
+/// versions refuse each other (the calls then go to the C library). Bump
+/// it with any change to this file: scripts/install and the build put the
+/// two side by side from one build, but a hand-copied file may be older.
 pub const VERSION: u32 = 1;
 
 /// Calls from this size on leave the C library unless

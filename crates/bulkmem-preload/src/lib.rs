@@ -129,7 +129,7 @@ use stats::{Kind, Path};
 
 /// The engine's entry point, its only exported function: takes the
 /// loader's table and gives the engine's (null: refused, a loader of
-/// another build, or attached already). Reads the environment and sets up
+/// another interface version, or attached already). Reads the environment and sets up
 /// the exit record first ([`init`]); a panic there is caught, and refuses.
 ///
 /// # Safety

@@ -33,9 +33,11 @@ fn main() {
         println!("cargo:warning=the preload's loader is built for x86_64 only");
         return;
     }
+    let abi = interface_hash(&src.join("abi.rs"));
+    println!("cargo:rustc-env=BULKMEM_PRELOAD_ABI={abi}");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it"));
     let built = out.join("libbulkmem_preload.so");
-    build_loader(&src.join("lib.rs"), &built);
+    build_loader(&src.join("lib.rs"), &built, abi);
     // OUT_DIR is target/[TRIPLE/]PROFILE/build/PACKAGE-HASH/out.
     let Some(profile_dir) = out.ancestors().nth(3) else {
         panic!("unexpected OUT_DIR {}", out.display());
@@ -49,7 +51,18 @@ fn main() {
         .unwrap_or_else(|e| panic!("cannot write {}: {e}", dest.display()));
 }
 
-fn build_loader(lib_rs: &Path, output: &Path) {
+/// The interface's version: FNV-1a of `abi.rs`, which both stages compile.
+fn interface_hash(abi: &Path) -> u32 {
+    let text = std::fs::read(abi).unwrap_or_else(|e| panic!("cannot read {}: {e}", abi.display()));
+    // Never 0, which marks a loader built without this script.
+    text.iter()
+        .fold(0x811c_9dc5_u32, |h, &b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        })
+        .max(1)
+}
+
+fn build_loader(lib_rs: &Path, output: &Path, abi: u32) {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let target = std::env::var("TARGET").expect("cargo sets it");
     let debug = std::env::var("DEBUG").as_deref() == Ok("true");
@@ -74,7 +87,8 @@ fn build_loader(lib_rs: &Path, output: &Path) {
         // The outer build's flags are for the engine (a crt-static build
         // of the command, say), not for this library.
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
-        .env_remove("RUSTFLAGS");
+        .env_remove("RUSTFLAGS")
+        .env("BULKMEM_PRELOAD_ABI", abi.to_string());
     let result = cmd
         .output()
         .unwrap_or_else(|e| panic!("cannot run rustc for the preload's loader: {e}"));

@@ -9,11 +9,27 @@ use core::cell::Cell;
 use core::ffi::{c_int, c_ulong, c_void, CStr};
 use core::sync::atomic::{AtomicBool, AtomicUsize};
 
-/// Both tables start with it; a loader and an engine of different
-/// versions refuse each other (the calls then go to the C library). Bump
-/// it with any change to this file: scripts/install and the build put the
-/// two side by side from one build, but a hand-copied file may be older.
-pub const VERSION: u32 = 1;
+/// Both tables start with it: a hash of this file's text, which the
+/// preload's build script gives both compilations
+/// (`BULKMEM_PRELOAD_ABI`). A loader and an engine built from different
+/// interfaces (a hand-copied file, an old one left beside a new one)
+/// refuse each other, and the calls go to the C library. (0 where cargo
+/// builds the loader's crate alone, for its lints: never loaded.)
+pub const VERSION: u32 = match option_env!("BULKMEM_PRELOAD_ABI") {
+    Some(v) => decimal(v),
+    None => 0,
+};
+
+const fn decimal(s: &str) -> u32 {
+    let b = s.as_bytes();
+    let mut v: u32 = 0;
+    let mut i = 0;
+    while i < b.len() {
+        v = v.wrapping_mul(10).wrapping_add((b[i] - b'0') as u32);
+        i += 1;
+    }
+    v
+}
 
 /// Calls from this size on leave the C library unless
 /// `BULKMEM_PRELOAD_MIN` says otherwise.

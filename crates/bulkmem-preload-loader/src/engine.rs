@@ -95,7 +95,8 @@ fn open_now(loader: &'static Loader) -> *const Engine {
     // SAFETY: null or the engine's static table.
     if unsafe { e.as_ref() }.is_none_or(|e| e.version != abi::VERSION) {
         sys::warn(&[
-            b"bulkmem preload: warning: its engine is of another version; ",
+            b"bulkmem preload: warning: its engine did not attach (built from another ",
+            b"interface, or its start failed); ",
             b"every call goes to the C library\n",
         ]);
         return core::ptr::null();

@@ -549,6 +549,37 @@ fn without_its_engine_every_call_goes_to_the_c_library() {
         "one warning, naming the reason: {stderr}"
     );
     assert!(stderr.contains("libbulkmem_preload_engine.so"), "{stderr}");
+
+    // A loader built from another interface (its hash given by hand here;
+    // build.rs gives both stages the hash of abi.rs) beside the real
+    // engine: refused, said once, the C library for every call.
+    let other = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("preload-other");
+    std::fs::create_dir_all(&other).expect("make a folder");
+    let loader = other.join("libbulkmem_preload.so");
+    let o = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
+        .args(["--edition", "2021", "--crate-type", "cdylib"])
+        .args(["--crate-name", "bulkmem_preload", "-C", "panic=abort"])
+        .arg("-o")
+        .arg(&loader)
+        .arg(here().join("../bulkmem-preload-loader/src/lib.rs"))
+        .env("BULKMEM_PRELOAD_ABI", "1")
+        .output()
+        .expect("run rustc");
+    assert!(o.status.success(), "rustc: {}", text(&o));
+    std::fs::copy(engine_of(library()), engine_of(&loader)).expect("copy the engine");
+    let mut c = Command::new(&bin);
+    c.arg("large").env("LD_PRELOAD", &loader);
+    for k in SETTING_NAMES {
+        c.env_remove(k);
+    }
+    let o = c.output().expect("run the program");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        stderr.matches("did not attach").count(),
+        1,
+        "one warning: {stderr}"
+    );
 }
 
 #[test]

@@ -59,8 +59,10 @@ fn retried(stopped: bool, call: impl Fn() -> c_int) -> c_int {
     r
 }
 
-/// `prctl(PR_SET_SECCOMP, ...)` (the loader sends only that request
-/// here), `real` being the C library's `prctl`.
+/// `prctl(PR_SET_SECCOMP, ...)`, the only request the loader sends here,
+/// `real` being the C library's `prctl`. After it no file can be opened:
+/// bulkmem's lazy initialisation (CPU facts, profile) is done before, not
+/// by the next copy, and helpers are forbidden from then on.
 ///
 /// # Safety
 /// `prctl`'s contract; `real` is the C library's function.
@@ -72,16 +74,12 @@ pub unsafe extern "C" fn prctl(
     a4: c_ulong,
     a5: c_ulong,
 ) -> c_int {
-    // SAFETY: the C library's prctl, with the arguments the caller passed.
-    let call =
-        || unsafe { std::mem::transmute::<*mut c_void, PrctlFn>(real)(option, a2, a3, a4, a5) };
-    if option == libc::PR_SET_SECCOMP {
-        // After it, no file can be opened: bulkmem's lazy initialisation
-        // (CPU facts, profile) must be done before, not by the next copy.
-        accel::prepare_for_sandbox();
-        return helpers::without_threads(true, careful(), |_| call());
-    }
-    call()
+    accel::prepare_for_sandbox();
+    helpers::without_threads(true, careful(), |_| {
+        // SAFETY: the C library's prctl, with the arguments the caller
+        // passed.
+        unsafe { std::mem::transmute::<*mut c_void, PrctlFn>(real)(option, a2, a3, a4, a5) }
+    })
 }
 
 /// `unshare`, `real` being the C library's.

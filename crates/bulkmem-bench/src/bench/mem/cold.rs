@@ -10,6 +10,13 @@ use crate::bench::exec::{cells, Exec};
 use crate::harness::{gbps, interleave};
 use crate::report::Row;
 
+/// The threads' extents in about the order a run touched them (the
+/// threads go through their parts side by side), which is what the
+/// cooler needs to find what is still cached.
+fn in_touch_order<'p, T>(parts: &'p [&mut [T]], per_thread: usize) -> impl Iterator<Item = &'p T> {
+    (0..per_thread).flat_map(move |k| parts.iter().filter_map(move |p| p.get(k)))
+}
+
 pub(super) fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result<Vec<Row>, String> {
     let cooler = &a.cooler;
     let count = (plan.total.max(size) / size).max(1);
@@ -41,7 +48,7 @@ pub(super) fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result
             }
             let mut parts: Vec<&mut [(&mut [u8], &[u8])]> = ops.chunks_mut(per_thread).collect();
             interleave(execs.len(), plan.rounds, |i| {
-                let touched = parts.iter().flat_map(|p| p.iter());
+                let touched = in_touch_order(&parts, per_thread);
                 cooler.cool(2 * total, touched.flat_map(|(d, s)| [&**d, *s]));
                 let t = timed(&mut parts, &plan.cpus, |part| {
                     execs[i].copy_batch(part);
@@ -64,7 +71,7 @@ pub(super) fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result
             }
             let mut parts: Vec<&mut [&mut [u8]]> = ops.chunks_mut(per_thread).collect();
             interleave(execs.len(), plan.rounds, |i| {
-                cooler.cool(total, parts.iter().flat_map(|p| p.iter().map(|d| &**d)));
+                cooler.cool(total, in_touch_order(&parts, per_thread).map(|d| &**d));
                 let t = timed(&mut parts, &plan.cpus, |part| {
                     execs[i].clear_batch(part);
                 });
@@ -91,4 +98,17 @@ pub(super) fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result
             r
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_touch_order;
+
+    #[test]
+    fn threads_extents_are_cooled_in_the_order_they_were_touched() {
+        let (mut a, mut b) = ([0, 2, 4], [1, 3]);
+        let parts: Vec<&mut [i32]> = vec![&mut a, &mut b];
+        let order: Vec<i32> = in_touch_order(&parts, 3).copied().collect();
+        assert_eq!(order, [0, 1, 2, 3, 4]);
+    }
 }

@@ -21,6 +21,9 @@
 //!    re-check, became `per-page`). A choice slower than `per-page` over
 //!    both passes (geometric mean) records `per-page`: a profile never
 //!    makes a size slower than the kernel's own loop.
+//! 4. In a full calibration, single-call candidates that tie over both
+//!    passes ([`ties`]) are measured alone, with nothing reading the
+//!    destination, and a clear winner there takes the cell ([`break_tie`]).
 
 use crate::auto::{Cell, Shape};
 use crate::strategy::{Op, Strategy};
@@ -155,37 +158,104 @@ pub fn recheck(cells: &mut [Cell], again: &[Measured], prior: Prior) -> usize {
         else {
             continue;
         };
-        let get = |v: &[(Strategy, f64)], s| v.iter().find(|x| x.0 == s).map(|x| x.1);
-        let best = |v: &[(Strategy, f64)]| v.iter().map(|x| x.1).fold(0.0, f64::max);
-        let (best1, best2) = (best(&c.gbps), best(&m.gbps));
-        if best1 <= 0.0 || best2 <= 0.0 {
+        let Some(scored) = two_passes(c, m) else {
             continue;
-        }
-        let score = |s| Some((get(&c.gbps, s)? / best1).min(get(&m.gbps, s)? / best2));
-        let scored: Vec<(Strategy, f64)> = m
-            .gbps
-            .iter()
-            .filter_map(|&(s, _)| Some((s, score(s)?)))
-            .collect();
+        };
         let Some(&(top, top_score)) = scored.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
             continue;
         };
+        let score = |s| scored.iter().find(|x| x.0 == s).map(|x| x.1);
         let before = c.choice;
         c.choice = [prior(c.op, c.shape, c.size), c.choice]
             .into_iter()
             .find(|&s| score(s).is_some_and(|x| x >= KEEP * top_score))
             .unwrap_or(top);
-        // Against per-page, both passes count alike: one slow re-check of
-        // a clear winner is noise, a loss in both is not.
-        let vs_base = |v: &[(Strategy, f64)]| Some(get(v, c.choice)? / get(v, Strategy::PerPage)?);
-        if let (Some(a), Some(b)) = (vs_base(&c.gbps), vs_base(&m.gbps)) {
-            if a * b < 1.0 {
-                c.choice = Strategy::PerPage;
-            }
+        if slower_than_per_page(c, m, c.choice) {
+            c.choice = Strategy::PerPage;
         }
         changed += usize::from(c.choice != before);
     }
     changed
+}
+
+fn get(v: &[(Strategy, f64)], s: Strategy) -> Option<f64> {
+    v.iter().find(|x| x.0 == s).map(|x| x.1)
+}
+
+/// Each strategy `again` measured, scored by the lower of its fractions
+/// of the best in the first pass (`c.gbps`) and the re-check.
+fn two_passes(c: &Cell, again: &Measured) -> Option<Vec<(Strategy, f64)>> {
+    let best = |v: &[(Strategy, f64)]| v.iter().map(|x| x.1).fold(0.0, f64::max);
+    let (best1, best2) = (best(&c.gbps), best(&again.gbps));
+    if best1 <= 0.0 || best2 <= 0.0 {
+        return None;
+    }
+    let score = |s| Some((get(&c.gbps, s)? / best1).min(get(&again.gbps, s)? / best2));
+    Some(
+        again
+            .gbps
+            .iter()
+            .filter_map(|&(s, _)| Some((s, score(s)?)))
+            .collect(),
+    )
+}
+
+/// Whether `s` is slower than `per-page` over both passes. Both count
+/// alike: one slow re-check of a clear winner is noise, a loss in both is
+/// not.
+fn slower_than_per_page(c: &Cell, again: &Measured, s: Strategy) -> bool {
+    let vs_base = |v: &[(Strategy, f64)]| Some(get(v, s)? / get(v, Strategy::PerPage)?);
+    matches!((vs_base(&c.gbps), vs_base(&again.gbps)), (Some(a), Some(b)) if a * b < 1.0)
+}
+
+/// The strategies a re-checked single-call cell cannot tell apart by its
+/// whole use: those within [`KEEP`] of the top over both passes and not
+/// slower than `per-page`, the choice first. Empty unless the choice is
+/// one of them and has company.
+pub fn ties(c: &Cell, again: &Measured) -> Vec<Strategy> {
+    let Some(scored) = two_passes(c, again) else {
+        return Vec::new();
+    };
+    let top = scored.iter().map(|x| x.1).fold(0.0, f64::max);
+    let tied = |s: Strategy| {
+        get(&scored, s).is_some_and(|x| x >= KEEP * top) && !slower_than_per_page(c, again, s)
+    };
+    if !tied(c.choice) {
+        return Vec::new();
+    }
+    let mut v = vec![c.choice];
+    v.extend(
+        scored
+            .iter()
+            .map(|x| x.0)
+            .filter(|&s| s != c.choice && tied(s)),
+    );
+    if v.len() < 2 {
+        v.clear();
+    }
+    v
+}
+
+/// Breaks a tie ([`ties`]) by the copy or clear alone (`alone`: the tied
+/// strategies measured hot with nothing reading the destination): where
+/// the whole use cannot separate them, the call alone is what is left to
+/// gain, for callers that read the destination later or not at all (at
+/// 4 KiB `avx2` and `avx512` measured alike once read, 1.25-1.4x apart
+/// alone on an Emerald Rapids VM). The fastest alone takes the cell
+/// only where it beats the choice by more than the [`KEEP`] margin, so
+/// noise between equals leaves the choice. Returns whether it changed.
+pub fn break_tie(c: &mut Cell, alone: &Measured) -> bool {
+    let Some(mine) = get(&alone.gbps, c.choice) else {
+        return false;
+    };
+    let Some(&(fastest, rate)) = alone.gbps.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
+        return false;
+    };
+    if fastest != c.choice && rate * KEEP > mine {
+        c.choice = fastest;
+        return true;
+    }
+    false
 }
 
 #[cfg(test)]
@@ -365,5 +435,58 @@ mod tests {
         )];
         recheck(&mut cells, &again, AVX512);
         assert_eq!(cells[0].choice, RepStosb);
+    }
+
+    #[test]
+    fn ties_of_the_whole_use_are_broken_by_the_call_alone() {
+        // Consumed, avx2 and avx512 are within noise in both passes;
+        // libc is 10% behind in the re-check; per-page is far behind.
+        let first = [(PerPage, 20.0), (Libc, 29.0), (Avx2, 30.0), (Avx512, 29.6)];
+        let mut cells = choose(&[m(4096, &first)], NONE);
+        assert_eq!(cells[0].choice, Avx2);
+        let again = m(
+            4096,
+            &[(PerPage, 21.0), (Libc, 27.0), (Avx2, 29.5), (Avx512, 30.0)],
+        );
+        recheck(&mut cells, std::slice::from_ref(&again), NONE);
+        assert_eq!(cells[0].choice, Avx2);
+        let t = ties(&cells[0], &again);
+        assert_eq!(t, vec![Avx2, Avx512], "the choice first, libc out");
+        // Alone, avx512 is 1.3x: it takes the cell.
+        let mut c = cells[0].clone();
+        assert!(break_tie(&mut c, &m(4096, &[(Avx2, 50.0), (Avx512, 65.0)])));
+        assert_eq!(c.choice, Avx512);
+        // 2% ahead alone is noise between equals: the choice stays.
+        let mut c = cells[0].clone();
+        assert!(!break_tie(
+            &mut c,
+            &m(4096, &[(Avx2, 50.0), (Avx512, 51.0)])
+        ));
+        assert_eq!(c.choice, Avx2);
+    }
+
+    #[test]
+    fn a_clear_whole_use_winner_has_no_tie_to_break() {
+        // A streamed copy 2x faster alone loses half its rate once read:
+        // the consumed measurement decides, alone is never asked.
+        let consumed = [(PerPage, 9.0), (RepMovsb, 10.0), (Avx512Nt, 5.0)];
+        let mut cells = choose(&[m(2 << 20, &consumed)], NONE);
+        let again = m(
+            2 << 20,
+            &[(PerPage, 9.2), (RepMovsb, 10.1), (Avx512Nt, 5.2)],
+        );
+        recheck(&mut cells, std::slice::from_ref(&again), NONE);
+        assert_eq!(cells[0].choice, RepMovsb);
+        assert!(ties(&cells[0], &again).is_empty());
+        // Per-page can be one of the ties; libc, within KEEP of the top
+        // but slower than per-page over both passes, is not.
+        let mut cells = choose(
+            &[m(64, &[(PerPage, 10.0), (Avx2, 10.1), (Libc, 9.9)])],
+            NONE,
+        );
+        let again = m(64, &[(PerPage, 10.0), (Avx2, 10.2), (Libc, 9.8)]);
+        recheck(&mut cells, std::slice::from_ref(&again), NONE);
+        assert_eq!(cells[0].choice, Avx2);
+        assert_eq!(ties(&cells[0], &again), vec![Avx2, PerPage]);
     }
 }

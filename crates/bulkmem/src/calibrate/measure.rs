@@ -80,14 +80,16 @@ fn wrong(op: Op, s: Strategy, size: usize, at: usize) -> Error {
     }
 }
 
-/// Figures of `strategies` for one single-call `size`, hot and consumed
-/// (each call followed by [`read_once`] of its destination), over `runs`
+/// Figures of `strategies` for one single-call `size`, hot and, where
+/// `consumed`, each call followed by [`read_once`] of its destination
+/// (else the call alone, for [`break_tie`](super::break_tie)), over `runs`
 /// interleaved runs.
 pub(super) fn hot(
     op: Op,
     size: usize,
     strategies: &[Strategy],
     runs: usize,
+    consumed: bool,
 ) -> Result<Measured, Error> {
     let mut src = prefaulted(size, 0)?;
     pattern(src.as_mut_slice());
@@ -102,7 +104,9 @@ pub(super) fn hot(
     };
     let call_and_read = |k: &Kernel, dst: &mut [u8], src: &[u8]| {
         call(k, dst, src);
-        std::hint::black_box(read_once(dst));
+        if consumed {
+            std::hint::black_box(read_once(dst));
+        }
     };
     let sparse = size > FULL_CHECK;
     let reps = (HOT_BYTES / size.max(1)).clamp(1, MAX_REPS);
@@ -240,9 +244,11 @@ mod tests {
     #[test]
     fn hot_and_cold_cells_measure_every_strategy_given() {
         let s = [Strategy::PerPage, Strategy::Portable];
-        let m = hot(Op::Copy, 8192, &s, 1).unwrap();
-        assert_eq!(m.gbps.len(), 2);
-        assert!(m.gbps.iter().all(|g| g.1 > 0.0), "{m:?}");
+        for consumed in [true, false] {
+            let m = hot(Op::Copy, 8192, &s, 1, consumed).unwrap();
+            assert_eq!(m.gbps.len(), 2);
+            assert!(m.gbps.iter().all(|g| g.1 > 0.0), "{m:?}");
+        }
         let mut a = ColdArenas::new(Op::Clear, 1 << 20, 0, true).unwrap();
         let m = cold(Op::Clear, Shape::SmallExtents, 1 << 20, &s, 1, &mut a).unwrap();
         assert_eq!((m.size, m.gbps.len()), (1 << 20, 2));

@@ -3,9 +3,10 @@
 //! differ, then a re-check of each cell's strong candidates, interleaved
 //! anew, so one noisy pass cannot decide a cell.
 
-use super::progress::{cost, Tick, Tracker, RECHECK_COST};
+use super::progress::{cost, Tick, Tracker, RECHECK_COST, TIE_COST};
 use super::{
-    candidates, choose, levelled, measure, recheck, rules_choice, toolkit, Ladder, Measured, Step,
+    break_tie, candidates, choose, levelled, measure, recheck, rules_choice, ties, toolkit, Ladder,
+    Measured, Step,
 };
 use crate::auto::{Cell, Identity, Profile, Shape, FORMAT};
 use crate::error::Error;
@@ -63,6 +64,11 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
                 "re-check ",
             )?;
             recheck(&mut chosen, &again, &rules_choice);
+            // A quick calibration leaves ties as the whole use decided
+            // them: its target is 0.90x of the best, not 0.95x.
+            if shape == Shape::Single && !l.quick {
+                row.break_ties(&mut chosen, &again)?;
+            }
             cells.extend(chosen);
         }
     }
@@ -109,6 +115,41 @@ struct Row<'a> {
 }
 
 impl Row<'_> {
+    /// Where a re-checked single-call cell's whole use cannot tell its
+    /// strong candidates apart ([`ties`]), measures them alone (no read
+    /// after each call) and lets that decide ([`break_tie`]).
+    fn break_ties(&mut self, cells: &mut [Cell], again: &[Measured]) -> Result<(), Error> {
+        let tied: Vec<(usize, Vec<Strategy>)> = cells
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let t = ties(c, again.iter().find(|m| m.size == c.size)?);
+                (!t.is_empty()).then_some((i, t))
+            })
+            .collect();
+        let c: f64 = tied
+            .iter()
+            .map(|(i, _)| cost(self.shape, cells[*i].size))
+            .sum();
+        (self.step)(Tick::More(tied.len(), c * TIE_COST));
+        for (i, strategies) in tied {
+            let size = cells[i].size;
+            (self.step)(Tick::Cell(
+                format!(
+                    "tie-break {} {} {}",
+                    self.op,
+                    self.shape.name(),
+                    crate::units::format_bytes(size)
+                ),
+                TIE_COST * cost(self.shape, size),
+            ));
+            let runs = self.ladder.runs_for(self.shape, size);
+            let alone = measure::hot(self.op, size, &strategies, runs, false)?;
+            break_tie(&mut cells[i], &alone);
+        }
+        Ok(())
+    }
+
     /// The row's cells at `sizes` (ascending), each with
     /// `strategies(size)`, each costing `weight` x its [`cost`] for the
     /// estimate of the time left. Given the thread's `cache`, the row ends
@@ -133,7 +174,7 @@ impl Row<'_> {
             (self.step)(Tick::Cell(label, weight * cost(shape, size)));
             let s = strategies(size);
             let m = if shape == Shape::Single {
-                measure::hot(op, size, &s, self.ladder.runs_for(shape, size))?
+                measure::hot(op, size, &s, self.ladder.runs_for(shape, size), true)?
             } else {
                 if self.arenas.as_ref().is_none_or(|a| a.0 < size) {
                     // Grown with the ladder, so a row that levels off
@@ -199,28 +240,46 @@ mod tests {
 
     #[test]
     fn a_tiny_measured_profile_is_complete_and_follows_its_cells() {
+        for quick in [true, false] {
+            tiny_profile(quick);
+        }
+    }
+
+    fn tiny_profile(quick: bool) {
         let l = Ladder {
             singles: vec![4096, 65536],
             small: vec![1 << 20],
             large: vec![4 << 20],
             runs: 1,
             small_runs: 1,
-            quick: true,
+            quick,
             cache: 1 << 20,
         };
-        let (mut steps, mut of) = (0, 0);
+        let (mut steps, mut of, mut tie_breaks) = (0, 0, 0);
         let p = measure_ladder(&l, &mut |s| {
             assert!(s.done <= s.of);
             steps += 1;
             of = s.of;
+            tie_breaks += usize::from(s.label.starts_with("tie-break copy single"));
+            tie_breaks += usize::from(s.label.starts_with("tie-break clear single"));
         })
         .unwrap();
         // Each unit once, and the end; crossovers found between 4 KiB and
-        // 64 KiB add a cell (and its re-check) to the ladder's units.
+        // 64 KiB add a cell (and its re-check) to the ladder's units, and
+        // each tie broken (a full calibration's single calls only) one.
         assert_eq!(steps, of + 1);
         let bisected = p.cells.len() - 2 * 4;
-        assert_eq!(of, l.units() + 2 * bisected, "{bisected} bisected");
+        assert_eq!(
+            of,
+            l.units() + 2 * bisected + tie_breaks,
+            "{bisected} bisected, {tie_breaks} ties"
+        );
         assert!(bisected <= 2, "one crossover at most per single row");
+        assert!(
+            !quick || tie_breaks == 0,
+            "a quick calibration breaks no ties"
+        );
+        assert!(tie_breaks <= 2 + bisected, "single-call cells only");
         for c in &p.cells {
             assert!(c.choice.supports(c.op) && c.choice.available(), "{c:?}");
             let n = Strategy::for_op(c.op)

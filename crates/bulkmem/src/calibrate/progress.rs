@@ -53,6 +53,10 @@ pub(super) fn cost(shape: Shape, size: usize) -> f64 {
 /// all: about this fraction of its cost.
 pub(super) const RECHECK_COST: f64 = 0.4;
 
+/// A tie-break measures two or three strategies with no read after each
+/// call: about this fraction of a first pass.
+pub(super) const TIE_COST: f64 = 0.2;
+
 /// The running count and estimate behind each [`Step`]: rows add and
 /// remove work as they level off or find crossovers.
 pub(super) struct Tracker<'p> {

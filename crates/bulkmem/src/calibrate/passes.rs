@@ -41,29 +41,10 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
             // copy fell to the 64 MiB cell's non-temporal choice, at 0.64x
             // of a cached copy once consumed).
             let mids = crossovers(&choose(&measured, &rules_choice));
-            if !mids.is_empty() {
-                let c: f64 = mids.iter().map(|&m| cost(shape, m)).sum();
-                (row.step)(Tick::More(2 * mids.len(), c * (1.0 + RECHECK_COST)));
-                measured.extend(row.measure(&mids, &all, None, 1.0, "")?);
-                measured.sort_by_key(|m| m.size);
-            }
+            row.add_cells(&mids, &all, &mut measured)?;
             let mut chosen = choose(&measured, &rules_choice);
-            // Re-check each measured cell's strong candidates, interleaved
-            // anew.
             let sizes: Vec<usize> = measured.iter().map(|m| m.size).collect();
-            let again = row.measure(
-                &sizes,
-                &|size| {
-                    chosen.iter().find(|c| c.size == size).map_or_else(
-                        || vec![Strategy::PerPage],
-                        |c| candidates(c, rules_choice(op, shape, size)),
-                    )
-                },
-                None,
-                RECHECK_COST,
-                "re-check ",
-            )?;
-            recheck(&mut chosen, &again, &rules_choice);
+            let mut again = row.recheck(&mut chosen, &sizes)?;
             // The re-check can make far neighbours differ where the first
             // pass had them agree: those crossovers are measured too, as
             // new cells with a re-check of their own (a quick ladder's
@@ -71,32 +52,15 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
             // `rep movsb` and `avx2-nt`, and 32 MiB, left to the first,
             // ran at 0.57-0.74x of `avx2-nt` on the Zen 3 VM).
             let late = crossovers(&chosen);
-            let mut again = again;
             if !late.is_empty() {
-                let c: f64 = late.iter().map(|&m| cost(shape, m)).sum();
-                (row.step)(Tick::More(2 * late.len(), c * (1.0 + RECHECK_COST)));
-                measured.extend(row.measure(&late, &all, None, 1.0, "")?);
-                measured.sort_by_key(|m| m.size);
+                row.add_cells(&late, &all, &mut measured)?;
                 let mut fresh: Vec<Cell> = choose(&measured, &rules_choice)
                     .into_iter()
                     .filter(|c| late.contains(&c.size))
                     .collect();
-                let more = row.measure(
-                    &late,
-                    &|size| {
-                        fresh.iter().find(|c| c.size == size).map_or_else(
-                            || vec![Strategy::PerPage],
-                            |c| candidates(c, rules_choice(op, shape, size)),
-                        )
-                    },
-                    None,
-                    RECHECK_COST,
-                    "re-check ",
-                )?;
-                recheck(&mut fresh, &more, &rules_choice);
+                again.extend(row.recheck(&mut fresh, &late)?);
                 chosen.extend(fresh);
                 chosen.sort_by_key(|c| c.size);
-                again.extend(more);
             }
             // A quick calibration breaks ties only up to SMALL_CELL, where
             // measuring a few kernels alone costs milliseconds (the large
@@ -151,6 +115,46 @@ struct Row<'a> {
 }
 
 impl Row<'_> {
+    /// Measures the cells at `sizes` (crossovers: none yet measured) with
+    /// every strategy, into `measured` in size order, counting them and
+    /// their re-checks into the progress.
+    fn add_cells(
+        &mut self,
+        sizes: &[usize],
+        strategies: &dyn Fn(usize) -> Vec<Strategy>,
+        measured: &mut Vec<Measured>,
+    ) -> Result<(), Error> {
+        if sizes.is_empty() {
+            return Ok(());
+        }
+        let c: f64 = sizes.iter().map(|&m| cost(self.shape, m)).sum();
+        (self.step)(Tick::More(2 * sizes.len(), c * (1.0 + RECHECK_COST)));
+        measured.extend(self.measure(sizes, strategies, None, 1.0, "")?);
+        measured.sort_by_key(|m| m.size);
+        Ok(())
+    }
+
+    /// Re-checks `cells` (at `sizes`): each one's strong candidates
+    /// measured again, interleaved anew, then [`recheck`]. Returns the
+    /// re-check's figures.
+    fn recheck(&mut self, cells: &mut [Cell], sizes: &[usize]) -> Result<Vec<Measured>, Error> {
+        let (op, shape) = (self.op, self.shape);
+        let again = self.measure(
+            sizes,
+            &|size| {
+                cells.iter().find(|c| c.size == size).map_or_else(
+                    || vec![Strategy::PerPage],
+                    |c| candidates(c, rules_choice(op, shape, size)),
+                )
+            },
+            None,
+            RECHECK_COST,
+            "re-check ",
+        )?;
+        recheck(cells, &again, &rules_choice);
+        Ok(again)
+    }
+
     /// Where a re-checked single-call cell of up to `upto` bytes cannot
     /// tell its strong candidates apart by the whole use ([`ties`]),
     /// measures them alone (no read after each call) and lets that decide

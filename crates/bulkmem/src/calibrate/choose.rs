@@ -21,9 +21,10 @@
 //!    re-check, became `per-page`). A choice slower than `per-page` over
 //!    both passes (geometric mean) records `per-page`: a profile never
 //!    makes a size slower than the kernel's own loop.
-//! 4. In a full calibration, single-call candidates that tie over both
-//!    passes ([`ties`]) are measured alone, with nothing reading the
-//!    destination, and a clear winner there takes the cell ([`break_tie`]).
+//! 4. Single-call candidates that tie over both passes ([`ties`]; a quick
+//!    calibration's cells up to 1 MiB only) are measured alone, with
+//!    nothing reading the destination, and a clear winner there takes the
+//!    cell ([`break_tie`]).
 
 use crate::auto::{Cell, Shape};
 use crate::strategy::{Op, Strategy};

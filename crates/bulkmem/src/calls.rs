@@ -51,12 +51,27 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
 #[inline]
 pub fn copy_hint(dst: &mut [u8], src: &[u8], hint: Hint) {
     if dst.len() != src.len() {
-        let e = CopyError::LengthMismatch {
-            dst: dst.len(),
-            src: src.len(),
-        };
-        panic!("bulkmem::copy: {e}");
+        lengths_differ(dst.len(), src.len());
     }
+    if hint == Hint::Auto && auto::direct::copy(dst, src).is_some() {
+        return;
+    }
+    copy_banded(dst, src, hint);
+}
+
+// The calls' slow paths stay out of line: inlined, they made the one-load
+// path save five registers a call, which at hot 64 B cost as much as the
+// copy (see `auto::direct`).
+
+#[cold]
+#[inline(never)]
+fn lengths_differ(dst: usize, src: usize) -> ! {
+    let e = CopyError::LengthMismatch { dst, src };
+    panic!("bulkmem::copy: {e}");
+}
+
+#[inline(never)]
+fn copy_banded(dst: &mut [u8], src: &[u8], hint: Hint) {
     let req = Request::single(Op::Copy, dst.len(), hint);
     auto::chosen::<CopyKernel>(&req).copy(dst, src);
 }
@@ -72,6 +87,16 @@ pub fn copy_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Result<(), C
 /// [`copy_with`].
 #[inline]
 pub fn copy_opts(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, CopyError> {
+    if opts == Options::default() {
+        if let Some(ran) = auto::direct::copy(dst, src) {
+            return Ok(ran.strategy());
+        }
+    }
+    copy_opts_banded(opts, dst, src)
+}
+
+#[inline(never)]
+fn copy_opts_banded(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, CopyError> {
     if dst.len() != src.len() {
         return Err(CopyError::LengthMismatch {
             dst: dst.len(),
@@ -93,6 +118,14 @@ pub fn clear(dst: &mut [u8]) {
 /// As [`clear`], telling `auto` what happens to `dst` next.
 #[inline]
 pub fn clear_hint(dst: &mut [u8], hint: Hint) {
+    if hint == Hint::Auto && auto::direct::clear(dst).is_some() {
+        return;
+    }
+    clear_banded(dst, hint);
+}
+
+#[inline(never)]
+fn clear_banded(dst: &mut [u8], hint: Hint) {
     let req = Request::single(Op::Clear, dst.len(), hint);
     auto::chosen::<ClearKernel>(&req).clear(dst);
 }
@@ -106,6 +139,16 @@ pub fn clear_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), StrategyErro
 /// Zeroes with full options; returns the strategy that ran.
 #[inline]
 pub fn clear_opts(opts: Options, dst: &mut [u8]) -> Result<Strategy, StrategyError> {
+    if opts == Options::default() {
+        if let Some(ran) = auto::direct::clear(dst) {
+            return Ok(ran.strategy());
+        }
+    }
+    clear_opts_banded(opts, dst)
+}
+
+#[inline(never)]
+fn clear_opts_banded(opts: Options, dst: &mut [u8]) -> Result<Strategy, StrategyError> {
     let req = Request::single(Op::Clear, dst.len(), opts.hint);
     let k = auto::kernel::<ClearKernel>(opts.strategy, &req)?;
     k.clear(dst);

@@ -164,6 +164,12 @@ impl CopyKernel {
         unsafe { (self.fenced)(dst, src, len) }
     }
 
+    /// The fenced function itself, for the plain call's one-load table
+    /// (`auto::direct`).
+    pub(crate) fn fenced_fn(&self) -> CopyFn {
+        self.fenced
+    }
+
     /// This kernel without its closing fence, owed to `fence`.
     #[inline]
     pub(crate) fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CopyKernel> {
@@ -214,6 +220,11 @@ impl ClearKernel {
         // SAFETY: the caller's contract for the range; `new` checked the CPU
         // runs the kernel.
         unsafe { (self.fenced)(dst, len) }
+    }
+
+    /// The fenced function itself (see [`CopyKernel::fenced_fn`]).
+    pub(crate) fn fenced_fn(&self) -> ClearFn {
+        self.fenced
     }
 
     /// This kernel without its closing fence, owed to `fence`.

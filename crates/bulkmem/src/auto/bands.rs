@@ -31,6 +31,13 @@ pub struct Bands {
     by_bits: [u8; 65],
 }
 
+/// How many bits `len` needs (0 for 0, 1 for 1, 2 for 2..=3, ...): the
+/// index of its power-of-two range.
+#[inline]
+pub(super) fn bit_count(len: usize) -> usize {
+    (usize::BITS - len.leading_zeros()) as usize
+}
+
 /// A bit count whose lengths span more than one band.
 const MIXED: u8 = u8::MAX;
 
@@ -78,7 +85,7 @@ impl Bands {
     /// The index of the band holding `len`.
     #[inline]
     fn index(&self, len: usize) -> usize {
-        match self.by_bits[(usize::BITS - len.leading_zeros()) as usize] {
+        match self.by_bits[bit_count(len)] {
             MIXED => self.scan(len),
             i => i as usize,
         }
@@ -142,5 +149,14 @@ impl<K: Copy> Compiled<K> {
     #[inline]
     pub(crate) fn kernel(&self, len: usize) -> K {
         self.kernels[self.bands.index(len)]
+    }
+
+    /// The kernel of every length of `bits` bits (see [`bit_count`]), if
+    /// they all lie in one band.
+    pub(crate) fn whole_bit_count(&self, bits: usize) -> Option<K> {
+        match self.bands.by_bits[bits] {
+            MIXED => None,
+            i => Some(self.kernels[i as usize]),
+        }
     }
 }

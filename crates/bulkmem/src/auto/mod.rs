@@ -21,7 +21,8 @@
 //!
 //! Everything is resolved once per process, lazily and thread-safely: a
 //! single call then costs a short scan of precompiled length bands
-//! ([`bands()`]), a batch one [`Policy::decide`].
+//! ([`bands()`]), a plain one (hint `Auto`) one load from a static table
+//! (`direct`), a batch one [`Policy::decide`].
 //!
 //! One verb per question:
 //!
@@ -41,6 +42,7 @@
 
 mod bands;
 mod cover;
+pub(crate) mod direct;
 mod env;
 mod load;
 mod profile;
@@ -321,6 +323,7 @@ fn compiled_here() -> &'static Here {
         let bands = [Op::Copy, Op::Clear].map(|op| HINTS.map(|h| p.bands(op, h)));
         let copy = compile::<CopyKernel>(&p, &bands[0]);
         let clear = compile::<ClearKernel>(&p, &bands[1]);
+        direct::publish(&copy[hint_ix(Hint::Auto)], &clear[hint_ix(Hint::Auto)]);
         Box::new(Here {
             bands,
             #[cfg(target_arch = "x86_64")]

@@ -1,0 +1,199 @@
+//! The plain single call's kernel in one load: for hint `Auto` (what
+//! `copy`, `clear` and the preload's calls ask), a static table of the
+//! fenced kernel functions by the length's bit count.
+//!
+//! The band path ([`super::Runs::single`]) reads this process's compiled
+//! policy through its lazy lock, then the band index, then the kernel: a
+//! chain of dependent loads and a frame that saves registers for the band
+//! scan. At hot 64 B-4 KiB that was 2-4 ns a call, 0.55x of the named
+//! kernel at 64 B and about 0.95x at 4 KiB on Zen 3 (`bulkmem bench copy
+//! --strategies avx2,auto`). Here a call is the bit count, one load from a
+//! static and the kernel's call, as glibc's resolved `memcpy` is.
+//!
+//! A slot is filled once, when the process's bands are compiled, and only
+//! where every length of that bit count lies in one band; the others
+//! (a band starting inside a power-of-two range, and every slot before
+//! the bands exist) are empty, and the caller takes the band path, which
+//! also compiles the bands on first use. Zero-initialised, so the tables
+//! live in `.bss` and cost a process nothing until its first call.
+
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+
+use super::bands::{bit_count, Compiled};
+use crate::handle::{ClearKernel, CopyKernel};
+use crate::kernels::{ClearFn, CopyFn};
+use crate::strategy::Strategy;
+
+/// One operation's slots: the fenced kernel by bit count (null: take the
+/// band path) and its strategy, as an index into [`Strategy::ALL`].
+pub(super) struct Table {
+    kernels: [AtomicPtr<()>; 65],
+    strategies: [AtomicU8; 65],
+}
+
+static COPY: Table = Table::new();
+static CLEAR: Table = Table::new();
+
+impl Table {
+    const fn new() -> Table {
+        Table {
+            kernels: [const { AtomicPtr::new(std::ptr::null_mut()) }; 65],
+            strategies: [const { AtomicU8::new(0) }; 65],
+        }
+    }
+
+    /// Fills every slot whose bit count lies in one band of `compiled`
+    /// with that band's kernel: its function (from `f`) and strategy.
+    fn publish<K: Copy>(&self, compiled: &Compiled<K>, f: impl Fn(&K) -> (*mut (), Strategy)) {
+        for bits in 0..self.kernels.len() {
+            let Some(k) = compiled.whole_bit_count(bits) else {
+                continue;
+            };
+            let (kernel, strategy) = f(&k);
+            let ix = Strategy::ALL
+                .iter()
+                .position(|&s| s == strategy)
+                .expect("a kernel's strategy is in Strategy::ALL");
+            self.strategies[bits].store(ix as u8, Ordering::Relaxed);
+            // Release: a reader that sees the function sees its strategy.
+            self.kernels[bits].store(kernel, Ordering::Release);
+        }
+    }
+
+    #[inline]
+    fn slot(&'static self, len: usize) -> Option<(*mut (), Ran)> {
+        let bits = bit_count(len);
+        let kernel = self.kernels[bits].load(Ordering::Acquire);
+        if kernel.is_null() {
+            return None;
+        }
+        Some((kernel, Ran { table: self, bits }))
+    }
+}
+
+/// Fills the tables from this process's compiled hint-`Auto` bands.
+pub(super) fn publish(copy: &Compiled<CopyKernel>, clear: &Compiled<ClearKernel>) {
+    COPY.publish(copy, |k| (k.fenced_fn() as *mut (), k.strategy()));
+    CLEAR.publish(clear, |k| (k.fenced_fn() as *mut (), k.strategy()));
+}
+
+/// Which slot ran a call, for the strategy the call returns.
+#[derive(Clone, Copy)]
+pub(crate) struct Ran {
+    table: &'static Table,
+    bits: usize,
+}
+
+impl Ran {
+    /// The strategy of the kernel that ran.
+    #[inline]
+    pub(crate) fn strategy(self) -> Strategy {
+        let ix = self.table.strategies[self.bits].load(Ordering::Relaxed);
+        Strategy::ALL[ix as usize]
+    }
+}
+
+/// Copies `src` into `dst` (equal lengths) with the plain single-call
+/// choice if its slot is filled; `None`, with nothing written, if the
+/// caller must take the band path.
+#[inline]
+pub(crate) fn copy(dst: &mut [u8], src: &[u8]) -> Option<Ran> {
+    if dst.len() != src.len() {
+        return None;
+    }
+    let (kernel, ran) = COPY.slot(dst.len())?;
+    // SAFETY: a filled COPY slot holds the `fenced_fn` of a `CopyKernel`
+    // (`publish`), a `CopyFn` this CPU runs; the Acquire load saw the
+    // whole pointer stored. The two slices are valid for their equal
+    // length, and `dst`, borrowed mutably, does not overlap `src`.
+    unsafe {
+        let f: CopyFn = std::mem::transmute::<*mut (), CopyFn>(kernel);
+        f(dst.as_mut_ptr(), src.as_ptr(), dst.len());
+    }
+    Some(ran)
+}
+
+/// As [`copy`], zeroing `dst`.
+#[inline]
+pub(crate) fn clear(dst: &mut [u8]) -> Option<Ran> {
+    let (kernel, ran) = CLEAR.slot(dst.len())?;
+    // SAFETY: a filled CLEAR slot holds a `ClearKernel`'s `fenced_fn`, a
+    // `ClearFn` this CPU runs; `dst` is a valid writable slice.
+    unsafe {
+        let f: ClearFn = std::mem::transmute::<*mut (), ClearFn>(kernel);
+        f(dst.as_mut_ptr(), dst.len());
+    }
+    Some(ran)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auto::bands;
+    use crate::strategy::{Hint, Op};
+
+    /// Every filled slot runs what the bands say for every length of its
+    /// bit count, and a slot is empty exactly where the bands change
+    /// inside the bit count.
+    #[test]
+    fn filled_slots_agree_with_the_bands() {
+        let mut dst = vec![0u8; 64];
+        let src = vec![7u8; 64];
+        // Any call compiles the bands and fills the tables.
+        crate::copy(&mut dst, &src);
+        for (op, table) in [(Op::Copy, &COPY), (Op::Clear, &CLEAR)] {
+            let b = bands(op, Hint::Auto);
+            let mut filled = 0;
+            for bits in 0..65usize {
+                let (shortest, longest) = match bits {
+                    0 => (0, 0),
+                    64 => (1 << 63, usize::MAX),
+                    _ => (1usize << (bits - 1), (1usize << bits) - 1),
+                };
+                let one_band = b.lookup(shortest) == b.lookup(longest)
+                    && b.as_slice()
+                        .iter()
+                        .all(|&(start, _)| start <= shortest || start > longest);
+                match table.slot(shortest) {
+                    Some((kernel, ran)) => {
+                        filled += 1;
+                        assert!(one_band, "{op} slot {bits} filled across a band edge");
+                        let s = ran.strategy();
+                        assert_eq!(s, b.lookup(shortest), "{op} slot {bits}");
+                        let want = match op {
+                            Op::Copy => CopyKernel::new(s).unwrap().fenced_fn() as *mut (),
+                            Op::Clear => ClearKernel::new(s).unwrap().fenced_fn() as *mut (),
+                        };
+                        assert_eq!(kernel, want, "{op} slot {bits}: another kernel than {s}'s");
+                    }
+                    None => assert!(!one_band, "{op} slot {bits} empty inside one band"),
+                }
+            }
+            assert!(filled > 0, "{op}: no slot filled");
+        }
+    }
+
+    #[test]
+    fn direct_calls_copy_and_clear_every_length_near_the_slot_edges() {
+        crate::clear(&mut [0u8; 8]);
+        let src: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + 1) as u8).collect();
+        for len in (0..=4200).chain([8191, 8192, 8193]) {
+            let len = len.min(src.len());
+            let mut dst = vec![0u8; len];
+            if let Some(ran) = copy(&mut dst, &src[..len]) {
+                assert_eq!(dst, src[..len], "copy of {len} by {}", ran.strategy());
+            }
+            let mut buf = vec![1u8; len];
+            if let Some(ran) = clear(&mut buf) {
+                assert!(
+                    buf.iter().all(|&b| b == 0),
+                    "clear of {len} by {}",
+                    ran.strategy()
+                );
+            }
+        }
+        let mut short = [0u8; 3];
+        assert!(copy(&mut short, &[1u8; 4]).is_none(), "lengths differ");
+        assert_eq!(short, [0u8; 3]);
+    }
+}

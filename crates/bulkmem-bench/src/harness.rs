@@ -5,7 +5,7 @@
 //! parts themselves are the library's (`bulkmem::calibrate::toolkit`), the
 //! ones `bulkmem tune` uses.
 
-use bulkmem::calibrate::toolkit;
+use bulkmem::calibrate::toolkit::{self, Order};
 pub use bulkmem::calibrate::toolkit::{cpu_time, gbps, pattern as fill_pattern, POISON};
 
 use bulkmem_report::stats::Stats;
@@ -22,13 +22,33 @@ pub struct Rounds {
 /// Measures `cells` cells: `measure(i)` runs cell `i` once and returns its
 /// figure (GB/s, or whatever the bench reports), in the library's
 /// interleaved rounds (`bulkmem::calibrate::toolkit::interleave`, as
-/// `bulkmem tune` measures); a failing cell stops the bench with its error.
+/// `bulkmem tune` measures), each round starting one cell later
+/// ([`Order::Rotated`]); a failing cell stops the bench with its error.
 pub fn interleave(
     cells: usize,
     rounds: Rounds,
     measure: impl FnMut(usize) -> Result<f64, String>,
 ) -> Result<Vec<Stats>, String> {
-    let samples = toolkit::interleave(cells, rounds.runs, rounds.warmup, measure)?;
+    interleave_in(Order::Rotated, cells, rounds, measure)
+}
+
+/// As [`interleave`], every round in cell order: for cells that depend on
+/// the one before.
+pub fn interleave_fixed(
+    cells: usize,
+    rounds: Rounds,
+    measure: impl FnMut(usize) -> Result<f64, String>,
+) -> Result<Vec<Stats>, String> {
+    interleave_in(Order::Fixed, cells, rounds, measure)
+}
+
+fn interleave_in(
+    order: Order,
+    cells: usize,
+    rounds: Rounds,
+    measure: impl FnMut(usize) -> Result<f64, String>,
+) -> Result<Vec<Stats>, String> {
+    let samples = toolkit::interleave(cells, rounds.runs, rounds.warmup, order, measure)?;
     Ok(samples.iter().map(|s| Stats::or_zero(s)).collect())
 }
 
@@ -39,7 +59,7 @@ mod tests {
     #[test]
     fn rounds_interleave_cells_after_the_warmup() {
         let mut order = Vec::new();
-        let stats = interleave(2, Rounds { runs: 3, warmup: 1 }, |i| {
+        let stats = interleave_fixed(2, Rounds { runs: 3, warmup: 1 }, |i| {
             order.push(i);
             Ok((order.len() * 10 + i) as f64)
         })
@@ -48,6 +68,14 @@ mod tests {
         // Warm-up figures (10, 21) are dropped.
         assert_eq!(stats[0].samples, [30.0, 50.0, 70.0]);
         assert_eq!(stats[1].samples, [41.0, 61.0, 81.0]);
+        // Rotated: the second timed round starts at cell 1.
+        order.clear();
+        interleave(2, Rounds { runs: 2, warmup: 0 }, |i| {
+            order.push(i);
+            Ok(1.0)
+        })
+        .unwrap();
+        assert_eq!(order, [0, 1, 1, 0]);
         let err = interleave(1, Rounds { runs: 2, warmup: 0 }, |_| Err("bad".into()));
         assert_eq!(err.unwrap_err(), "bad");
     }

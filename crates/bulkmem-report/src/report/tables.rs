@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::Row;
 use crate::size::fmt_size;
+use crate::stats::Stats;
 use crate::table::{cell, noise_note, Table};
 
 /// One table per (op, regime): a row per strategy, a column per size, each
@@ -149,17 +150,31 @@ pub fn tables_over(
     out
 }
 
-/// `auto`'s median over the best median of one cell's other rows (those
-/// that ran what they name: every strategy, and other libraries' rows,
-/// but not `checked`), and that row's name: how close the choice came to
-/// the best this run measured.
+/// `auto` over the best of one cell's other rows (those that ran what
+/// they name: every strategy, and other libraries' rows, but not
+/// `checked`), and that row's name: how close the choice came to the best
+/// this run measured. The best row is the one with the best median; the
+/// ratio is the median, over the rounds, of auto's sample over that row's
+/// sample of the same round (the bench interleaves its cells, one sample
+/// of each per round), so a slow or fast spell of the machine that spans
+/// a round cancels out instead of landing on one row's median. Rows
+/// without paired samples (another run's JSON) divide their medians.
 fn auto_over_best<'r>(cell: &[&'r Row]) -> Option<(f64, &'r str)> {
     let auto = cell.iter().find(|r| r.strategy == "auto")?;
     let best = cell
         .iter()
         .filter(|r| r.strategy != "auto" && r.strategy != "checked" && r.chose == r.strategy)
         .max_by(|a, b| a.gbps.median.total_cmp(&b.gbps.median))?;
-    (best.gbps.median > 0.0).then(|| (auto.gbps.median / best.gbps.median, best.strategy.as_str()))
+    let (a, b) = (&auto.gbps.samples, &best.gbps.samples);
+    let paired = (a.len() == b.len() && !a.is_empty() && b.iter().all(|&x| x > 0.0))
+        .then(|| Stats::of(&a.iter().zip(b).map(|(x, y)| x / y).collect::<Vec<_>>()))
+        .flatten();
+    let ratio = match paired {
+        Some(p) => p.median,
+        None if best.gbps.median > 0.0 => auto.gbps.median / best.gbps.median,
+        None => return None,
+    };
+    Some((ratio, best.strategy.as_str()))
 }
 
 /// How [`pivot`] lays rows out: which table row and column a result goes
@@ -301,7 +316,7 @@ pub fn summary(rows: &[Row]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{over_libc, sample};
+    use super::super::tests::{over_libc, r, sample};
     use super::*;
     use crate::table::text;
 
@@ -328,6 +343,29 @@ mod tests {
         );
         assert!(t.contains("4K") && t.contains("2M"), "{t}");
         assert!(t.contains("not run (this CPU lacks them): avx512"), "{t}");
+    }
+
+    #[test]
+    fn auto_over_best_pairs_the_samples_of_each_round() {
+        let with = |strategy: &str, samples: &[f64]| Row {
+            gbps: Stats::or_zero(samples),
+            ..r(strategy, "cold", 4096, 0.0)
+        };
+        // avx2-nt's median (10.0) is best; by medians auto is 0.90x, but
+        // round by round auto ran 0.6, 1.5 and 0.96 of it: 0.96x.
+        let rows = [
+            with("avx2-nt", &[10.0, 6.0, 10.0]),
+            with("per-page", &[5.0, 5.0, 5.0]),
+            with("auto", &[6.0, 9.0, 9.6]),
+        ];
+        let cell: Vec<&Row> = rows.iter().collect();
+        let (x, best) = auto_over_best(&cell).unwrap();
+        assert_eq!(best, "avx2-nt");
+        assert!((x - 0.96).abs() < 1e-9, "{x}");
+        // Unequal sample counts (rows of two runs) divide the medians.
+        let rows = [with("avx2-nt", &[10.0, 6.0, 10.0]), with("auto", &[9.0])];
+        let cell: Vec<&Row> = rows.iter().collect();
+        assert!((auto_over_best(&cell).unwrap().0 - 0.9).abs() < 1e-9);
     }
 
     #[test]

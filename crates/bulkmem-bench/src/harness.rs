@@ -5,7 +5,8 @@
 //! parts themselves are the library's (`bulkmem::calibrate::toolkit`), the
 //! ones `bulkmem tune` uses.
 
-use bulkmem::calibrate::toolkit::{self, Order};
+use bulkmem::calibrate::toolkit;
+pub use bulkmem::calibrate::toolkit::Order;
 pub use bulkmem::calibrate::toolkit::{cpu_time, gbps, pattern as fill_pattern, POISON};
 
 use bulkmem_report::stats::Stats;
@@ -32,17 +33,9 @@ pub fn interleave(
     interleave_in(Order::Rotated, cells, rounds, measure)
 }
 
-/// As [`interleave`], every round in cell order: for cells that depend on
-/// the one before.
-pub fn interleave_fixed(
-    cells: usize,
-    rounds: Rounds,
-    measure: impl FnMut(usize) -> Result<f64, String>,
-) -> Result<Vec<Stats>, String> {
-    interleave_in(Order::Fixed, cells, rounds, measure)
-}
-
-fn interleave_in(
+/// As [`interleave`], in the rounds' `order` ([`Order::Fixed`]: for
+/// cells that depend on the one before).
+pub fn interleave_in(
     order: Order,
     cells: usize,
     rounds: Rounds,
@@ -59,7 +52,7 @@ mod tests {
     #[test]
     fn rounds_interleave_cells_after_the_warmup() {
         let mut order = Vec::new();
-        let stats = interleave_fixed(2, Rounds { runs: 3, warmup: 1 }, |i| {
+        let stats = interleave_in(Order::Fixed, 2, Rounds { runs: 3, warmup: 1 }, |i| {
             order.push(i);
             Ok((order.len() * 10 + i) as f64)
         })

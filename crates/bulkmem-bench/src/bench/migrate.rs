@@ -17,7 +17,7 @@ use bulkmem::mapping::Mapping;
 use bulkmem::numa::{self, CopyOptions, MigrateOptions, Nodes};
 
 use crate::arena::{self as regions, PageKind};
-use crate::harness::{interleave_fixed, Rounds};
+use crate::harness::{interleave_in, Order, Rounds};
 use crate::report::{pivot, MigrateCell, Pivot, Row};
 use crate::size::fmt_size;
 use bulkmem_report::stats::Stats;
@@ -169,7 +169,7 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
             // the region is home again before the next cell): the order
             // is fixed.
             let mut ran = vec![[None, None]; cells.len()];
-            let secs = interleave_fixed(cells.len() * 2, plan.rounds, |i| {
+            let secs = interleave_in(Order::Fixed, cells.len() * 2, plan.rounds, |i| {
                 let (k, d) = (i / 2, i % 2);
                 let (s, r) = one(&map, cells[k], [plan.b, plan.a][d])?;
                 ran[k][d] = r;

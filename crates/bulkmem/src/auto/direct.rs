@@ -102,10 +102,9 @@ pub(crate) fn copy(dst: &mut [u8], src: &[u8]) -> Option<Ran> {
         return None;
     }
     let (kernel, ran) = COPY.slot(dst.len())?;
-    // SAFETY: a filled COPY slot holds the `fenced_fn` of a `CopyKernel`
-    // (`publish`), a `CopyFn` this CPU runs; the Acquire load saw the
-    // whole pointer stored. The two slices are valid for their equal
-    // length, and `dst`, borrowed mutably, does not overlap `src`.
+    // SAFETY: a filled slot holds a checked `CopyKernel`'s `fenced_fn`
+    // (`publish`; Acquire saw it whole); the slices are valid for their
+    // equal length, and `dst`, borrowed mutably, does not overlap `src`.
     unsafe {
         let f: CopyFn = std::mem::transmute::<*mut (), CopyFn>(kernel);
         f(dst.as_mut_ptr(), src.as_ptr(), dst.len());
@@ -117,8 +116,8 @@ pub(crate) fn copy(dst: &mut [u8], src: &[u8]) -> Option<Ran> {
 #[inline]
 pub(crate) fn clear(dst: &mut [u8]) -> Option<Ran> {
     let (kernel, ran) = CLEAR.slot(dst.len())?;
-    // SAFETY: a filled CLEAR slot holds a `ClearKernel`'s `fenced_fn`, a
-    // `ClearFn` this CPU runs; `dst` is a valid writable slice.
+    // SAFETY: a filled slot holds a checked `ClearKernel`'s `fenced_fn`
+    // (`publish`); `dst` is a valid writable slice.
     unsafe {
         let f: ClearFn = std::mem::transmute::<*mut (), ClearFn>(kernel);
         f(dst.as_mut_ptr(), dst.len());

@@ -18,8 +18,11 @@
 //!    clear kept by its neighbours at 64 KiB measured 0.90x `rep-stosb` in
 //!    both passes on an Emerald Rapids VM) nor demote a winner (a `libc`
 //!    clear 1.35x `per-page` at 16 MiB in the first pass, 2% behind in the
-//!    re-check, became `per-page`). A choice slower than `per-page` over
-//!    both passes (geometric mean) records `per-page`: a profile never
+//!    re-check, became `per-page`). Where the re-check still overturns the
+//!    first pass's choice, streaming for cache-allocating or back, a third
+//!    pass of the two choices decides ([`settle_dispute`]): each scores
+//!    what it reached in two of the three. A choice slower than `per-page` over
+//!    the passes (geometric mean) records `per-page`: a profile never
 //!    makes a size slower than the kernel's own loop.
 //! 4. Single-call candidates that tie over both passes ([`ties`]; a quick
 //!    calibration's cells up to 1 MiB only) are measured alone, with
@@ -151,15 +154,38 @@ pub fn candidates(c: &Cell, rules: Strategy) -> Vec<Strategy> {
 /// takes the cell; then a choice slower than `per-page` over both passes
 /// becomes `per-page`. Returns how many cells changed.
 pub fn recheck(cells: &mut [Cell], again: &[Measured], prior: Prior) -> usize {
+    settle(cells, &[again], prior)
+}
+
+/// As [`recheck`], for cells whose re-check overturned the first pass
+/// (their choice restored first), with a third pass (`third`: the two
+/// choices in dispute and `per-page`) to decide: a candidate scores the fraction of the best it
+/// reached in two of the three passes (their median), so one noisy pass
+/// can no more overturn the other two than it could keep a loser.
+/// Cells `third` does not hold are left as they are.
+pub fn settle_dispute(
+    cells: &mut [Cell],
+    again: &[Measured],
+    third: &[Measured],
+    prior: Prior,
+) -> usize {
+    settle(cells, &[again, third], prior)
+}
+
+fn settle(cells: &mut [Cell], passes: &[&[Measured]], prior: Prior) -> usize {
     let mut changed = 0;
     for c in cells.iter_mut() {
-        let Some(m) = again
+        let found: Option<Vec<&Measured>> = passes
             .iter()
-            .find(|m| m.op == c.op && m.shape == c.shape && m.size == c.size)
-        else {
+            .map(|p| {
+                p.iter()
+                    .find(|m| m.op == c.op && m.shape == c.shape && m.size == c.size)
+            })
+            .collect();
+        let Some(extra) = found else {
             continue;
         };
-        let Some(scored) = two_passes(c, m) else {
+        let Some(scored) = majority(c, &extra) else {
             continue;
         };
         let Some(&(top, top_score)) = scored.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
@@ -171,7 +197,7 @@ pub fn recheck(cells: &mut [Cell], again: &[Measured], prior: Prior) -> usize {
             .into_iter()
             .find(|&s| score(s).is_some_and(|x| x >= KEEP * top_score))
             .unwrap_or(top);
-        if slower_than_per_page(c, m, c.choice) {
+        if slower_than_per_page(c, &extra, c.choice) {
             c.choice = Strategy::PerPage;
         }
         changed += usize::from(c.choice != before);
@@ -183,17 +209,30 @@ fn get(v: &[(Strategy, f64)], s: Strategy) -> Option<f64> {
     v.iter().find(|x| x.0 == s).map(|x| x.1)
 }
 
-/// Each strategy `again` measured, scored by the lower of its fractions
-/// of the best in the first pass (`c.gbps`) and the re-check.
-fn two_passes(c: &Cell, again: &Measured) -> Option<Vec<(Strategy, f64)>> {
+/// Each strategy the last of `extra` measured, scored by the fraction of
+/// the best it reached in more than half of the passes (the first,
+/// `c.gbps`, then `extra`): the lower of two, the middle of three.
+fn majority(c: &Cell, extra: &[&Measured]) -> Option<Vec<(Strategy, f64)>> {
     let best = |v: &[(Strategy, f64)]| v.iter().map(|x| x.1).fold(0.0, f64::max);
-    let (best1, best2) = (best(&c.gbps), best(&again.gbps));
-    if best1 <= 0.0 || best2 <= 0.0 {
+    let passes: Vec<&[(Strategy, f64)]> = std::iter::once(&c.gbps[..])
+        .chain(extra.iter().map(|m| &m.gbps[..]))
+        .collect();
+    let bests: Vec<f64> = passes.iter().map(|p| best(p)).collect();
+    if bests.iter().any(|&b| b <= 0.0) {
         return None;
     }
-    let score = |s| Some((get(&c.gbps, s)? / best1).min(get(&again.gbps, s)? / best2));
+    let score = |s| {
+        let mut f: Vec<f64> = passes
+            .iter()
+            .zip(&bests)
+            .map(|(p, b)| Some(get(p, s)? / b))
+            .collect::<Option<_>>()?;
+        f.sort_by(|a, b| b.total_cmp(a));
+        Some(f[f.len() / 2])
+    };
     Some(
-        again
+        extra
+            .last()?
             .gbps
             .iter()
             .filter_map(|&(s, _)| Some((s, score(s)?)))
@@ -201,12 +240,16 @@ fn two_passes(c: &Cell, again: &Measured) -> Option<Vec<(Strategy, f64)>> {
     )
 }
 
-/// Whether `s` is slower than `per-page` over both passes. Both count
-/// alike: one slow re-check of a clear winner is noise, a loss in both is
-/// not.
-fn slower_than_per_page(c: &Cell, again: &Measured, s: Strategy) -> bool {
+/// Whether `s` is slower than `per-page` over all the passes (the
+/// geometric mean of its ratios). Every pass counts alike: one slow
+/// re-check of a clear winner is noise, a loss in both is not.
+fn slower_than_per_page(c: &Cell, extra: &[&Measured], s: Strategy) -> bool {
     let vs_base = |v: &[(Strategy, f64)]| Some(get(v, s)? / get(v, Strategy::PerPage)?);
-    matches!((vs_base(&c.gbps), vs_base(&again.gbps)), (Some(a), Some(b)) if a * b < 1.0)
+    let ratios: Option<Vec<f64>> = std::iter::once(&c.gbps[..])
+        .chain(extra.iter().map(|m| &m.gbps[..]))
+        .map(vs_base)
+        .collect();
+    ratios.is_some_and(|r| r.iter().product::<f64>() < 1.0)
 }
 
 /// The strategies a re-checked single-call cell cannot tell apart by its
@@ -214,12 +257,12 @@ fn slower_than_per_page(c: &Cell, again: &Measured, s: Strategy) -> bool {
 /// slower than `per-page`, the choice first. Empty unless the choice is
 /// one of them and has company.
 pub fn ties(c: &Cell, again: &Measured) -> Vec<Strategy> {
-    let Some(scored) = two_passes(c, again) else {
+    let Some(scored) = majority(c, &[again]) else {
         return Vec::new();
     };
     let top = scored.iter().map(|x| x.1).fold(0.0, f64::max);
     let tied = |s: Strategy| {
-        get(&scored, s).is_some_and(|x| x >= KEEP * top) && !slower_than_per_page(c, again, s)
+        get(&scored, s).is_some_and(|x| x >= KEEP * top) && !slower_than_per_page(c, &[again], s)
     };
     if !tied(c.choice) {
         return Vec::new();
@@ -377,6 +420,45 @@ mod tests {
             "the first measurement's winner stays on record"
         );
         assert_eq!(cells[1].choice, Avx2);
+    }
+
+    #[test]
+    fn a_third_pass_settles_a_re_check_that_overturned_the_first() {
+        /// Rules that stream: avx2-nt everywhere.
+        const NT: Prior = &|_, _, _| Avx2Nt;
+        let first = [m(
+            32 << 20,
+            &[(PerPage, 8.0), (RepMovsq, 13.9), (Avx2Nt, 14.0)],
+        )];
+        // The re-check alone puts rep movsq 1.11x ahead: it takes the cell.
+        let again = [m(
+            32 << 20,
+            &[(PerPage, 8.0), (RepMovsq, 14.0), (Avx2Nt, 12.6)],
+        )];
+        let mut cells = choose(&first, NT);
+        assert_eq!(cells[0].choice, Avx2Nt);
+        assert_eq!(recheck(&mut cells, &again, NT), 1);
+        assert_eq!(cells[0].choice, RepMovsq);
+        // A third pass like the first: avx2-nt won two of three, and stays
+        // (the first pass's choice is restored before it is applied).
+        let mut cells = choose(&first, NT);
+        let third = [m(
+            32 << 20,
+            &[(PerPage, 8.0), (RepMovsq, 12.3), (Avx2Nt, 14.0)],
+        )];
+        assert_eq!(settle_dispute(&mut cells, &again, &third, NT), 0);
+        assert_eq!(cells[0].choice, Avx2Nt);
+        // A third pass like the re-check confirms it: rep movsq.
+        let third = [m(
+            32 << 20,
+            &[(PerPage, 8.0), (RepMovsq, 14.1), (Avx2Nt, 12.5)],
+        )];
+        assert_eq!(settle_dispute(&mut cells, &again, &third, NT), 1);
+        assert_eq!(cells[0].choice, RepMovsq);
+        // A cell the third pass did not measure is left alone.
+        let mut cells = choose(&first, NT);
+        assert_eq!(settle_dispute(&mut cells, &again, &[], NT), 0);
+        assert_eq!(cells[0].choice, Avx2Nt);
     }
 
     fn clear(size: usize, gbps: &[(Strategy, f64)]) -> Measured {

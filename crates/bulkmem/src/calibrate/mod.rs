@@ -42,7 +42,9 @@ use crate::auto::{decide, Machine, Profile, Request, Shape};
 use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
-pub use choose::{break_tie, candidates, choose, recheck, ties, Measured, Prior, KEEP};
+pub use choose::{
+    break_tie, candidates, choose, recheck, settle_dispute, ties, Measured, Prior, KEEP,
+};
 pub use ladder::{
     ladder, ladder_top, memory_cap, Ladder, FULL_RUNS, QUICK_TOP_FLOOR, SMALL_CELL, TOP_FLOOR,
 };

@@ -3,10 +3,10 @@
 //! differ, then a re-check of each cell's strong candidates, interleaved
 //! anew, so one noisy pass cannot decide a cell.
 
-use super::progress::{cost, Tick, Tracker, RECHECK_COST, TIE_COST};
+use super::progress::{cost, Tick, Tracker, DISPUTE_COST, RECHECK_COST, TIE_COST};
 use super::{
-    break_tie, candidates, choose, levelled, measure, recheck, rules_choice, ties, toolkit, Ladder,
-    Measured, Step, SMALL_CELL,
+    break_tie, candidates, choose, levelled, measure, recheck, rules_choice, settle_dispute, ties,
+    toolkit, Ladder, Measured, Step, SMALL_CELL,
 };
 use crate::auto::{Cell, Identity, Profile, Shape, FORMAT};
 use crate::error::Error;
@@ -135,8 +135,16 @@ impl Row<'_> {
     }
 
     /// Re-checks `cells` (at `sizes`): each one's strong candidates
-    /// measured again, interleaved anew, then [`recheck`]. Returns the
-    /// re-check's figures.
+    /// measured again, interleaved anew, then [`recheck`]. Where that
+    /// overturns the first pass's choice, streaming for cache-allocating
+    /// or back, the two passes disagree where it costs most, and a third
+    /// pass of the two choices (and `per-page`) decides
+    /// ([`settle_dispute`]): more runs only where the evidence conflicts
+    /// and the choice matters. Without it a quick tune's hot
+    /// 32 MiB copy went from `avx2-nt` (the first pass's and the rules'
+    /// choice) to `rep movsq` on one re-check, and ran at 0.67-0.80x of
+    /// `avx2-nt` in `bench copy` (Zen 3 VM). Returns the re-check's
+    /// figures.
     fn recheck(&mut self, cells: &mut [Cell], sizes: &[usize]) -> Result<Vec<Measured>, Error> {
         let (op, shape) = (self.op, self.shape);
         let again = self.measure(
@@ -151,7 +159,45 @@ impl Row<'_> {
             RECHECK_COST,
             "re-check ",
         )?;
+        let first: Vec<Strategy> = cells.iter().map(|c| c.choice).collect();
         recheck(cells, &again, &rules_choice);
+        // (size, the two choices in dispute and `per-page`, whose guard
+        // needs it in every pass). Only disputes between a streaming and
+        // a cache-allocating choice are settled: there a wrong pick costs
+        // 1.2-1.5x, between two temporal kernels a few percent, and the
+        // third pass of every dispute (4-15 a tune) made a quick tune 7%
+        // slower.
+        let mut disputed: Vec<(usize, Vec<Strategy>)> = Vec::new();
+        for (c, &f) in cells.iter_mut().zip(&first) {
+            if f.is_non_temporal() != c.choice.is_non_temporal() {
+                let mut s = vec![Strategy::PerPage];
+                s.extend(
+                    [f, c.choice]
+                        .into_iter()
+                        .filter(|&x| x != Strategy::PerPage),
+                );
+                disputed.push((c.size, s));
+                c.choice = f;
+            }
+        }
+        if !disputed.is_empty() {
+            let sizes: Vec<usize> = disputed.iter().map(|d| d.0).collect();
+            let c: f64 = sizes.iter().map(|&s| cost(shape, s)).sum();
+            (self.step)(Tick::More(sizes.len(), c * DISPUTE_COST));
+            let third = self.measure(
+                &sizes,
+                &|size| {
+                    disputed
+                        .iter()
+                        .find(|d| d.0 == size)
+                        .map_or_else(|| vec![Strategy::PerPage], |d| d.1.clone())
+                },
+                None,
+                DISPUTE_COST,
+                "decide ",
+            )?;
+            settle_dispute(cells, &again, &third, &rules_choice);
+        }
         Ok(again)
     }
 
@@ -302,26 +348,28 @@ mod tests {
             quick,
             cache: 1 << 20,
         };
-        let (mut steps, mut of, mut tie_breaks) = (0, 0, 0);
+        let (mut steps, mut of, mut tie_breaks, mut disputes) = (0, 0, 0, 0);
         let p = measure_ladder(&l, &mut |s| {
             assert!(s.done <= s.of);
             steps += 1;
             of = s.of;
             tie_breaks += usize::from(s.label.starts_with("tie-break copy single"));
             tie_breaks += usize::from(s.label.starts_with("tie-break clear single"));
+            disputes += usize::from(s.label.starts_with("decide "));
         })
         .unwrap();
         // Each unit once, and the end; crossovers found between 4 KiB and
         // 64 KiB, before or after the re-check, add a cell (and its
-        // re-check) to the ladder's units, and each tie broken (single
-        // calls only) one.
+        // re-check) to the ladder's units, each tie broken (single calls
+        // only) one, and each re-check that a third pass settles one.
         assert_eq!(steps, of + 1);
         let bisected = p.cells.len() - 2 * 4;
         assert_eq!(
             of,
-            l.units() + 2 * bisected + tie_breaks,
-            "{bisected} bisected, {tie_breaks} ties"
+            l.units() + 2 * bisected + tie_breaks + disputes,
+            "{bisected} bisected, {tie_breaks} ties, {disputes} disputes"
         );
+        assert!(disputes <= p.cells.len(), "one third pass a cell at most");
         // Per single row: 16 KiB, then 8 KiB and 32 KiB at most.
         assert!(bisected <= 6, "{bisected} bisected");
         assert!(tie_breaks <= 2 + bisected, "single-call cells only");

@@ -57,6 +57,10 @@ pub(super) const RECHECK_COST: f64 = 0.4;
 /// call: about this fraction of a first pass.
 pub(super) const TIE_COST: f64 = 0.2;
 
+/// A third pass's cost in cell-measurements: as a tie-break, two
+/// strategies and `per-page` of the cell's eight or so.
+pub(super) const DISPUTE_COST: f64 = 0.2;
+
 /// The running count and estimate behind each [`Step`]: rows add and
 /// remove work as they level off or find crossovers.
 pub(super) struct Tracker<'p> {

@@ -436,10 +436,11 @@ fn a_forked_child_does_not_hang_on_a_parent_ticket() {
         let (t, pid, waited, status) = gated(&e, |_| {
             // SAFETY: the vectors outlive the ticket, waited on below.
             let t = unsafe { e.submit_copy(&x, None) }.unwrap();
+            // Whatever the other threads (workers, offload channels, the
+            // submission thread, the gate's, all blocked) hold is never
+            // needed in the child.
             // SAFETY: the child touches only the ticket, whose waits look
-            // at the pid before any lock, and then `_exit`s: whatever the
-            // other threads (workers, offload channels, the submission
-            // thread, the gate's, all blocked) hold is never needed there.
+            // at the pid before any lock, and then `_exit`s.
             let pid = unsafe { libc::fork() };
             if pid == 0 {
                 // SAFETY: alarm only arms a timer: a hang dies of SIGALRM.

@@ -32,10 +32,10 @@ impl Foreign {
         let Foreign::Copy(f) = self else {
             unreachable!("a memset routine in a copy plan (load() matches the op)")
         };
+        // What the routine does beyond memcpy's contract is its own bug;
+        // every row is byte-checked before it is timed.
         // SAFETY: the user named this symbol as a memcpy; it gets two valid,
-        // non-overlapping buffers of exactly dst.len() bytes. What it does
-        // beyond that contract is its own bug; every row is byte-checked
-        // before it is timed.
+        // non-overlapping buffers of exactly dst.len() bytes.
         unsafe { f(dst.as_mut_ptr().cast(), src.as_ptr().cast(), dst.len()) };
     }
 

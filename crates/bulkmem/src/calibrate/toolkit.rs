@@ -134,10 +134,10 @@ pub fn flush(buf: &[u8]) -> bool {
         // From the line holding the first byte to the one holding the last.
         let mut off = -((p as usize & 63) as isize);
         while off < buf.len() as isize {
-            // SAFETY: CLFLUSHOPT is present; `p + off` lies in `buf` or,
-            // for the first line, in the same cache line (so the same page)
-            // as its first byte; the flush neither reads nor writes the
-            // bytes as Rust sees them.
+            // `p + off` lies in `buf` or, for the first line, in the same
+            // cache line (so the same page) as its first byte.
+            // SAFETY: CLFLUSHOPT is present; the address is mapped (above);
+            // the flush neither reads nor writes the bytes as Rust sees them.
             unsafe {
                 std::arch::asm!(
                     "clflushopt [{}]",

@@ -57,12 +57,13 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
 pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     let head = to_line(dst).min(len);
     let interleave = nt_copy_interleaves();
-    // SAFETY: (whole block) the head is [0, head) with head <= len; each
-    // interleaved block is [k, k + NT_COPY_BLOCK) with k + NT_COPY_BLOCK <=
-    // len by its loop condition, every access in it below k +
-    // NT_COPY_BLOCK; the body starts 64-aligned at `head` and each
-    // iteration ends at or before len; the tail is exactly [k, len) with
-    // len - k < 64.
+    // Bounds: the head is [0, head) with head <= len; each interleaved
+    // block is [k, k + NT_COPY_BLOCK) with k + NT_COPY_BLOCK <= len by its
+    // loop condition, every access in it below k + NT_COPY_BLOCK; the body
+    // starts 64-aligned at `head` and each iteration ends at or before len;
+    // the tail is exactly [k, len) with len - k < 64.
+    // SAFETY: (whole block) every access lies in [0, len) (bounds above),
+    // which the caller's contract makes readable/writable.
     unsafe {
         copy_upto_64(dst, src, head);
         let mut k = head;

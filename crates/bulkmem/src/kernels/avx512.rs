@@ -93,11 +93,13 @@ pub unsafe fn copy(dst: *mut u8, src: *const u8, len: usize) {
 pub unsafe fn copy_nt_unfenced(dst: *mut u8, src: *const u8, len: usize) {
     let head = to_line(dst).min(len);
     let interleave = nt_copy_interleaves();
-    // SAFETY: (whole block) head is [0, head); each interleaved block is
+    // Bounds: head is [0, head); each interleaved block is
     // [k, k + NT_COPY_BLOCK) with k + NT_COPY_BLOCK <= len by its loop
     // condition, and every access in it is at k + p * 4096 + i + 64 * j <
     // k + NT_COPY_BLOCK; the body is 64-aligned from `head` and ends at or
     // before len; the tail is exactly [k, len).
+    // SAFETY: (whole block) every access lies in [0, len) (bounds above),
+    // which the caller's contract makes readable/writable.
     unsafe {
         copy_masked(dst, src, head);
         let mut k = head;

@@ -24,18 +24,26 @@ struct HotPair {
 }
 
 impl HotPair {
-    /// Hands the destination to its next user.
-    fn consume(&mut self) -> Result<(), String> {
-        match self.after {
-            After::Nothing => Ok(()),
-            After::Read => {
-                std::hint::black_box(bulkmem::calibrate::read_once(self.dst.as_slice()));
+    /// `reps` calls of `exec`, each followed by handing the destination to
+    /// its next user (nothing, one read, or the pipe).
+    fn run(&mut self, op: Op, exec: Exec, reps: usize) -> Result<(), String> {
+        let HotPair {
+            src,
+            dst,
+            after,
+            sink,
+        } = self;
+        let (dst, src) = (dst.as_mut_slice(), src.as_slice());
+        match after {
+            After::Nothing => exec.repeated(op, dst, src, reps, |_| Ok(())),
+            After::Read => exec.repeated(op, dst, src, reps, |d| {
+                std::hint::black_box(bulkmem::calibrate::read_once(d));
                 Ok(())
+            }),
+            After::Pipe => {
+                let sink = sink.as_mut().ok_or("the pipe regime has no pipe")?;
+                exec.repeated(op, dst, src, reps, |d| sink.send(d))
             }
-            After::Pipe => match &mut self.sink {
-                Some(sink) => sink.send(self.dst.as_slice()),
-                None => Err("the pipe regime has no pipe".into()),
-            },
         }
     }
 }
@@ -107,13 +115,6 @@ pub(super) fn hot_group(
     }
     let stats = interleave(execs.len(), plan.rounds, |i| {
         let exec = execs[i];
-        let call = |p: &mut HotPair| {
-            match plan.op {
-                Op::Copy => exec.copy(p.dst.as_mut_slice(), p.src.as_slice()),
-                Op::Clear => exec.clear(p.dst.as_mut_slice()),
-            };
-            p.consume()
-        };
         // Untimed calls first (`toolkit::warm_calls`: one, or four near the
         // cache's edge): the caches then hold what this strategy leaves
         // behind, not what the previous cell did (at 32 MiB a clear after a
@@ -126,12 +127,12 @@ pub(super) fn hot_group(
             }
         };
         for _ in 0..warm_calls(size) {
-            timed(&mut bufs.pairs, &plan.cpus, |p| keep(call(p)));
+            timed(&mut bufs.pairs, &plan.cpus, |p| {
+                keep(p.run(plan.op, exec, 1))
+            });
         }
         let t = timed(&mut bufs.pairs, &plan.cpus, |p| {
-            for _ in 0..reps {
-                keep(call(p));
-            }
+            keep(p.run(plan.op, exec, reps))
         });
         match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
             Some(e) => Err(e),

@@ -151,6 +151,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         checked: false,
         named_batches: a.cold_calls == "batch",
         hot_bytes: mem::HOT_BYTES,
+        min_run: bulkmem::calibrate::toolkit::MIN_RUN,
         foreign,
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
@@ -237,6 +238,7 @@ pub fn default_report(quiet: bool, json: Option<&Path>) -> Result<(), Failure> {
             checked: false,
             named_batches: true,
             hot_bytes: REPORT_HOT,
+            min_run: std::time::Duration::ZERO,
             foreign: Vec::new(),
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;

@@ -208,6 +208,7 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
         checked: true,
         named_batches: false,
         hot_bytes: super::mem::HOT_BYTES,
+        min_run: bulkmem::calibrate::toolkit::MIN_RUN,
         foreign: Vec::new(),
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;

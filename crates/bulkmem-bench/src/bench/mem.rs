@@ -2,7 +2,7 @@
 //! cache-cold, the way seeds 000 and 004 measure them.
 //!
 //! * hot: the same source and destination on every call, repeated until a
-//!   run has moved at least [`HOT_BYTES`].
+//!   run has moved at least [`HOT_BYTES`] and lasted [`Plan::min_run`].
 //! * consume: as hot, each call followed by one read of its whole
 //!   destination, timed together: what a program that reads what it
 //!   copied pays (docs/design.md, "The whole use").
@@ -112,6 +112,10 @@ pub struct Plan {
     /// Bytes a hot, consume or pipe run moves at least, by repeating the
     /// call ([`HOT_BYTES`] unless a quicker report asks for less).
     pub hot_bytes: usize,
+    /// Runs of the hot regimes are lengthened (by whole factors) to last
+    /// at least this (`toolkit::MIN_RUN`; zero: `hot_bytes` alone, for
+    /// the quick report).
+    pub min_run: std::time::Duration,
     /// Other libraries' routines, each one more row (`--against`).
     pub foreign: Vec<(String, Foreign)>,
 }
@@ -269,6 +273,7 @@ mod tests {
             checked: false,
             named_batches: false,
             hot_bytes: HOT_BYTES,
+            min_run: std::time::Duration::ZERO,
             foreign: Vec::new(),
         }
     }
@@ -322,6 +327,8 @@ mod tests {
         for op in [Op::Copy, Op::Clear] {
             let mut plan = tiny_plan(op, vec![Strategy::Auto, Strategy::PerPage], 2);
             plan.regimes = vec![Regime::Consume, Regime::Pipe];
+            // Lengthened runs too.
+            plan.min_run = std::time::Duration::from_millis(1);
             let rows = run(&plan, &mut |_, _, _| {}).unwrap();
             assert_eq!(rows.len(), 2 * 2 * 2);
             for r in &rows {

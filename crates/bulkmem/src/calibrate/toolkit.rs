@@ -318,6 +318,30 @@ fn has_clflushopt() -> bool {
     })
 }
 
+/// The shortest a benchmark's hot run should last. A run of a fixed
+/// 64 MiB lasted 0.7-2 ms from 4 KiB to 2 MiB, and on the Zen 3 VM such
+/// runs were the noisiest of all: the middle half of the ratios of two
+/// runs of one kernel spread +-4-6% at 1-2 ms, +-1-2% at 0.1-0.5 ms and
+/// at 4-8 ms (hot 64 KiB and 2 MiB clears, 201 pairs each). Something
+/// costing tens of microseconds lands every few milliseconds (the guest's
+/// 250 Hz tick, with the exit it costs the VM, fits), and a run about as
+/// long as its period gets it once, twice or not at all; a run of several
+/// periods averages it. Long runs, unlike short ones, hold wherever that
+/// period lies.
+pub const MIN_RUN: Duration = Duration::from_millis(10);
+
+/// How many calls a run makes so that it lasts at least `min_run`, where
+/// `reps` calls took `probe`: `reps` times a whole factor (at most 64;
+/// never fewer than `reps`).
+pub fn reps_lasting(reps: usize, probe: Duration, min_run: Duration) -> usize {
+    let factor = if probe.is_zero() {
+        64
+    } else {
+        min_run.as_nanos().div_ceil(probe.as_nanos()).clamp(1, 64) as usize
+    };
+    reps.saturating_mul(factor)
+}
+
 /// Reads every byte of `buf` once, as a program reads what it has just
 /// copied or cleared (a checksum, a parse, a `write` to a socket), and
 /// returns a sum of it so the reads cannot be optimised away. Reads 64
@@ -624,6 +648,17 @@ mod tests {
             timed_on(&mut workers, &[cpu], |w| w.push(w.len()));
             assert!(workers.iter().all(|w| w == &[0]), "{workers:?}");
         }
+    }
+
+    #[test]
+    fn runs_are_lengthened_by_whole_factors_only() {
+        let ms = Duration::from_millis;
+        assert_eq!(reps_lasting(1000, ms(1), ms(10)), 10_000);
+        assert_eq!(reps_lasting(1000, ms(3), ms(10)), 4000, "rounded up");
+        assert_eq!(reps_lasting(7, ms(40), ms(10)), 7, "never shortened");
+        assert_eq!(reps_lasting(2, Duration::from_nanos(1), ms(10)), 128);
+        assert_eq!(reps_lasting(2, Duration::ZERO, ms(10)), 128);
+        assert_eq!(reps_lasting(5, ms(1), Duration::ZERO), 5);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! same source and destination on every call, per thread, each cell
 //! checked once and then timed over repeated calls.
 
-use bulkmem::calibrate::toolkit::{poison, warm_calls, FULL_CHECK};
+use std::time::Duration;
+
+use bulkmem::calibrate::toolkit::{poison, reps_lasting, warm_calls, FULL_CHECK};
 use bulkmem::mapping::Mapping;
 use bulkmem::{Op, Strategy};
 
@@ -85,7 +87,6 @@ pub(super) fn hot_group(
     regime: Regime,
     bufs: &mut HotBufs,
 ) -> Result<Vec<Row>, String> {
-    let reps = (plan.hot_bytes / size).max(1);
     let cells = cells(
         plan,
         &bulkmem::Request::single(plan.op, size, plan.hint),
@@ -113,13 +114,12 @@ pub(super) fn hot_group(
             )?;
         }
     }
-    let stats = interleave(execs.len(), plan.rounds, |i| {
-        let exec = execs[i];
-        // Untimed calls first (`toolkit::warm_calls`: one, or four near the
-        // cache's edge): the caches then hold what this strategy leaves
-        // behind, not what the previous cell did (at 32 MiB a clear after a
-        // temporal loop's dirty lines measured 0.75x of the same clear
-        // after a non-temporal one).
+    // One run of `exec`: untimed calls first (`toolkit::warm_calls`: one,
+    // or four near the cache's edge), so the caches hold what this
+    // strategy leaves behind, not what the previous cell did (at 32 MiB a
+    // clear after a temporal loop's dirty lines measured 0.75x of the same
+    // clear after a non-temporal one); then `reps` timed calls.
+    let mut run = |exec: Exec, reps: usize| {
         let failed = std::sync::Mutex::new(None);
         let keep = |r: Result<(), String>| {
             if let Err(e) = r {
@@ -136,8 +136,20 @@ pub(super) fn hot_group(
         });
         match failed.into_inner().unwrap_or_else(|p| p.into_inner()) {
             Some(e) => Err(e),
-            None => Ok(gbps(reps * size * plan.threads, t)),
+            None => Ok(t),
         }
+    };
+    let mut reps = (plan.hot_bytes / size).max(1);
+    if !plan.min_run.is_zero() {
+        // The fastest row sets the length, so no row's runs are shorter.
+        let mut fastest = Duration::MAX;
+        for &exec in &execs {
+            fastest = fastest.min(run(exec, reps)?);
+        }
+        reps = reps_lasting(reps, fastest, plan.min_run);
+    }
+    let stats = interleave(execs.len(), plan.rounds, |i| {
+        Ok(gbps(reps * size * plan.threads, run(execs[i], reps)?))
     })?;
     Ok((0..execs.len())
         .map(|i| {

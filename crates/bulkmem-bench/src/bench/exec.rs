@@ -116,9 +116,9 @@ impl Exec {
     /// clear), each followed by `after(dst)` (the regime's next user of the
     /// destination), stopping at its first error. The routine is resolved
     /// once for the run, not per call: matched per call, behind a closure
-    /// and out-of-line slice accessors, the harness took about 16 ns a
-    /// call, a third of a hot 4 KiB `avx2` copy, and squeezed the ratios
-    /// between rows of small cells towards 1.
+    /// and out-of-line slice accessors, the harness took about 14 ns a
+    /// call, a quarter to a third of a hot 4 KiB `avx2` copy, and
+    /// squeezed the ratios between rows of small cells towards 1.
     #[inline]
     pub(super) fn repeated<A>(
         self,

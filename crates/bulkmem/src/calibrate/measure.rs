@@ -23,7 +23,7 @@
 //! ([`lower_quartile`]): a kernel that is fast only some of the time is
 //! scored by the rest.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::choose::Measured;
 use super::toolkit::{
@@ -83,13 +83,15 @@ fn wrong(op: Op, s: Strategy, size: usize, at: usize) -> Error {
 /// Figures of `strategies` for one single-call `size`, hot and, where
 /// `consumed`, each call followed by [`read_once`] of its destination
 /// (else the call alone, for [`break_tie`](super::break_tie)), over `runs`
-/// interleaved runs.
+/// interleaved runs, each moving [`HOT_BYTES`] and lasting at least
+/// `min_run` (the fastest kernel's untimed probe run sets the calls).
 pub(super) fn hot(
     op: Op,
     size: usize,
     strategies: &[Strategy],
     runs: usize,
     consumed: bool,
+    min_run: Duration,
 ) -> Result<Measured, Error> {
     let mut src = prefaulted(size, 0)?;
     pattern(src.as_mut_slice());
@@ -109,7 +111,7 @@ pub(super) fn hot(
         }
     };
     let sparse = size > FULL_CHECK;
-    let reps = (HOT_BYTES / size.max(1)).clamp(1, MAX_REPS);
+    let mut reps = (HOT_BYTES / size.max(1)).clamp(1, MAX_REPS);
     // Untimed calls before each run (toolkit::warm_calls) where the timed
     // ones repeat or the cache's edge is near; a single call of a large
     // cell finds the buffers as the last run left them, which is what a
@@ -119,6 +121,20 @@ pub(super) fn hot(
     } else {
         0
     };
+    if !min_run.is_zero() {
+        let probe = kernels
+            .iter()
+            .map(|k| {
+                let t = Instant::now();
+                for _ in 0..reps {
+                    call_and_read(k, dst.as_mut_slice(), src.as_slice());
+                }
+                t.elapsed()
+            })
+            .min()
+            .unwrap_or_default();
+        reps = toolkit::reps_lasting(reps, probe, min_run);
+    }
     let mut unchecked = vec![true; kernels.len()];
     let samples = toolkit::interleave_pruned(kernels.len(), runs, |i| {
         let k = &kernels[i];
@@ -245,7 +261,7 @@ mod tests {
     fn hot_and_cold_cells_measure_every_strategy_given() {
         let s = [Strategy::PerPage, Strategy::Portable];
         for consumed in [true, false] {
-            let m = hot(Op::Copy, 8192, &s, 1, consumed).unwrap();
+            let m = hot(Op::Copy, 8192, &s, 1, consumed, Duration::ZERO).unwrap();
             assert_eq!(m.gbps.len(), 2);
             assert!(m.gbps.iter().all(|g| g.1 > 0.0), "{m:?}");
         }

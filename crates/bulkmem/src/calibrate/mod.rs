@@ -43,7 +43,7 @@ use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
 pub use choose::{
-    break_tie, candidates, choose, recheck, settle_dispute, ties, Measured, Prior, KEEP,
+    break_tie, candidates, choose, recheck, settle_dispute, ties, Measured, Prior, KEEP, TIE_FLOOR,
 };
 pub use ladder::{
     ladder, ladder_top, memory_cap, Ladder, FULL_RUNS, QUICK_TOP_FLOOR, SMALL_CELL, TOP_FLOOR,

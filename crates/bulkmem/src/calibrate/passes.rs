@@ -3,6 +3,8 @@
 //! differ, then a re-check of each cell's strong candidates, interleaved
 //! anew, so one noisy pass cannot decide a cell.
 
+use std::time::Duration;
+
 use super::progress::{cost, Tick, Tracker, DISPUTE_COST, RECHECK_COST, TIE_COST};
 use super::{
     break_tie, candidates, choose, levelled, measure, recheck, rules_choice, settle_dispute, ties,
@@ -236,8 +238,20 @@ impl Row<'_> {
                 ),
                 TIE_COST * cost(self.shape, size),
             ));
+            // The full ladder's tie-breaks run at least MIN_RUN, as
+            // `bench` times its hot cells: two kernels a few percent apart
+            // alone is what 1-2 ms runs measure worst (docs/design.md, "How
+            // to measure"). The quick ladder keeps its 64 MiB runs: three
+            // of 10 ms made `--quick` take 19.6-20.8 s against 18.2-21.8
+            // without (three tunes each, alternated, Zen 3 VM), where its
+            // budget is 20 s.
+            let min_run = if self.ladder.quick {
+                Duration::ZERO
+            } else {
+                toolkit::MIN_RUN
+            };
             let runs = self.ladder.runs_for(self.shape, size);
-            let alone = measure::hot(self.op, size, &strategies, runs, false)?;
+            let alone = measure::hot(self.op, size, &strategies, runs, false, min_run)?;
             break_tie(&mut cells[i], &alone);
         }
         Ok(())
@@ -267,7 +281,14 @@ impl Row<'_> {
             (self.step)(Tick::Cell(label, weight * cost(shape, size)));
             let s = strategies(size);
             let m = if shape == Shape::Single {
-                measure::hot(op, size, &s, self.ladder.runs_for(shape, size), true)?
+                measure::hot(
+                    op,
+                    size,
+                    &s,
+                    self.ladder.runs_for(shape, size),
+                    true,
+                    Duration::ZERO,
+                )?
             } else {
                 if self.arenas.as_ref().is_none_or(|a| a.0 < size) {
                     // Grown with the ladder, so a row that levels off

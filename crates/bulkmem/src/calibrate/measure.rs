@@ -83,8 +83,9 @@ fn wrong(op: Op, s: Strategy, size: usize, at: usize) -> Error {
 /// Figures of `strategies` for one single-call `size`, hot and, where
 /// `consumed`, each call followed by [`read_once`] of its destination
 /// (else the call alone, for [`break_tie`](super::break_tie)), over `runs`
-/// interleaved runs, each moving [`HOT_BYTES`] and lasting at least
-/// `min_run` (the fastest kernel's untimed probe run sets the calls).
+/// interleaved runs, each moving [`HOT_BYTES`] (in [`MAX_REPS`] calls at
+/// most) and lasting at least `min_run` (an untimed probe run of each
+/// kernel, the fastest, sets the calls).
 pub(super) fn hot(
     op: Op,
     size: usize,
@@ -260,8 +261,12 @@ mod tests {
     #[test]
     fn hot_and_cold_cells_measure_every_strategy_given() {
         let s = [Strategy::PerPage, Strategy::Portable];
-        for consumed in [true, false] {
-            let m = hot(Op::Copy, 8192, &s, 1, consumed, Duration::ZERO).unwrap();
+        for (consumed, min_run) in [
+            (true, Duration::ZERO),
+            (false, Duration::ZERO),
+            (false, Duration::from_millis(1)),
+        ] {
+            let m = hot(Op::Copy, 8192, &s, 1, consumed, min_run).unwrap();
             assert_eq!(m.gbps.len(), 2);
             assert!(m.gbps.iter().all(|g| g.1 > 0.0), "{m:?}");
         }

@@ -27,7 +27,7 @@ pub struct TuneArgs {
     /// Fewer sizes and runs (3 per cell); the profile says so.
     #[arg(long)]
     quick: bool,
-    /// Runs per cell (median) [default: 7, or 3 with --quick].
+    /// Runs per cell, scored by their lower quartile [default: 7, or 3 with --quick].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: Option<u32>,
 }

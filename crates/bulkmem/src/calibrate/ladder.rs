@@ -30,14 +30,15 @@ pub struct Ladder {
 }
 
 /// The ladder's top: at least [`TOP_FLOOR`] and 32x the cache one thread
-/// gets (`share`); for a quick ladder [`QUICK_TOP_FLOOR`] and 16x, still
-/// four of its x4 steps past that cache. Capped at [`memory_cap`], and
-/// never under 4 MiB. (On the Zen 3 VM the measured share flips between
-/// 4 and 8 MiB from one run to the next; at 32x the quick ladder then grew
-/// a 256 MiB rung and took 24-25 s instead of 14-18.)
+/// gets (`share`); for a quick ladder [`QUICK_TOP_FLOOR`] and 8x. Capped
+/// at [`memory_cap`], and never under 4 MiB. (On the Zen 3 VM the
+/// measured share flips between 256 KiB, 4 and 8 MiB from one run to the
+/// next; at 32x the quick ladder then grew a 256 MiB rung and took
+/// 24-25 s instead of 14-18, and at 16x a 128 MiB one whenever it read
+/// 8 MiB.)
 pub fn ladder_top(share: usize, memory: usize, quick: bool) -> usize {
     let (floor, times) = if quick {
-        (QUICK_TOP_FLOOR, 16)
+        (QUICK_TOP_FLOOR, 8)
     } else {
         (TOP_FLOOR, 32)
     };
@@ -50,11 +51,17 @@ pub fn ladder_top(share: usize, memory: usize, quick: bool) -> usize {
 /// Emerald Rapids VM, whose L3 ran copies no faster than memory).
 pub const TOP_FLOOR: usize = 256 << 20;
 
-/// A quick ladder's least top: still 4x past the largest cache a thread
-/// was measured to get, where the full ladder's floor is 8x; its 256 MiB
-/// cells were a quarter of a quick calibration's time on the Emerald
-/// Rapids VM (the 16x-cache rule still lifts it where the cache is large).
-pub const QUICK_TOP_FLOOR: usize = 128 << 20;
+/// A quick ladder's least top: twice the largest cache a thread was
+/// measured to get, where the full ladder's floor is 8x: past the cache
+/// for a copy read back (source and destination: 128 MiB through a
+/// 32 MiB L3), and a 64 MiB choice stands for larger sizes: in 21 full
+/// tunes on the Zen 3 VM the 64 MiB cell's choice measured a median 1.00x
+/// (a tenth under 0.95x) of the best in the 256 MiB cell of the same row,
+/// one pass each. Its 128 MiB cells were 6.5 of a quick calibration's
+/// 22 s on the Zen 3 VM, and its 256 MiB ones a quarter of it on the
+/// Emerald Rapids VM (the 8x-cache rule still lifts it where the cache is
+/// large).
+pub const QUICK_TOP_FLOOR: usize = 64 << 20;
 
 /// Runs per cell of the full ladder.
 pub const FULL_RUNS: usize = 7;
@@ -165,10 +172,10 @@ mod tests {
             }
         }
         // A quick ladder stops sooner: where the cache is small, and at
-        // 16 caches where they lift it.
+        // 8 caches where they lift it.
         assert_eq!(ladder_top(512 << 10, mem, true), QUICK_TOP_FLOOR);
         assert_eq!(ladder_top(8 << 20, mem, true), QUICK_TOP_FLOOR);
-        assert_eq!(ladder_top(16 << 20, mem, true), 256 << 20);
+        assert_eq!(ladder_top(16 << 20, mem, true), 128 << 20);
         // A small machine caps the top, and every point, at an eighth of
         // its memory.
         assert_eq!(ladder_top(16 << 20, 2 << 30, false), 256 << 20);

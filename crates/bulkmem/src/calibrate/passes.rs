@@ -64,13 +64,8 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
                 chosen.extend(fresh);
                 chosen.sort_by_key(|c| c.size);
             }
-            // A quick calibration breaks ties only up to SMALL_CELL, where
-            // measuring a few kernels alone costs milliseconds (the large
-            // ones cost a second each).
-            if shape == Shape::Single {
-                let upto = if l.quick { SMALL_CELL } else { usize::MAX };
-                row.break_ties(&mut chosen, &again, upto)?;
-            }
+            let upto = row.ties_upto();
+            row.break_ties(&mut chosen, &again, upto)?;
             cells.extend(chosen);
         }
     }
@@ -149,12 +144,13 @@ impl Row<'_> {
     /// figures.
     fn recheck(&mut self, cells: &mut [Cell], sizes: &[usize]) -> Result<Vec<Measured>, Error> {
         let (op, shape) = (self.op, self.shape);
+        let ties_upto = self.ties_upto();
         let again = self.measure(
             sizes,
             &|size| {
                 cells.iter().find(|c| c.size == size).map_or_else(
                     || vec![Strategy::PerPage],
-                    |c| candidates(c, rules_choice(op, shape, size)),
+                    |c| candidates(c, rules_choice(op, shape, size), size <= ties_upto),
                 )
             },
             None,
@@ -203,6 +199,19 @@ impl Row<'_> {
         Ok(again)
     }
 
+    /// The largest cell whose ties [`break_ties`](Row::break_ties)
+    /// breaks: single calls only (a batch is written for someone else,
+    /// docs/design.md "The whole use"), and a quick calibration's only up
+    /// to SMALL_CELL: its budget is 20 s, and a tie-break of 10 ms runs
+    /// cost it 0.15-0.35 s there (Zen 3 VM), a large cell's a second.
+    fn ties_upto(&self) -> usize {
+        match self.shape {
+            Shape::Single if self.ladder.quick => SMALL_CELL,
+            Shape::Single => usize::MAX,
+            _ => 0,
+        }
+    }
+
     /// Where a re-checked single-call cell of up to `upto` bytes cannot
     /// tell its strong candidates apart by the whole use ([`ties`]),
     /// measures them alone (no read after each call) and lets that decide
@@ -238,18 +247,15 @@ impl Row<'_> {
                 ),
                 TIE_COST * cost(self.shape, size),
             ));
-            // The full ladder's tie-breaks run at least MIN_RUN, as
-            // `bench` times its hot cells: two kernels a few percent apart
-            // alone is what 1-2 ms runs measure worst (docs/design.md, "How
-            // to measure"). The quick ladder keeps its 64 MiB runs: three
-            // of 10 ms made `--quick` take 19.6-20.8 s against 18.2-21.8
-            // without (three tunes each, alternated, Zen 3 VM), where its
-            // budget is 20 s.
-            let min_run = if self.ladder.quick {
-                Duration::ZERO
-            } else {
-                toolkit::MIN_RUN
-            };
+            // Tie-breaks run at least MIN_RUN, as `bench` times its hot
+            // cells: two kernels a few percent apart alone is what 1-2 ms
+            // runs measure worst (docs/design.md, "How to measure"). A
+            // hot 64 KiB clear from seven 1 ms runs put `avx2` more than
+            // KEEP ahead of `libc` and `rep stosb` in 4 of 8 measurements,
+            // from 10 ms runs in 8 of 8 (1.06-1.21x; Zen 3 VM), and a
+            // quick tune from 1 ms runs kept `libc`, at 0.85x of `avx2`
+            // in `bench clear`.
+            let min_run = toolkit::MIN_RUN;
             let runs = self.ladder.runs_for(self.shape, size);
             let alone = measure::hot(self.op, size, &strategies, runs, false, min_run)?;
             break_tie(&mut cells[i], &alone);

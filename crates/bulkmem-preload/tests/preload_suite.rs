@@ -9,6 +9,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -54,6 +55,16 @@ fn compile_with(name: &str, compiler: &str, flags: &[&str]) -> PathBuf {
         .map(|f| &f[2..])
         .collect();
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("preload-{name}{tag}"));
+    // Tests run in parallel and several compile the same program: one
+    // test's compiler rewriting the file another was executing made that
+    // exec fail with EACCES. Each compiles to a file of its own and
+    // renames it into place, which running programs do not notice.
+    static SERIAL: AtomicUsize = AtomicUsize::new(0);
+    let fresh = out.with_extension(format!(
+        "{}-{}",
+        std::process::id(),
+        SERIAL.fetch_add(1, Ordering::Relaxed)
+    ));
     let src = if cpp {
         here().join(format!("tests/cpp/{name}.cpp"))
     } else {
@@ -69,10 +80,11 @@ fn compile_with(name: &str, compiler: &str, flags: &[&str]) -> PathBuf {
         ))
         .arg(src)
         .args(["-ldl", "-lrt", "-o"])
-        .arg(&out)
+        .arg(&fresh)
         .output()
         .unwrap_or_else(|e| panic!("run {compiler} (scripts/c-deps installs it): {e}"));
     assert!(o.status.success(), "{compiler} {name}: {}", text(&o));
+    std::fs::rename(&fresh, &out).expect("put the program in place");
     out
 }
 

@@ -34,8 +34,7 @@ pub struct Ladder {
 /// at [`memory_cap`], and never under 4 MiB. (On the Zen 3 VM the
 /// measured share flips between 256 KiB, 4 and 8 MiB from one run to the
 /// next; at 32x the quick ladder then grew a 256 MiB rung and took
-/// 24-25 s instead of 14-18, and at 16x a 128 MiB one whenever it read
-/// 8 MiB.)
+/// 24-25 s instead of 14-18; at 8x it stays at the 64 MiB floor.)
 pub fn ladder_top(share: usize, memory: usize, quick: bool) -> usize {
     let (floor, times) = if quick {
         (QUICK_TOP_FLOOR, 8)

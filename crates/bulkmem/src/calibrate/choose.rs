@@ -150,12 +150,7 @@ pub fn candidates(c: &Cell, rules: Strategy, tie_follows: bool) -> Vec<Strategy>
     let mut ranked = c.gbps.clone();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
     let top = ranked.first().map_or(0.0, |g| g.1);
-    let near = ranked.len()
-        - ranked
-            .iter()
-            .rev()
-            .take_while(|g| g.1 < NEAR_TOP * top)
-            .count();
+    let near = ranked.iter().filter(|g| g.1 >= NEAR_TOP * top).count();
     let take = if tie_follows { near.max(2) } else { 2 };
     let mut v = Vec::with_capacity(3 + take);
     for s in [Strategy::PerPage, c.choice, rules]

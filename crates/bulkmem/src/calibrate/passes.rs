@@ -64,8 +64,7 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
                 chosen.extend(fresh);
                 chosen.sort_by_key(|c| c.size);
             }
-            let upto = row.ties_upto();
-            row.break_ties(&mut chosen, &again, upto)?;
+            row.break_ties(&mut chosen, &again)?;
             cells.extend(chosen);
         }
     }
@@ -212,16 +211,12 @@ impl Row<'_> {
         }
     }
 
-    /// Where a re-checked single-call cell of up to `upto` bytes cannot
+    /// Where a re-checked cell of up to [`ties_upto`](Row::ties_upto) cannot
     /// tell its strong candidates apart by the whole use ([`ties`]),
     /// measures them alone (no read after each call) and lets that decide
     /// ([`break_tie`]).
-    fn break_ties(
-        &mut self,
-        cells: &mut [Cell],
-        again: &[Measured],
-        upto: usize,
-    ) -> Result<(), Error> {
+    fn break_ties(&mut self, cells: &mut [Cell], again: &[Measured]) -> Result<(), Error> {
+        let upto = self.ties_upto();
         let tied: Vec<(usize, Vec<Strategy>)> = cells
             .iter()
             .enumerate()
@@ -255,9 +250,8 @@ impl Row<'_> {
             // from 10 ms runs in 8 of 8 (1.06-1.21x; Zen 3 VM), and a
             // quick tune from 1 ms runs kept `libc`, at 0.85x of `avx2`
             // in `bench clear`.
-            let min_run = toolkit::MIN_RUN;
             let runs = self.ladder.runs_for(self.shape, size);
-            let alone = measure::hot(self.op, size, &strategies, runs, false, min_run)?;
+            let alone = measure::hot(self.op, size, &strategies, runs, false, toolkit::MIN_RUN)?;
             break_tie(&mut cells[i], &alone);
         }
         Ok(())

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use super::choose::Measured;
 use super::toolkit::{
-    self, first_wrong, gbps, lower_quartile, pattern, poison, read_once, scattered,
-    scattered_pairs, ColdArenas, FULL_CHECK, POISON,
+    self, first_wrong, gbps, lower_quartile, paired_ratio, pattern, poison, read_once, scattered,
+    scattered_pairs, ColdArenas, Race, FULL_CHECK, POISON,
 };
 use crate::auto::Shape;
 use crate::calls::{clear_batch_with, copy_batch_with};
@@ -94,6 +94,78 @@ pub(super) fn hot(
     consumed: bool,
     min_run: Duration,
 ) -> Result<Measured, Error> {
+    let samples = hot_samples(op, size, strategies, runs, consumed, min_run, Race::WIDE)?;
+    Ok(scored(op, size, strategies, &samples, |v| {
+        lower_quartile(v.to_vec())
+    }))
+}
+
+/// A single-call cell of `strategies`, each scored from its samples.
+fn scored(
+    op: Op,
+    size: usize,
+    strategies: &[Strategy],
+    samples: &[Vec<f64>],
+    score: impl Fn(&[f64]) -> f64,
+) -> Measured {
+    Measured {
+        op,
+        shape: Shape::Single,
+        size,
+        gbps: strategies
+            .iter()
+            .zip(samples)
+            .map(|(&s, v)| (s, score(v)))
+            .collect(),
+    }
+}
+
+/// For a tie-break ([`break_tie`](super::break_tie)): `strategies` hot
+/// with nothing reading the destination, in runs of at least
+/// `toolkit::MIN_RUN` raced as [`Race::TIE_BREAK`], each scored against
+/// `choice` ([`paired_ratio`]: the median over the rounds of its run over
+/// the choice's in the same round, the choice 1). A tie-break asks
+/// whether one kernel beats another by a few percent; a slow spell that
+/// spans a round then cancels instead of landing on one kernel's score
+/// (`bench`'s `auto/best` line pairs its rows alike).
+pub(super) fn alone(
+    op: Op,
+    size: usize,
+    strategies: &[Strategy],
+    runs: usize,
+    choice: Strategy,
+) -> Result<Measured, Error> {
+    let samples = hot_samples(
+        op,
+        size,
+        strategies,
+        runs,
+        false,
+        toolkit::MIN_RUN,
+        Race::TIE_BREAK,
+    )?;
+    let of = |s| strategies.iter().position(|&x| x == s).map(|i| &samples[i]);
+    let Some(mine) = of(choice) else {
+        return Err(Error::Calibration {
+            what: format!("a tie-break of {op} at {size} bytes without its choice {choice}"),
+        });
+    };
+    Ok(scored(op, size, strategies, &samples, |v| {
+        paired_ratio(v, mine).unwrap_or(0.0)
+    }))
+}
+
+/// Each kernel's samples (GB/s by round) for [`hot`] and [`alone`],
+/// dropping kernels that cannot win as `race` says.
+fn hot_samples(
+    op: Op,
+    size: usize,
+    strategies: &[Strategy],
+    runs: usize,
+    consumed: bool,
+    min_run: Duration,
+    race: Race,
+) -> Result<Vec<Vec<f64>>, Error> {
     let mut src = prefaulted(size, 0)?;
     pattern(src.as_mut_slice());
     let mut dst = prefaulted(size, POISON)?;
@@ -137,7 +209,7 @@ pub(super) fn hot(
         reps = toolkit::reps_lasting(reps, probe, min_run);
     }
     let mut unchecked = vec![true; kernels.len()];
-    let samples = toolkit::interleave_pruned(kernels.len(), runs, |i| {
+    let samples = toolkit::interleave_pruned(kernels.len(), runs, race, |i| {
         let k = &kernels[i];
         // Each kernel's first run is also its check (see `checked`).
         let first = std::mem::take(&mut unchecked[i]);
@@ -164,16 +236,7 @@ pub(super) fn hot(
         }
         Ok::<_, Error>(rate)
     })?;
-    Ok(Measured {
-        op,
-        shape: Shape::Single,
-        size,
-        gbps: strategies
-            .iter()
-            .copied()
-            .zip(samples.into_iter().map(lower_quartile))
-            .collect(),
-    })
+    Ok(samples)
 }
 
 /// Arenas for cold `op` batches of up to `total` bytes on this machine.
@@ -204,7 +267,7 @@ pub(super) fn cold(
         Op::Copy => {
             let mut ops = scattered_pairs(a.dst.as_mut_slice(), a.src.as_slice(), size, count);
             let mut unchecked = vec![true; strategies.len()];
-            toolkit::interleave_pruned(strategies.len(), runs, |i| {
+            toolkit::interleave_pruned(strategies.len(), runs, Race::WIDE, |i| {
                 let first = std::mem::take(&mut unchecked[i]);
                 if first {
                     ops.iter_mut().for_each(|(d, _)| poison(d, sparse));
@@ -224,7 +287,7 @@ pub(super) fn cold(
         Op::Clear => {
             let mut ops = scattered(a.dst.as_mut_slice(), size, count);
             let mut unchecked = vec![true; strategies.len()];
-            toolkit::interleave_pruned(strategies.len(), runs, |i| {
+            toolkit::interleave_pruned(strategies.len(), runs, Race::WIDE, |i| {
                 let first = std::mem::take(&mut unchecked[i]);
                 if first {
                     ops.iter_mut().for_each(|d| poison(d, sparse));

@@ -43,15 +43,15 @@ use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
 pub use choose::{
-    break_tie, candidates, choose, recheck, settle_dispute, ties, Measured, Prior, KEEP, NEAR_TOP,
-    TIE_FLOOR,
+    break_tie, candidates, choose, disputed, recheck, settle_dispute, ties, Measured, Prior, KEEP,
+    NEAR_TOP, TIE_FLOOR,
 };
 pub use ladder::{
     ladder, ladder_top, memory_cap, Ladder, FULL_RUNS, QUICK_TOP_FLOOR, SMALL_CELL, TOP_FLOOR,
 };
 pub use level::{levelled, LEVEL_FLAT, LEVEL_FROM, LEVEL_TIE};
 pub use measure::HOT_BYTES;
-pub use passes::measure_ladder;
+pub use passes::{measure_ladder, DISPUTES_UPTO, QUICK_TIES};
 pub use progress::Step;
 pub use read::read_bandwidth;
 pub use summary::summary;

@@ -7,12 +7,30 @@ use std::time::Duration;
 
 use super::progress::{cost, Tick, Tracker, DISPUTE_COST, RECHECK_COST, TIE_COST};
 use super::{
-    break_tie, candidates, choose, levelled, measure, recheck, rules_choice, settle_dispute, ties,
-    toolkit, Ladder, Measured, Step, SMALL_CELL,
+    break_tie, candidates, choose, disputed as disputed_by, levelled, measure, recheck,
+    rules_choice, settle_dispute, ties, toolkit, Ladder, Measured, Step,
 };
 use crate::auto::{Cell, Identity, Profile, Shape, FORMAT};
 use crate::error::Error;
 use crate::strategy::{Op, Strategy};
+
+/// The largest single call whose ties a quick calibration breaks: its
+/// budget is 20 s, and a tie-break (three 10 ms runs) cost it 0.05-0.25 s
+/// up to here, a 16 MiB or larger cell's about a second (Zen 3 VM). From
+/// the L2 to the L3 (1-4 MiB there) the cache-allocating kernels read
+/// back alike and differ alone: with ties up to 1 MiB only, 4 of 8 quick
+/// tunes kept `libc` or `rep stos*` for hot 2 MiB clears, at 0.89-0.95x
+/// of `avx2`.
+pub const QUICK_TIES: usize = 4 << 20;
+
+/// The largest single call whose re-check a third pass settles whenever
+/// the two passes disagree (`Row::recheck`): a pass there takes a
+/// fraction of a second, and one dip in it decides under the lower of
+/// two (Zen 3 VM: a full tune's first pass put a hot 2 MiB clear by
+/// `avx2` at 0.65x of `rep stosq`, a quick tune's a 4 KiB copy by `avx2`
+/// at 0.54x of `libc`, between cells it led; the kernels kept ran at
+/// 0.67-0.91x of `avx2` in `bench`).
+pub const DISPUTES_UPTO: usize = 4 << 20;
 
 /// [`calibrate`](super::calibrate) over an explicit ladder.
 pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<Profile, Error> {
@@ -60,7 +78,9 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
                     .into_iter()
                     .filter(|c| late.contains(&c.size))
                     .collect();
-                again.extend(row.recheck(&mut fresh, &late)?);
+                let more = row.recheck(&mut fresh, &late)?;
+                again.again.extend(more.again);
+                again.third.extend(more.third);
                 chosen.extend(fresh);
                 chosen.sort_by_key(|c| c.size);
             }
@@ -98,6 +118,13 @@ fn crossovers(row: &[Cell]) -> Vec<usize> {
         })
         .filter(|&m| row.iter().all(|c| c.size != m))
         .collect()
+}
+
+/// A row's re-check: the second pass of its cells, and the third of
+/// those it disputed.
+struct Passes {
+    again: Vec<Measured>,
+    third: Vec<Measured>,
 }
 
 /// One (op, shape) row of the ladder being measured: its cold arenas
@@ -139,9 +166,10 @@ impl Row<'_> {
     /// and the choice matters. Without it a quick tune's hot
     /// 32 MiB copy went from `avx2-nt` (the first pass's and the rules'
     /// choice) to `rep movsq` on one re-check, and ran at 0.67-0.80x of
-    /// `avx2-nt` in `bench copy` (Zen 3 VM). Returns the re-check's
-    /// figures.
-    fn recheck(&mut self, cells: &mut [Cell], sizes: &[usize]) -> Result<Vec<Measured>, Error> {
+    /// `avx2-nt` in `bench copy` (Zen 3 VM); single calls up to
+    /// [`DISPUTES_UPTO`] get one wherever the passes disagree. Returns the
+    /// re-check's figures and the third passes'.
+    fn recheck(&mut self, cells: &mut [Cell], sizes: &[usize]) -> Result<Passes, Error> {
         let (op, shape) = (self.op, self.shape);
         let ties_upto = self.ties_upto();
         let again = self.measure(
@@ -158,21 +186,22 @@ impl Row<'_> {
         )?;
         let first: Vec<Strategy> = cells.iter().map(|c| c.choice).collect();
         recheck(cells, &again, &rules_choice);
-        // (size, the two choices in dispute and `per-page`, whose guard
-        // needs it in every pass). Only disputes between a streaming and
-        // a cache-allocating choice are settled: there a wrong pick costs
-        // 1.2-1.5x, between two temporal kernels a few percent, and the
-        // third pass of every dispute (4-15 a tune) made a quick tune 7%
-        // slower.
+        // (size, the choices in dispute and `per-page`, whose guard needs
+        // it in every pass). Disputes between a streaming and a
+        // cache-allocating choice are settled at every size: there a
+        // wrong pick costs 1.2-1.5x. Single calls up to DISPUTES_UPTO are
+        // settled whenever the passes disagree (`disputed`), as one dip
+        // decides the lower-of-two there. Larger temporal swaps differ by
+        // a few percent, and settling those too (4-15 a tune) made a
+        // quick tune 7% slower.
+        let small = |size| shape == Shape::Single && size <= DISPUTES_UPTO;
         let mut disputed: Vec<(usize, Vec<Strategy>)> = Vec::new();
         for (c, &f) in cells.iter_mut().zip(&first) {
-            if f.is_non_temporal() != c.choice.is_non_temporal() {
-                let mut s = vec![Strategy::PerPage];
-                s.extend(
-                    [f, c.choice]
-                        .into_iter()
-                        .filter(|&x| x != Strategy::PerPage),
-                );
+            let Some(a) = again.iter().find(|m| m.size == c.size) else {
+                continue;
+            };
+            let s = disputed_by(c, f, a, small(c.size));
+            if !s.is_empty() {
                 disputed.push((c.size, s));
                 c.choice = f;
             }
@@ -194,45 +223,60 @@ impl Row<'_> {
                 "decide ",
             )?;
             settle_dispute(cells, &again, &third, &rules_choice);
+            return Ok(Passes { again, third });
         }
-        Ok(again)
+        Ok(Passes {
+            again,
+            third: Vec::new(),
+        })
     }
 
     /// The largest cell whose ties [`break_ties`](Row::break_ties)
     /// breaks: single calls only (a batch is written for someone else,
     /// docs/design.md "The whole use"), and a quick calibration's only up
-    /// to SMALL_CELL: its budget is 20 s, and a tie-break of 10 ms runs
-    /// cost it 0.15-0.35 s there (Zen 3 VM), a large cell's a second.
+    /// to [`QUICK_TIES`].
     fn ties_upto(&self) -> usize {
         match self.shape {
-            Shape::Single if self.ladder.quick => SMALL_CELL,
+            Shape::Single if self.ladder.quick => QUICK_TIES,
             Shape::Single => usize::MAX,
             _ => 0,
         }
+    }
+
+    /// What a tie-break at `size` costs the estimate: [`TIE_COST`] first
+    /// passes of its cell, for as many runs as that pass had (a quick
+    /// calibration's small cells: seven in the pass, three in the
+    /// tie-break).
+    fn tie_cost(&self, size: usize) -> f64 {
+        let runs = self.ladder.runs as f64 / self.ladder.runs_for(self.shape, size) as f64;
+        TIE_COST * runs * cost(self.shape, size)
     }
 
     /// Where a re-checked cell of up to [`ties_upto`](Row::ties_upto) cannot
     /// tell its strong candidates apart by the whole use ([`ties`]),
     /// measures them alone (no read after each call) and lets that decide
     /// ([`break_tie`]).
-    fn break_ties(&mut self, cells: &mut [Cell], again: &[Measured]) -> Result<(), Error> {
+    fn break_ties(&mut self, cells: &mut [Cell], passes: &Passes) -> Result<(), Error> {
         let upto = self.ties_upto();
         let tied: Vec<(usize, Vec<Strategy>)> = cells
             .iter()
             .enumerate()
             .filter(|(_, c)| c.size <= upto)
             .filter_map(|(i, c)| {
-                let t = ties(c, again.iter().find(|m| m.size == c.size)?);
+                let again = passes.again.iter().find(|m| m.size == c.size)?;
+                let third = passes.third.iter().find(|m| m.size == c.size);
+                let t = ties(c, again, third);
                 (!t.is_empty()).then_some((i, t))
             })
             .collect();
         let c: f64 = tied
             .iter()
-            .map(|(i, _)| cost(self.shape, cells[*i].size))
+            .map(|(i, _)| self.tie_cost(cells[*i].size))
             .sum();
-        (self.step)(Tick::More(tied.len(), c * TIE_COST));
+        (self.step)(Tick::More(tied.len(), c));
         for (i, strategies) in tied {
             let size = cells[i].size;
+            let cost = self.tie_cost(size);
             (self.step)(Tick::Cell(
                 format!(
                     "tie-break {} {} {}",
@@ -240,7 +284,7 @@ impl Row<'_> {
                     self.shape.name(),
                     crate::units::format_bytes(size)
                 ),
-                TIE_COST * cost(self.shape, size),
+                cost,
             ));
             // Tie-breaks run at least MIN_RUN, as `bench` times its hot
             // cells: two kernels a few percent apart alone is what 1-2 ms
@@ -249,9 +293,18 @@ impl Row<'_> {
             // KEEP ahead of `libc` and `rep stosb` in 4 of 8 measurements,
             // from 10 ms runs in 8 of 8 (1.06-1.21x; Zen 3 VM), and a
             // quick tune from 1 ms runs kept `libc`, at 0.85x of `avx2`
-            // in `bench clear`.
-            let runs = self.ladder.runs_for(self.shape, size);
-            let alone = measure::hot(self.op, size, &strategies, runs, false, toolkit::MIN_RUN)?;
+            // in `bench clear`. Runs that long, each kernel scored
+            // against the choice round by round (`measure::alone`), need
+            // not be as many as the small cells' 1-2 ms ones: a quick
+            // calibration's tie-breaks take its three. Ten `bench`
+            // measurements each of a hot 64 KiB and 2 MiB clear and a
+            // 4 KiB copy, so scored, put `avx2` more than KEEP ahead of
+            // the rest 7, 8 and 10 times from three runs, 9, 7 and 10
+            // times from seven (by lower quartiles 8, 5, 9 and 9, 8, 8;
+            // Zen 3 VM); a quick tune's 20 tie-breaks took 4 s of its 20
+            // with seven.
+            let runs = self.ladder.runs;
+            let alone = measure::alone(self.op, size, &strategies, runs, cells[i].choice)?;
             break_tie(&mut cells[i], &alone);
         }
         Ok(())
@@ -393,7 +446,8 @@ mod tests {
         assert!(disputes <= p.cells.len(), "one third pass a cell at most");
         // Per single row: 16 KiB, then 8 KiB and 32 KiB at most.
         assert!(bisected <= 6, "{bisected} bisected");
-        assert!(tie_breaks <= 2 + bisected, "single-call cells only");
+        let singles = p.cells.iter().filter(|c| c.shape == Shape::Single).count();
+        assert!(tie_breaks <= singles, "single-call cells only, each once");
         for c in &p.cells {
             assert!(c.choice.supports(c.op) && c.choice.available(), "{c:?}");
             let n = Strategy::for_op(c.op)

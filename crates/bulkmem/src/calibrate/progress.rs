@@ -55,10 +55,12 @@ pub(super) const RECHECK_COST: f64 = 0.4;
 
 /// A tie-break measures two to four strategies with no read after each
 /// call, in runs of at least `toolkit::MIN_RUN`: about this many first
-/// passes of its cell. Up to 8 MiB, where most ties are, one took 0.7-4.3x
-/// its cell's first pass (median 2.0x, 0.1-0.4 s; a full and a quick tune
-/// on the Zen 3 VM); at 128 and 256 MiB, where one call outlasts a run,
-/// 0.3-0.8x.
+/// passes of its cell, run for run. Up to 8 MiB, where most ties are, one
+/// took 0.7-4.3x its cell's first pass (median 2.0x, 0.1-0.4 s; a full
+/// and a quick tune on the Zen 3 VM); at 128 and 256 MiB, where one call
+/// outlasts a run, 0.3-0.8x. A quick tune's tie-breaks of small cells run
+/// three times where the first pass ran seven: 0.73x it (median of 43;
+/// 2.0 x 3/7 is 0.86).
 pub(super) const TIE_COST: f64 = 2.0;
 
 /// A third pass's cost in cell-measurements: as a tie-break, two

@@ -80,21 +80,16 @@ fn wrong(op: Op, s: Strategy, size: usize, at: usize) -> Error {
     }
 }
 
-/// Figures of `strategies` for one single-call `size`, hot and, where
-/// `consumed`, each call followed by [`read_once`] of its destination
-/// (else the call alone, for [`break_tie`](super::break_tie)), over `runs`
-/// interleaved runs, each moving [`HOT_BYTES`] (in [`MAX_REPS`] calls at
-/// most) and lasting at least `min_run` (an untimed probe run of each
-/// kernel, the fastest, sets the calls).
+/// Figures of `strategies` for one single-call `size`, hot, each call
+/// followed by [`read_once`] of its destination (the whole use), over
+/// `runs` interleaved runs ([`hot_samples`]).
 pub(super) fn hot(
     op: Op,
     size: usize,
     strategies: &[Strategy],
     runs: usize,
-    consumed: bool,
-    min_run: Duration,
 ) -> Result<Measured, Error> {
-    let samples = hot_samples(op, size, strategies, runs, consumed, min_run, Race::WIDE)?;
+    let samples = hot_samples(op, size, strategies, runs, true, Duration::ZERO, Race::WIDE)?;
     Ok(scored(op, size, strategies, &samples, |v| {
         lower_quartile(v.to_vec())
     }))
@@ -155,7 +150,11 @@ pub(super) fn alone(
     }))
 }
 
-/// Each kernel's samples (GB/s by round) for [`hot`] and [`alone`],
+/// Each kernel's samples (GB/s by round) for [`hot`] and [`alone`]: hot,
+/// each call followed by [`read_once`] of its destination where
+/// `consumed`, over `runs` interleaved runs, each moving [`HOT_BYTES`]
+/// (in [`MAX_REPS`] calls at most) and lasting at least `min_run` (an
+/// untimed probe run of each kernel, the fastest, sets the calls),
 /// dropping kernels that cannot win as `race` says.
 fn hot_samples(
     op: Op,
@@ -324,15 +323,17 @@ mod tests {
     #[test]
     fn hot_and_cold_cells_measure_every_strategy_given() {
         let s = [Strategy::PerPage, Strategy::Portable];
-        for (consumed, min_run) in [
-            (true, Duration::ZERO),
-            (false, Duration::ZERO),
-            (false, Duration::from_millis(1)),
-        ] {
-            let m = hot(Op::Copy, 8192, &s, 1, consumed, min_run).unwrap();
-            assert_eq!(m.gbps.len(), 2);
-            assert!(m.gbps.iter().all(|g| g.1 > 0.0), "{m:?}");
+        for (consumed, min_run) in [(false, Duration::ZERO), (false, Duration::from_millis(1))] {
+            let v = hot_samples(Op::Copy, 8192, &s, 1, consumed, min_run, Race::WIDE).unwrap();
+            assert!(v.len() == 2 && v.iter().all(|x| x.len() == 1 && x[0] > 0.0));
         }
+        let m = hot(Op::Copy, 8192, &s, 1).unwrap();
+        assert_eq!(m.gbps.len(), 2);
+        assert!(m.gbps.iter().all(|g| g.1 > 0.0), "{m:?}");
+        // Alone, against the choice: the choice scores 1.
+        let m = alone(Op::Clear, 8192, &s, 2, Strategy::Portable).unwrap();
+        assert_eq!(m.gbps[1], (Strategy::Portable, 1.0));
+        assert!(m.gbps[0].1 > 0.0, "{m:?}");
         let mut a = ColdArenas::new(Op::Clear, 1 << 20, 0, true).unwrap();
         let m = cold(Op::Clear, Shape::SmallExtents, 1 << 20, &s, 1, &mut a).unwrap();
         assert_eq!((m.size, m.gbps.len()), (1 << 20, 2));

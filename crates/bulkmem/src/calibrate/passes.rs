@@ -3,8 +3,6 @@
 //! differ, then a re-check of each cell's strong candidates, interleaved
 //! anew, so one noisy pass cannot decide a cell.
 
-use std::time::Duration;
-
 use super::progress::{cost, Tick, Tracker, DISPUTE_COST, RECHECK_COST, TIE_COST};
 use super::{
     break_tie, candidates, choose, disputed as disputed_by, levelled, measure, recheck,
@@ -334,14 +332,7 @@ impl Row<'_> {
             (self.step)(Tick::Cell(label, weight * cost(shape, size)));
             let s = strategies(size);
             let m = if shape == Shape::Single {
-                measure::hot(
-                    op,
-                    size,
-                    &s,
-                    self.ladder.runs_for(shape, size),
-                    true,
-                    Duration::ZERO,
-                )?
+                measure::hot(op, size, &s, self.ladder.runs_for(shape, size))?
             } else {
                 if self.arenas.as_ref().is_none_or(|a| a.0 < size) {
                     // Grown with the ladder, so a row that levels off

@@ -27,9 +27,10 @@
 //!    makes a size slower than the kernel's own loop.
 //! 4. Single-call candidates that tie over both passes ([`ties`]: within
 //!    [`KEEP`], or [`NEAR_TOP`] where both leave the destination in the
-//!    cache; a quick calibration's cells up to [`QUICK_TIES`](super::QUICK_TIES) only) are
-//!    measured alone, with nothing reading the destination, and a clear
-//!    winner there takes the cell ([`break_tie`]).
+//!    cache; a quick calibration's cells up to
+//!    [`QUICK_TIES`](super::QUICK_TIES) only) are measured alone, with
+//!    nothing reading the destination, and a clear winner there takes the
+//!    cell ([`break_tie`]).
 
 use crate::auto::{Cell, Shape};
 use crate::strategy::{Op, Strategy};
@@ -355,10 +356,11 @@ fn allocates(op: Op, size: usize, s: Strategy) -> bool {
 /// that score is not below [`TIE_FLOOR`]. A third pass outvotes one dip:
 /// a full tune's first pass put a hot 2 MiB clear by `avx2` at 0.65x of
 /// `rep stosq` once read, and `rep stosq` then ran at 0.88-0.91x of
-/// `avx2` in `bench clear` (Zen 3 VM). Where the choice and a candidate both leave the destination
-/// in the cache (`allocates`), the read after the call costs both the
-/// same, so their whole uses differ only by the calls, which the call
-/// alone measures undiluted: there the average need only reach
+/// `avx2` in `bench clear` (Zen 3 VM). Where the choice and a candidate
+/// both leave the destination in the cache (`allocates`), the read after
+/// the call costs both the same, so their whole uses differ only by the
+/// calls, which the call alone measures undiluted: there the average
+/// need only reach
 /// [`NEAR_TOP`], the pass-to-pass noise of a near-top kernel. (A quick
 /// tune's 4 KiB copy kept `rep movsb`, whose whole use averaged 0.936x
 /// of `avx2`'s over the two passes, and ran at 0.67-0.79x of `avx2` alone,

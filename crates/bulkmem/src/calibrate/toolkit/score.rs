@@ -47,9 +47,10 @@ impl Race {
     };
 }
 
-/// As [`interleave`](super::interleave) without a warm-up, in [`Order::Rotated`] rounds, but
-/// a calibration spends its rounds on the cells that can still win
-/// (higher is better): after each round from `race.after` on, every cell
+/// As [`interleave`](super::interleave) without a warm-up, in
+/// [`Order::Rotated`] rounds, but a calibration spends its rounds on the
+/// cells that can still win (higher is better): after each round from
+/// `race.after` on, every cell
 /// whose best sample is below `race.bar` x the worst sample of the leader
 /// (the best lower quartile) stops being measured, keeping the samples
 /// it has; once one cell is left, the rounds end (nothing is left to

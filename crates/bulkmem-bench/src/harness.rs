@@ -6,8 +6,8 @@
 //! ones `bulkmem tune` uses.
 
 use bulkmem::calibrate::toolkit;
-pub use bulkmem::calibrate::toolkit::Order;
 pub use bulkmem::calibrate::toolkit::{cpu_time, gbps, pattern as fill_pattern, POISON};
+pub use bulkmem::calibrate::toolkit::{Order, Piece};
 
 use bulkmem_report::stats::Stats;
 
@@ -42,6 +42,22 @@ pub fn interleave_in(
     measure: impl FnMut(usize) -> Result<f64, String>,
 ) -> Result<Vec<Stats>, String> {
     let samples = toolkit::interleave(cells, rounds.runs, rounds.warmup, order, measure)?;
+    Ok(samples.iter().map(|s| Stats::or_zero(s)).collect())
+}
+
+/// As [`interleave`], each cell's run cut into `slices` pieces that take
+/// turns with the other cells' pieces within a round
+/// (`bulkmem::calibrate::toolkit::interleave_sliced`): `piece(i)` runs one
+/// piece of cell `i`; a round's sample is its pieces' bytes over their
+/// time (GB/s).
+pub fn interleave_sliced(
+    cells: usize,
+    rounds: Rounds,
+    slices: usize,
+    piece: impl FnMut(usize) -> Result<Piece, String>,
+) -> Result<Vec<Stats>, String> {
+    let samples =
+        toolkit::interleave_sliced(cells, rounds.runs, rounds.warmup, slices, None, piece)?;
     Ok(samples.iter().map(|s| Stats::or_zero(s)).collect())
 }
 

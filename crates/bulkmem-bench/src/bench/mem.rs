@@ -2,7 +2,9 @@
 //! cache-cold, the way seeds 000 and 004 measure them.
 //!
 //! * hot: the same source and destination on every call, repeated until a
-//!   run has moved at least [`HOT_BYTES`] and lasted [`Plan::min_run`].
+//!   run has moved at least [`HOT_BYTES`] and lasted [`Plan::min_run`],
+//!   timed in pieces that take turns with the other rows' (docs/design.md,
+//!   "Slices").
 //! * consume: as hot, each call followed by one read of its whole
 //!   destination, timed together: what a program that reads what it
 //!   copied pays (docs/design.md, "The whole use").
@@ -131,8 +133,9 @@ pub fn groups(plan: &Plan) -> usize {
 
 /// Runs the plan; rows come out in (regime, size, strategy) order.
 ///
-/// Within a (regime, size) group the strategies take turns run by run, so a
-/// noisy neighbour slows all of them alike and the ratios stay honest.
+/// Within a (regime, size) group the strategies take turns (hot runs piece
+/// by piece), so a noisy neighbour slows all of them alike and the ratios
+/// stay honest.
 pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
     let of = groups(plan);
     let mut done = 0;

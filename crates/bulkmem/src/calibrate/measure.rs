@@ -16,7 +16,8 @@
 //!   total, an eviction pass before each run, every strategy through the
 //!   library's batch call, as `auto` runs it.
 //!
-//! Strategies take turns run by run, so a noisy neighbour slows all of them
+//! Strategies take turns run by run (hot runs piece by piece,
+//! [`toolkit::interleave_sliced`]), so a noisy neighbour slows all of them
 //! alike; every strategy is verified once per cell from a poisoned
 //! destination, so a broken kernel cannot report a fast number. Each
 //! strategy's figure is its lower quartile over the runs
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant};
 use super::choose::Measured;
 use super::toolkit::{
     self, first_wrong, gbps, lower_quartile, paired_ratio, pattern, poison, read_once, scattered,
-    scattered_pairs, ColdArenas, Race, FULL_CHECK, POISON,
+    scattered_pairs, ColdArenas, Piece, Race, FULL_CHECK, POISON,
 };
 use crate::auto::Shape;
 use crate::calls::{clear_batch_with, copy_batch_with};
@@ -154,8 +155,9 @@ pub(super) fn alone(
 /// each call followed by [`read_once`] of its destination where
 /// `consumed`, over `runs` interleaved runs, each moving [`HOT_BYTES`]
 /// (in [`MAX_REPS`] calls at most) and lasting at least `min_run` (an
-/// untimed probe run of each kernel, the fastest, sets the calls),
-/// dropping kernels that cannot win as `race` says.
+/// untimed probe run of each kernel, the fastest, sets the calls), cut
+/// into pieces that take turns ([`toolkit::slices`]: each piece after its
+/// untimed calls), dropping kernels that cannot win as `race` says.
 fn hot_samples(
     op: Op,
     size: usize,
@@ -184,7 +186,7 @@ fn hot_samples(
     };
     let sparse = size > FULL_CHECK;
     let mut reps = (HOT_BYTES / size.max(1)).clamp(1, MAX_REPS);
-    // Untimed calls before each run (toolkit::warm_calls) where the timed
+    // Untimed calls before each piece (toolkit::warm_calls) where the timed
     // ones repeat or the cache's edge is near; a single call of a large
     // cell finds the buffers as the last run left them, which is what a
     // warm-up would make.
@@ -207,10 +209,12 @@ fn hot_samples(
             .unwrap_or_default();
         reps = toolkit::reps_lasting(reps, probe, min_run);
     }
+    let slices = toolkit::slices(reps, warm);
+    let per = reps.div_ceil(slices);
     let mut unchecked = vec![true; kernels.len()];
-    let samples = toolkit::interleave_pruned(kernels.len(), runs, race, |i| {
+    let samples = toolkit::interleave_sliced(kernels.len(), runs, 0, slices, Some(race), |i| {
         let k = &kernels[i];
-        // Each kernel's first run is also its check (see `checked`).
+        // Each kernel's first piece is also its check (see `checked`).
         let first = std::mem::take(&mut unchecked[i]);
         if first {
             poison(dst.as_mut_slice(), sparse);
@@ -219,10 +223,10 @@ fn hot_samples(
             call_and_read(k, dst.as_mut_slice(), src.as_slice());
         }
         let t = Instant::now();
-        for _ in 0..reps {
+        for _ in 0..per {
             call_and_read(k, dst.as_mut_slice(), src.as_slice());
         }
-        let rate = gbps(reps * size, t.elapsed());
+        let time = t.elapsed();
         if first {
             checked(
                 op,
@@ -233,7 +237,10 @@ fn hot_samples(
                 sparse,
             )?;
         }
-        Ok::<_, Error>(rate)
+        Ok::<_, Error>(Piece {
+            bytes: per * size,
+            time,
+        })
     })?;
     Ok(samples)
 }

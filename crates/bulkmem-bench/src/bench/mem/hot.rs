@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use bulkmem::calibrate::toolkit::{poison, reps_lasting, warm_calls, FULL_CHECK};
+use bulkmem::calibrate::toolkit::{poison, reps_lasting, slices, warm_calls, FULL_CHECK};
 use bulkmem::mapping::Mapping;
 use bulkmem::{Op, Strategy};
 
@@ -12,7 +12,7 @@ use super::{place, row, timed, verify, After, Plan, Regime};
 use crate::arena;
 use crate::bench::exec::{cells, Exec};
 use crate::bench::pipe_sink::PipeSink;
-use crate::harness::{fill_pattern, gbps, interleave, POISON};
+use crate::harness::{fill_pattern, interleave_sliced, Piece, POISON};
 use crate::report::Row;
 
 /// One thread's hot buffers of one size, and where its destination goes
@@ -114,7 +114,7 @@ pub(super) fn hot_group(
             )?;
         }
     }
-    // One run of `exec`: untimed calls first (`toolkit::warm_calls`: one,
+    // One run (or piece) of `exec`: untimed calls first (`toolkit::warm_calls`: one,
     // or four near the cache's edge), so the caches hold what this
     // strategy leaves behind, not what the previous cell did (at 32 MiB a
     // clear after a temporal loop's dirty lines measured 0.75x of the same
@@ -148,8 +148,20 @@ pub(super) fn hot_group(
         }
         reps = reps_lasting(reps, fastest, plan.min_run);
     }
-    let stats = interleave(execs.len(), plan.rounds, |i| {
-        Ok(gbps(reps * size * plan.threads, run(execs[i], reps)?))
+    // A run in pieces that take turns with the other rows' (the
+    // library's `toolkit::slices`), so rows see the same spells of a
+    // shared machine; a multi-threaded piece would pay its threads'
+    // start and join each time, so those runs stay whole.
+    let slices = match plan.threads {
+        1 => slices(reps, warm_calls(size)),
+        _ => 1,
+    };
+    let per = reps.div_ceil(slices);
+    let stats = interleave_sliced(execs.len(), plan.rounds, slices, |i| {
+        Ok(Piece {
+            bytes: per * size * plan.threads,
+            time: run(execs[i], per)?,
+        })
     })?;
     Ok((0..execs.len())
         .map(|i| {

@@ -45,6 +45,28 @@ impl Race {
         bar: 0.85,
         after: 2,
     };
+
+    /// After timed round `round` (from 0), takes out of `racing` every
+    /// cell that can no longer win; false once, from round `after` on,
+    /// fewer than two race on.
+    pub(super) fn prune(self, round: usize, samples: &[Vec<f64>], racing: &mut [bool]) -> bool {
+        if round + 1 < self.after {
+            return true;
+        }
+        let lo = |s: &Vec<f64>| s.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = |s: &Vec<f64>| s.iter().copied().fold(0.0, f64::max);
+        let lq = |i: usize| lower_quartile(samples[i].clone());
+        let leader = (0..samples.len())
+            .filter(|&i| racing[i])
+            .max_by(|&a, &b| lq(a).total_cmp(&lq(b)));
+        if let Some(l) = leader {
+            let bar = self.bar * lo(&samples[l]);
+            for (r, s) in racing.iter_mut().zip(samples) {
+                *r = *r && hi(s) >= bar;
+            }
+        }
+        racing.iter().filter(|&&r| r).count() >= 2
+    }
 }
 
 /// As [`interleave`](super::interleave) without a warm-up, in
@@ -63,27 +85,13 @@ pub fn interleave_pruned<E>(
 ) -> Result<Vec<Vec<f64>>, E> {
     let mut samples = vec![Vec::with_capacity(runs); cells];
     let mut racing = vec![true; cells];
-    let lo = |s: &Vec<f64>| s.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = |s: &Vec<f64>| s.iter().copied().fold(0.0, f64::max);
     for round in 0..runs {
         let racers = (0..cells).filter(|&i| racing[i]).collect();
         for i in visit(Order::Rotated, round, racers) {
             let x = measure(i)?;
             samples[i].push(x);
         }
-        if round + 1 < race.after {
-            continue;
-        }
-        let leader = (0..cells).filter(|&i| racing[i]).max_by(|&a, &b| {
-            lower_quartile(samples[a].clone()).total_cmp(&lower_quartile(samples[b].clone()))
-        });
-        if let Some(l) = leader {
-            let bar = race.bar * lo(&samples[l]);
-            for (r, s) in racing.iter_mut().zip(&samples) {
-                *r = *r && hi(s) >= bar;
-            }
-        }
-        if racing.iter().filter(|&&r| r).count() < 2 {
+        if !race.prune(round, &samples, &mut racing) {
             break;
         }
     }

@@ -167,6 +167,33 @@ pub fn candidates(c: &Cell, rules: Strategy, tie_follows: bool) -> Vec<Strategy>
     v
 }
 
+/// The strategies the first pass put within [`NEAR_TOP`] of the top in
+/// both `below` and `above`, the cells either side of one in its row. A
+/// re-check of a small single call (up to
+/// [`DISPUTES_UPTO`](super::DISPUTES_UPTO)) measures them too: a
+/// kernel's speed does not fall away at one size and come back at the
+/// next, but one run of a pass can (a stall too short to be told from
+/// the kernel, [`STALLED`](super::toolkit::STALLED), or a run in two
+/// pieces), and the first round's race then drops the kernel for the
+/// rest of the pass. Two full tunes of ten put `avx2` at 0.39x and
+/// 0.48x of the best once read, in a hot 2 MiB and a 64 KiB clear, while
+/// it led both neighbours; left out of the re-check, it could not win the
+/// cell back, and `rep stos*` ran there at 0.87-0.89x of `avx2` in
+/// `bench clear` (Zen 3 VM). Measured again near the top, it makes the
+/// passes disagree ([`disputed`]), and a third pass decides.
+pub fn steady_near_top(below: &Cell, above: &Cell) -> Vec<Strategy> {
+    let near = |c: &Cell, s: Strategy| {
+        let top = c.gbps.iter().map(|g| g.1).fold(0.0, f64::max);
+        get(&c.gbps, s).is_some_and(|x| x >= NEAR_TOP * top)
+    };
+    below
+        .gbps
+        .iter()
+        .map(|g| g.0)
+        .filter(|&s| near(below, s) && near(above, s))
+        .collect()
+}
+
 /// What a third pass measures for cell `c` after its re-check (`again`;
 /// `first`: the first pass's choice, `c.choice` the re-check's), `per-page`
 /// first, or nothing where the passes agree. Every size disputes a swap
@@ -725,6 +752,53 @@ mod tests {
             &m(4096, &[(Avx2, 50.0), (Avx512, 49.0)])
         ));
         assert_eq!(c.choice, Avx2);
+    }
+
+    #[test]
+    fn kernels_near_the_top_on_both_sides_are_steady() {
+        // A full tune's hot 1, 2 and 4 MiB clears once read (Zen 3 VM):
+        // avx2 led both neighbours, and one dip put it at 0.39x between.
+        let cells = choose(
+            &[
+                m(
+                    1 << 20,
+                    &[
+                        (PerPage, 21.2),
+                        (RepStosb, 24.1),
+                        (Avx2, 24.2),
+                        (Avx2Nt, 9.3),
+                    ],
+                ),
+                m(
+                    2 << 20,
+                    &[
+                        (PerPage, 21.7),
+                        (RepStosb, 25.3),
+                        (Avx2, 9.7),
+                        (Avx2Nt, 10.2),
+                    ],
+                ),
+                m(
+                    4 << 20,
+                    &[
+                        (PerPage, 22.9),
+                        (RepStosb, 26.5),
+                        (Avx2, 26.0),
+                        (Avx2Nt, 9.1),
+                    ],
+                ),
+            ],
+            NONE,
+        );
+        assert_eq!(steady_near_top(&cells[0], &cells[2]), vec![RepStosb, Avx2]);
+        let c = &cells[1];
+        let picked = candidates(c, RepStosq, true);
+        assert!(
+            !picked.contains(&Avx2),
+            "the first pass alone leaves it out"
+        );
+        // Near the top on one side only is not steady.
+        assert_eq!(steady_near_top(&cells[0], &cells[1]), vec![RepStosb]);
     }
 
     #[test]

@@ -43,8 +43,8 @@ use crate::error::Error;
 use crate::strategy::{Hint, Op, Strategy};
 
 pub use choose::{
-    break_tie, candidates, choose, disputed, recheck, settle_dispute, ties, Measured, Prior, KEEP,
-    NEAR_TOP, TIE_FLOOR,
+    break_tie, candidates, choose, disputed, recheck, settle_dispute, steady_near_top, ties,
+    Measured, Prior, KEEP, NEAR_TOP, TIE_FLOOR,
 };
 pub use ladder::{
     ladder, ladder_top, memory_cap, Ladder, FULL_RUNS, QUICK_TOP_FLOOR, SMALL_CELL, TOP_FLOOR,

@@ -6,7 +6,7 @@
 use super::progress::{cost, Tick, Tracker, DISPUTE_COST, RECHECK_COST, TIE_COST};
 use super::{
     break_tie, candidates, choose, disputed as disputed_by, levelled, measure, recheck,
-    rules_choice, settle_dispute, ties, toolkit, Ladder, Measured, Step,
+    rules_choice, settle_dispute, steady_near_top, ties, toolkit, Ladder, Measured, Step,
 };
 use crate::auto::{Cell, Identity, Profile, Shape, FORMAT};
 use crate::error::Error;
@@ -170,13 +170,26 @@ impl Row<'_> {
     fn recheck(&mut self, cells: &mut [Cell], sizes: &[usize]) -> Result<Passes, Error> {
         let (op, shape) = (self.op, self.shape);
         let ties_upto = self.ties_upto();
+        let small = |size| shape == Shape::Single && size <= DISPUTES_UPTO;
         let again = self.measure(
             sizes,
             &|size| {
-                cells.iter().find(|c| c.size == size).map_or_else(
-                    || vec![Strategy::PerPage],
-                    |c| candidates(c, rules_choice(op, shape, size), size <= ties_upto),
-                )
+                let Some(i) = cells.iter().position(|c| c.size == size) else {
+                    return vec![Strategy::PerPage];
+                };
+                let mut v = candidates(&cells[i], rules_choice(op, shape, size), size <= ties_upto);
+                if let (true, Some(below), Some(above)) = (
+                    small(size),
+                    i.checked_sub(1).map(|b| &cells[b]),
+                    cells.get(i + 1),
+                ) {
+                    for s in steady_near_top(below, above) {
+                        if !v.contains(&s) {
+                            v.push(s);
+                        }
+                    }
+                }
+                v
             },
             None,
             RECHECK_COST,
@@ -192,7 +205,6 @@ impl Row<'_> {
         // decides the lower-of-two there. Larger temporal swaps differ by
         // a few percent, and settling those too (4-15 a tune) made a
         // quick tune 7% slower.
-        let small = |size| shape == Shape::Single && size <= DISPUTES_UPTO;
         let mut disputed: Vec<(usize, Vec<Strategy>)> = Vec::new();
         for (c, &f) in cells.iter_mut().zip(&first) {
             let Some(a) = again.iter().find(|m| m.size == c.size) else {

@@ -16,7 +16,7 @@ use crate::strategy::Op;
 mod score;
 mod sliced;
 pub use score::{interleave_pruned, lower_quartile, paired_ratio, Race, OUT_OF_RACE};
-pub use sliced::{interleave_sliced, slices, Piece, MAX_SLICES};
+pub use sliced::{interleave_sliced, slices, Piece, MAX_SLICES, STALLED};
 
 /// What destinations hold before a kernel is verified, so one that writes
 /// nothing cannot pass.

@@ -37,9 +37,10 @@ impl Race {
     /// kernels is clearly fastest alone: after two rounds, one whose best
     /// is below 0.85x the leader's worst is out. Runs of one kernel in
     /// the same round of `bench` (`auto` and the row of the kernel it
-    /// ran, 24 cells of about 500 rounds) were 0.85x apart or more in
-    /// 4.5-26% of rounds by cell (median 9%), but below 0.85x in two
-    /// rounds running in 0.3% (at most 2%; Zen 3 VM). A 4 KiB copy's
+    /// ran, 24 cells of about 500 rounds, timed whole before
+    /// [`interleave_sliced`](super::interleave_sliced)) were 0.85x apart
+    /// or more in 4.5-26% of rounds by cell (median 9%), but below 0.85x
+    /// in two rounds running in 0.3% (at most 2%; Zen 3 VM). A 4 KiB copy's
     /// `rep movsb`, 0.72x of `avx2` alone, then stops after two rounds.
     pub const TIE_BREAK: Race = Race {
         bar: 0.85,

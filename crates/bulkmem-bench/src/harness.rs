@@ -41,8 +41,7 @@ pub fn interleave_in(
     rounds: Rounds,
     measure: impl FnMut(usize) -> Result<f64, String>,
 ) -> Result<Vec<Stats>, String> {
-    let samples = toolkit::interleave(cells, rounds.runs, rounds.warmup, order, measure)?;
-    Ok(samples.iter().map(|s| Stats::or_zero(s)).collect())
+    toolkit::interleave(cells, rounds.runs, rounds.warmup, order, measure).map(stats)
 }
 
 /// As [`interleave`], each cell's run cut into `slices` pieces that take
@@ -56,9 +55,12 @@ pub fn interleave_sliced(
     slices: usize,
     piece: impl FnMut(usize) -> Result<Piece, String>,
 ) -> Result<Vec<Stats>, String> {
-    let samples =
-        toolkit::interleave_sliced(cells, rounds.runs, rounds.warmup, slices, None, piece)?;
-    Ok(samples.iter().map(|s| Stats::or_zero(s)).collect())
+    toolkit::interleave_sliced(cells, rounds.runs, rounds.warmup, slices, None, piece).map(stats)
+}
+
+/// Each cell's samples as the tables show them.
+fn stats(samples: Vec<Vec<f64>>) -> Vec<Stats> {
+    samples.iter().map(|s| Stats::or_zero(s)).collect()
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ pub const SCHEMA: u32 = 1;
 /// A label the benches write from their constants (op, regime, page...).
 /// An alias so that serde does not take `&'static str` for text borrowed
 /// from the document (the `'de: 'static` a file's text cannot give):
-/// documents are read back through [`interned`].
+/// documents are read back through `interned` (below).
 pub type Label = &'static str;
 
 /// One measured cell. Field names are the JSON contract. `Default` is for

@@ -83,6 +83,7 @@ pub fn tables_over(
         };
         let mut header = vec!["strategy".to_string()];
         header.extend(sizes.iter().map(|&s| fmt_size(s)));
+        let mut within_noise = 0;
         let mut t = Table::new(
             format!(
                 "{op}, {regime} ({how}{threads}): GB/s median±stdev of {} runs; x = over {baseline}",
@@ -126,14 +127,24 @@ pub fn tables_over(
                 cells.extend(sizes.iter().map(|&s| {
                     let of_size: Vec<&Row> =
                         cell_rows.iter().copied().filter(|r| r.size == s).collect();
-                    auto_over_best(&of_size)
-                        .map_or("-".to_string(), |(x, best)| format!("{x:.2}x {best}"))
+                    auto_over_best(&of_size).map_or("-".to_string(), |b| {
+                        let level = b.ratio < 1.0 && !b.told_apart;
+                        within_noise += usize::from(level);
+                        let mark = if level { "~" } else { "" };
+                        format!("{mark}{:.2}x {}", b.ratio, b.best)
+                    })
                 }));
                 t.row(cells);
             }
         }
         t.notes
             .extend(noise_note(cell_rows.iter().map(|r| &r.gbps)));
+        if within_noise > 0 {
+            t.notes.push(format!(
+                "~ on auto/best ({within_noise}): auto measured below that row, but this run did not tell them apart (paired t-test of the rounds' ratios, {:.0}%)",
+                LEVEL_ALPHA * 100.0
+            ));
+        }
         out.push(t);
     }
     if let (false, Some(last)) = (rows.iter().any(|r| r.strategy == baseline), out.last_mut()) {
@@ -150,31 +161,72 @@ pub fn tables_over(
     out
 }
 
+/// `auto` against the best of one cell's other rows: see [`auto_over_best`].
+struct AutoOverBest<'r> {
+    /// How close the choice came to the best this run measured.
+    ratio: f64,
+    /// That row's name.
+    best: &'r str,
+    /// Whether this run's rounds tell auto and that row apart
+    /// ([`told_apart`]); without paired samples, never.
+    told_apart: bool,
+}
+
+/// Two-sided level of [`told_apart`]'s test.
+const LEVEL_ALPHA: f64 = 0.05;
+
 /// `auto` over the best of one cell's other rows (those that ran what
 /// they name: every strategy, and other libraries' rows, but not
-/// `checked`), and that row's name: how close the choice came to the best
-/// this run measured. The best row is the one with the best median; the
-/// ratio is the median, over the rounds, of auto's sample over that row's
-/// sample of the same round (the bench interleaves its cells, one sample
-/// of each per round), so a slow or fast spell of the machine that spans
-/// a round cancels out instead of landing on one row's median. Rows
-/// without paired samples (another run's JSON) divide their medians.
-fn auto_over_best<'r>(cell: &[&'r Row]) -> Option<(f64, &'r str)> {
+/// `checked`). The best row is the one with the best median; the ratio is
+/// the median, over the rounds, of auto's sample over that row's sample of
+/// the same round (the bench interleaves its cells, one sample of each per
+/// round), so a slow or fast spell of the machine that spans a round
+/// cancels out instead of landing on one row's median. Rows without
+/// paired samples (another run's JSON) divide their medians.
+fn auto_over_best<'r>(cell: &[&'r Row]) -> Option<AutoOverBest<'r>> {
     let auto = cell.iter().find(|r| r.strategy == "auto")?;
     let best = cell
         .iter()
         .filter(|r| r.strategy != "auto" && r.strategy != "checked" && r.chose == r.strategy)
         .max_by(|a, b| a.gbps.median.total_cmp(&b.gbps.median))?;
     let (a, b) = (&auto.gbps.samples, &best.gbps.samples);
-    let paired = (a.len() == b.len() && !a.is_empty() && b.iter().all(|&x| x > 0.0))
-        .then(|| Stats::of(&a.iter().zip(b).map(|(x, y)| x / y).collect::<Vec<_>>()))
-        .flatten();
-    let ratio = match paired {
+    let ratios: Option<Vec<f64>> = (a.len() == b.len() && !a.is_empty())
+        .then(|| a.iter().zip(b).map(|(x, y)| x / y).collect::<Vec<_>>())
+        .filter(|r| r.iter().all(|x| x.is_finite() && *x > 0.0));
+    let ratio = match ratios.as_deref().and_then(Stats::of) {
         Some(p) => p.median,
         None if best.gbps.median > 0.0 => auto.gbps.median / best.gbps.median,
         None => return None,
     };
-    Some((ratio, best.strategy.as_str()))
+    Some(AutoOverBest {
+        ratio,
+        best: best.strategy.as_str(),
+        told_apart: ratios.is_some_and(|r| told_apart(&r)),
+    })
+}
+
+/// Whether `ratios` (auto over a row, one per round) say the two differ:
+/// Student's t-test of their logs' mean against 0, two-sided at
+/// [`LEVEL_ALPHA`]. On a shared machine a DRAM-bound cell's rounds spread
+/// +-10% or more (one `memcpy` of 256 MiB ran at 7-14 GB/s back to back on
+/// the Zen 3 VM), so a few percent between two rows there is often this
+/// run's noise, not the kernels'; a hot cell's rounds spread 1-2%, where
+/// the same few percent is told apart. The best row is the best of
+/// several, so a level pair leans against auto: the test is a reading
+/// aid, not a verdict on the choice.
+fn told_apart(ratios: &[f64]) -> bool {
+    let n = ratios.len();
+    if n < 2 {
+        return false;
+    }
+    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / n as f64;
+    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    if var == 0.0 {
+        return mean != 0.0;
+    }
+    let t = mean / (var / n as f64).sqrt();
+    crate::compare::t_two_sided(t, (n - 1) as f64) <= LEVEL_ALPHA
 }
 
 /// How [`pivot`] lays rows out: which table row and column a result goes
@@ -359,13 +411,56 @@ mod tests {
             with("auto", &[6.0, 9.0, 9.6]),
         ];
         let cell: Vec<&Row> = rows.iter().collect();
-        let (x, best) = auto_over_best(&cell).unwrap();
-        assert_eq!(best, "avx2-nt");
-        assert!((x - 0.96).abs() < 1e-9, "{x}");
+        let b = auto_over_best(&cell).unwrap();
+        assert_eq!(b.best, "avx2-nt");
+        assert!((b.ratio - 0.96).abs() < 1e-9, "{}", b.ratio);
+        // Rounds from 0.6 to 1.5: not told apart.
+        assert!(!b.told_apart);
         // Unequal sample counts (rows of two runs) divide the medians.
         let rows = [with("avx2-nt", &[10.0, 6.0, 10.0]), with("auto", &[9.0])];
         let cell: Vec<&Row> = rows.iter().collect();
-        assert!((auto_over_best(&cell).unwrap().0 - 0.9).abs() < 1e-9);
+        let b = auto_over_best(&cell).unwrap();
+        assert!((b.ratio - 0.9).abs() < 1e-9 && !b.told_apart);
+    }
+
+    #[test]
+    fn auto_below_the_best_within_the_runs_noise_is_marked() {
+        let with = |strategy: &str, size: usize, samples: &[f64]| Row {
+            gbps: Stats::or_zero(samples),
+            ..r(strategy, "hot", size, 0.0)
+        };
+        let best = [10.0, 12.0, 9.0, 11.0, 10.0, 13.0, 10.0];
+        // 4K: 0.93x in every round, told apart. 2M: 0.93x in the median
+        // round, but rounds from 0.80x to 1.10x. 32M: auto ahead.
+        let steady: Vec<f64> = best.iter().map(|b| b * 0.93).collect();
+        let swinging: Vec<f64> = [0.80, 1.10, 0.93, 0.85, 1.02, 0.93, 0.95]
+            .iter()
+            .zip(best)
+            .map(|(r, b)| r * b)
+            .collect();
+        let ahead: Vec<f64> = best.iter().map(|b| b * 1.02).collect();
+        let mut rows = Vec::new();
+        for (size, auto) in [(4096, &steady), (2 << 20, &swinging), (32 << 20, &ahead)] {
+            rows.push(with("avx2", size, &best));
+            rows.push(with("auto", size, auto));
+        }
+        let of = |size: usize| {
+            let cell: Vec<&Row> = rows.iter().filter(|r| r.size == size).collect();
+            let b = auto_over_best(&cell).unwrap();
+            (format!("{:.2}", b.ratio), b.told_apart)
+        };
+        assert_eq!(of(4096), ("0.93".into(), true));
+        assert_eq!(of(2 << 20), ("0.93".into(), false));
+        assert_eq!(of(32 << 20), ("1.02".into(), true));
+        let t = text(&tables_over(&rows, &[], "avx2", "tuned"));
+        let line = t.lines().find(|l| l.contains("auto/best")).unwrap();
+        assert!(line.contains(" 0.93x avx2"), "{line}");
+        assert!(line.contains("~0.93x avx2"), "{line}");
+        assert!(line.contains(" 1.02x avx2"), "{line}");
+        assert!(t.contains("~ on auto/best (1): auto measured below"), "{t}");
+        // A run whose auto/best cells are all told apart says nothing.
+        let t = text(&tables_over(&rows[..2], &[], "avx2", "tuned"));
+        assert!(!t.contains("~ on auto/best"), "{t}");
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub struct MemArgs {
     /// What `auto` is told about the destination: auto, reuse or stream.
     #[arg(long, default_value = "auto", value_parser = parse_hint)]
     hint: Hint,
-    /// Bytes per cold run (at least the largest size).
+    /// Bytes per cold batch (at least the largest size; a run times two).
     #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "256M")]
     total: usize,
     /// CPUs to pin the measuring threads to, numactl syntax (0-3,8); the
@@ -130,7 +130,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     let max_size = a.sizes.iter().copied().max().unwrap_or(0);
     if a.total < max_size {
         eprintln!(
-            "bulkmem: note: --total {} is below the largest size; cold runs use {}",
+            "bulkmem: note: --total {} is below the largest size; cold batches use {}",
             fmt_size(a.total),
             fmt_size(max_size)
         );

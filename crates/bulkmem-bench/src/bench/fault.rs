@@ -158,7 +158,7 @@ pub struct FaultArgs {
     regime: Regimes,
     #[command(flatten)]
     measure: Measure,
-    /// Bytes per cold run (at least the largest size).
+    /// Bytes per cold batch (at least the largest size; a run times two).
     #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "256M")]
     total: usize,
     /// Source size of the poisoned-page demonstration.

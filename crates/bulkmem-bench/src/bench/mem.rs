@@ -94,7 +94,7 @@ pub struct Plan {
     pub hint: Hint,
     pub threads: usize,
     pub rounds: Rounds,
-    /// Bytes per cold run.
+    /// Bytes per cold batch.
     pub total: usize,
     /// NUMA nodes to place the sources and destinations on (DRAM0 ->
     /// DRAM1 or CXL rows); `None` leaves them where they faulted in.

@@ -46,20 +46,20 @@ pub fn tables_over(
         let most = cell_rows.iter().map(per_run).max().unwrap_or(0);
         let calls: Vec<&str> = cell_rows.iter().filter_map(|r| r.calls).collect();
         let batched = if calls.iter().all(|&c| c == "batch") {
-            ", every row one batch call per run"
+            ", every row one call a batch"
         } else if calls.contains(&"batch") {
-            ", [batch] rows one batch call per run, the others a call per extent"
+            ", [batch] rows one call a batch, the others a call per extent"
         } else {
             ""
         };
         let mixed = calls.contains(&"batch") && calls.contains(&"each");
         let how = match regime {
             "cold" if least == most => format!(
-                "{} per run in shuffled extents, cache evicted{batched}",
+                "{} batches of shuffled extents, cache evicted before each{batched}",
                 fmt_size(least)
             ),
             "cold" => format!(
-                "{}-{} per run in shuffled extents, cache evicted{batched}",
+                "{}-{} batches of shuffled extents, cache evicted before each{batched}",
                 fmt_size(least),
                 fmt_size(most)
             ),
@@ -479,7 +479,7 @@ mod tests {
         assert!(t.contains("no ratios: this run has no `avx512` row"), "{t}");
         // Every row batched: said once in the title, no row marked.
         let t = text(&tables_over(&over_libc("batch"), &[], "libc", "built-in"));
-        assert!(t.contains("every row one batch call per run"), "{t}");
+        assert!(t.contains("every row one call a batch"), "{t}");
         assert!(!t.contains("[batch]"), "{t}");
     }
 

@@ -16,7 +16,9 @@ use crate::strategy::Op;
 mod score;
 mod sliced;
 pub use score::{interleave_pruned, lower_quartile, paired_ratio, Race, OUT_OF_RACE};
-pub use sliced::{interleave_sliced, slices, Piece, MAX_SLICES, STALLED};
+pub use sliced::{
+    bench_pieces, interleave_sliced, slices, Piece, BENCH_PIECES, MAX_SLICES, STALLED,
+};
 
 /// What destinations hold before a kernel is verified, so one that writes
 /// nothing cannot pass.

@@ -1,13 +1,16 @@
 //! The cold regime of `bench copy|clear`: distinct extents scattered over
 //! arenas many times the LLC, made cold before each run; `auto` gets a
-//! run's extents as one batch, named strategies as the plan says.
+//! run's extents as one batch, named strategies as the plan says. Each
+//! row's batch runs twice a round, cooled before each.
 
-use bulkmem::calibrate::toolkit::{poison, scattered, scattered_pairs, ColdArenas, FULL_CHECK};
+use bulkmem::calibrate::toolkit::{
+    bench_pieces, poison, scattered, scattered_pairs, ColdArenas, FULL_CHECK,
+};
 use bulkmem::{Op, Strategy};
 
 use super::{row, timed, verify, Plan, Regime};
 use crate::bench::exec::{cells, Exec};
-use crate::harness::{gbps, interleave};
+use crate::harness::{interleave_sliced, Piece};
 use crate::report::Row;
 
 /// The threads' extents in about the order a run touched them (the
@@ -32,6 +35,13 @@ pub(super) fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result
     let cells = cells(plan, &batch, true)?;
     let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();
     let mut chose: Vec<Option<Strategy>> = vec![None; execs.len()];
+    // Each row's batch runs at two points of every round, cooled before
+    // each (`toolkit::bench_pieces`: DRAM's speed drifts over a round);
+    // multi-threaded runs stay whole, as hot ones do.
+    let pieces = match plan.threads {
+        1 => bench_pieces(1, plan.min_run),
+        _ => 1,
+    };
     let stats = match plan.op {
         Op::Copy => {
             let mut ops = scattered_pairs(a.dst.as_mut_slice(), a.src.as_slice(), size, count);
@@ -47,13 +57,13 @@ pub(super) fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result
                 }
             }
             let mut parts: Vec<&mut [(&mut [u8], &[u8])]> = ops.chunks_mut(per_thread).collect();
-            interleave(execs.len(), plan.rounds, |i| {
+            interleave_sliced(execs.len(), plan.rounds, pieces, |i| {
                 let touched = in_touch_order(&parts, per_thread);
                 cooler.cool(2 * total, touched.flat_map(|(d, s)| [&**d, *s]));
-                let t = timed(&mut parts, &plan.cpus, |part| {
+                let time = timed(&mut parts, &plan.cpus, |part| {
                     execs[i].copy_batch(part);
                 });
-                Ok(gbps(total, t))
+                Ok(Piece { bytes: total, time })
             })?
         }
         Op::Clear => {
@@ -70,12 +80,12 @@ pub(super) fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result
                 }
             }
             let mut parts: Vec<&mut [&mut [u8]]> = ops.chunks_mut(per_thread).collect();
-            interleave(execs.len(), plan.rounds, |i| {
+            interleave_sliced(execs.len(), plan.rounds, pieces, |i| {
                 cooler.cool(total, in_touch_order(&parts, per_thread).map(|d| &**d));
-                let t = timed(&mut parts, &plan.cpus, |part| {
+                let time = timed(&mut parts, &plan.cpus, |part| {
                     execs[i].clear_batch(part);
                 });
-                Ok(gbps(total, t))
+                Ok(Piece { bytes: total, time })
             })?
         }
     };

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use bulkmem::calibrate::toolkit::{poison, reps_lasting, slices, warm_calls, FULL_CHECK};
+use bulkmem::calibrate::toolkit::{
+    bench_pieces, poison, reps_lasting, slices, warm_calls, FULL_CHECK,
+};
 use bulkmem::mapping::Mapping;
 use bulkmem::{Op, Strategy};
 
@@ -150,10 +152,11 @@ pub(super) fn hot_group(
     }
     // A run in pieces that take turns with the other rows' (the
     // library's `toolkit::slices`), so rows see the same spells of a
-    // shared machine; a multi-threaded piece would pay its threads'
-    // start and join each time, so those runs stay whole.
+    // shared machine, and two at least (`toolkit::bench_pieces`: a
+    // DRAM-bound call drifts over a round). A multi-threaded piece would
+    // pay its threads' start and join each time, so those runs stay whole.
     let slices = match plan.threads {
-        1 => slices(reps, warm_calls(size)),
+        1 => bench_pieces(slices(reps, warm_calls(size)), plan.min_run),
         _ => 1,
     };
     let per = reps.div_ceil(slices);

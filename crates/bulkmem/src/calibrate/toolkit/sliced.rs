@@ -1,5 +1,7 @@
-//! Hot runs cut into pieces that take turns with the other cells' pieces
-//! within a round (docs/design.md, "Slices").
+//! Runs in pieces that take turns with the other cells' pieces within a
+//! round (docs/design.md, "Slices"): hot runs cut into pieces, and a
+//! bench's long calls and cold batches repeated at two points of the
+//! round ([`BENCH_PIECES`]).
 //!
 //! On the shared 2-vCPU VMs a kernel's speed drifts by a third within tens
 //! of milliseconds: a hot 4 KiB `memset` in L1, timed in 1 ms pieces for
@@ -30,6 +32,35 @@ pub const MAX_SLICES: usize = 20;
 pub fn slices(reps: usize, warm: usize) -> usize {
     (reps / (4 * warm.max(1))).clamp(1, MAX_SLICES)
 }
+
+/// The pieces a bench run is taken in: `slices` ([`slices`]), or, for a
+/// bench's runs of at least `min_run` (not the tests' runs of fixed
+/// length, zero), never fewer than [`BENCH_PIECES`].
+pub fn bench_pieces(slices: usize, min_run: Duration) -> usize {
+    if min_run.is_zero() {
+        slices
+    } else {
+        slices.max(BENCH_PIECES)
+    }
+}
+
+/// The fewest pieces of a bench run: every row is timed at two points of
+/// each round, each piece after its own warm-up (or, cold, cooling), also
+/// where one call or batch fills a run (a DRAM-bound copy of 256 MiB and
+/// up, every cold batch of 256 MiB) or where [`slices`] keeps a run whole
+/// for its warm-up's sake (a hot 32 MiB cell). A DRAM-bound call's speed
+/// on a shared host drifts over hundreds of milliseconds: back-to-back
+/// 256 MiB `memcpy`s on the Zen 3 VM ran at 10.9 GB/s +-10%, correlated
+/// 0.64 with the next call and 0.28 with the eighth, so a row's one call a
+/// round was one point of that drift, several rows' calls away from the
+/// row it was paired with. Laid over 2,000 such calls, eight rows of one
+/// kernel in seven rounds put the paired median of two rows under 0.95x
+/// in 11% of the cells with one call a run, 5% with two calls at two
+/// points of the round, 4% with three; the best of seven level rows over
+/// the eighth, under 0.95x in 24%, 8% and 4%. The tune keeps its own
+/// pieces (`slices`): its time is budgeted, and it scores and re-checks
+/// instead.
+pub const BENCH_PIECES: usize = 2;
 
 /// What one piece of a run did: the bytes it moved and the time it took.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -201,5 +232,15 @@ mod tests {
         assert_eq!(slices(8, 4), 1);
         assert_eq!(slices(1, 0), 1);
         assert_eq!(slices(0, 1), 1);
+    }
+
+    #[test]
+    fn bench_runs_are_taken_at_two_points_of_the_round_at_least() {
+        let ms = Duration::from_millis;
+        assert_eq!(bench_pieces(1, ms(10)), BENCH_PIECES);
+        assert_eq!(bench_pieces(12, ms(10)), 12);
+        // Runs of a fixed length (tests) keep what `slices` gave.
+        assert_eq!(bench_pieces(1, Duration::ZERO), 1);
+        assert_eq!(bench_pieces(12, Duration::ZERO), 12);
     }
 }

@@ -69,6 +69,22 @@ impl Stats {
     }
 }
 
+/// P(|T| >= |t|) for Student's t with `df` (fractional) degrees of freedom:
+/// I_x(df/2, 1/2) with x = df / (df + t²), by statrs' regularized
+/// incomplete beta.
+pub fn t_two_sided(t: f64, df: f64) -> f64 {
+    if t.is_nan() || df.is_nan() || df <= 0.0 {
+        return 1.0;
+    }
+    if t.is_infinite() {
+        return 0.0;
+    }
+    // Beyond 1e12 df the tail is the normal's to far more digits than a
+    // verdict needs, and x would round to 1.
+    let (t2, df) = (t * t, df.min(1e12));
+    statrs::function::beta::beta_reg(df / 2.0, 0.5, df / (df + t2))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

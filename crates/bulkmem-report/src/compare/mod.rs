@@ -23,7 +23,6 @@ mod tests;
 
 pub use judge::{fails, outcome, FailOn, Outcome};
 pub use render::{percent, render};
-pub(crate) use significance::t_two_sided;
 
 use crate::report::{Document, Row, SCHEMA};
 use crate::size::fmt_size;

@@ -13,6 +13,8 @@
 //!   drift between the runs is estimated from the cells themselves (see
 //!   [`drift`]) and added to each cell's variance.
 
+use crate::stats::t_two_sided;
+
 /// Family-wise error rate of one comparison: the chance that two runs of
 /// the same build get any cell called faster or slower.
 pub const ALPHA: f64 = 0.05;
@@ -201,22 +203,6 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
         adjusted[i] = running;
     }
     adjusted
-}
-
-/// P(|T| >= |t|) for Student's t with `df` (fractional) degrees of freedom:
-/// I_x(df/2, 1/2) with x = df / (df + t²), by statrs' regularized
-/// incomplete beta.
-pub fn t_two_sided(t: f64, df: f64) -> f64 {
-    if t.is_nan() || df.is_nan() || df <= 0.0 {
-        return 1.0;
-    }
-    if t.is_infinite() {
-        return 0.0;
-    }
-    // Beyond 1e12 df the tail is the normal's to far more digits than a
-    // verdict needs, and x would round to 1.
-    let (t2, df) = (t * t, df.min(1e12));
-    statrs::function::beta::beta_reg(df / 2.0, 0.5, df / (df + t2))
 }
 
 #[cfg(test)]

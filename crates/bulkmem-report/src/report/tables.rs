@@ -226,7 +226,7 @@ fn told_apart(ratios: &[f64]) -> bool {
         return mean != 0.0;
     }
     let t = mean / (var / n as f64).sqrt();
-    crate::compare::t_two_sided(t, (n - 1) as f64) <= LEVEL_ALPHA
+    crate::stats::t_two_sided(t, (n - 1) as f64) <= LEVEL_ALPHA
 }
 
 /// How [`pivot`] lays rows out: which table row and column a result goes

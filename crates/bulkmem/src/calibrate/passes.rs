@@ -62,7 +62,7 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
             row.add_cells(&mids, &all, &mut measured)?;
             let mut chosen = choose(&measured, &rules_choice);
             let sizes: Vec<usize> = measured.iter().map(|m| m.size).collect();
-            let mut again = row.recheck(&mut chosen, &sizes)?;
+            let mut again = row.recheck(&mut chosen, &sizes, &[])?;
             // The re-check can make far neighbours differ where the first
             // pass had them agree: those crossovers are measured too, as
             // new cells with a re-check of their own (a quick ladder's
@@ -76,7 +76,7 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
                     .into_iter()
                     .filter(|c| late.contains(&c.size))
                     .collect();
-                let more = row.recheck(&mut fresh, &late)?;
+                let more = row.recheck(&mut fresh, &late, &chosen)?;
                 again.again.extend(more.again);
                 again.third.extend(more.third);
                 chosen.extend(fresh);
@@ -116,6 +116,25 @@ fn crossovers(row: &[Cell]) -> Vec<usize> {
         })
         .filter(|&m| row.iter().all(|c| c.size != m))
         .collect()
+}
+
+/// The cells next in size below and above `size`, among `cells` and
+/// `around`: what [`steady_near_top`] compares a re-checked cell with. A
+/// late crossover cell (one or two a quick tune on the Zen 3 VM: 128 B
+/// copies, 512 B clears) is re-checked in a list of its own, where the
+/// cells beside it were other crossovers sizes apart, or none, so the
+/// kernel leading on both sides went unmeasured in its re-check whenever
+/// its first pass had dipped.
+fn neighbours<'c>(
+    size: usize,
+    cells: &'c [Cell],
+    around: &'c [Cell],
+) -> (Option<&'c Cell>, Option<&'c Cell>) {
+    let all = || cells.iter().chain(around);
+    (
+        all().filter(|c| c.size < size).max_by_key(|c| c.size),
+        all().filter(|c| c.size > size).min_by_key(|c| c.size),
+    )
 }
 
 /// A row's re-check: the second pass of its cells, and the third of
@@ -165,9 +184,16 @@ impl Row<'_> {
     /// 32 MiB copy went from `avx2-nt` (the first pass's and the rules'
     /// choice) to `rep movsq` on one re-check, and ran at 0.67-0.80x of
     /// `avx2-nt` in `bench copy` (Zen 3 VM); single calls up to
-    /// [`DISPUTES_UPTO`] get one wherever the passes disagree. Returns the
-    /// re-check's figures and the third passes'.
-    fn recheck(&mut self, cells: &mut [Cell], sizes: &[usize]) -> Result<Passes, Error> {
+    /// [`DISPUTES_UPTO`] get one wherever the passes disagree. `around`:
+    /// the row's cells already settled, the neighbours of late crossover
+    /// cells ([`neighbours`]). Returns the re-check's figures and the
+    /// third passes'.
+    fn recheck(
+        &mut self,
+        cells: &mut [Cell],
+        sizes: &[usize],
+        around: &[Cell],
+    ) -> Result<Passes, Error> {
         let (op, shape) = (self.op, self.shape);
         let ties_upto = self.ties_upto();
         let small = |size| shape == Shape::Single && size <= DISPUTES_UPTO;
@@ -178,11 +204,9 @@ impl Row<'_> {
                     return vec![Strategy::PerPage];
                 };
                 let mut v = candidates(&cells[i], rules_choice(op, shape, size), size <= ties_upto);
-                if let (true, Some(below), Some(above)) = (
-                    small(size),
-                    i.checked_sub(1).map(|b| &cells[b]),
-                    cells.get(i + 1),
-                ) {
+                if let (true, (Some(below), Some(above))) =
+                    (small(size), neighbours(size, cells, around))
+                {
                     for s in steady_near_top(below, above) {
                         if !v.contains(&s) {
                             v.push(s);
@@ -406,6 +430,34 @@ mod tests {
             cell(1024 * m, Strategy::Libc),   // differs, 8x: 2^(27+30)/2 -> 512 MiB (rounded)
         ];
         assert_eq!(crossovers(&row), vec![8 * m, 32 * m, 512 * m]);
+    }
+
+    #[test]
+    fn a_late_cell_is_compared_with_the_cells_next_in_size() {
+        let cell = |size: usize| Cell {
+            op: Op::Clear,
+            shape: Shape::Single,
+            size,
+            winner: Strategy::Avx2,
+            runner_up: None,
+            margin: 1.0,
+            choice: Strategy::Avx2,
+            gbps: vec![(Strategy::Avx2, 1.0)],
+        };
+        let settled = [cell(256), cell(1024), cell(4096)];
+        let late = [cell(512), cell(2048)];
+        let sizes = |n: (Option<&Cell>, Option<&Cell>)| (n.0.map(|c| c.size), n.1.map(|c| c.size));
+        // Within the late list alone, 512's only neighbour is 2048.
+        assert_eq!(sizes(neighbours(512, &late, &[])), (None, Some(2048)));
+        assert_eq!(
+            sizes(neighbours(512, &late, &settled)),
+            (Some(256), Some(1024))
+        );
+        assert_eq!(
+            sizes(neighbours(2048, &late, &settled)),
+            (Some(1024), Some(4096))
+        );
+        assert_eq!(sizes(neighbours(4096, &settled, &[])), (Some(1024), None));
     }
 
     #[test]

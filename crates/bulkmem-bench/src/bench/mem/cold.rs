@@ -1,5 +1,5 @@
 //! The cold regime of `bench copy|clear`: distinct extents scattered over
-//! arenas many times the LLC, made cold before each run; `auto` gets a
+//! arenas many times the LLC, made cold before each batch; `auto` gets a
 //! run's extents as one batch, named strategies as the plan says. Each
 //! row's batch runs twice a round, cooled before each.
 

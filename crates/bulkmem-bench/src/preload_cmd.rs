@@ -140,7 +140,7 @@ fn python() -> Option<&'static PathBuf> {
     .as_ref()
 }
 
-/// Progress units of [`bench`]: one child process each.
+/// Progress units of [`bench()`]: one child process each.
 pub fn units(runs: usize) -> usize {
     (3 + usize::from(python().is_some())) * runs * 2
 }

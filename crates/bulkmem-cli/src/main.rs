@@ -51,7 +51,7 @@ enum Cmd {
     /// Measure primitives (the five kernel patch threads' experiments).
     Bench {
         #[command(subcommand)]
-        what: bench::BenchCmd,
+        what: Box<bench::BenchCmd>,
     },
     /// Compare two `bench --json` documents cell by cell: B/A and whether
     /// the change is real (Welch's t-test, Holm-corrected over the cells,
@@ -117,7 +117,7 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         None => bench::copy::default_report(quiet, cli.json.as_deref()),
         Some(Cmd::Info(a)) => info::cmd(a),
-        Some(Cmd::Bench { what }) => bench::cmd(what, quiet),
+        Some(Cmd::Bench { what }) => bench::cmd(*what, quiet),
         // An input that cannot be read is a usage error (exit 2), like an
         // output that cannot be written; what the files hold is compare's.
         Some(Cmd::Compare(a)) => {

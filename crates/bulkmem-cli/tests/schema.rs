@@ -75,6 +75,9 @@ fn copy_documents_follow_the_schema_and_carry_provenance() {
             "per-page,auto",
             "--runs",
             "2",
+            // Every cell measured again: auto is never 100x per-page.
+            "--remeasure-below",
+            "100",
         ],
     );
     assert_valid(&doc, "bench copy");
@@ -100,6 +103,19 @@ fn copy_documents_follow_the_schema_and_carry_provenance() {
     for r in rows {
         assert_eq!(r["gbps"]["samples"].as_array().unwrap().len(), 2, "{r}");
     }
+    let auto = rows.iter().find(|r| r["strategy"] == "auto").unwrap();
+    let again = &auto["remeasured"];
+    assert_eq!(again["runs"], 2, "{auto}");
+    let names: Vec<&Value> = again["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["strategy"])
+        .collect();
+    assert_eq!(names, ["auto", "per-page"], "{auto}");
+    assert!(rows
+        .iter()
+        .all(|r| r["strategy"] == "auto" || r.get("remeasured").is_none()));
 }
 
 #[test]

@@ -10,8 +10,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::stats::Stats;
 
+mod auto_best;
 mod tables;
 
+pub use auto_best::{to_remeasure, Remeasure, AHEAD_MOST};
 pub use tables::{by_strategy, pivot, summary, tables_over, Pivot};
 
 /// The version of docs/bench-schema.json the documents follow. The rules for
@@ -90,6 +92,30 @@ pub struct Row {
         skip_serializing_if = "Option::is_none"
     )]
     pub migrated: Option<MigrateCell>,
+    /// `auto` rows of `bench copy|clear` whose cell the run measured again
+    /// ([`to_remeasure`]): auto and the rows it trailed, in rounds of
+    /// their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remeasured: Option<Remeasured>,
+}
+
+/// A cell measured again: `auto` and the rows this run put it furthest
+/// behind, in rounds of their own, where the run's best row is not also
+/// picked by the noise it is measured with (docs/design.md, "auto/best").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Remeasured {
+    /// Timed rounds.
+    pub runs: usize,
+    /// `auto`, then the rows ahead of it, each with its GB/s of those
+    /// rounds (samples in round order).
+    pub rows: Vec<RemeasuredRow>,
+}
+
+/// One row of a [`Remeasured`] cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RemeasuredRow {
+    pub strategy: String,
+    pub gbps: Stats,
 }
 
 /// The extra columns of a `bench migrate` row.

@@ -34,10 +34,12 @@ use crate::harness::Rounds;
 use crate::report::Row;
 use bulkmem_report::stats::Stats;
 
+mod again;
 mod args;
 mod cold;
 mod hot;
 
+pub use again::remeasure;
 pub use args::{needs, parse_regimes, Regimes};
 use cold::cold_group;
 use hot::{hot_group, HotBufs};

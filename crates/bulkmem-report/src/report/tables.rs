@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
+use super::auto_best::{auto_over_best, LEVEL_ALPHA};
 use super::Row;
 use crate::size::fmt_size;
-use crate::stats::Stats;
 use crate::table::{cell, noise_note, Table};
 
 /// One table per (op, regime): a row per strategy, a column per size, each
@@ -84,6 +84,7 @@ pub fn tables_over(
         let mut header = vec!["strategy".to_string()];
         header.extend(sizes.iter().map(|&s| fmt_size(s)));
         let mut within_noise = 0;
+        let mut firsts: Vec<String> = Vec::new();
         let mut t = Table::new(
             format!(
                 "{op}, {regime} ({how}{threads}): GB/s median±stdev of {} runs; x = over {baseline}",
@@ -131,7 +132,14 @@ pub fn tables_over(
                         let level = b.ratio < 1.0 && !b.told_apart;
                         within_noise += usize::from(level);
                         let mark = if level { "~" } else { "" };
-                        format!("{mark}{:.2}x {}", b.ratio, b.best)
+                        let again = match b.first {
+                            Some((x, row)) => {
+                                firsts.push(format!("{} {x:.2}x {row}", fmt_size(s)));
+                                "*"
+                            }
+                            None => "",
+                        };
+                        format!("{mark}{:.2}x {}{again}", b.ratio, b.best)
                     })
                 }));
                 t.row(cells);
@@ -143,6 +151,17 @@ pub fn tables_over(
             t.notes.push(format!(
                 "~ on auto/best ({within_noise}): auto measured below that row, but this run did not tell them apart (paired t-test of the rounds' ratios, {:.0}%)",
                 LEVEL_ALPHA * 100.0
+            ));
+        }
+        if !firsts.is_empty() {
+            let runs = cell_rows
+                .iter()
+                .find_map(|r| r.remeasured.as_ref())
+                .map_or(0, |a| a.runs);
+            t.notes.push(format!(
+                "* on auto/best ({}): measured again, in {runs} rounds of auto and the rows ahead of it alone, as this run's best row is picked by the noise it is measured with; this run's own figure: {}",
+                firsts.len(),
+                firsts.join(", ")
             ));
         }
         out.push(t);
@@ -159,74 +178,6 @@ pub fn tables_over(
         ));
     }
     out
-}
-
-/// `auto` against the best of one cell's other rows: see [`auto_over_best`].
-struct AutoOverBest<'r> {
-    /// How close the choice came to the best this run measured.
-    ratio: f64,
-    /// That row's name.
-    best: &'r str,
-    /// Whether this run's rounds tell auto and that row apart
-    /// ([`told_apart`]); without paired samples, never.
-    told_apart: bool,
-}
-
-/// Two-sided level of [`told_apart`]'s test.
-const LEVEL_ALPHA: f64 = 0.05;
-
-/// `auto` over the best of one cell's other rows (those that ran what
-/// they name: every strategy, and other libraries' rows, but not
-/// `checked`). The best row is the one with the best median; the ratio is
-/// the median, over the rounds, of auto's sample over that row's sample of
-/// the same round (the bench interleaves its cells, one sample of each per
-/// round), so a slow or fast spell of the machine that spans a round
-/// cancels out instead of landing on one row's median. Rows without
-/// paired samples (another run's JSON) divide their medians.
-fn auto_over_best<'r>(cell: &[&'r Row]) -> Option<AutoOverBest<'r>> {
-    let auto = cell.iter().find(|r| r.strategy == "auto")?;
-    let best = cell
-        .iter()
-        .filter(|r| r.strategy != "auto" && r.strategy != "checked" && r.chose == r.strategy)
-        .max_by(|a, b| a.gbps.median.total_cmp(&b.gbps.median))?;
-    let (a, b) = (&auto.gbps.samples, &best.gbps.samples);
-    let ratios: Option<Vec<f64>> = (a.len() == b.len() && !a.is_empty())
-        .then(|| a.iter().zip(b).map(|(x, y)| x / y).collect::<Vec<_>>())
-        .filter(|r| r.iter().all(|x| x.is_finite() && *x > 0.0));
-    let ratio = match ratios.as_deref().and_then(Stats::of) {
-        Some(p) => p.median,
-        None if best.gbps.median > 0.0 => auto.gbps.median / best.gbps.median,
-        None => return None,
-    };
-    Some(AutoOverBest {
-        ratio,
-        best: best.strategy.as_str(),
-        told_apart: ratios.is_some_and(|r| told_apart(&r)),
-    })
-}
-
-/// Whether `ratios` (auto over a row, one per round) say the two differ:
-/// Student's t-test of their logs' mean against 0, two-sided at
-/// [`LEVEL_ALPHA`]. On a shared machine a DRAM-bound cell's rounds spread
-/// +-10% or more (one `memcpy` of 256 MiB ran at 7-14 GB/s back to back on
-/// the Zen 3 VM), so a few percent between two rows there is often this
-/// run's noise, not the kernels'; a hot cell's rounds spread 1-2%, where
-/// the same few percent is told apart. The best row is the best of
-/// several, so a level pair leans against auto: the test is a reading
-/// aid, not a verdict on the choice.
-fn told_apart(ratios: &[f64]) -> bool {
-    let n = ratios.len();
-    if n < 2 {
-        return false;
-    }
-    let logs: Vec<f64> = ratios.iter().map(|r| r.ln()).collect();
-    let mean = logs.iter().sum::<f64>() / n as f64;
-    let var = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    if var == 0.0 {
-        return mean != 0.0;
-    }
-    let t = mean / (var / n as f64).sqrt();
-    crate::stats::t_two_sided(t, (n - 1) as f64) <= LEVEL_ALPHA
 }
 
 /// How [`pivot`] lays rows out: which table row and column a result goes
@@ -369,7 +320,9 @@ pub fn summary(rows: &[Row]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{over_libc, r, sample};
+    use super::super::{Remeasured, RemeasuredRow};
     use super::*;
+    use crate::stats::Stats;
     use crate::table::text;
 
     #[test]
@@ -398,32 +351,6 @@ mod tests {
     }
 
     #[test]
-    fn auto_over_best_pairs_the_samples_of_each_round() {
-        let with = |strategy: &str, samples: &[f64]| Row {
-            gbps: Stats::or_zero(samples),
-            ..r(strategy, "cold", 4096, 0.0)
-        };
-        // avx2-nt's median (10.0) is best; by medians auto is 0.90x, but
-        // round by round auto ran 0.6, 1.5 and 0.96 of it: 0.96x.
-        let rows = [
-            with("avx2-nt", &[10.0, 6.0, 10.0]),
-            with("per-page", &[5.0, 5.0, 5.0]),
-            with("auto", &[6.0, 9.0, 9.6]),
-        ];
-        let cell: Vec<&Row> = rows.iter().collect();
-        let b = auto_over_best(&cell).unwrap();
-        assert_eq!(b.best, "avx2-nt");
-        assert!((b.ratio - 0.96).abs() < 1e-9, "{}", b.ratio);
-        // Rounds from 0.6 to 1.5: not told apart.
-        assert!(!b.told_apart);
-        // Unequal sample counts (rows of two runs) divide the medians.
-        let rows = [with("avx2-nt", &[10.0, 6.0, 10.0]), with("auto", &[9.0])];
-        let cell: Vec<&Row> = rows.iter().collect();
-        let b = auto_over_best(&cell).unwrap();
-        assert!((b.ratio - 0.9).abs() < 1e-9 && !b.told_apart);
-    }
-
-    #[test]
     fn auto_below_the_best_within_the_runs_noise_is_marked() {
         let with = |strategy: &str, size: usize, samples: &[f64]| Row {
             gbps: Stats::or_zero(samples),
@@ -444,14 +371,6 @@ mod tests {
             rows.push(with("avx2", size, &best));
             rows.push(with("auto", size, auto));
         }
-        let of = |size: usize| {
-            let cell: Vec<&Row> = rows.iter().filter(|r| r.size == size).collect();
-            let b = auto_over_best(&cell).unwrap();
-            (format!("{:.2}", b.ratio), b.told_apart)
-        };
-        assert_eq!(of(4096), ("0.93".into(), true));
-        assert_eq!(of(2 << 20), ("0.93".into(), false));
-        assert_eq!(of(32 << 20), ("1.02".into(), true));
         let t = text(&tables_over(&rows, &[], "avx2", "tuned"));
         let line = t.lines().find(|l| l.contains("auto/best")).unwrap();
         assert!(line.contains(" 0.93x avx2"), "{line}");
@@ -461,6 +380,31 @@ mod tests {
         // A run whose auto/best cells are all told apart says nothing.
         let t = text(&tables_over(&rows[..2], &[], "avx2", "tuned"));
         assert!(!t.contains("~ on auto/best"), "{t}");
+        assert!(!t.contains("* on auto/best"), "{t}");
+        // 4K measured again: its own rounds' figure, marked, the run's in
+        // the note.
+        rows[1].remeasured = Some(Remeasured {
+            runs: 2,
+            rows: vec![
+                RemeasuredRow {
+                    strategy: "auto".into(),
+                    gbps: Stats::or_zero(&[9.9, 10.1]),
+                },
+                RemeasuredRow {
+                    strategy: "avx2".into(),
+                    gbps: Stats::or_zero(&[10.0, 10.0]),
+                },
+            ],
+        });
+        let t = text(&tables_over(&rows, &[], "avx2", "tuned"));
+        let line = t.lines().find(|l| l.contains("auto/best")).unwrap();
+        assert!(line.contains(" 1.00x avx2*"), "{line}");
+        assert!(!line.contains(" 0.93x avx2 "), "{line}");
+        assert!(
+            t.contains("* on auto/best (1): measured again") && t.contains("in 2 rounds"),
+            "{t}"
+        );
+        assert!(t.contains("own figure: 4K 0.93x avx2"), "{t}");
     }
 
     #[test]

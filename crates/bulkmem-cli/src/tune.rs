@@ -30,6 +30,13 @@ pub struct TuneArgs {
     /// Runs per cell, scored by their lower quartile [default: 7, or 3 with --quick].
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
     runs: Option<u32>,
+    /// Also write every pass of every cell to FILE, a line each: seconds
+    /// since the start, the pass (first, re-check, decide, tie-break) and
+    /// cell, then each strategy's GB/s (a tie-break's: its speed over the
+    /// cell's choice), so a choice can be read back to the passes that
+    /// made it (the profile keeps only the first pass's).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
 /// `BULKMEM_PROFILE` as this process sees it.
@@ -65,6 +72,9 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
             .ok_or_else(|| usage("no place for the profile: give --out FILE (HOME is not set)"))?;
         (p, "the default profile path")
     };
+    if let Some(t) = &a.trace {
+        bulkmem_bench::preflight::writable("--trace", t).map_err(usage)?;
+    }
     calibrate::check_writable(&path).map_err(|e| {
         usage(format!(
             "{origin}: cannot write the profile {}: {e}",
@@ -83,7 +93,12 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
     let started = std::time::Instant::now();
     let ladder = calibrate::ladder_here(&opts).map_err(|e| runtime(e.to_string()))?;
     let pb = progress_bar(quiet, ladder.units());
+    let mut trace = String::new();
     let profile = calibrate::measure_ladder(&ladder, &mut |s| {
+        if let Some(m) = s.measured {
+            trace += &trace_line(started.elapsed(), s.label, m);
+            return;
+        }
         pb.set_length(s.of as u64);
         pb.set_position(s.done as u64);
         pb.set_message(match s.left {
@@ -94,6 +109,12 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
         });
     });
     pb.finish_and_clear();
+    if let Some(t) = &a.trace {
+        // Written whether or not the calibration finished: a trace is
+        // what explains a failed or odd one.
+        bulkmem_report::write_file::write_file(t, trace.as_bytes())
+            .map_err(|e| runtime(format!("cannot write --trace {}: {e}", t.display())))?;
+    }
     let profile = profile.map_err(|e| runtime(e.to_string()))?;
     calibrate::write_profile(&path, &profile)
         .map_err(|e| runtime(format!("cannot write the profile {}: {e}", path.display())))?;
@@ -118,6 +139,31 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
     bulkmem_bench::out::print(&text)
 }
 
+/// One line of `--trace`: when (seconds since the start), which pass of
+/// which cell (`first`, `re-check`, `decide`, `tie-break`), and each
+/// strategy's figure as the profile writes them (`name=GB/s`; a
+/// tie-break's over the choice), tab-separated.
+fn trace_line(
+    at: std::time::Duration,
+    label: &str,
+    figures: &[(bulkmem::Strategy, f64)],
+) -> String {
+    let pass = ["re-check ", "decide ", "tie-break "]
+        .iter()
+        .find(|p| label.starts_with(*p))
+        .map_or("first", |p| p.trim_end());
+    let cell = label.strip_prefix(pass).unwrap_or(label).trim_start();
+    let figures: Vec<String> = figures
+        .iter()
+        .map(|(s, g)| format!("{}={g:.2}", s.name()))
+        .collect();
+    format!(
+        "{:.3}\t{pass}\t{cell}\t{}\n",
+        at.as_secs_f64(),
+        figures.join(" ")
+    )
+}
+
 /// Whether `auto` will read what was written, and if not, why.
 fn follow_note(path: &Path, id: &Identity) -> String {
     if path == auto::system_profile_path(id) {
@@ -136,5 +182,30 @@ fn follow_note(path: &Path, id: &Identity) -> String {
             path.display()
         ),
         _ => "auto follows it from the next process on (`bulkmem info` shows it)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bulkmem::Strategy;
+
+    #[test]
+    fn a_trace_line_names_the_pass_the_cell_and_each_figure() {
+        let at = std::time::Duration::from_millis(1500);
+        let f = [(Strategy::Libc, 12.345), (Strategy::Avx2, 3.0)];
+        assert_eq!(
+            trace_line(at, "copy single 4K", &f),
+            "1.500\tfirst\tcopy single 4K\tlibc=12.35 avx2=3.00\n"
+        );
+        assert_eq!(
+            trace_line(at, "re-check clear batch-2M 64M", &f[..1]),
+            "1.500\tre-check\tclear batch-2M 64M\tlibc=12.35\n"
+        );
+        assert!(trace_line(at, "tie-break copy single 64", &f)
+            .contains("\ttie-break\tcopy single 64\t"));
+        assert!(
+            trace_line(at, "decide copy single 32M", &f).contains("\tdecide\tcopy single 32M\t")
+        );
     }
 }

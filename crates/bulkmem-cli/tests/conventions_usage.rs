@@ -165,6 +165,10 @@ fn every_output_path_is_checked_before_measuring() {
         "--plot /proc/x.svg: ",
     );
     refused(&["tune", "--out", "/proc/version"], "--out: ");
+    refused(
+        &["tune", "--trace", "/nonexistent/dir/trace.tsv"],
+        "--trace /nonexistent/dir/trace.tsv: the directory /nonexistent/dir does not exist",
+    );
     refused(&["generate", "man", "--dir", "/proc"], "--dir /proc");
 
     // An existing file is checked without being truncated.

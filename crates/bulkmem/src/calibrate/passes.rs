@@ -311,15 +311,13 @@ impl Row<'_> {
         for (i, strategies) in tied {
             let size = cells[i].size;
             let cost = self.tie_cost(size);
-            (self.step)(Tick::Cell(
-                format!(
-                    "tie-break {} {} {}",
-                    self.op,
-                    self.shape.name(),
-                    crate::units::format_bytes(size)
-                ),
-                cost,
-            ));
+            let label = format!(
+                "tie-break {} {} {}",
+                self.op,
+                self.shape.name(),
+                crate::units::format_bytes(size)
+            );
+            (self.step)(Tick::Cell(label.clone(), cost));
             // Tie-breaks run at least MIN_RUN, as `bench` times its hot
             // cells: two kernels a few percent apart alone is what 1-2 ms
             // runs measure worst (docs/design.md, "How to measure"). A
@@ -339,6 +337,7 @@ impl Row<'_> {
             // with seven.
             let runs = self.ladder.runs;
             let alone = measure::alone(self.op, size, &strategies, runs, cells[i].choice)?;
+            (self.step)(Tick::Measured(label, alone.gbps.clone()));
             break_tie(&mut cells[i], &alone);
         }
         Ok(())
@@ -365,7 +364,7 @@ impl Row<'_> {
                 shape.name(),
                 crate::units::format_bytes(size)
             );
-            (self.step)(Tick::Cell(label, weight * cost(shape, size)));
+            (self.step)(Tick::Cell(label.clone(), weight * cost(shape, size)));
             let s = strategies(size);
             let m = if shape == Shape::Single {
                 measure::hot(op, size, &s, self.ladder.runs_for(shape, size))?
@@ -381,6 +380,7 @@ impl Row<'_> {
                 let a = &mut self.arenas.as_mut().expect("just made").1;
                 measure::cold(op, shape, size, &s, self.ladder.runs_for(shape, size), a)?
             };
+            (self.step)(Tick::Measured(label, m.gbps.clone()));
             // Compared with the cell at least 4x smaller: two x2 steps can
             // both lie before a crossover (16 and 32 MiB copies, temporal
             // on the Emerald Rapids VM, where 64 MiB streams).
@@ -478,8 +478,16 @@ mod tests {
             cache: 1 << 20,
         };
         let (mut steps, mut of, mut tie_breaks, mut disputes) = (0, 0, 0, 0);
+        let mut traced: Vec<String> = Vec::new();
         let p = measure_ladder(&l, &mut |s| {
             assert!(s.done <= s.of);
+            if let Some(m) = s.measured {
+                // Each cell reported once measured, under the label it
+                // started with, with a figure for each strategy it ran.
+                assert!(!m.is_empty() && m.iter().all(|g| g.1 > 0.0), "{m:?}");
+                traced.push(s.label.to_string());
+                return;
+            }
             steps += 1;
             of = s.of;
             tie_breaks += usize::from(s.label.starts_with("tie-break copy single"));
@@ -499,6 +507,18 @@ mod tests {
             "{bisected} bisected, {tie_breaks} ties, {disputes} disputes"
         );
         assert!(disputes <= p.cells.len(), "one third pass a cell at most");
+        assert_eq!(traced.len(), of, "every unit measured and reported");
+        for c in &p.cells {
+            let label = format!(
+                "{} {} {}",
+                c.op,
+                c.shape.name(),
+                crate::units::format_bytes(c.size)
+            );
+            assert_eq!(traced.iter().filter(|t| **t == label).count(), 1, "{label}");
+            let again = format!("re-check {label}");
+            assert_eq!(traced.iter().filter(|t| **t == again).count(), 1, "{again}");
+        }
         // Per single row: 16 KiB, then 8 KiB and 32 KiB at most.
         assert!(bisected <= 6, "{bisected} bisected");
         let singles = p.cells.iter().filter(|c| c.shape == Shape::Single).count();

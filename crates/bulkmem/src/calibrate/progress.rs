@@ -8,6 +8,7 @@ use super::ladder::Ladder;
 use super::measure;
 use super::HOT_BYTES;
 use crate::auto::Shape;
+use crate::strategy::Strategy;
 
 /// Where a calibration is, for a progress display.
 #[derive(Clone, Copy, Debug)]
@@ -23,6 +24,14 @@ pub struct Step<'a> {
     /// far took for the bytes they moved (`None` before the first is
     /// done). Rows that level off early shorten it as they do.
     pub left: Option<std::time::Duration>,
+    /// Set on a step that reports the cell `label` just measured rather
+    /// than one starting (`done` has not moved): each strategy's score,
+    /// in measurement order: the lower quartile of its GB/s, or for a
+    /// tie-break its speed alone over the cell's choice, round by round
+    /// (the choice 1.0). The profile keeps only the first
+    /// pass's figures; these are every pass's, for `bulkmem tune
+    /// --trace`, so a choice can be read back to the passes that made it.
+    pub measured: Option<&'a [(Strategy, f64)]>,
 }
 
 /// What a row tells the progress display.
@@ -33,6 +42,8 @@ pub(super) enum Tick {
     Skip(usize, f64),
     /// Crossovers found: these units and this cost are added.
     More(usize, f64),
+    /// A cell was measured: its label and figures ([`Step::measured`]).
+    Measured(String, Vec<(Strategy, f64)>),
 }
 
 /// What one cell costs to measure, for the estimate of the time left: bytes
@@ -112,6 +123,7 @@ impl<'p> Tracker<'p> {
                     of: self.of,
                     label: &label,
                     left,
+                    measured: None,
                 });
                 self.done += 1;
                 self.cost_done += c;
@@ -125,6 +137,13 @@ impl<'p> Tracker<'p> {
                 self.of += units;
                 self.cost_left += c;
             }
+            Tick::Measured(label, figures) => (self.progress)(Step {
+                done: self.done,
+                of: self.of,
+                label: &label,
+                left: None,
+                measured: Some(&figures),
+            }),
         }
     }
 
@@ -135,6 +154,7 @@ impl<'p> Tracker<'p> {
             of: self.of,
             label: "done",
             left: Some(Duration::ZERO),
+            measured: None,
         });
     }
 }

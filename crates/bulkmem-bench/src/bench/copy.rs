@@ -175,10 +175,10 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         foreign,
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
-    let again = report::to_remeasure(&rows, a.remeasure_below).len();
-    if again > 0 {
-        with_progress(quiet, again, |p| {
-            mem::remeasure(&plan, &mut rows, a.remeasure_below, p)
+    let again = report::to_remeasure(&rows, a.remeasure_below);
+    if !again.is_empty() {
+        with_progress(quiet, again.len(), |p| {
+            mem::remeasure(&plan, &mut rows, &again, p)
         })?;
     }
     report::add_speedups_over(&mut rows, baseline);

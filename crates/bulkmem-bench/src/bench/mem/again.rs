@@ -8,20 +8,19 @@
 use bulkmem::Strategy;
 
 use super::{run, Plan, Progress, Regime};
-use crate::report::{to_remeasure, Remeasured, RemeasuredRow, Row};
+use crate::report::{Remeasure, Remeasured, RemeasuredRow, Row};
 use crate::size::fmt_size;
 
-/// Where `auto` measured below `below` x the best of its cell's other
-/// rows ([`to_remeasure`]), measures it and those ahead of it again, as
-/// `plan` measured them, and records that on its row
-/// ([`Row::remeasured`]). `progress` counts the cells measured again.
+/// Measures each of `cells` (from [`to_remeasure`](crate::report::to_remeasure)
+/// over `rows`) again, auto and the rows ahead of it, as `plan` measured
+/// them, and records that on its auto row ([`Row::remeasured`]).
+/// `progress` counts the cells.
 pub fn remeasure(
     plan: &Plan,
     rows: &mut [Row],
-    below: f64,
+    cells: &[Remeasure],
     progress: Progress,
 ) -> Result<(), String> {
-    let cells = to_remeasure(rows, below);
     let of = cells.len();
     for (done, c) in cells.iter().enumerate() {
         progress(

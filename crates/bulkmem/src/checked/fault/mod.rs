@@ -92,6 +92,33 @@ pub fn install() {
     handler::ensure();
 }
 
+/// For a host that keeps SIGSEGV's and SIGBUS's dispositions itself (an
+/// `LD_PRELOAD` interposer that must leave the kernel's actions as the
+/// program set them): from now on bulkmem never installs a handler, and
+/// the host's own handler calls [`resume`] first for every SIGSEGV and
+/// SIGBUS. A checked call that faults while the host has no handler in
+/// front dies of its fault, as an unchecked copy would. [`reinstall`] and
+/// [`chain_to`] then do nothing (`chain_to` refuses), and [`is_installed`]
+/// answers true. For good: there is no way back.
+pub fn host() {
+    handler::host();
+}
+
+/// For a host's SIGSEGV or SIGBUS handler (see [`host`]): whether the
+/// signal is a fault in one of bulkmem's checked routines, in which case
+/// the interrupted context `ctx` now resumes at the routine's fixup and
+/// the handler must return at once. False for anything else (a sent
+/// signal, a fault elsewhere), which is the host's to deal with.
+/// Async-signal-safe: it reads static tables and writes `ctx` only.
+///
+/// # Safety
+/// `info` and `ctx` are the kernel's arguments for a handler of `signal`
+/// (installed with `SA_SIGINFO`, or on x86_64 any handler), or null.
+pub unsafe fn resume(signal: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
+    // SAFETY: forwarded contract.
+    unsafe { handler::resume(signal, info, ctx) }
+}
+
 /// Puts bulkmem's handler back in front of whatever handler the
 /// application installed since for SIGBUS or SIGSEGV, chaining to that one
 /// from now on. Returns whether anything changed. Not meant to race with
@@ -117,7 +144,8 @@ pub fn chain_to(signal: i32, action: &libc::sigaction) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::Config(format!(
-            "fault::chain_to: signal {signal} is not SIGBUS or SIGSEGV"
+            "fault::chain_to: signal {signal} is not SIGBUS or SIGSEGV, or a host keeps \
+             them (fault::host)"
         )))
     }
 }

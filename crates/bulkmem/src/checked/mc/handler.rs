@@ -56,6 +56,16 @@ static PREVIOUS: [Previous; 2] = [Previous::new(), Previous::new()];
 
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 static INSTALL: Mutex<()> = Mutex::new(());
+/// Set by [`host`]: the caller's handler calls [`resume`], and bulkmem
+/// installs nothing.
+static HOSTED: AtomicBool = AtomicBool::new(false);
+
+/// See `fault::host`.
+pub fn host() {
+    let _guard = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+    HOSTED.store(true, Ordering::Release);
+    INSTALLED.store(true, Ordering::Release);
+}
 
 /// The index of `sig` in [`SIGNALS`].
 fn slot(sig: libc::c_int) -> usize {
@@ -74,6 +84,9 @@ pub fn ensure() {
 /// Puts bulkmem's handler back in front of both signals (see
 /// `fault::reinstall`). Returns whether it had to for either.
 pub fn reinstall() -> bool {
+    if HOSTED.load(Ordering::Acquire) {
+        return false;
+    }
     install_slow(true)
 }
 
@@ -93,7 +106,7 @@ fn publish(sig: libc::c_int, act: libc::sigaction) {
 
 /// See `fault::chain_to`; false for a signal other than SIGBUS or SIGSEGV.
 pub fn chain_to(sig: libc::c_int, act: &libc::sigaction) -> bool {
-    if !SIGNALS.contains(&sig) {
+    if !SIGNALS.contains(&sig) || HOSTED.load(Ordering::Acquire) {
         return false;
     }
     let _guard = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
@@ -108,9 +121,10 @@ pub fn chain_to(sig: libc::c_int, act: &libc::sigaction) -> bool {
 /// Whether SIGBUS and SIGSEGV are both currently handled by bulkmem (one
 /// `sigaction` query each).
 pub fn is_installed() -> bool {
-    SIGNALS
-        .iter()
-        .all(|&s| current_disposition(s).sa_sigaction == ours())
+    HOSTED.load(Ordering::Acquire)
+        || SIGNALS
+            .iter()
+            .all(|&s| current_disposition(s).sa_sigaction == ours())
 }
 
 fn current_disposition(sig: libc::c_int) -> libc::sigaction {
@@ -124,7 +138,7 @@ fn current_disposition(sig: libc::c_int) -> libc::sigaction {
 
 fn install_slow(force: bool) -> bool {
     let _guard = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
-    if INSTALLED.load(Ordering::Acquire) && !force {
+    if INSTALLED.load(Ordering::Acquire) && (!force || HOSTED.load(Ordering::Acquire)) {
         return false;
     }
     let mut changed = false;
@@ -170,31 +184,50 @@ fn ours() -> usize {
 const SI_ADDR_LSB_OFFSET: usize = 24;
 
 extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: the kernel passes a valid siginfo and ucontext to an
-    // SA_SIGINFO handler; we only read the siginfo and update the saved
-    // registers of the interrupted context, which sigreturn will load.
+    // SAFETY: the kernel's arguments for this SA_SIGINFO handler.
+    unsafe {
+        if !resume(sig, info, ctx) {
+            chain(sig, info, ctx, (*info).si_code);
+        }
+    }
+}
+
+/// See `fault::resume`: if the fault is a checked routine's, rewrites the
+/// interrupted context to resume at the routine's fixup.
+///
+/// # Safety
+/// The kernel's arguments for a SIGSEGV or SIGBUS handler (`ctx` may be
+/// null: then nothing is ours).
+pub unsafe fn resume(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
+    if info.is_null() || ctx.is_null() || !SIGNALS.contains(&sig) {
+        return false;
+    }
+    // SAFETY: the kernel passes a valid siginfo and ucontext to the
+    // handler; we only read the siginfo and update the saved registers of
+    // the interrupted context, which sigreturn will load.
     unsafe {
         let code = (*info).si_code;
-        if code > 0 && !ctx.is_null() {
-            let uc = ctx.cast::<libc::ucontext_t>();
-            let gregs = &mut (*uc).uc_mcontext.gregs;
-            let rip = gregs[libc::REG_RIP as usize] as usize;
-            if let Some(fix) = super::fixup(rip) {
-                let lsb = if sig == libc::SIGBUS {
-                    info.cast::<u8>()
-                        .add(SI_ADDR_LSB_OFFSET)
-                        .cast::<i16>()
-                        .read() as u16
-                } else {
-                    0
-                };
-                gregs[libc::REG_R10 as usize] = (*info).si_addr() as usize as i64;
-                gregs[libc::REG_R11 as usize] = RawFault::pack(sig, code, lsb) as i64;
-                gregs[libc::REG_RIP as usize] = fix as i64;
-                return;
-            }
+        if code <= 0 {
+            return false;
         }
-        chain(sig, info, ctx, code);
+        let uc = ctx.cast::<libc::ucontext_t>();
+        let gregs = &mut (*uc).uc_mcontext.gregs;
+        let rip = gregs[libc::REG_RIP as usize] as usize;
+        let Some(fix) = super::fixup(rip) else {
+            return false;
+        };
+        let lsb = if sig == libc::SIGBUS {
+            info.cast::<u8>()
+                .add(SI_ADDR_LSB_OFFSET)
+                .cast::<i16>()
+                .read() as u16
+        } else {
+            0
+        };
+        gregs[libc::REG_R10 as usize] = (*info).si_addr() as usize as i64;
+        gregs[libc::REG_R11 as usize] = RawFault::pack(sig, code, lsb) as i64;
+        gregs[libc::REG_RIP as usize] = fix as i64;
+        true
     }
 }
 
@@ -270,17 +303,37 @@ unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_
 /// What the signal would have done without us: terminate (with a core
 /// dump). A fault re-executes the instruction after we return and dies of
 /// it; a sent signal is raised again, and delivered once the handler
-/// returns.
+/// returns. The default is set with the raw system call: an interposed
+/// `sigaction` (an `LD_PRELOAD`'s) could put a handler back in front of
+/// it, and the fault would then loop for ever.
 ///
 /// # Safety
 /// Called from the handler.
 unsafe fn default_action(sig: libc::c_int, code: i32) {
-    // SAFETY: a zeroed sigaction with SIG_DFL is valid; sigaction and raise
-    // are async-signal-safe.
+    /// The kernel's `struct sigaction` on x86_64, with its 8-byte mask.
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
+    }
+    let dfl = KernelSigaction {
+        handler: libc::SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    // SAFETY: rt_sigaction with a valid kernel action and its mask size;
+    // raise is async-signal-safe.
     unsafe {
-        let mut dfl: libc::sigaction = core::mem::zeroed();
-        dfl.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(sig, &dfl, core::ptr::null_mut());
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            &dfl as *const KernelSigaction,
+            core::ptr::null_mut::<KernelSigaction>(),
+            8usize,
+        );
         INSTALLED.store(false, Ordering::Relaxed);
         if code <= 0 {
             libc::raise(sig);

@@ -35,6 +35,11 @@ const fn decimal(s: &str) -> u32 {
 /// `BULKMEM_PRELOAD_MIN` says otherwise.
 pub const DEFAULT_MIN: usize = 1 << 20;
 
+/// The stack bulkmem's one-time set-up (opening the engine, building its
+/// policy) runs on: it needs 64-96 KiB, more than a small thread stack, a
+/// coroutine's or `ulimit -s 64` leaves a caller.
+pub const SETUP_STACK: usize = 1 << 20;
+
 /// The engine, found beside the loader (`$ORIGIN` is the loader's folder).
 pub const ENGINE_FILE: &CStr = c"$ORIGIN/libbulkmem_preload_engine.so";
 
@@ -46,17 +51,126 @@ pub const ATTACH: &CStr = c"bulkmem_preload_engine_attach";
 /// that reading or writing it never allocates or locks, in a signal
 /// handler or inside `malloc` alike. The engine, opened later, would get a
 /// dynamic TLS block, allocated at each thread's first use.
+///
+/// Both of its answers, "inside a handler of the program's" and "inside
+/// bulkmem's own code", are kept as stack addresses and read against the
+/// stack pointer of the moment, not as counters raised and lowered around
+/// the code: a program's handler is entered by a jump, so that it runs
+/// in the frame the kernel made (docs/design.md, "What the program sees of
+/// signals"), and nothing of ours runs when it returns or leaves with
+/// `siglongjmp`. A frame the stack has since climbed above is gone.
 #[repr(C)]
 pub struct PerThread {
-    /// Signal handlers of the program's this thread is inside (or left
-    /// with `longjmp`).
-    pub depth: Cell<u32>,
-    /// Whether this thread runs bulkmem's own code, whose calls of the
-    /// interposed functions go to the C library.
-    pub inside: Cell<bool>,
+    /// Where this thread entered bulkmem's own code (a stack address; 0:
+    /// outside), whose calls of the interposed functions go to the C
+    /// library.
+    pub inside_at: Cell<usize>,
     /// The engine's job of this thread's call while helper threads may
     /// run it (null: none).
     pub current: Cell<*mut c_void>,
+    /// Signal frames of the program's handlers entered on this thread:
+    /// [`HandlerFrame`]s, a free one with `top` 0.
+    pub frames: [HandlerFrame; FRAMES],
+    /// More handlers nested than [`FRAMES`]: this thread counts as inside
+    /// one for good (the safe side: it copies alone).
+    pub overflow: Cell<bool>,
+}
+
+/// Handler frames one thread tracks at once (nesting, or handlers left
+/// with `siglongjmp` whose frames the stack has not yet climbed past).
+pub const FRAMES: usize = 6;
+
+/// One program handler's frame: it runs while the stack pointer is in
+/// `[bottom, top)`, `top` the signal frame the kernel made, `bottom` the
+/// start of the alternate signal stack it is on, or [`HANDLER_REACH`]
+/// below `top` on any other.
+#[repr(C)]
+pub struct HandlerFrame {
+    pub top: Cell<usize>,
+    pub bottom: Cell<usize>,
+}
+
+/// How deep below its signal frame a handler on the thread's own stack is
+/// taken to reach: a handler deeper than this would be taken as returned.
+pub const HANDLER_REACH: usize = 256 << 20;
+
+/// The stack address of the caller's frame (near the stack pointer).
+#[inline(always)]
+pub fn stack_here() -> usize {
+    let marker = 0u8;
+    core::hint::black_box(&marker) as *const u8 as usize
+}
+
+impl PerThread {
+    /// Whether this thread is inside a handler of the program's: a
+    /// recorded frame whose range holds the stack pointer. A frame left by
+    /// `siglongjmp` or returned from reads as gone as soon as the stack is
+    /// above it; a handler that switches to another stack (a coroutine)
+    /// reads as gone there.
+    #[inline]
+    pub fn in_handler(&self) -> bool {
+        if self.overflow.get() {
+            return true;
+        }
+        let sp = stack_here();
+        self.frames.iter().any(|f| {
+            let top = f.top.get();
+            top != 0 && sp < top && sp >= f.bottom.get()
+        })
+    }
+
+    /// Records the frame of a handler about to run, from the handler's own
+    /// entry (the frames the stack has left are freed first).
+    pub fn enter_handler(&self, top: usize, bottom: usize) {
+        let sp = stack_here();
+        let mut free = None;
+        for f in &self.frames {
+            let t = f.top.get();
+            if t != 0 && !(sp < t && sp >= f.bottom.get()) {
+                f.top.set(0);
+            }
+            if f.top.get() == 0 && free.is_none() {
+                free = Some(f);
+            }
+        }
+        match free {
+            Some(f) => {
+                f.bottom.set(bottom);
+                f.top.set(top);
+            }
+            None => self.overflow.set(true),
+        }
+    }
+
+    /// Whether this thread runs bulkmem's own code: entered, and the stack
+    /// is still below where it entered (a handler that left bulkmem's code
+    /// with `siglongjmp` left it).
+    #[inline]
+    pub fn inside(&self) -> bool {
+        let at = self.inside_at.get();
+        at != 0 && stack_here() < at
+    }
+
+    /// Enters bulkmem's own code, unless this thread is in it already
+    /// (`None`); gives what [`PerThread::leave`] restores. The mark is
+    /// taken where the check is made, so a call entered again at the same
+    /// depth (after a `siglongjmp` out of the last) is not nested.
+    #[inline(never)]
+    pub fn enter(&self) -> Option<usize> {
+        let here = stack_here();
+        let at = self.inside_at.get();
+        if at != 0 && here < at {
+            return None;
+        }
+        self.inside_at.set(here);
+        Some(at)
+    }
+
+    /// Leaves what [`PerThread::enter`] entered.
+    #[inline]
+    pub fn leave(&self, was: usize) {
+        self.inside_at.set(was);
+    }
 }
 
 /// `memcpy`, `memmove`, `mempcpy`. `C-unwind`: a program's fault handler
@@ -83,12 +197,21 @@ pub struct Loader {
     /// or the loader's string-instruction stand-in for one it lacks: to be
     /// cast to [`CopyFn`] or [`SetFn`].
     pub c_library: extern "C" fn(u32) -> *const c_void,
-    /// Puts the engine's fault handler in front of SIGSEGV and SIGBUS,
-    /// keeping the program's actions as its view (the loader's `sigaction`
-    /// keeps that view).
+    /// Puts the trampoline (which asks the engine's
+    /// [`Engine::fault_resume`] first) in front of a handler the program
+    /// installed for SIGSEGV or SIGBUS without the loader seeing it (a raw
+    /// system call, or before the preload was loaded).
     pub take_faults: extern "C" fn(),
-    /// Whether the fault handler is in front and still installed.
+    /// Whether the kernel's actions for SIGSEGV and SIGBUS are the ones
+    /// the loader keeps for the program: the trampoline in front of its
+    /// handler, or its own `SIG_DFL` or `SIG_IGN` (then a fault in a
+    /// checked routine kills the process, as the C library's fault would).
     pub faults_ours: extern "C" fn() -> bool,
+    /// Runs `f(arg)` on a stack of the loader's (mapped for the call, at
+    /// least [`SETUP_STACK`] bytes): bulkmem's one-time set-up needs more
+    /// stack than a caller may have. False, without running `f`, when
+    /// the stack cannot be mapped.
+    pub on_own_stack: extern "C" fn(extern "C" fn(*mut c_void), *mut c_void) -> bool,
 }
 
 // SAFETY: every field is immutable after construction; the pointers name
@@ -114,11 +237,10 @@ pub struct Engine {
     /// stops the helper threads of this thread's call, if any
     /// (async-signal-safe). The argument is the handler's `ucontext_t`.
     pub stop_for_handler: extern "C" fn(*mut c_void),
-    /// bulkmem's fault handler: install it, is it installed, and put a
-    /// program's action (a `struct sigaction`) behind it (0, or -1).
-    pub fault_install: extern "C" fn(),
-    pub fault_is_installed: extern "C" fn() -> bool,
-    pub fault_chain_to: unsafe extern "C" fn(c_int, *const c_void) -> c_int,
+    /// From the trampoline, for SIGSEGV and SIGBUS: whether the fault is a
+    /// checked routine's, in which case the context (a `ucontext_t`) now
+    /// resumes at the routine's fixup. Async-signal-safe.
+    pub fault_resume: unsafe extern "C" fn(c_int, *mut c_void, *mut c_void) -> bool,
     /// `prctl(PR_SET_SECCOMP, ...)`, `unshare`, `setns` with the helper
     /// threads stopped; the first argument is the C library's function.
     pub prctl:

@@ -8,7 +8,11 @@
 //! one in a child forked mid-way, where it never finishes) goes to the C
 //! library rather than wait. Cancellation is blocked while it opens: an
 //! unwind through this `panic=abort` code would abort, and one through the
-//! dynamic loader would leave its lock taken.
+//! dynamic loader would leave its lock taken. It opens on a stack of the
+//! loader's ([`crate::own_stack`]), never in a process the preload must
+//! stay out of ([`crate::stay_out`]), and says why it could not only
+//! where a `BULKMEM_*` variable asked for the preload ([`crate::asked`]):
+//! a daemon's stderr may be its data file.
 
 use core::ffi::{c_char, c_void, CStr};
 use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
@@ -57,11 +61,14 @@ fn open() -> Option<&'static Engine> {
     {
         return None;
     }
+    // Before any system call the C library would not have made.
+    if crate::stay_out::now() {
+        STATE.store(NEVER, Ordering::Release);
+        return None;
+    }
     let old = sys::sigprocmask_raw(sys::SIG_BLOCK, 1 << (sys::SIGCANCEL - 1));
-    let t = thread::this();
-    t.inside.set(true);
-    let e = open_now(&crate::LOADER);
-    t.inside.set(false);
+    let mut e: *const Engine = core::ptr::null();
+    crate::own_stack::on_own_stack(open_on_stack, (&mut e as *mut *const Engine).cast());
     if !e.is_null() {
         ENGINE.store(e.cast_mut(), Ordering::Release);
     }
@@ -71,6 +78,12 @@ fn open() -> Option<&'static Engine> {
 }
 
 type AttachFn = unsafe extern "C" fn(*const Loader) -> *const Engine;
+
+/// [`open_now`] on the set-up stack, into `*out` (a `*const Engine`).
+extern "C" fn open_on_stack(out: *mut c_void) {
+    // SAFETY: `open` passes its local, alive for this call.
+    unsafe { *out.cast::<*const Engine>() = open_now(&crate::LOADER) };
+}
 
 fn open_now(loader: &'static Loader) -> *const Engine {
     let flags = sys::RTLD_NOW | sys::RTLD_LOCAL | sys::RTLD_NODELETE;
@@ -94,7 +107,7 @@ fn open_now(loader: &'static Loader) -> *const Engine {
     let e = unsafe { attach(loader) };
     // SAFETY: null or the engine's static table.
     if unsafe { e.as_ref() }.is_none_or(|e| e.version != abi::VERSION) {
-        sys::warn(&[
+        crate::warn(&[
             b"bulkmem preload: warning: its engine did not attach (built from another ",
             b"interface, or its start failed); ",
             b"every call goes to the C library\n",
@@ -115,7 +128,7 @@ fn cannot(what: &[u8]) {
         // SAFETY: a NUL-terminated string owned by the C library.
         unsafe { CStr::from_ptr(why.cast_const() as *const c_char) }.to_bytes()
     };
-    sys::warn(&[
+    crate::warn(&[
         b"bulkmem preload: warning: ",
         what,
         b" (",

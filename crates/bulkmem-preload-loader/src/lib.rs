@@ -28,9 +28,11 @@
 pub mod abi;
 mod engine;
 mod next;
+mod own_stack;
 mod route;
 mod sandbox;
 mod signals;
+mod stay_out;
 mod sys;
 mod thread;
 
@@ -43,6 +45,18 @@ use abi::Loader;
 static READ_ENV: AtomicBool = AtomicBool::new(false);
 /// False when switched off (`BULKMEM_PRELOAD=off`).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Whether a `BULKMEM_PRELOAD*` variable was set (and read: not under
+/// `AT_SECURE`): only then may the preload write a warning to fd 2, which
+/// in a daemon may be a file of its own.
+static ASKED: AtomicBool = AtomicBool::new(false);
+
+/// A warning on stderr where a `BULKMEM_*` variable asked for the
+/// preload, best effort; nothing otherwise.
+pub(crate) fn warn(parts: &[&[u8]]) {
+    if ASKED.load(Ordering::Relaxed) {
+        sys::warn(parts);
+    }
+}
 
 /// What the engine is given.
 pub static LOADER: Loader = Loader {
@@ -53,6 +67,7 @@ pub static LOADER: Loader = Loader {
     c_library: next::c_function,
     take_faults: signals::take_faults,
     faults_ours: signals::faults_ours,
+    on_own_stack: own_stack::on_own_stack,
 };
 
 /// Tells a program (and the tests) that the preload is loaded and active:
@@ -123,6 +138,8 @@ extern "C" fn init() {
     let (on, eager) = if secure {
         (true, false)
     } else {
+        let asked = var(c"BULKMEM_PRELOAD").is_some() || SETTINGS.iter().any(|n| var(n).is_some());
+        ASKED.store(asked, Ordering::Relaxed);
         match switch() {
             Some(false) => return,
             Some(true) => (true, SETTINGS.iter().any(|n| var(n).is_some())),

@@ -31,9 +31,52 @@ impl Sigaction {
     };
 }
 
+/// The kernel's `struct sigaction` on x86_64 (`rt_sigaction`'s), with
+/// its 8-byte mask.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct KernelSigaction {
+    pub handler: usize,
+    pub flags: u64,
+    pub restorer: usize,
+    pub mask: u64,
+}
+
+impl KernelSigaction {
+    pub const DEFAULT: KernelSigaction = KernelSigaction {
+        handler: SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+}
+
+/// `rt_sigaction` as the raw system call: reaches the kernel whoever
+/// interposes `sigaction`, and is async-signal-safe. Returns 0 or -errno.
+pub fn rt_sigaction(
+    sig: c_int,
+    act: Option<&KernelSigaction>,
+    old: Option<&mut KernelSigaction>,
+) -> c_long {
+    let act = act.map_or(core::ptr::null(), |a| a as *const KernelSigaction);
+    let old = old.map_or(core::ptr::null_mut(), |o| o as *mut KernelSigaction);
+    // SAFETY: valid kernel sigaction structs (or null) and the 8-byte mask
+    // size the kernel expects.
+    unsafe { syscall(SYS_RT_SIGACTION, sig as c_long, act, old, 8usize) }
+}
+
+/// The handler the kernel has for `sig` now (`SIG_ERR` if it cannot say).
+pub fn kernel_handler(sig: c_int) -> usize {
+    let mut cur = KernelSigaction::DEFAULT;
+    if rt_sigaction(sig, None, Some(&mut cur)) == 0 {
+        cur.handler
+    } else {
+        SIG_ERR
+    }
+}
+
 pub const SIGBUS: c_int = 7;
 pub const SIGSEGV: c_int = 11;
-pub const SA_SIGINFO: c_int = 4;
 pub const SA_RESTART: c_int = 0x1000_0000;
 pub const SA_NODEFER: c_int = 0x4000_0000;
 pub const SA_RESETHAND: c_int = 0x8000_0000_u32 as c_int;
@@ -44,7 +87,6 @@ pub const SIG_ERR: usize = usize::MAX;
 pub const SIG_BLOCK: c_int = 0;
 pub const SIG_UNBLOCK: c_int = 1;
 pub const SIG_SETMASK: c_int = 2;
-pub const EINVAL: c_int = 22;
 pub const ENOSYS: c_int = 38;
 pub const PR_SET_SECCOMP: c_int = 22;
 pub const RTLD_NOW: c_int = 2;
@@ -52,6 +94,27 @@ pub const RTLD_LOCAL: c_int = 0;
 pub const RTLD_NODELETE: c_int = 0x1000;
 pub const AT_SECURE: c_ulong = 23;
 pub const SYS_RT_SIGPROCMASK: c_long = 14;
+pub const SYS_RT_SIGACTION: c_long = 13;
+pub const SYS_READ: c_long = 0;
+pub const SYS_CLOSE: c_long = 3;
+pub const SYS_MMAP: c_long = 9;
+pub const SYS_MPROTECT: c_long = 10;
+pub const SYS_MUNMAP: c_long = 11;
+pub const SYS_GETPID: c_long = 39;
+pub const SYS_GETTID: c_long = 186;
+pub const SYS_TGKILL: c_long = 234;
+pub const SYS_OPENAT: c_long = 257;
+pub const SYS_PRLIMIT64: c_long = 302;
+pub const AT_FDCWD: c_long = -100;
+pub const O_RDONLY_CLOEXEC: c_long = 0o2000000;
+pub const PROT_NONE: c_long = 0;
+pub const PROT_READ_WRITE: c_long = 3;
+/// `MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK`.
+pub const MAP_STACK_ANON: c_long = 0x02 | 0x20 | 0x4000 | 0x20000;
+pub const RLIMIT_DATA: c_long = 2;
+pub const RLIMIT_AS: c_long = 9;
+pub const RLIM_INFINITY: u64 = !0;
+
 /// glibc's SIGCANCEL (`__SIGRTMIN`).
 pub const SIGCANCEL: c_int = 32;
 

@@ -13,7 +13,7 @@ core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
     ".p2align 4",
     "bulkmem_preload_tls:",
-    ".zero 32",
+    ".zero 128",
     ".popsection",
     ".pushsection .text.bulkmem_preload_thread,\"ax\",@progbits",
     ".p2align 4",
@@ -30,7 +30,7 @@ core::arch::global_asm!(
     ".popsection",
 );
 
-const _: () = assert!(core::mem::size_of::<PerThread>() <= 32);
+const _: () = assert!(core::mem::size_of::<PerThread>() <= 128);
 
 extern "C" {
     /// The address of this thread's block (zeroed at thread start, which
@@ -56,11 +56,11 @@ pub fn this() -> &'static PerThread {
 /// Whether this thread is inside a signal handler of the program's.
 #[inline]
 pub fn in_handler() -> bool {
-    this().depth.get() != 0
+    this().in_handler()
 }
 
 /// Whether this thread runs bulkmem's own code.
 #[inline]
 pub fn inside() -> bool {
-    this().inside.get()
+    this().inside()
 }

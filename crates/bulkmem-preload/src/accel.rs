@@ -6,8 +6,10 @@
 //! fault on its own thread at the address glibc's copy touches.
 //!
 //! bulkmem is initialised by the first large call outside a signal handler
-//! ([`ready`]): its policy (CPU facts, profile, bands) and its fault
-//! handler, put in front of SIGSEGV and SIGBUS ([`crate::loader::take_faults`]).
+//! ([`ready`]), on the loader's set-up stack: its policy (CPU facts,
+//! profile, bands), and the loader's trampoline in front of a SIGSEGV or
+//! SIGBUS handler the loader did not see installed
+//! ([`crate::loader::take_faults`]).
 //! That is the only code on this path that can panic: it runs once, with
 //! cancellation blocked, under `catch_unwind`. Every later call runs only
 //! code that holds no value to drop and catches no unwind, so an unwind
@@ -35,17 +37,7 @@ static POLICY: AtomicU8 = AtomicU8::new(0);
 /// Whether this thread is inside bulkmem (its own calls of the interposed
 /// functions go to the C library).
 pub fn inside() -> bool {
-    loader::thread().inside.get()
-}
-
-/// Runs `f` as bulkmem's own code: calls of the interposed functions it
-/// makes go to the C library.
-pub fn as_bulkmem<R>(f: impl FnOnce() -> R) -> R {
-    let t = loader::thread();
-    let was = t.inside.replace(true);
-    let r = f();
-    t.inside.set(was);
-    r
+    loader::thread().inside()
 }
 
 /// What an accelerated call did.
@@ -84,12 +76,21 @@ fn first_time() -> bool {
     }
     // Cancellation stays out until the state is built: the building runs
     // code that catches unwinds (a cancellation's would abort in it). The
-    // mask comes back last, from a frame with nothing to unwind.
+    // mask comes back last, from a frame with nothing to unwind. The
+    // building needs more stack than a caller may have: it runs on the
+    // loader's; if that cannot be mapped, a later call tries again.
     let old = cancel::block();
-    let ok = build();
-    POLICY.store(if ok { 2 } else { 3 }, Ordering::Release);
+    let built = loader::on_own_stack(build);
+    POLICY.store(
+        match built {
+            Some(true) => 2,
+            Some(false) => 3,
+            None => 0,
+        },
+        Ordering::Release,
+    );
     cancel::restore(old);
-    ok
+    built == Some(true)
 }
 
 /// The one-time state, built under `catch_unwind` (a panic in it means
@@ -124,10 +125,13 @@ fn build() -> bool {
 /// handler: for the calls after which the process may no longer open
 /// files (seccomp). Returns whether it is built.
 pub fn prepare_for_sandbox() -> bool {
-    if inside() {
+    let t = loader::thread();
+    let Some(was) = t.enter() else {
         return POLICY.load(Ordering::Acquire) == 2;
-    }
-    as_bulkmem(ready)
+    };
+    let r = ready();
+    t.leave(was);
+    r
 }
 
 /// Runs `op` over `n` bytes through bulkmem, or returns `None` when the C
@@ -140,16 +144,14 @@ pub fn prepare_for_sandbox() -> bool {
 #[inline]
 pub unsafe fn run(op: Op, d: *mut u8, s: *const u8, n: usize) -> Option<Done> {
     let t = loader::thread();
-    if t.inside.replace(true) {
-        return None;
-    }
+    let was = t.enter()?;
     let done = if ready() {
         // SAFETY: forwarded contract.
         Some(unsafe { execute(op, d, s, n) })
     } else {
         None
     };
-    t.inside.set(false);
+    t.leave(was);
     done
 }
 

@@ -4,15 +4,21 @@
 //! contract).
 //!
 //! * **Nothing a helper reaches is on the caller's stack**: the job is on
-//!   the heap, reference-counted by the caller and each helper; a caller
-//!   that never comes back (a handler left with `siglongjmp`) leaks it
-//!   rather than free it under a helper.
-//! * **Helpers are invisible to signals**: they start with every
-//!   asynchronous signal blocked (inherited from the starting thread), and
-//!   run only checked routines, whose faults bulkmem's handler turns into
-//!   a recorded offset: the bytes from the first fault on are copied
+//!   the heap, freed by the caller once its helpers are gone; a caller
+//!   that never comes back (a handler left with `siglongjmp`) leaves it to
+//!   its thread's next large call, which joins them and frees it.
+//! * **Helpers are invisible**: threads of the kernel's alone
+//!   ([`RawThread`]), so the C library's thread state (its SIGSETXID
+//!   handler, `__libc_single_threaded`) stays as the program left it; they
+//!   start with every asynchronous signal blocked (inherited from the
+//!   starting thread), and run only checked routines, whose faults the
+//!   loader's trampoline hands to bulkmem first, which turns them into a
+//!   recorded offset: the bytes from the first fault on are copied
 //!   afterwards by the caller with the C library's routine, so the fault
 //!   happens again on the calling thread, where glibc's copy would take it.
+//!   (Where the program has no handler for the fault, the kernel has its
+//!   `SIG_DFL`, and a fault on a helper kills the process as the C
+//!   library's fault would.)
 //! * **Leaving early leaves no work behind**: a program's handler that runs
 //!   on the caller while helpers work first stops them (each ends its
 //!   current chunk, at most 4 MiB) and waits until none runs
@@ -23,11 +29,12 @@
 //! * **No thread outlives its call**: helpers are joined before the call
 //!   returns (one abandoned by a `siglongjmp` out of its handler is joined
 //!   by the thread's next large call); none start where the program keeps
-//!   a thread budget (`RLIMIT_NPROC` of 4096 or less), where threads are forbidden
-//!   ([`without_threads`]), inside a signal handler, or when bulkmem's
-//!   fault handler is not in front (a handler installed with a raw system
-//!   call displaced it); one that cannot start leaves its share to the
-//!   others and the caller.
+//!   a budget of its own or runs in real time ([`crate::thread_budget`]),
+//!   where threads are forbidden
+//!   ([`without_threads`]), inside a signal handler, or when the kernel's
+//!   SIGSEGV or SIGBUS action is not the loader's (a handler installed
+//!   with a raw system call displaced it); one that cannot start leaves
+//!   its share to the others and the caller.
 //!
 //! Nothing on the caller's path from the exported function to here holds a
 //! value to drop or catches an unwind: an unwind that starts in it (a
@@ -41,6 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use bulkmem::CheckedKernel;
 
 use crate::config::THREADS;
+use crate::raw_thread::RawThread;
 use crate::{cancel, loader};
 
 /// Most helpers one call starts (a call also works itself).
@@ -50,10 +58,6 @@ const CHUNK_MAX: usize = 4 << 20;
 const CHUNK_MIN: usize = 1 << 20;
 /// Each helper's stack: it runs a short loop and the checked routines.
 const STACK: usize = 256 << 10;
-/// An `RLIMIT_NPROC` at or below this is a thread budget the program
-/// keeps (distributions default to half of `threads-max`: 96365 on a
-/// 24 GiB VM), and helpers would take from it.
-const TIGHT_NPROC: libc::rlim_t = 4096;
 
 /// Helper threads alive in the process (started, not yet past their last
 /// touch of a job): what [`without_threads`] waits for.
@@ -109,9 +113,7 @@ struct Job {
     done: Box<[AtomicBool]>,
     /// Helpers inside the chunk loop (a futex word).
     running: AtomicU32,
-    /// The caller and each helper hold one; the last one out frees it.
-    refs: AtomicUsize,
-    helpers: [libc::pthread_t; MAX_HELPERS],
+    helpers: [Option<RawThread>; MAX_HELPERS],
     started: usize,
 }
 
@@ -166,46 +168,59 @@ impl Job {
     }
 }
 
-/// Drops one reference to `job`; the last frees it. Never inlined: the
-/// landing pads of the free stay in its own frame.
+/// Joins the helpers of `job` and frees it (the caller is the only one
+/// that frees: a helper never allocates or frees, see [`RawThread`]).
+/// Never inlined: the landing pads of the free stay in its own frame.
 ///
 /// # Safety
-/// `job` came from `Box::into_raw`, and the caller holds a reference.
+/// `job` came from `Box::into_raw`, and no one else frees it.
 #[inline(never)]
-unsafe fn release(job: *mut Job) {
-    // SAFETY: the caller's reference keeps it alive until here.
-    if unsafe { (*job).refs.fetch_sub(1, Ordering::AcqRel) } == 1 {
-        // SAFETY: no reference is left.
-        drop(unsafe { Box::from_raw(job) });
+unsafe fn join_and_free(job: *mut Job) {
+    // SAFETY: alive until freed here.
+    let j = unsafe { &mut *job };
+    for t in j.helpers[..j.started].iter_mut() {
+        if let Some(t) = t.take() {
+            t.join();
+        }
     }
+    IN_USE.fetch_sub(j.started, Ordering::AcqRel);
+    // SAFETY: every helper is gone; no one else holds it.
+    drop(unsafe { Box::from_raw(job) });
 }
 
-extern "C" fn helper(arg: *mut c_void) -> *mut c_void {
-    let job = arg.cast::<Job>();
-    // SAFETY: the starting call gave this helper a reference.
-    let j = unsafe { &*job };
+/// A helper thread's whole life: chunks until none is left or the job is
+/// stopped. Runs without a C library thread of its own ([`RawThread`]):
+/// atomics, checked routines and raw `futex` calls only.
+extern "C" fn helper(arg: *mut c_void) {
+    // SAFETY: the job outlives every helper: its caller frees it after
+    // joining them.
+    let j = unsafe { &*arg.cast::<Job>() };
     j.work();
     if j.running.fetch_sub(1, Ordering::Release) == 1 {
         futex_wake(&j.running);
     }
-    // SAFETY: this helper's reference, not used after.
-    unsafe { release(job) };
     LAST_EXIT.store(now_ns(), Ordering::Relaxed);
     if ACTIVE.fetch_sub(1, Ordering::Release) == 1 {
         futex_wake(&ACTIVE);
     }
-    std::ptr::null_mut()
 }
 
+/// Wakes the waiters on `word`, by the bare system call: a helper has no
+/// `errno` of its own for the C library's `syscall` to write.
 fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE on a word that outlives the call (the job's
-    // caller reference, or a static).
+    // SAFETY: FUTEX_WAKE on a word that outlives the call (the job, freed
+    // only after its helpers are joined, or a static); the system call
+    // clobbers rcx and r11 only.
     unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_futex => _,
+            in("rdi") word.as_ptr(),
+            in("rsi") libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+            in("rdx") i32::MAX,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
         )
     };
 }
@@ -250,14 +265,7 @@ pub fn wanted() -> usize {
 /// How many of `want` helpers this call may start: its share of the
 /// budget, none where the program keeps a thread budget of its own.
 fn budget(want: usize) -> usize {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the struct.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut r) } != 0 || r.rlim_cur <= TIGHT_NPROC {
-        // A thread budget: the program's own pthread_create must not
-        // meet ours.
+    if crate::thread_budget::programs_own() {
         return 0;
     }
     let mut in_use = IN_USE.load(Ordering::Relaxed);
@@ -291,6 +299,7 @@ fn default_threads() -> usize {
 /// bulkmem's other lazy state, at its one-time initialisation: nothing on
 /// a call's path may initialise anything (see `accel`).
 pub fn init() {
+    crate::thread_budget::init();
     let n = bulkmem::Engine::builder().planned_cpus().len().max(1);
     DEFAULT_THREADS.store(n, Ordering::Relaxed);
 }
@@ -302,17 +311,9 @@ fn reap_abandoned() {
     if job.is_null() {
         return;
     }
-    // SAFETY: the abandoned call's reference is still held (it was never
-    // released), so the job is alive; its helpers were stopped before the
-    // handler ran.
-    unsafe {
-        let j = &*job;
-        for &t in &j.helpers[..j.started] {
-            libc::pthread_join(t, std::ptr::null_mut());
-        }
-        IN_USE.fetch_sub(j.started, Ordering::AcqRel);
-        release(job);
-    }
+    // SAFETY: the abandoned call never freed it; its helpers were stopped
+    // before the handler ran.
+    unsafe { join_and_free(job) };
 }
 
 /// Runs `op` over `len` bytes with helper threads, returning the bytes
@@ -360,15 +361,10 @@ pub unsafe fn run(
     }
     j.work();
     futex_wait_zero(&j.running);
-    for &t in &j.helpers[..j.started] {
-        // SAFETY: a helper this call started and has not joined.
-        unsafe { libc::pthread_join(t, std::ptr::null_mut()) };
-    }
-    IN_USE.fetch_sub(j.started, Ordering::AcqRel);
-    current().set(std::ptr::null_mut());
     let done = j.prefix();
-    // SAFETY: this call's reference; `j` is not used after.
-    unsafe { release(job) };
+    current().set(std::ptr::null_mut());
+    // SAFETY: this call's job; `j` is not used after.
+    unsafe { join_and_free(job) };
     cancel::restore(old_mask);
     Some(done)
 }
@@ -398,39 +394,27 @@ fn new_job(
         fault: AtomicUsize::new(usize::MAX),
         done: (0..nchunks).map(|_| AtomicBool::new(false)).collect(),
         running: AtomicU32::new(0),
-        refs: AtomicUsize::new(1),
-        helpers: [0; MAX_HELPERS],
+        helpers: [const { None }; MAX_HELPERS],
         started: 0,
     }))
 }
 
 /// Starts up to `take` helpers on `job`, each with every asynchronous
 /// signal blocked (inherited: the mask is set here, with the raw system
-/// call, around the starts) and a reference of its own.
+/// call, around the starts).
 fn start(j: &mut Job, job: *mut Job, take: usize) {
-    let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
     let old = cancel::block_raw(cancel::all_but_synchronous());
-    // SAFETY: an attribute object initialised, sized, used and destroyed
-    // here.
-    unsafe {
-        libc::pthread_attr_init(attr.as_mut_ptr());
-        libc::pthread_attr_setstacksize(attr.as_mut_ptr(), STACK);
-        for _ in 0..take {
-            j.refs.fetch_add(1, Ordering::Relaxed);
-            j.running.fetch_add(1, Ordering::Relaxed);
-            ACTIVE.fetch_add(1, Ordering::Relaxed);
-            let mut t = 0;
-            if libc::pthread_create(&mut t, attr.as_ptr(), helper, job.cast()) != 0 {
-                j.refs.fetch_sub(1, Ordering::Relaxed);
-                j.running.fetch_sub(1, Ordering::Relaxed);
-                ACTIVE.fetch_sub(1, Ordering::Relaxed);
-                break;
-            }
-            j.helpers[j.started] = t;
-            j.started += 1;
-            STARTED.fetch_add(1, Ordering::Relaxed);
-        }
-        libc::pthread_attr_destroy(attr.as_mut_ptr());
+    for _ in 0..take {
+        j.running.fetch_add(1, Ordering::Relaxed);
+        ACTIVE.fetch_add(1, Ordering::Relaxed);
+        let Some(t) = RawThread::spawn(STACK, helper, job.cast()) else {
+            j.running.fetch_sub(1, Ordering::Relaxed);
+            ACTIVE.fetch_sub(1, Ordering::Relaxed);
+            break;
+        };
+        j.helpers[j.started] = Some(t);
+        j.started += 1;
+        STARTED.fetch_add(1, Ordering::Relaxed);
     }
     cancel::set_raw(old);
 }

@@ -30,21 +30,32 @@
 //! unwinding, early exits, its thread budget and its tools alike, only
 //! faster. How each part is kept:
 //!
-//! * **Faults stay on the caller.** bulkmem's handler for SIGSEGV and
-//!   SIGBUS is in front from bulkmem's initialisation on; a handler the
-//!   program installs goes behind it (the loader's `signals`), and the
-//!   program sees its own. Every byte bulkmem copies goes through a checked routine,
-//!   whose fault bulkmem's handler turns into a stop at an exact offset;
-//!   the calling thread then copies from there with the C library's
-//!   routine, so the program's handler runs on the calling thread, with
-//!   its thread-local values, for the address glibc's copy touches, and
-//!   may repair and return, `siglongjmp`, throw or exit the thread.
-//! * **Helper threads are invisible** ([`helpers`]): started for one call
-//!   with every asynchronous signal blocked (a process-directed SIGTERM
-//!   goes to the program's threads), joined before it returns, none where
-//!   the program keeps a thread budget (`RLIMIT_NPROC` of 4096 or less),
+//! * **Faults stay on the caller.** The kernel's actions for SIGSEGV and
+//!   SIGBUS are the program's: its `SIG_DFL` or `SIG_IGN` as it set them,
+//!   or the loader's trampoline with its handler's flags and mask, which
+//!   asks the engine first whether a fault is a checked routine's
+//!   ([`bulkmem::fault::resume`]; the engine installs nothing itself,
+//!   [`bulkmem::fault::host`]). Every byte bulkmem copies goes through a
+//!   checked routine, whose fault the trampoline turns into a stop at an
+//!   exact offset; the calling thread then copies from there with the C
+//!   library's routine, so the program's handler runs on the calling
+//!   thread, with its thread-local values, for the address glibc's copy
+//!   touches, and may repair and return, `siglongjmp`, throw or exit the
+//!   thread. Without a handler the fault kills, as glibc's would.
+//! * **Signals, stacks, resources and scheduling look as without it**
+//!   (docs/design.md, "What the program sees"): dispositions in the kernel
+//!   and in `sigaction` are the program's; handlers are jumped to, in the
+//!   kernel's frame; the one-time set-up runs on a stack of the loader's;
+//!   no engine under a seccomp filter or near an address-space limit; no
+//!   warning unless a `BULKMEM_*` variable asked.
+//! * **Helper threads are invisible** ([`helpers`]): threads of the
+//!   kernel's alone ([`raw_thread`]), started for one call with every
+//!   asynchronous signal blocked (a process-directed SIGTERM goes to the
+//!   program's threads), joined before it returns, none where the program
+//!   keeps a budget of its own or runs in real time ([`thread_budget`]),
 //!   inside a signal handler, after seccomp, or when a raw system call
-//!   displaced bulkmem's fault handler; the job they share is on the heap.
+//!   displaced the loader's SIGSEGV or SIGBUS action; the job they share
+//!   is on the heap.
 //! * **Leaving early leaves no work behind**: before a program's handler
 //!   runs on a thread whose call has helpers, they stop (each ends its
 //!   chunk, at most 4 MiB) and the handler runs outside bulkmem; if it
@@ -115,8 +126,10 @@ pub mod config;
 mod helpers;
 mod loader;
 mod next;
+mod raw_thread;
 mod sandbox;
 mod stats;
+mod thread_budget;
 mod tools;
 
 use std::ffi::{c_int, c_void, CString};
@@ -160,9 +173,7 @@ static ENGINE: abi::Engine = abi::Engine {
     mempcpy: engine_mempcpy,
     memset: engine_memset,
     stop_for_handler: helpers::stop_for_handler,
-    fault_install,
-    fault_is_installed,
-    fault_chain_to,
+    fault_resume,
     prctl: sandbox::prctl,
     unshare: sandbox::unshare,
     setns: sandbox::setns,
@@ -215,29 +226,14 @@ unsafe extern "C-unwind" fn engine_memset(d: *mut c_void, c: c_int, n: usize) ->
     unsafe { big_set(d, c, n) }
 }
 
-/// bulkmem's fault handler in front of SIGSEGV and SIGBUS (called once,
-/// from the initialisation, through the loader, which is `panic=abort`:
-/// a panic stops here).
-extern "C" fn fault_install() {
-    let _ = catch_unwind(bulkmem::fault::install);
-}
-
-extern "C" fn fault_is_installed() -> bool {
-    bulkmem::fault::is_installed()
-}
-
-/// Puts a program's action for `sig` behind bulkmem's handler.
+/// Whether a SIGSEGV or SIGBUS the loader's trampoline got is a checked
+/// routine's fault, now resuming at its fixup (async-signal-safe).
 ///
 /// # Safety
-/// `act` points to a `struct sigaction`.
-unsafe extern "C" fn fault_chain_to(sig: c_int, act: *const c_void) -> c_int {
-    // SAFETY: the loader's action, whose layout is libc's (checked in
-    // `loader`).
-    let act = unsafe { &*act.cast::<libc::sigaction>() };
-    match bulkmem::fault::chain_to(sig, act) {
-        Ok(()) => 0,
-        Err(_) => -1,
-    }
+/// The kernel's arguments for a handler of this signal.
+unsafe extern "C" fn fault_resume(sig: c_int, info: *mut c_void, ctx: *mut c_void) -> bool {
+    // SAFETY: forwarded contract.
+    unsafe { bulkmem::fault::resume(sig, info.cast(), ctx) }
 }
 
 /// How many helper threads large calls have started in this process: the
@@ -365,6 +361,10 @@ unsafe fn big_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
 /// initialisation (CPU facts, profile, bands) waits for the first large
 /// call ([`accel`]), with the sysfs topology helpers are counted from.
 fn init(read_env: bool) {
+    // The loader keeps the kernel's SIGSEGV and SIGBUS actions as the
+    // program set them and asks `fault_resume` first: bulkmem installs
+    // nothing of its own.
+    bulkmem::fault::host();
     let s = config::parse(|k| {
         if read_env {
             std::env::var(k).ok()

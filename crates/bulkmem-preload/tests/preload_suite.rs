@@ -533,8 +533,10 @@ fn the_engine_is_opened_by_the_first_large_call_only() {
     );
 }
 
-/// A loader whose engine is missing says so once, and every call goes to
-/// the C library: the program runs as without the preload.
+/// A loader whose engine is missing says so once where a `BULKMEM_*`
+/// variable asked for the preload, and nothing where none did (fd 2 may
+/// be a daemon's data file); every call goes to the C library: the program
+/// runs as without the preload.
 #[test]
 fn without_its_engine_every_call_goes_to_the_c_library() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("preload-alone");
@@ -543,24 +545,32 @@ fn without_its_engine_every_call_goes_to_the_c_library() {
     std::fs::copy(library(), &alone).expect("copy the loader");
     let _ = std::fs::remove_file(engine_of(&alone));
     let bin = compile("test_stages");
-    let mut c = Command::new(&bin);
-    c.arg("large").env("LD_PRELOAD", &alone);
-    for k in SETTING_NAMES {
-        c.env_remove(k);
+    for asked in [false, true] {
+        let mut c = Command::new(&bin);
+        c.arg("large").env("LD_PRELOAD", &alone);
+        for k in SETTING_NAMES {
+            c.env_remove(k);
+        }
+        if asked {
+            c.env("BULKMEM_PRELOAD", "on");
+        }
+        let o = c.output().expect("run the program");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(stdout.contains("engine-after-large 0"), "{stdout}");
+        assert_eq!(
+            stderr.matches("cannot open its engine").count(),
+            usize::from(asked),
+            "asked {asked}: one warning, naming the reason, only when asked: {stderr}"
+        );
+        assert!(
+            !asked || stderr.contains("libbulkmem_preload_engine.so"),
+            "{stderr}"
+        );
     }
-    let o = c.output().expect("run the program");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr),
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(stdout.contains("engine-after-large 0"), "{stdout}");
-    assert_eq!(
-        stderr.matches("cannot open its engine").count(),
-        1,
-        "one warning, naming the reason: {stderr}"
-    );
-    assert!(stderr.contains("libbulkmem_preload_engine.so"), "{stderr}");
 
     // A loader built from another interface (its hash given by hand here;
     // build.rs gives both stages the hash of abi.rs) beside the real
@@ -584,6 +594,7 @@ fn without_its_engine_every_call_goes_to_the_c_library() {
     for k in SETTING_NAMES {
         c.env_remove(k);
     }
+    c.env("BULKMEM_PRELOAD", "on");
     let o = c.output().expect("run the program");
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{}", text(&o));
@@ -895,4 +906,130 @@ fn sanitizers_and_valgrind_see_the_c_library() {
             }
         }
     }
+}
+/// The first large call of a process is where the preload sets itself up
+/// (opens its engine, puts its fault handler in front, may start helper
+/// threads), and it may land in a sandbox or on a small stack
+/// (tests/c/test_limits.c): a child exec'd under a seccomp allow-list of
+/// exactly the system calls the C library takes, whose default kills
+/// (SIGSYS) or fails with EPERM; a thread with a 16 KiB stack; a
+/// makecontext coroutine on a 16 or 64 KiB malloc'ed stack with a guard
+/// zone below it that must stay untouched; a main thread under
+/// RLIMIT_STACK 64 KiB. Everything the C library gets through, the
+/// preload gets through: no SIGSYS, no crash, no write past the stack.
+#[test]
+fn the_first_large_call_survives_sandboxes_and_small_stacks() {
+    let bin = compile("test_limits");
+    // The allow-list is what this C library takes: without the preload
+    // the sandboxed child must get through, or the comparison below would
+    // compare two killed children.
+    for case in ["seccomp-kill", "seccomp-eperm"] {
+        let (o, hung) = limited_plain(Command::new(&bin).arg(case).env_remove("LD_PRELOAD"), HANG);
+        let got = outcome(&o, hung);
+        if got.contains("OUTCOME skipped") {
+            continue;
+        }
+        assert!(
+            got.contains("OUTCOME child exit 0"),
+            "{case} without the preload: the allow-list in test_limits.c \
+             misses a system call of this C library's ({got}):\n{}",
+            text(&o)
+        );
+    }
+    same_with_and_without(
+        &bin,
+        &[
+            "seccomp-kill",
+            "seccomp-eperm",
+            "stack-thread",
+            "stack-ucontext16",
+            "stack-ucontext64",
+            "stack-ulimit",
+        ],
+        &[],
+    );
+}
+
+/// The first large call takes nothing the program budgets for itself
+/// (tests/c/test_limits.c): under RLIMIT_AS with room for one 16 MiB
+/// malloc after the copy, the malloc still succeeds (no engine or helper
+/// stacks mapped into that room); with RLIMIT_NOFILE 3 and stderr a data
+/// file, nothing is written there; in a pids cgroup whose pids.max is
+/// exactly what the program's threads need, none of its pthread_create
+/// calls fails while 32 MiB copies run beside them; and a SCHED_FIFO
+/// caller gets no helper thread.
+#[test]
+fn the_first_large_call_takes_nothing_from_the_programs_limits() {
+    let bin = compile("test_limits");
+    same_with_and_without(
+        &bin,
+        &["rlimit-as", "nofile", "pids-max", "sched-fifo"],
+        &[],
+    );
+}
+/// Crashes after large calls (tests/c/test_crash.c), the program having no
+/// handler of its own: a NULL write, raise(SIGSEGV), a read past a
+/// truncated file mapping, a 64 MiB copy into a PROT_NONE page or from a
+/// truncated file, and a SA_RESETHAND handler that returns (or raises the
+/// signal again) all kill the process with the signal the C library gives
+/// (11 or 7), at once: the program's 10 s watchdog alarm turns a hang into
+/// "signal 14", which fails the comparison.
+#[test]
+fn large_calls_leave_crashes_to_the_default_action() {
+    same_with_and_without(
+        &compile("test_crash"),
+        &[
+            "null",
+            "raise-segv",
+            "bus",
+            "copy-fault",
+            "copy-fault-bus",
+            "resethand-reraise",
+            "resethand-raise",
+        ],
+        &[],
+    );
+}
+
+/// What a program sees of its signal dispositions after large calls
+/// (tests/c/test_crash.c): a handler without SA_ONSTACK runs on the
+/// thread's stack (it uses 64 KiB there, beside a 16 KiB alternate stack),
+/// one with SA_ONSTACK on the program's own alternate stack; SA_RESETHAND
+/// leaves SIGSEGV and SIGBUS at SIG_DFL as sigaction reports them, in the
+/// handler and after it; SIG_IGN for both survives fork+execv and
+/// posix_spawn (the children send both to themselves and live); SigCgt and
+/// SigIgn in /proc/self/status show only the program's handlers.
+#[test]
+fn large_calls_leave_signal_dispositions_as_the_program_set_them() {
+    same_with_and_without(
+        &compile("test_crash"),
+        &[
+            "no-onstack",
+            "onstack",
+            "resethand-view",
+            "resethand-view-bus",
+            "ign-exec",
+            "sigcgt",
+            "sigcgt-handler",
+            "sigaction-view",
+        ],
+        &[],
+    );
+}
+
+/// backtrace() inside a SIGUSR1 handler (before and after large calls) and
+/// inside a SIGSEGV handler (tests/c/test_crash.c) shows the program's
+/// frames, the C library's signal trampoline and the interrupted code, as
+/// dladdr names them: no frame of the preload or its engine.
+#[test]
+fn backtraces_from_handlers_show_no_frame_of_the_preload() {
+    same_with_and_without(
+        &compile("test_crash"),
+        &[
+            "backtrace-usr1",
+            "backtrace-usr1-after-copy",
+            "backtrace-segv",
+        ],
+        &[],
+    );
 }

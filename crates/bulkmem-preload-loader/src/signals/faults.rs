@@ -1,0 +1,318 @@
+//! SIGSEGV and SIGBUS: the program's disposition, in the kernel as the
+//! program set it, with bulkmem's checked routines served first.
+//!
+//! The loader keeps the program's action for each (its *view*: what its
+//! `sigaction` reports) and gives the kernel:
+//! * for a handler of the program's, the trampoline, with the handler's
+//!   flags and mask but `SA_RESETHAND`: the trampoline asks the engine
+//!   first whether the fault is a checked routine's (then it resumes at the
+//!   routine's fixup), and otherwise enters the program's handler, after
+//!   making the action `SIG_DFL` itself where the program asked for
+//!   `SA_RESETHAND` (a checked routine's fault must not use up the
+//!   program's one delivery);
+//! * for `SIG_DFL` and `SIG_IGN`, exactly that. A fault in a checked
+//!   routine then kills the process, as the C library's copy of the same
+//!   bytes would: no handler of bulkmem's is ever seen in
+//!   `/proc/PID/status`, across `exec` or by `posix_spawn` where the
+//!   program has none.
+//!
+//! A default action the trampoline has to perform (the program's action
+//! became `SIG_DFL` while a signal was on its way) is made with the raw
+//! `rt_sigaction` system call, so no `sigaction` of anyone's can put a
+//! handler back in front of it: a fault then re-executes and kills, a sent
+//! signal is sent again and kills once the trampoline returns.
+
+use core::cell::UnsafeCell;
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, Ordering};
+
+use super::{enter, forward_sigaction, real_handler, tramp, Flavour, HANDLERS};
+use crate::sys::{self, KernelSigaction, Sigaction};
+use crate::{engine, next};
+
+/// The index of SIGSEGV (0) and SIGBUS (1) in the views.
+pub fn slot(sig: c_int) -> Option<usize> {
+    match sig {
+        sys::SIGSEGV => Some(0),
+        sys::SIGBUS => Some(1),
+        _ => None,
+    }
+}
+
+const SIGNALS: [c_int; 2] = [sys::SIGSEGV, sys::SIGBUS];
+
+/// Per fault signal: the action the program set last, as it sees it.
+/// Read and written under [`ViewLock`], once [`VIEWS_READ`] (they start as
+/// what the kernel had when the preload first needed them).
+struct Views([UnsafeCell<Sigaction>; 2]);
+
+// SAFETY: every access is under ViewLock.
+unsafe impl Sync for Views {}
+
+static VIEWS: Views = Views([
+    UnsafeCell::new(Sigaction::EMPTY),
+    UnsafeCell::new(Sigaction::EMPTY),
+]);
+static VIEWS_READ: AtomicBool = AtomicBool::new(false);
+static VIEW_LOCK: AtomicBool = AtomicBool::new(false);
+
+/// A spin lock taken with every signal blocked: a handler that interrupts
+/// its holder and calls `sigaction` cannot deadlock on it, and the
+/// trampoline may take it. The masks are set with the raw system call, so
+/// that restoring one keeps a blocked SIGCANCEL blocked.
+struct ViewLock(u64);
+
+impl ViewLock {
+    fn take() -> ViewLock {
+        let old = sys::sigprocmask_raw(sys::SIG_BLOCK, !0);
+        while VIEW_LOCK
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            core::hint::spin_loop();
+        }
+        let l = ViewLock(old);
+        if !VIEWS_READ.load(Ordering::Relaxed) {
+            for (k, sig) in SIGNALS.into_iter().enumerate() {
+                let mut cur = Sigaction::EMPTY;
+                // SAFETY: a query into our own buffer.
+                if unsafe { forward_sigaction(&next::SIGACTION, sig, core::ptr::null(), &mut cur) }
+                    == 0
+                {
+                    // SAFETY: under the lock.
+                    unsafe { *VIEWS.0[k].get() = cur };
+                }
+            }
+            VIEWS_READ.store(true, Ordering::Relaxed);
+        }
+        l
+    }
+
+    /// Signal `k`'s view.
+    fn view(&mut self, k: usize) -> &mut Sigaction {
+        // SAFETY: under the lock, which `self` holds for its lifetime.
+        unsafe { &mut *VIEWS.0[k].get() }
+    }
+}
+
+impl Drop for ViewLock {
+    fn drop(&mut self) {
+        VIEW_LOCK.store(false, Ordering::Release);
+        sys::sigprocmask_raw(sys::SIG_SETMASK, self.0);
+    }
+}
+
+/// The handler of the program's view of signal `k`.
+pub fn view_handler(k: usize) -> usize {
+    ViewLock::take().view(k).sa_sigaction
+}
+
+/// What the kernel is given for the program's action `a`.
+fn kernel_action(a: &Sigaction) -> Sigaction {
+    let mut k = *a;
+    if real_handler(a.sa_sigaction) {
+        k.sa_sigaction = tramp();
+        k.sa_flags &= !sys::SA_RESETHAND;
+    }
+    k
+}
+
+/// `sigaction` for SIGSEGV/SIGBUS: the program's action becomes its view
+/// and goes to the kernel as [`kernel_action`] makes it.
+///
+/// # Safety
+/// `old` null or writable.
+pub unsafe fn program_action(
+    f: &next::Next,
+    k: usize,
+    sig: c_int,
+    act: Option<&Sigaction>,
+    old: *mut Sigaction,
+) -> c_int {
+    let mut l = ViewLock::take();
+    let view = l.view(k);
+    let Some(a) = act else {
+        // SAFETY: the caller's buffer or null.
+        unsafe { report(old, view) };
+        return 0;
+    };
+    if real_handler(a.sa_sigaction) {
+        // Recorded before the kernel can call the trampoline for it.
+        HANDLERS[sig as usize].store(a.sa_sigaction, Ordering::Release);
+    }
+    let kernel = kernel_action(a);
+    // SAFETY: a valid action; the C library checks the signal and flags as
+    // it would for the program.
+    let r = unsafe { forward_sigaction(f, sig, &kernel, core::ptr::null_mut()) };
+    if r != 0 {
+        return r;
+    }
+    // SAFETY: the caller's buffer or null.
+    unsafe { report(old, view) };
+    // The view is what the kernel keeps (the C library's restorer and its
+    // flag, the mask without SIGKILL and SIGSTOP), with the program's
+    // handler and SA_RESETHAND.
+    let mut kept = Sigaction::EMPTY;
+    // SAFETY: a query into our own buffer.
+    if unsafe { forward_sigaction(f, sig, core::ptr::null(), &mut kept) } == 0 {
+        kept.sa_sigaction = a.sa_sigaction;
+        kept.sa_flags |= a.sa_flags & sys::SA_RESETHAND;
+        *view = kept;
+    } else {
+        *view = *a;
+    }
+    0
+}
+
+/// Writes `view` into the program's `old` as the C library writes the
+/// kernel's action there: the handler, flags, restorer and the kernel's
+/// 64 signals of the mask, the rest of the caller's set untouched.
+///
+/// # Safety
+/// `old` null or writable.
+unsafe fn report(old: *mut Sigaction, view: &Sigaction) {
+    // SAFETY: the caller's contract.
+    if let Some(o) = unsafe { old.as_mut() } {
+        o.sa_sigaction = view.sa_sigaction;
+        o.sa_mask.bits[0] = view.sa_mask.bits[0];
+        o.sa_flags = view.sa_flags;
+        o.sa_restorer = view.sa_restorer;
+    }
+}
+
+/// The `signal` family for SIGSEGV/SIGBUS: the action glibc's function
+/// would install, through [`program_action`].
+pub(super) fn program_signal(k: usize, sig: c_int, h: usize, flavour: Flavour) -> usize {
+    let mut a = Sigaction::EMPTY;
+    a.sa_sigaction = h;
+    // SAFETY: the set is ours to fill.
+    unsafe {
+        sys::sigemptyset(&mut a.sa_mask);
+        match flavour {
+            Flavour::Bsd => {
+                sys::sigaddset(&mut a.sa_mask, sig);
+                a.sa_flags = sys::SA_RESTART;
+            }
+            Flavour::SysV => a.sa_flags = sys::SA_RESETHAND | sys::SA_NODEFER,
+            Flavour::Sigset => {
+                let mut one = Sigaction::EMPTY.sa_mask;
+                sys::sigaddset(&mut one, sig);
+                sys::pthread_sigmask(sys::SIG_UNBLOCK, &one, core::ptr::null_mut());
+            }
+        }
+    }
+    let mut old = Sigaction::EMPTY;
+    // SAFETY: our own action and buffer.
+    match unsafe { program_action(&next::SIGACTION, k, sig, Some(&a), &mut old) } {
+        0 => old.sa_sigaction,
+        _ => sys::SIG_ERR,
+    }
+}
+
+/// The trampoline's SIGSEGV or SIGBUS: a checked routine's fault resumes
+/// at its fixup; any other is the program's, as its view says. Returns the
+/// handler to enter, or 0. Async-signal-safe.
+pub fn on_fault(k: usize, sig: c_int, info: *mut c_void, ctx: *mut c_void, frame: usize) -> usize {
+    if let Some(e) = engine::loaded() {
+        // SAFETY: the kernel's siginfo and ucontext for this signal.
+        if unsafe { (e.fault_resume)(sig, info, ctx) } {
+            return 0;
+        }
+    }
+    // si_code, after si_signo and si_errno: > 0 for a fault the kernel
+    // raised, <= 0 for a signal sent by kill, tgkill or sigqueue.
+    let code = if info.is_null() {
+        0
+    } else {
+        // SAFETY: the kernel's siginfo for this signal.
+        unsafe { info.cast::<c_int>().add(2).read() }
+    };
+    let mut l = ViewLock::take();
+    let view = l.view(k);
+    let h = view.sa_sigaction;
+    if real_handler(h) {
+        if view.sa_flags & sys::SA_RESETHAND != 0 {
+            // What the kernel does for SA_RESETHAND: the handler becomes
+            // SIG_DFL, flags, mask and restorer stay.
+            view.sa_sigaction = sys::SIG_DFL;
+            let mut cur = KernelSigaction::DEFAULT;
+            if sys::rt_sigaction(sig, None, Some(&mut cur)) == 0 {
+                cur.handler = sys::SIG_DFL;
+                cur.flags |= sys::SA_RESETHAND as u32 as u64;
+                sys::rt_sigaction(sig, Some(&cur), None);
+            }
+        }
+        drop(l);
+        enter(ctx, frame);
+        return h;
+    }
+    // SIG_DFL, or SIG_IGN: the kernel had the trampoline when the signal
+    // was sent, and has the program's action by now, or will in a moment.
+    if h == sys::SIG_IGN && code <= 0 {
+        return 0;
+    }
+    sys::rt_sigaction(sig, Some(&KernelSigaction::DEFAULT), None);
+    drop(l);
+    if code <= 0 {
+        // Sent: again, to be delivered (and kill) once the trampoline
+        // returns and the signal is unblocked. A fault re-executes.
+        // SAFETY: raw system calls with no memory arguments.
+        unsafe {
+            let pid = sys::syscall(sys::SYS_GETPID);
+            let tid = sys::syscall(sys::SYS_GETTID);
+            sys::syscall(sys::SYS_TGKILL, pid, tid, sig as core::ffi::c_long);
+        }
+    }
+    0
+}
+
+/// What the kernel should have for fault signal `k`: the trampoline for a
+/// program's handler, else the program's `SIG_DFL` or `SIG_IGN`.
+fn expected(view: &Sigaction) -> usize {
+    if real_handler(view.sa_sigaction) {
+        tramp()
+    } else {
+        view.sa_sigaction
+    }
+}
+
+/// Puts the trampoline in front of a handler the kernel has for SIGSEGV or
+/// SIGBUS that the loader did not install (a raw system call's, or one
+/// installed before the preload was loaded), taking that action as the
+/// program's. Called by the engine's one-time set-up.
+pub extern "C" fn take_faults() {
+    let mut l = ViewLock::take();
+    for (k, sig) in SIGNALS.into_iter().enumerate() {
+        let view = l.view(k);
+        let mut cur = Sigaction::EMPTY;
+        // SAFETY: a query into our own buffer.
+        if unsafe { forward_sigaction(&next::SIGACTION, sig, core::ptr::null(), &mut cur) } != 0
+            || cur.sa_sigaction == expected(view)
+            || cur.sa_sigaction == tramp()
+        {
+            continue;
+        }
+        if real_handler(cur.sa_sigaction) {
+            HANDLERS[sig as usize].store(cur.sa_sigaction, Ordering::Release);
+            let kernel = kernel_action(&cur);
+            // SAFETY: a valid action.
+            unsafe { forward_sigaction(&next::SIGACTION, sig, &kernel, core::ptr::null_mut()) };
+        }
+        *view = cur;
+    }
+}
+
+/// Whether the kernel's actions for SIGSEGV and SIGBUS are those the loader
+/// keeps for the program (not displaced by a raw system call): then a
+/// fault on a helper thread never reaches a handler of the program's.
+/// Called as bulkmem's own code.
+pub extern "C" fn faults_ours() -> bool {
+    let want = {
+        let mut l = ViewLock::take();
+        [expected(l.view(0)), expected(l.view(1))]
+    };
+    SIGNALS
+        .into_iter()
+        .zip(want)
+        .all(|(sig, w)| sys::kernel_handler(sig) == w)
+}

@@ -133,6 +133,8 @@ fn switch() -> Option<bool> {
 /// the engine is opened by the first of them.
 extern "C" fn init() {
     next::resolve_all();
+    // SAFETY: a plain extern "C" function, run in the child of a fork.
+    unsafe { sys::pthread_atfork(None, None, Some(signals::unlock_in_child)) };
     // SAFETY: getauxval has no preconditions.
     let secure = unsafe { sys::getauxval(sys::AT_SECURE) } != 0;
     let (on, eager) = if secure {

@@ -39,7 +39,7 @@ use crate::{engine, next, thread};
 
 mod faults;
 
-pub use faults::{faults_ours, take_faults};
+pub use faults::{faults_ours, take_faults, unlock_in_child};
 
 /// Signals 1..=64 (Linux's `_NSIG` is 65).
 const NSIG: usize = 65;

@@ -77,6 +77,7 @@ pub fn kernel_handler(sig: c_int) -> usize {
 
 pub const SIGBUS: c_int = 7;
 pub const SIGSEGV: c_int = 11;
+pub const SA_SIGINFO: c_int = 4;
 pub const SA_RESTART: c_int = 0x1000_0000;
 pub const SA_NODEFER: c_int = 0x4000_0000;
 pub const SA_RESETHAND: c_int = 0x8000_0000_u32 as c_int;
@@ -137,6 +138,11 @@ extern "C" {
     pub fn sigemptyset(set: *mut SigSet) -> c_int;
     pub fn sigaddset(set: *mut SigSet, sig: c_int) -> c_int;
     pub fn pthread_sigmask(how: c_int, set: *const SigSet, old: *mut SigSet) -> c_int;
+    pub fn pthread_atfork(
+        prepare: Option<extern "C" fn()>,
+        parent: Option<extern "C" fn()>,
+        child: Option<extern "C" fn()>,
+    ) -> c_int;
 }
 
 pub fn set_errno(e: c_int) {

@@ -97,7 +97,7 @@ const _: () = {
     assert!(offset_of!(s::Sigaction, sa_restorer) == offset_of!(libc::sigaction, sa_restorer));
     assert!(size_of::<s::SigSet>() == size_of::<libc::sigset_t>());
     assert!(s::SIGBUS == libc::SIGBUS && s::SIGSEGV == libc::SIGSEGV);
-    assert!(s::SA_RESTART == libc::SA_RESTART);
+    assert!(s::SA_SIGINFO == libc::SA_SIGINFO && s::SA_RESTART == libc::SA_RESTART);
     assert!(s::SA_NODEFER == libc::SA_NODEFER && s::SA_RESETHAND == libc::SA_RESETHAND);
     assert!(s::SIG_DFL == libc::SIG_DFL && s::SIG_IGN == libc::SIG_IGN);
     assert!(s::SIG_ERR == libc::SIG_ERR);

@@ -814,6 +814,8 @@ fn large_calls_show_the_c_librarys_faults_signals_and_threads() {
             "segv-longjmp",
             "segv-longjmp-thread",
             "bus-longjmp",
+            "segv-longjmp-signal",
+            "bus-longjmp-signal",
             "segv-repair",
             "alarm-longjmp",
             "sigterm-sigwait",

@@ -95,6 +95,13 @@ impl ViewLock {
     }
 }
 
+/// In a child of `fork`: the lock is free. The thread that may have held
+/// it in the parent (for a few system calls, with every signal blocked, so
+/// never the forking thread itself) does not exist in the child.
+pub extern "C" fn unlock_in_child() {
+    VIEW_LOCK.store(false, Ordering::Release);
+}
+
 impl Drop for ViewLock {
     fn drop(&mut self) {
         VIEW_LOCK.store(false, Ordering::Release);
@@ -107,15 +114,25 @@ pub fn view_handler(k: usize) -> usize {
     ViewLock::take().view(k).sa_sigaction
 }
 
-/// What the kernel is given for the program's action `a`.
+/// What the kernel is given for the program's action `a`: for a handler,
+/// the trampoline, without `SA_RESETHAND` (performed by the trampoline)
+/// and with `SA_SIGINFO`, whatever the program asked: without it the
+/// kernel leaves the siginfo unwritten, and a checked routine's fault
+/// could not be told by its code and address (the program sees its own
+/// flags in its view, and its handler gets what it expects).
 fn kernel_action(a: &Sigaction) -> Sigaction {
     let mut k = *a;
     if real_handler(a.sa_sigaction) {
         k.sa_sigaction = tramp();
         k.sa_flags &= !sys::SA_RESETHAND;
+        k.sa_flags |= sys::SA_SIGINFO;
     }
     k
 }
+
+/// The flags the trampoline takes from the program's: what the view shows
+/// as the program set it, whatever the kernel keeps.
+const OWN_FLAGS: c_int = sys::SA_RESETHAND | sys::SA_SIGINFO;
 
 /// `sigaction` for SIGSEGV/SIGBUS: the program's action becomes its view
 /// and goes to the kernel as [`kernel_action`] makes it.
@@ -151,12 +168,12 @@ pub unsafe fn program_action(
     unsafe { report(old, view) };
     // The view is what the kernel keeps (the C library's restorer and its
     // flag, the mask without SIGKILL and SIGSTOP), with the program's
-    // handler and SA_RESETHAND.
+    // handler, SA_RESETHAND and SA_SIGINFO.
     let mut kept = Sigaction::EMPTY;
     // SAFETY: a query into our own buffer.
     if unsafe { forward_sigaction(f, sig, core::ptr::null(), &mut kept) } == 0 {
         kept.sa_sigaction = a.sa_sigaction;
-        kept.sa_flags |= a.sa_flags & sys::SA_RESETHAND;
+        kept.sa_flags = (kept.sa_flags & !OWN_FLAGS) | (a.sa_flags & OWN_FLAGS);
         *view = kept;
     } else {
         *view = *a;

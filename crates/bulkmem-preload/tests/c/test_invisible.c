@@ -12,6 +12,9 @@
  *   segv-longjmp-thread  the same on a second thread, which is joined
  *   bus-longjmp        a source file mapping truncated at 24 MiB (SIGBUS)
  *   segv-repair        the handler makes the page readable and returns
+ *   segv-longjmp-signal, bus-longjmp-signal
+ *                      as segv-longjmp and bus-longjmp, the handler
+ *                      installed with signal() (no SA_SIGINFO)
  * Leaving early (nothing may write the destination afterwards, and no
  * thread of the library's may remain):
  *   alarm-longjmp      a SIGALRM handler siglongjmps out of a 256 MiB copy
@@ -114,8 +117,25 @@ static void on_fault_repair(int sig, siginfo_t *si, void *uc)
     mprotect((void *)bad_lo, page, PROT_READ);
 }
 
+/* Set by the -signal cases: the handler is installed with signal(), so
+ * without SA_SIGINFO, and takes the signal number only. */
+static int plain_handler;
+
+static void on_fault_plain(int sig)
+{
+    handler_tid = tid();
+    handler_guarded = guarded;
+    handler_signal = sig;
+    handler_addr = bad_lo; /* not told: the report's address check passes */
+    siglongjmp(jump, 1);
+}
+
 static void handle(int sig, void (*h)(int, siginfo_t *, void *))
 {
+    if (plain_handler && h == on_fault) {
+        signal(sig, on_fault_plain);
+        return;
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = h;
@@ -336,6 +356,12 @@ int main(int argc, char **argv)
         pthread_join(t, NULL);
         printf("OUTCOME joined the copying thread\n");
     } else if (!strcmp(c, "bus-longjmp")) {
+        fault_copy((void *)1);
+    } else if (!strcmp(c, "segv-longjmp-signal")) {
+        plain_handler = 1;
+        fault_copy(NULL);
+    } else if (!strcmp(c, "bus-longjmp-signal")) {
+        plain_handler = 1;
         fault_copy((void *)1);
     } else if (!strcmp(c, "segv-repair")) {
         case_repair();

@@ -88,6 +88,8 @@ pub const FRAMES: usize = 6;
 pub struct HandlerFrame {
     pub top: Cell<usize>,
     pub bottom: Cell<usize>,
+    /// Whether it is on an alternate signal stack.
+    pub on_alt: Cell<bool>,
 }
 
 /// How deep below its signal frame a handler on the thread's own stack is
@@ -119,14 +121,18 @@ impl PerThread {
         })
     }
 
-    /// Records the frame of a handler about to run, from the handler's own
-    /// entry (the frames the stack has left are freed first).
-    pub fn enter_handler(&self, top: usize, bottom: usize) {
-        let sp = stack_here();
+    /// Records the frame of a handler about to run (`top`, on an alternate
+    /// signal stack or not). A recorded frame is freed when the new one is
+    /// above it on the same kind of stack: the stack has climbed past it,
+    /// so that handler returned or was left. Any other is kept, live or
+    /// not: a handler on the alternate stack may interrupt one on the
+    /// thread's stack, and a frame kept too long only makes its thread copy
+    /// alone while the stack is below it.
+    pub fn enter_handler(&self, top: usize, bottom: usize, on_alt: bool) {
         let mut free = None;
         for f in &self.frames {
             let t = f.top.get();
-            if t != 0 && !(sp < t && sp >= f.bottom.get()) {
+            if t != 0 && f.on_alt.get() == on_alt && top >= t {
                 f.top.set(0);
             }
             if f.top.get() == 0 && free.is_none() {
@@ -136,6 +142,7 @@ impl PerThread {
         match free {
             Some(f) => {
                 f.bottom.set(bottom);
+                f.on_alt.set(on_alt);
                 f.top.set(top);
             }
             None => self.overflow.set(true),
@@ -241,6 +248,10 @@ pub struct Engine {
     /// checked routine's, in which case the context (a `ucontext_t`) now
     /// resumes at the routine's fixup. Async-signal-safe.
     pub fault_resume: unsafe extern "C" fn(c_int, *mut c_void, *mut c_void) -> bool,
+    /// From the trampoline: the thread that started the helper thread
+    /// whose stack holds this address (a signal frame's), or 0 when none
+    /// does. Async-signal-safe.
+    pub helper_owner: extern "C" fn(usize) -> u32,
     /// `prctl(PR_SET_SECCOMP, ...)`, `unshare`, `setns` with the helper
     /// threads stopped; the first argument is the C library's function.
     pub prctl:

@@ -66,7 +66,10 @@ fn open() -> Option<&'static Engine> {
         STATE.store(NEVER, Ordering::Release);
         return None;
     }
-    let old = sys::sigprocmask_raw(sys::SIG_BLOCK, 1 << (sys::SIGCANCEL - 1));
+    // Every asynchronous signal waits while the engine opens (cancellation
+    // too): a handler's siglongjmp out of `dlopen` would leave the dynamic
+    // loader's lock taken for good.
+    let old = sys::sigprocmask_raw(sys::SIG_BLOCK, sys::ASYNCHRONOUS);
     let mut e: *const Engine = core::ptr::null();
     crate::own_stack::on_own_stack(open_on_stack, (&mut e as *mut *const Engine).cast());
     if !e.is_null() {

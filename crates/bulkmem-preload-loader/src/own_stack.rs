@@ -6,7 +6,7 @@
 //! `siglongjmp` leaves the mapping behind (1 MiB of address space, most
 //! of it never touched).
 
-use core::ffi::{c_long, c_void};
+use core::ffi::c_void;
 
 use crate::abi::SETUP_STACK;
 use crate::{sys, thread};
@@ -55,21 +55,28 @@ pub extern "C" fn on_own_stack(f: extern "C" fn(*mut c_void), arg: *mut c_void) 
     // SAFETY: an anonymous private mapping of our own; no memory
     // arguments.
     let base = unsafe {
-        sys::syscall(
+        sys::call(
             sys::SYS_MMAP,
-            0 as c_long,
-            len as c_long,
-            sys::PROT_READ_WRITE,
-            sys::MAP_STACK_ANON,
-            -1 as c_long,
-            0 as c_long,
+            &[
+                0,
+                len,
+                sys::PROT_READ_WRITE as usize,
+                sys::MAP_STACK_ANON as usize,
+                usize::MAX, // fd -1
+                0,
+            ],
         )
     };
     if base < 0 {
         return false;
     }
     // SAFETY: the guard page is the lowest page of our own mapping.
-    unsafe { sys::syscall(sys::SYS_MPROTECT, base, GUARD as c_long, sys::PROT_NONE) };
+    unsafe {
+        sys::call(
+            sys::SYS_MPROTECT,
+            &[base as usize, GUARD, sys::PROT_NONE as usize],
+        )
+    };
     let top = base as usize + len;
     let t = thread::this();
     let was = t.inside_at.replace(top);
@@ -78,6 +85,6 @@ pub extern "C" fn on_own_stack(f: extern "C" fn(*mut c_void), arg: *mut c_void) 
     unsafe { on_stack(f, arg, top) };
     t.leave(was);
     // SAFETY: our own mapping, no longer in use.
-    unsafe { sys::syscall(sys::SYS_MUNMAP, base, len as c_long) };
+    unsafe { sys::call(sys::SYS_MUNMAP, &[base as usize, len]) };
     true
 }

@@ -115,8 +115,9 @@ fn enter(ctx: *mut c_void, frame: usize) {
     if let Some(e) = engine::loaded() {
         (e.stop_for_handler)(ctx);
     }
-    let bottom = altstack_bottom(ctx, frame).unwrap_or(frame.saturating_sub(HANDLER_REACH));
-    thread::this().enter_handler(frame, bottom);
+    let alt = altstack_bottom(ctx, frame);
+    let bottom = alt.unwrap_or(frame.saturating_sub(HANDLER_REACH));
+    thread::this().enter_handler(frame, bottom, alt.is_some());
 }
 
 /// The start of the alternate signal stack `frame` is on, if it is on the
@@ -190,7 +191,7 @@ unsafe fn wrapped_sigaction(
 ) -> c_int {
     if let Some(k) = faults::slot(sig) {
         // SAFETY: the caller's act and old, as sigaction takes them.
-        return unsafe { faults::program_action(f, k, sig, act.as_ref(), old) };
+        return unsafe { faults::program_action(f, k, sig, act, old) };
     }
     let Some(i) = slot(sig) else {
         // SAFETY: forwarded contract (the C library reports EINVAL).

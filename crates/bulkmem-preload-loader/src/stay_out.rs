@@ -2,7 +2,8 @@
 //! alone: what the preload would need there (files, mappings, threads) is
 //! not the program's to give.
 //!
-//! * **A seccomp filter** (`Seccomp:` not 0 in `/proc/self/status`), also
+//! * **A seccomp filter** (`Seccomp:` not 0 in `/proc/thread-self/status`: a filter is
+//!   per thread), also
 //!   one inherited across `exec` from a launcher whose allow-list suits the
 //!   C library: the engine's opening, bulkmem's set-up and its helper
 //!   threads make system calls the program never made, which such a filter
@@ -31,39 +32,41 @@ pub fn now() -> bool {
 
 /// Opens `path` (NUL-terminated) with a raw system call: the descriptor,
 /// or `Err(errno)`.
-fn open(path: &[u8]) -> Result<c_long, c_long> {
+fn open(path: &[u8]) -> Result<usize, isize> {
     // SAFETY: a NUL-terminated path; no other memory argument.
     let fd = unsafe {
-        sys::syscall(
+        sys::call(
             sys::SYS_OPENAT,
-            sys::AT_FDCWD,
-            path.as_ptr(),
-            sys::O_RDONLY_CLOEXEC,
+            &[
+                sys::AT_FDCWD as usize,
+                path.as_ptr() as usize,
+                sys::O_RDONLY_CLOEXEC as usize,
+            ],
         )
     };
     if fd < 0 {
         Err(-fd)
     } else {
-        Ok(fd)
+        Ok(fd as usize)
     }
 }
 
 /// Reads from `fd` into `buf`: the bytes read (0 at the end or on an
 /// error).
-fn read(fd: c_long, buf: &mut [u8]) -> usize {
+fn read(fd: usize, buf: &mut [u8]) -> usize {
     // SAFETY: our own buffer, of its length.
-    let r = unsafe { sys::syscall(sys::SYS_READ, fd, buf.as_mut_ptr(), buf.len() as c_long) };
+    let r = unsafe { sys::call(sys::SYS_READ, &[fd, buf.as_mut_ptr() as usize, buf.len()]) };
     usize::try_from(r).unwrap_or(0)
 }
 
-fn close(fd: c_long) {
+fn close(fd: usize) {
     // SAFETY: our own descriptor.
-    unsafe { sys::syscall(sys::SYS_CLOSE, fd) };
+    unsafe { sys::call(sys::SYS_CLOSE, &[fd]) };
 }
 
 /// Reads `path` into `buf` (as much as fits): the bytes read, or
 /// `Err(errno)`.
-fn read_file(path: &[u8], buf: &mut [u8]) -> Result<usize, c_long> {
+fn read_file(path: &[u8], buf: &mut [u8]) -> Result<usize, isize> {
     let fd = open(path)?;
     let mut n = 0;
     while n < buf.len() {
@@ -100,7 +103,7 @@ fn number(text: &[u8]) -> Option<u64> {
 fn seccomp() -> bool {
     const KEY: &[u8] = b"\nSeccomp:";
     const KEEP: usize = 16;
-    let fd = match open(b"/proc/self/status\0") {
+    let fd = match open(b"/proc/thread-self/status\0") {
         Ok(fd) => fd,
         Err(e) => return e != 2, // ENOENT: no /proc
     };
@@ -136,12 +139,9 @@ fn limit(resource: c_long) -> u64 {
     let mut r = [sys::RLIM_INFINITY; 2];
     // SAFETY: prlimit64 on this process, writing our two-word buffer.
     let rc = unsafe {
-        sys::syscall(
+        sys::call(
             sys::SYS_PRLIMIT64,
-            0 as c_long,
-            resource,
-            core::ptr::null::<u64>(),
-            r.as_mut_ptr(),
+            &[0, resource as usize, 0, r.as_mut_ptr() as usize],
         )
     };
     if rc == 0 {

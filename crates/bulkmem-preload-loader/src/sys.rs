@@ -57,12 +57,17 @@ pub fn rt_sigaction(
     sig: c_int,
     act: Option<&KernelSigaction>,
     old: Option<&mut KernelSigaction>,
-) -> c_long {
+) -> isize {
     let act = act.map_or(core::ptr::null(), |a| a as *const KernelSigaction);
     let old = old.map_or(core::ptr::null_mut(), |o| o as *mut KernelSigaction);
     // SAFETY: valid kernel sigaction structs (or null) and the 8-byte mask
     // size the kernel expects.
-    unsafe { syscall(SYS_RT_SIGACTION, sig as c_long, act, old, 8usize) }
+    unsafe {
+        call(
+            SYS_RT_SIGACTION,
+            &[sig as usize, act as usize, old as usize, 8],
+        )
+    }
 }
 
 /// The handler the kernel has for `sig` now (`SIG_ERR` if it cannot say).
@@ -116,8 +121,14 @@ pub const RLIMIT_DATA: c_long = 2;
 pub const RLIMIT_AS: c_long = 9;
 pub const RLIM_INFINITY: u64 = !0;
 
-/// glibc's SIGCANCEL (`__SIGRTMIN`).
-pub const SIGCANCEL: c_int = 32;
+/// Every signal but those a faulting instruction raises (SIGILL, SIGTRAP,
+/// SIGBUS, SIGFPE, SIGSEGV, SIGSYS), as a kernel mask.
+pub const ASYNCHRONOUS: u64 = !((1 << (4 - 1))
+    | (1 << (5 - 1))
+    | (1 << (7 - 1))
+    | (1 << (8 - 1))
+    | (1 << (11 - 1))
+    | (1 << (31 - 1)));
 
 /// `RTLD_NEXT`.
 pub fn rtld_next() -> *mut c_void {
@@ -132,7 +143,6 @@ extern "C" {
     pub fn getenv(name: *const c_char) -> *mut c_char;
     pub fn getauxval(kind: c_ulong) -> c_ulong;
     pub fn write(fd: c_int, buf: *const c_void, n: usize) -> isize;
-    pub fn syscall(n: c_long, ...) -> c_long;
     pub fn __errno_location() -> *mut c_int;
     pub fn abort() -> !;
     pub fn sigemptyset(set: *mut SigSet) -> c_int;
@@ -143,6 +153,37 @@ extern "C" {
         parent: Option<extern "C" fn()>,
         child: Option<extern "C" fn()>,
     ) -> c_int;
+}
+
+/// System call `n` with `args` (at most six), made directly: the kernel's
+/// result, `-errno` on failure. Never touches `errno` (glibc's `syscall`
+/// sets it), which a `memcpy` must leave as it found it.
+///
+/// # Safety
+/// The system call's own contract for its arguments.
+#[inline]
+pub unsafe fn call(n: c_long, args: &[usize]) -> isize {
+    let mut a = [0usize; 6];
+    a[..args.len()].copy_from_slice(args);
+    let r: isize;
+    // SAFETY: the caller's contract; the syscall instruction clobbers rcx
+    // and r11 only.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") n as isize => r,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        )
+    };
+    r
 }
 
 pub fn set_errno(e: c_int) {
@@ -157,12 +198,14 @@ pub fn sigprocmask_raw(how: c_int, set: u64) -> u64 {
     let mut old = 0u64;
     // SAFETY: valid 8-byte sets for the kernel, on this thread.
     unsafe {
-        syscall(
+        call(
             SYS_RT_SIGPROCMASK,
-            how as c_long,
-            &set as *const u64,
-            &mut old as *mut u64,
-            8usize,
+            &[
+                how as usize,
+                &set as *const u64 as usize,
+                &mut old as *mut u64 as usize,
+                8,
+            ],
         )
     };
     old

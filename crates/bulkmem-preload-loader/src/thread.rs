@@ -13,7 +13,7 @@ core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",
     ".p2align 4",
     "bulkmem_preload_tls:",
-    ".zero 128",
+    ".zero 192",
     ".popsection",
     ".pushsection .text.bulkmem_preload_thread,\"ax\",@progbits",
     ".p2align 4",
@@ -30,7 +30,7 @@ core::arch::global_asm!(
     ".popsection",
 );
 
-const _: () = assert!(core::mem::size_of::<PerThread>() <= 128);
+const _: () = assert!(core::mem::size_of::<PerThread>() <= 192);
 
 extern "C" {
     /// The address of this thread's block (zeroed at thread start, which

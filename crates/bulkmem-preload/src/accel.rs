@@ -75,11 +75,14 @@ fn first_time() -> bool {
         return false;
     }
     // Cancellation stays out until the state is built: the building runs
-    // code that catches unwinds (a cancellation's would abort in it). The
-    // mask comes back last, from a frame with nothing to unwind. The
-    // building needs more stack than a caller may have: it runs on the
-    // loader's; if that cannot be mapped, a later call tries again.
-    let old = cancel::block();
+    // code that catches unwinds (a cancellation's would abort in it). So
+    // does every other asynchronous signal: the building allocates and
+    // opens files, which a handler's siglongjmp must not leave half done
+    // (the allocator's lock taken for good). The mask comes back last,
+    // from a frame with nothing to unwind. The building needs more stack
+    // than a caller may have: it runs on the loader's; if that cannot be
+    // mapped, a later call tries again.
+    let old = cancel::block_raw(cancel::all_but_synchronous());
     let built = loader::on_own_stack(build);
     POLICY.store(
         match built {
@@ -89,7 +92,7 @@ fn first_time() -> bool {
         },
         Ordering::Release,
     );
-    cancel::restore(old);
+    cancel::set_raw(old);
     built == Some(true)
 }
 

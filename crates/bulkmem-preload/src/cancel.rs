@@ -21,6 +21,8 @@ use std::ffi::c_void;
 /// glibc's SIGCANCEL (`__SIGRTMIN`).
 const SIGCANCEL: i32 = 32;
 const BIT: u64 = 1 << (SIGCANCEL - 1);
+/// SIGCANCEL in a kernel mask.
+pub const CANCEL: u64 = BIT;
 
 fn sigprocmask(how: libc::c_int, set: Option<u64>) -> u64 {
     let mut old = 0u64;
@@ -37,16 +39,6 @@ fn sigprocmask(how: libc::c_int, set: Option<u64>) -> u64 {
         )
     };
     old
-}
-
-/// Blocks SIGCANCEL on this thread; returns the mask to restore.
-pub fn block() -> u64 {
-    sigprocmask(libc::SIG_BLOCK, Some(BIT))
-}
-
-/// Restores the mask [`block`] returned.
-pub fn restore(old: u64) {
-    sigprocmask(libc::SIG_SETMASK, Some(old));
 }
 
 /// Blocks the signals of `set` (a kernel mask: bit `n - 1` for signal
@@ -75,16 +67,24 @@ pub fn all_but_synchronous() -> u64 {
     sync.iter().fold(!0u64, |m, &s| m & !(1u64 << (s - 1)))
 }
 
+/// The kernel mask of every signal but SIGSEGV and SIGBUS, the faults a
+/// checked routine survives: a helper thread's.
+pub fn all_but_faults() -> u64 {
+    !((1u64 << (libc::SIGSEGV - 1)) | (1u64 << (libc::SIGBUS - 1)))
+}
+
 /// From a signal handler: unblocks SIGCANCEL now and in the mask the
 /// interrupted context gets back (`uc`, a `ucontext_t`, may be null).
 /// Async-signal-safe.
 pub fn allow_in_handler(uc: *mut c_void) {
     if !uc.is_null() {
         // SAFETY: the kernel's ucontext for this handler; its uc_sigmask
-        // is the mask sigreturn restores.
+        // is the mask sigreturn restores, whose first word holds signals
+        // 1..=64 (glibc's sigdelset refuses SIGCANCEL, one of its own).
         unsafe {
             let u = uc.cast::<libc::ucontext_t>();
-            libc::sigdelset(&mut (*u).uc_sigmask, SIGCANCEL);
+            let words = (&raw mut (*u).uc_sigmask).cast::<u64>();
+            *words &= !BIT;
         }
     }
     sigprocmask(libc::SIG_UNBLOCK, Some(BIT));

@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use bulkmem::CheckedKernel;
 
 use crate::config::THREADS;
-use crate::raw_thread::RawThread;
+use crate::raw_thread::{self, RawThread};
 use crate::{cancel, loader};
 
 /// Most helpers one call starts (a call also works itself).
@@ -192,6 +192,19 @@ unsafe fn join_and_free(job: *mut Job) {
 /// stopped. Runs without a C library thread of its own ([`RawThread`]):
 /// atomics, checked routines and raw `futex` calls only.
 extern "C" fn helper(arg: *mut c_void) {
+    let faults: u64 = !cancel::all_but_faults();
+    // SAFETY: rt_sigprocmask on this thread with an 8-byte kernel set.
+    unsafe {
+        raw_thread::syscall(
+            libc::SYS_rt_sigprocmask,
+            &[
+                libc::SIG_UNBLOCK as usize,
+                &faults as *const u64 as usize,
+                0,
+                8,
+            ],
+        )
+    };
     // SAFETY: the job outlives every helper: its caller frees it after
     // joining them.
     let j = unsafe { &*arg.cast::<Job>() };
@@ -225,7 +238,8 @@ fn futex_wake(word: &AtomicU32) {
     };
 }
 
-/// Waits until `word` is 0 (async-signal-safe: no lock, no allocation).
+/// Waits until `word` is 0 (async-signal-safe: no lock, no allocation, no
+/// `errno`).
 fn futex_wait_zero(word: &AtomicU32) {
     loop {
         let v = word.load(Ordering::Acquire);
@@ -235,12 +249,14 @@ fn futex_wait_zero(word: &AtomicU32) {
         // SAFETY: FUTEX_WAIT on a live word with the value just read; a
         // change in between returns at once (EAGAIN).
         unsafe {
-            libc::syscall(
+            raw_thread::syscall(
                 libc::SYS_futex,
-                word.as_ptr(),
-                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-                v,
-                std::ptr::null::<libc::timespec>(),
+                &[
+                    word.as_ptr() as usize,
+                    (libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG) as usize,
+                    v as usize,
+                    0,
+                ],
             )
         };
     }
@@ -320,10 +336,11 @@ fn reap_abandoned() {
 /// from 0 that are done (the caller finishes the rest with the C
 /// library), or `None` when no helper may start (the caller copies alone).
 ///
-/// Cancellation is blocked from the first step to the last: everything
-/// that allocates, frees or may unwind happens inside, in frames of its
-/// own, and this frame holds nothing to drop, so a cancellation that
-/// arrives as the mask comes back unwinds through it cleanly.
+/// Cancellation is blocked from the first step to the last, and every
+/// other asynchronous signal outside the work itself: everything that
+/// allocates, frees or may unwind happens inside, in frames of its own,
+/// and this frame holds nothing to drop, so a cancellation that arrives
+/// as the mask comes back unwinds through it cleanly.
 ///
 /// # Safety
 /// `dst` writable (and `src` readable) for `len` bytes, or faulting; the
@@ -338,34 +355,41 @@ pub unsafe fn run(
     if want == 0 {
         return None;
     }
-    let old_mask = cancel::block();
+    // What runs before and after the work (the allocator, the budget,
+    // the starts and joins) must not be left by a handler's siglongjmp:
+    // every asynchronous signal waits there (a few microseconds).
+    let old_mask = cancel::block_raw(cancel::all_but_synchronous());
     reap_abandoned();
     let take = budget(want);
     if take == 0 {
-        cancel::restore(old_mask);
+        cancel::set_raw(old_mask);
         return None;
     }
     if !loader::faults_ours() {
         IN_USE.fetch_sub(take, Ordering::AcqRel);
-        cancel::restore(old_mask);
+        cancel::set_raw(old_mask);
         return None;
     }
     let job = new_job(kernel, dst, src, len, take + 1);
     current().set(job.cast());
-    // SAFETY: the job is alive (this call's reference) and only this
-    // thread writes `helpers`/`started`, before each helper may read them.
+    // SAFETY: the job is alive (this call frees it) and only this thread
+    // writes `helpers`/`started`, before each helper may read them.
     let j = unsafe { &mut *job };
     start(j, job, take);
     if j.started < take {
         IN_USE.fetch_sub(take - j.started, Ordering::AcqRel);
     }
+    // The work: signals come in again, a handler stopping the helpers
+    // first; all but SIGCANCEL, which waits until the copy is complete.
+    cancel::set_raw(old_mask | cancel::CANCEL);
     j.work();
     futex_wait_zero(&j.running);
     let done = j.prefix();
+    cancel::block_raw(cancel::all_but_synchronous());
     current().set(std::ptr::null_mut());
     // SAFETY: this call's job; `j` is not used after.
     unsafe { join_and_free(job) };
-    cancel::restore(old_mask);
+    cancel::set_raw(old_mask);
     Some(done)
 }
 
@@ -399,11 +423,16 @@ fn new_job(
     }))
 }
 
-/// Starts up to `take` helpers on `job`, each with every asynchronous
-/// signal blocked (inherited: the mask is set here, with the raw system
-/// call, around the starts).
+/// Starts up to `take` helpers on `job`, each with every signal blocked
+/// (inherited: the mask is set here, with the raw system call, around the
+/// starts) but SIGSEGV and SIGBUS, which each unblocks first thing
+/// ([`helper`]): a process-directed signal goes to one of the program's
+/// threads, and the faults of the checked routines reach the trampoline.
+/// The starting thread takes no signal meanwhile: a handler of the
+/// program's would stop the job and wait for helpers counted as running
+/// that only this thread, stopped in the handler, could start.
 fn start(j: &mut Job, job: *mut Job, take: usize) {
-    let old = cancel::block_raw(cancel::all_but_synchronous());
+    let old = cancel::block_raw(!0);
     for _ in 0..take {
         j.running.fetch_add(1, Ordering::Relaxed);
         ACTIVE.fetch_add(1, Ordering::Relaxed);
@@ -434,6 +463,15 @@ pub extern "C" fn stop_for_handler(uc: *mut c_void) {
     j.stop.store(true, Ordering::Relaxed);
     futex_wait_zero(&j.running);
     cancel::allow_in_handler(uc);
+}
+
+/// In a child of `fork`: no helper of the parent's exists here, and no
+/// call is starting or stopping them.
+pub extern "C" fn after_fork_in_child() {
+    ACTIVE.store(0, Ordering::Relaxed);
+    IN_USE.store(0, Ordering::Relaxed);
+    FORBID.store(0, Ordering::Relaxed);
+    raw_thread::forget_all();
 }
 
 /// Stops every helper and waits until none is alive, runs `f` (told

@@ -174,6 +174,7 @@ static ENGINE: abi::Engine = abi::Engine {
     memset: engine_memset,
     stop_for_handler: helpers::stop_for_handler,
     fault_resume,
+    helper_owner,
     prctl: sandbox::prctl,
     unshare: sandbox::unshare,
     setns: sandbox::setns,
@@ -234,6 +235,12 @@ unsafe extern "C-unwind" fn engine_memset(d: *mut c_void, c: c_int, n: usize) ->
 unsafe extern "C" fn fault_resume(sig: c_int, info: *mut c_void, ctx: *mut c_void) -> bool {
     // SAFETY: forwarded contract.
     unsafe { bulkmem::fault::resume(sig, info.cast(), ctx) }
+}
+
+/// The thread that started the helper whose stack holds `addr` (0: no
+/// helper's does).
+extern "C" fn helper_owner(addr: usize) -> u32 {
+    raw_thread::owner_of_stack(addr).unwrap_or(0)
 }
 
 /// How many helper threads large calls have started in this process: the
@@ -376,6 +383,8 @@ fn init(read_env: bool) {
         warn(&format!("bulkmem preload: warning: {w}\n"));
     }
     config::apply(&s);
+    // SAFETY: a plain extern "C" function, run in the child of a fork.
+    unsafe { libc::pthread_atfork(None, None, Some(helpers::after_fork_in_child)) };
     if s.stats || s.report.is_some() {
         // SAFETY: a plain extern "C" function, run in the child of a fork.
         unsafe { libc::pthread_atfork(None, None, Some(stats::reset_in_child)) };

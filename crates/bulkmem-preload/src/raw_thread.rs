@@ -17,7 +17,7 @@
 //! mapping (`CLONE_CHILD_CLEARTID`) when the thread no longer runs on it.
 
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 const GUARD: usize = 4096;
 /// The thread-id word and the start of the stack below it, at the top of
@@ -79,10 +79,96 @@ extern "C" {
     ) -> i64;
 }
 
+/// System call `n` with `args`, made directly: the kernel's result,
+/// `-errno` on failure. A helper has no `errno` of its own (glibc's
+/// `syscall` would write its starter's), and a copy must leave the
+/// caller's as it was.
+///
+/// # Safety
+/// The system call's own contract for its arguments.
+#[inline]
+pub unsafe fn syscall(n: i64, args: &[usize]) -> isize {
+    let mut a = [0usize; 6];
+    a[..args.len()].copy_from_slice(args);
+    let r: isize;
+    // SAFETY: the caller's contract; the syscall instruction clobbers rcx
+    // and r11 only.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") n as isize => r,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        )
+    };
+    r
+}
+
+/// This thread's id (the kernel's).
+pub fn gettid() -> u32 {
+    // SAFETY: no arguments.
+    unsafe { syscall(libc::SYS_gettid, &[]) as u32 }
+}
+
+/// The stacks of the helpers alive, with the thread that started each:
+/// the signal trampoline asks whether a signal landed on one
+/// ([`owner_of_stack`]). A slot is the stack mapping's base (0: free).
+const SLOTS: usize = 128;
+static STACK_BASE: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+static STACK_LEN: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
+static STACK_OWNER: [AtomicU32; SLOTS] = [const { AtomicU32::new(0) }; SLOTS];
+
+fn register(base: usize, len: usize, owner: u32) -> Option<usize> {
+    (0..SLOTS).find(|&i| {
+        if STACK_BASE[i]
+            .compare_exchange(0, usize::MAX, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
+        STACK_LEN[i].store(len, Ordering::Relaxed);
+        STACK_OWNER[i].store(owner, Ordering::Relaxed);
+        STACK_BASE[i].store(base, Ordering::Release);
+        true
+    })
+}
+
+fn unregister(slot: usize) {
+    STACK_BASE[slot].store(0, Ordering::Release);
+}
+
+/// The thread that started the helper whose stack holds `addr`, if one
+/// does. Async-signal-safe.
+pub fn owner_of_stack(addr: usize) -> Option<u32> {
+    (0..SLOTS).find_map(|i| {
+        let base = STACK_BASE[i].load(Ordering::Acquire);
+        (base != 0
+            && base != usize::MAX
+            && addr >= base
+            && addr - base < STACK_LEN[i].load(Ordering::Relaxed))
+        .then(|| STACK_OWNER[i].load(Ordering::Relaxed))
+    })
+}
+
+/// In a child of `fork`: no helper exists here.
+pub fn forget_all() {
+    for b in &STACK_BASE {
+        b.store(0, Ordering::Relaxed);
+    }
+}
+
 /// A started thread, to be [`RawThread::join`]ed.
 pub struct RawThread {
     base: usize,
     len: usize,
+    slot: Option<usize>,
 }
 
 impl RawThread {
@@ -99,23 +185,37 @@ impl RawThread {
         let len = stack + GUARD + TOP_RESERVE;
         // SAFETY: an anonymous private mapping of our own.
         let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
-                -1,
-                0,
+            syscall(
+                libc::SYS_mmap,
+                &[
+                    0,
+                    len,
+                    (libc::PROT_READ | libc::PROT_WRITE) as usize,
+                    (libc::MAP_PRIVATE
+                        | libc::MAP_ANONYMOUS
+                        | libc::MAP_NORESERVE
+                        | libc::MAP_STACK) as usize,
+                    usize::MAX, // fd -1
+                    0,
+                ],
             )
         };
-        if base == libc::MAP_FAILED {
+        if base < 0 {
             return None;
         }
         // SAFETY: the lowest page of our own mapping.
-        unsafe { libc::mprotect(base, GUARD, libc::PROT_NONE) };
+        unsafe {
+            syscall(
+                libc::SYS_mprotect,
+                &[base as usize, GUARD, libc::PROT_NONE as usize],
+            )
+        };
+        // Known as a helper's before it can run (or take a signal).
+        let slot = register(base as usize, len, gettid());
         let t = RawThread {
             base: base as usize,
             len,
+            slot,
         };
         let top = (t.base + len - TOP_RESERVE) & !15;
         // SAFETY: `top` is the 16-aligned top of our mapping's stack part,
@@ -139,12 +239,14 @@ impl RawThread {
             // SAFETY: FUTEX_WAIT (shared: the kernel's wake at the thread's
             // exit is) on our live word with the value just read.
             unsafe {
-                libc::syscall(
+                syscall(
                     libc::SYS_futex,
-                    w.as_ptr(),
-                    libc::FUTEX_WAIT,
-                    v,
-                    std::ptr::null::<libc::timespec>(),
+                    &[
+                        w.as_ptr() as usize,
+                        libc::FUTEX_WAIT as usize,
+                        v as usize,
+                        0,
+                    ],
                 )
             };
         }
@@ -152,7 +254,10 @@ impl RawThread {
     }
 
     fn unmap(self) {
+        if let Some(slot) = self.slot {
+            unregister(slot);
+        }
         // SAFETY: our own mapping, no longer used by any thread.
-        unsafe { libc::munmap(self.base as *mut c_void, self.len) };
+        unsafe { syscall(libc::SYS_munmap, &[self.base, self.len]) };
     }
 }

@@ -138,17 +138,25 @@ const OWN_FLAGS: c_int = sys::SA_RESETHAND | sys::SA_SIGINFO;
 /// and goes to the kernel as [`kernel_action`] makes it.
 ///
 /// # Safety
-/// `old` null or writable.
+/// `act` null or readable, `old` null or writable (they may be the same
+/// struct, as the C library allows).
 pub unsafe fn program_action(
     f: &next::Next,
     k: usize,
     sig: c_int,
-    act: Option<&Sigaction>,
+    act: *const Sigaction,
     old: *mut Sigaction,
 ) -> c_int {
+    // Read before `old` is written: it may be the same struct.
+    // SAFETY: the caller's contract.
+    let act = unsafe { act.as_ref() }.copied();
+    // The C library's functions are resolved before the lock is taken:
+    // resolving takes the dynamic loader's lock, which a thread inside
+    // `dlopen` (running a constructor that calls sigaction) holds.
+    next::resolve_signals();
     let mut l = ViewLock::take();
     let view = l.view(k);
-    let Some(a) = act else {
+    let Some(a) = act.as_ref() else {
         // SAFETY: the caller's buffer or null.
         unsafe { report(old, view) };
         return 0;
@@ -220,7 +228,7 @@ pub(super) fn program_signal(k: usize, sig: c_int, h: usize, flavour: Flavour) -
     }
     let mut old = Sigaction::EMPTY;
     // SAFETY: our own action and buffer.
-    match unsafe { program_action(&next::SIGACTION, k, sig, Some(&a), &mut old) } {
+    match unsafe { program_action(&next::SIGACTION, k, sig, &a, &mut old) } {
         0 => old.sa_sigaction,
         _ => sys::SIG_ERR,
     }
@@ -230,12 +238,6 @@ pub(super) fn program_signal(k: usize, sig: c_int, h: usize, flavour: Flavour) -
 /// at its fixup; any other is the program's, as its view says. Returns the
 /// handler to enter, or 0. Async-signal-safe.
 pub fn on_fault(k: usize, sig: c_int, info: *mut c_void, ctx: *mut c_void, frame: usize) -> usize {
-    if let Some(e) = engine::loaded() {
-        // SAFETY: the kernel's siginfo and ucontext for this signal.
-        if unsafe { (e.fault_resume)(sig, info, ctx) } {
-            return 0;
-        }
-    }
     // si_code, after si_signo and si_errno: > 0 for a fault the kernel
     // raised, <= 0 for a signal sent by kill, tgkill or sigqueue.
     let code = if info.is_null() {
@@ -244,6 +246,33 @@ pub fn on_fault(k: usize, sig: c_int, info: *mut c_void, ctx: *mut c_void, frame
         // SAFETY: the kernel's siginfo for this signal.
         unsafe { info.cast::<c_int>().add(2).read() }
     };
+    if let Some(e) = engine::loaded() {
+        // SAFETY: the kernel's siginfo and ucontext for this signal.
+        if unsafe { (e.fault_resume)(sig, info, ctx) } {
+            return 0;
+        }
+        // A helper thread never runs a handler of the program's: a sent
+        // signal that landed on one (helpers leave SIGSEGV and SIGBUS
+        // unblocked for their checked routines) goes to the thread whose
+        // call it works for; a fault that is not a checked routine's is a
+        // bug of bulkmem's, and kills as an unhandled fault does.
+        let owner = (e.helper_owner)(frame);
+        if owner != 0 {
+            if code <= 0 {
+                // SAFETY: raw system calls with no memory arguments.
+                unsafe {
+                    let pid = sys::call(sys::SYS_GETPID, &[]);
+                    sys::call(
+                        sys::SYS_TGKILL,
+                        &[pid as usize, owner as usize, sig as usize],
+                    );
+                }
+            } else {
+                sys::rt_sigaction(sig, Some(&KernelSigaction::DEFAULT), None);
+            }
+            return 0;
+        }
+    }
     let mut l = ViewLock::take();
     let view = l.view(k);
     let h = view.sa_sigaction;
@@ -275,9 +304,9 @@ pub fn on_fault(k: usize, sig: c_int, info: *mut c_void, ctx: *mut c_void, frame
         // returns and the signal is unblocked. A fault re-executes.
         // SAFETY: raw system calls with no memory arguments.
         unsafe {
-            let pid = sys::syscall(sys::SYS_GETPID);
-            let tid = sys::syscall(sys::SYS_GETTID);
-            sys::syscall(sys::SYS_TGKILL, pid, tid, sig as core::ffi::c_long);
+            let pid = sys::call(sys::SYS_GETPID, &[]);
+            let tid = sys::call(sys::SYS_GETTID, &[]);
+            sys::call(sys::SYS_TGKILL, &[pid as usize, tid as usize, sig as usize]);
         }
     }
     0
@@ -298,6 +327,7 @@ fn expected(view: &Sigaction) -> usize {
 /// installed before the preload was loaded), taking that action as the
 /// program's. Called by the engine's one-time set-up.
 pub extern "C" fn take_faults() {
+    next::resolve_signals();
     let mut l = ViewLock::take();
     for (k, sig) in SIGNALS.into_iter().enumerate() {
         let view = l.view(k);

@@ -47,6 +47,11 @@
  *                      SIGBUS and SIGUSR1,
  *                      before and after large copies, and what signal()
  *                      returns
+ *   kill-segv-during-copy  SIGSEGV sent to the process (kill) 16 times
+ *                      while a second thread copies 64 MiB at a time, the
+ *                      main thread blocking it: the program's handler runs
+ *                      on the copying thread each time, never on a thread
+ *                      of the preload's
  * Backtraces from handlers (frames 0..3 as the dladdr file names, and
  * frame 1's symbol):
  *   backtrace-usr1     no large copy; SIGUSR1 sent with kill
@@ -61,8 +66,11 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -611,6 +619,69 @@ static void show_view(int sig)
     printf("OUTCOME signal(%d, SIG_DFL) returned %s\n", sig, prev == SIG_IGN ? "SIG_IGN" : "other");
 }
 
+static volatile pid_t copier_tid;
+static volatile int copying, handled, elsewhere;
+
+static void on_sent(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)uc;
+    if (si->si_code > 0)
+        return;
+    if ((pid_t)syscall(SYS_gettid) != copier_tid)
+        elsewhere = 1;
+    handled++;
+}
+
+#define SENDS 16
+
+static void *copy_until_sent(void *arg)
+{
+    (void)arg;
+    size_t n = 64u << 20;
+    unsigned char *a = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *b = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED || b == MAP_FAILED)
+        exit(2);
+    memset(a, 7, n);
+    copier_tid = (pid_t)syscall(SYS_gettid);
+    sigset_t segv;
+    sigemptyset(&segv);
+    sigaddset(&segv, SIGSEGV);
+    pthread_sigmask(SIG_UNBLOCK, &segv, NULL);
+    for (int i = 0; i < 100000 && handled < SENDS; i++) {
+        copying = 1;
+        p_memcpy(b, a, n);
+    }
+    printf("OUTCOME copy right: %s\n", b[n - 1] == 7 ? "yes" : "no");
+    return NULL;
+}
+
+static void case_kill_during_copy(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sent;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, NULL);
+    sigset_t segv;
+    sigemptyset(&segv);
+    sigaddset(&segv, SIGSEGV);
+    pthread_sigmask(SIG_BLOCK, &segv, NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, copy_until_sent, NULL);
+    while (!copying)
+        sched_yield();
+    for (int k = 0; k < SENDS; k++) {
+        kill(getpid(), SIGSEGV);
+        while (handled <= k)
+            sched_yield();
+    }
+    pthread_join(t, NULL);
+    printf("OUTCOME %d signals handled, every one on the copying thread: %s\n", handled,
+           elsewhere ? "no" : "yes");
+}
+
 static void case_sigaction_view(void)
 {
     int sigs[] = {SIGSEGV, SIGBUS, SIGUSR1};
@@ -663,6 +734,8 @@ int main(int argc, char **argv)
         case_sigcgt();
     } else if (!strcmp(c, "sigcgt-handler")) {
         case_sigcgt_handler();
+    } else if (!strcmp(c, "kill-segv-during-copy")) {
+        case_kill_during_copy();
     } else if (!strcmp(c, "sigaction-view")) {
         case_sigaction_view();
     } else if (!strcmp(c, "backtrace-usr1")) {

@@ -83,10 +83,10 @@ pub fn faults_ours() -> bool {
 
 /// The loader declares the C library's types and constants itself (it is
 /// built without the `libc` crate): checked against `libc` here, at
-/// compile time.
+/// compile time. Its direct system calls (`call`) serve the engine too.
 #[path = "../../bulkmem-preload-loader/src/sys.rs"]
 #[allow(dead_code, clashing_extern_declarations)]
-mod loader_sys;
+pub mod loader_sys;
 
 const _: () = {
     use loader_sys as s;

@@ -79,37 +79,10 @@ extern "C" {
     ) -> i64;
 }
 
-/// System call `n` with `args`, made directly: the kernel's result,
-/// `-errno` on failure. A helper has no `errno` of its own (glibc's
-/// `syscall` would write its starter's), and a copy must leave the
-/// caller's as it was.
-///
-/// # Safety
-/// The system call's own contract for its arguments.
-#[inline]
-pub unsafe fn syscall(n: i64, args: &[usize]) -> isize {
-    let mut a = [0usize; 6];
-    a[..args.len()].copy_from_slice(args);
-    let r: isize;
-    // SAFETY: the caller's contract; the syscall instruction clobbers rcx
-    // and r11 only.
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") n as isize => r,
-            in("rdi") a[0],
-            in("rsi") a[1],
-            in("rdx") a[2],
-            in("r10") a[3],
-            in("r8") a[4],
-            in("r9") a[5],
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        )
-    };
-    r
-}
+/// System calls made directly, never touching `errno` (the loader's: a
+/// helper has no `errno` of its own, and a copy must leave the caller's as
+/// it was).
+pub use crate::loader::loader_sys::call as syscall;
 
 /// This thread's id (the kernel's).
 pub fn gettid() -> u32 {

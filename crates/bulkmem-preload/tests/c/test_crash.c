@@ -81,26 +81,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define MIB ((size_t)1 << 20)
+#include "large_calls.h"
+
 
 extern char **environ;
 
-static void *(*volatile p_memcpy)(void *, const void *, size_t) = memcpy;
-static void *(*volatile p_memset)(void *, int, size_t) = memset;
 
 static size_t page;
 static char *self_argv0;
 static sigjmp_buf jump;
 
-static void *map(size_t n)
-{
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        exit(2);
-    }
-    return p;
-}
 
 static void fill(unsigned char *p, size_t n)
 {

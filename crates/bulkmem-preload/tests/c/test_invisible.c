@@ -51,10 +51,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MIB ((size_t)1 << 20)
+#include "large_calls.h"
 
-static void *(*volatile p_memcpy)(void *, const void *, size_t) = memcpy;
-static void *(*volatile p_memset)(void *, int, size_t) = memset;
+
 
 static size_t page;
 static sigjmp_buf jump;
@@ -66,17 +65,7 @@ static volatile int handler_signal;
 static volatile uintptr_t handler_addr;
 static uintptr_t bad_lo, bad_hi;   /* the page that faults */
 
-static pid_t tid(void) { return (pid_t)syscall(SYS_gettid); }
 
-static void *map(size_t n)
-{
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        exit(2);
-    }
-    return p;
-}
 
 static void fill(unsigned char *p, size_t n)
 {

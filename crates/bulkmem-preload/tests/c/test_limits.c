@@ -75,27 +75,17 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+
+#include "large_calls.h"
 #endif
 
-#define MIB ((size_t)1 << 20)
 #define KIB ((size_t)1 << 10)
 
 extern char **environ;
 
-static void *(*volatile p_memcpy)(void *, const void *, size_t) = memcpy;
-static void *(*volatile p_memset)(void *, int, size_t) = memset;
 
 static const char *self;
 
-static void *map(size_t n)
-{
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        exit(2);
-    }
-    return p;
-}
 
 /* A pattern no compiler turns into a memset call. */
 static void fill(unsigned char *p, size_t n, unsigned seed)
@@ -117,7 +107,6 @@ static int all_zero(const unsigned char *p, size_t n)
 
 static const char *yes(int b) { return b ? "yes" : "no"; }
 
-static pid_t tid(void) { return (pid_t)syscall(SYS_gettid); }
 
 /* How a child ended, as an OUTCOME line. */
 static void report_child(pid_t pid)

@@ -1014,6 +1014,7 @@ fn large_calls_leave_signal_dispositions_as_the_program_set_them() {
             "sigcgt",
             "sigcgt-handler",
             "sigaction-view",
+            "sigset-hold",
             "kill-segv-during-copy",
         ],
         &[],

@@ -219,19 +219,29 @@ pub(super) fn program_signal(k: usize, sig: c_int, h: usize, flavour: Flavour) -
                 a.sa_flags = sys::SA_RESTART;
             }
             Flavour::SysV => a.sa_flags = sys::SA_RESETHAND | sys::SA_NODEFER,
-            Flavour::Sigset => {
-                let mut one = Sigaction::EMPTY.sa_mask;
-                sys::sigaddset(&mut one, sig);
-                sys::pthread_sigmask(sys::SIG_UNBLOCK, &one, core::ptr::null_mut());
-            }
+            Flavour::Sigset => {}
         }
     }
     let mut old = Sigaction::EMPTY;
     // SAFETY: our own action and buffer.
-    match unsafe { program_action(&next::SIGACTION, k, sig, &a, &mut old) } {
-        0 => old.sa_sigaction,
-        _ => sys::SIG_ERR,
+    if unsafe { program_action(&next::SIGACTION, k, sig, &a, &mut old) } != 0 {
+        return sys::SIG_ERR;
     }
+    if let Flavour::Sigset = flavour {
+        // As glibc's sigset: the signal unblocked, and SIG_HOLD reported
+        // where it was blocked.
+        let mut one = Sigaction::EMPTY.sa_mask;
+        let mut was = Sigaction::EMPTY.sa_mask;
+        // SAFETY: sets of our own.
+        unsafe {
+            sys::sigaddset(&mut one, sig);
+            sys::pthread_sigmask(sys::SIG_UNBLOCK, &one, &mut was);
+        }
+        if was.bits[0] & (1 << (sig - 1)) != 0 {
+            return sys::SIG_HOLD;
+        }
+    }
+    old.sa_sigaction
 }
 
 /// The trampoline's SIGSEGV or SIGBUS: a checked routine's fault resumes

@@ -47,6 +47,8 @@
  *                      SIGBUS and SIGUSR1,
  *                      before and after large copies, and what signal()
  *                      returns
+ *   sigset-hold        sigset(SIG_HOLD), then a handler and SIG_DFL, for
+ *                      SIGSEGV and SIGBUS: what each call returns
  *   kill-segv-during-copy  SIGSEGV sent to the process (kill) 16 times
  *                      while a second thread copies 64 MiB at a time, the
  *                      main thread blocking it: the program's handler runs
@@ -672,6 +674,38 @@ static void case_kill_during_copy(void)
            elsewhere ? "no" : "yes");
 }
 
+static void plain_handler(int sig) { (void)sig; }
+
+static const char *handler_name(void (*h)(int))
+{
+    return h == SIG_HOLD  ? "SIG_HOLD"
+           : h == SIG_DFL ? "SIG_DFL"
+           : h == SIG_IGN ? "SIG_IGN"
+           : h == SIG_ERR ? "SIG_ERR"
+           : h == plain_handler ? "handler"
+                                : "other";
+}
+
+/* sigset is deprecated, and still what some programs call. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static void case_sigset_hold(void)
+{
+    int sigs[] = {SIGSEGV, SIGBUS};
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < 2; i++) {
+            const char *a = handler_name(sigset(sigs[i], SIG_HOLD));
+            const char *b = handler_name(sigset(sigs[i], plain_handler));
+            const char *c = handler_name(sigset(sigs[i], SIG_DFL));
+            printf("OUTCOME sigset(%d): hold -> %s, handler -> %s, default -> %s\n", sigs[i], a,
+                   b, c);
+        }
+        if (round == 0)
+            large_copies();
+    }
+}
+#pragma GCC diagnostic pop
+
 static void case_sigaction_view(void)
 {
     int sigs[] = {SIGSEGV, SIGBUS, SIGUSR1};
@@ -724,6 +758,8 @@ int main(int argc, char **argv)
         case_sigcgt();
     } else if (!strcmp(c, "sigcgt-handler")) {
         case_sigcgt_handler();
+    } else if (!strcmp(c, "sigset-hold")) {
+        case_sigset_hold();
     } else if (!strcmp(c, "kill-segv-during-copy")) {
         case_kill_during_copy();
     } else if (!strcmp(c, "sigaction-view")) {

@@ -249,6 +249,10 @@ fn cpython_test_suites_pass_under_the_preload() {
         "test_pickle",
         "test_bigmem",
         "test_io",
+        // Crash reports and signal semantics, with the preload in every
+        // child that crashes on purpose (issue 56's territory).
+        "test_faulthandler",
+        "test_signal",
     ];
     // Every copy, move and clear through bulkmem, those of 64 KiB and more
     // on the engine's workers; the stats line the test runner prints at

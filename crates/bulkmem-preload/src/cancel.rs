@@ -28,14 +28,16 @@ fn sigprocmask(how: libc::c_int, set: Option<u64>) -> u64 {
     let mut old = 0u64;
     let set_ptr = set.as_ref().map_or(std::ptr::null(), |s| s as *const u64);
     // SAFETY: rt_sigprocmask with 8-byte sets (the kernel's sigset_t size)
-    // on this thread.
+    // on this thread; made directly, so errno is left alone.
     unsafe {
-        libc::syscall(
+        crate::raw_thread::syscall(
             libc::SYS_rt_sigprocmask,
-            how,
-            set_ptr,
-            &mut old as *mut u64,
-            8usize,
+            &[
+                how as usize,
+                set_ptr as usize,
+                &mut old as *mut u64 as usize,
+                8,
+            ],
         )
     };
     old
@@ -46,6 +48,11 @@ fn sigprocmask(how: libc::c_int, set: Option<u64>) -> u64 {
 /// give [`set_raw`].
 pub fn block_raw(set: u64) -> u64 {
     sigprocmask(libc::SIG_BLOCK, Some(set))
+}
+
+/// Unblocks the signals of `set` (a kernel mask) on this thread.
+pub fn unblock_raw(set: u64) {
+    sigprocmask(libc::SIG_UNBLOCK, Some(set));
 }
 
 /// Sets this thread's mask to `mask` exactly.

@@ -192,19 +192,7 @@ unsafe fn join_and_free(job: *mut Job) {
 /// stopped. Runs without a C library thread of its own ([`RawThread`]):
 /// atomics, checked routines and raw `futex` calls only.
 extern "C" fn helper(arg: *mut c_void) {
-    let faults: u64 = !cancel::all_but_faults();
-    // SAFETY: rt_sigprocmask on this thread with an 8-byte kernel set.
-    unsafe {
-        raw_thread::syscall(
-            libc::SYS_rt_sigprocmask,
-            &[
-                libc::SIG_UNBLOCK as usize,
-                &faults as *const u64 as usize,
-                0,
-                8,
-            ],
-        )
-    };
+    cancel::unblock_raw(!cancel::all_but_faults());
     // SAFETY: the job outlives every helper: its caller frees it after
     // joining them.
     let j = unsafe { &*arg.cast::<Job>() };
@@ -218,22 +206,18 @@ extern "C" fn helper(arg: *mut c_void) {
     }
 }
 
-/// Wakes the waiters on `word`, by the bare system call: a helper has no
-/// `errno` of its own for the C library's `syscall` to write.
+/// Wakes the waiters on `word` (no `errno`: a helper has none of its own).
 fn futex_wake(word: &AtomicU32) {
     // SAFETY: FUTEX_WAKE on a word that outlives the call (the job, freed
-    // only after its helpers are joined, or a static); the system call
-    // clobbers rcx and r11 only.
+    // only after its helpers are joined, or a static).
     unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") libc::SYS_futex => _,
-            in("rdi") word.as_ptr(),
-            in("rsi") libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            in("rdx") i32::MAX,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
+        raw_thread::syscall(
+            libc::SYS_futex,
+            &[
+                word.as_ptr() as usize,
+                (libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG) as usize,
+                i32::MAX as usize,
+            ],
         )
     };
 }

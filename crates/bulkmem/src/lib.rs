@@ -46,6 +46,8 @@ pub mod calibrate;
 mod calls;
 #[cfg(target_arch = "x86_64")]
 mod checked;
+#[cfg(target_arch = "x86_64")]
+pub mod compact;
 mod descriptor;
 pub mod engine;
 mod error;

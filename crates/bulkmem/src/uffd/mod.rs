@@ -36,7 +36,7 @@ use crate::extent::Extent;
 use crate::strategy::Op;
 use crate::Error;
 
-mod ioctl;
+pub(crate) mod ioctl;
 
 use crate::move_report::hole_map;
 pub use crate::move_report::{MoveFailure, MoveOptions, MoveReport};
@@ -456,7 +456,7 @@ impl Mover {
 /// Opens a userfaultfd (user-mode faults only where the kernel knows the
 /// flag) and negotiates `features`; returns the fd and the features the
 /// kernel reports.
-fn open_with(features: u64) -> Result<(OwnedFd, u64), Error> {
+pub(crate) fn open_with(features: u64) -> Result<(OwnedFd, u64), Error> {
     let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
     // SAFETY: userfaultfd(2) takes flags only and returns a new fd.
     let mut fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags | UFFD_USER_MODE_ONLY) };
@@ -495,7 +495,7 @@ fn open_with(features: u64) -> Result<(OwnedFd, u64), Error> {
 
 /// Page alignment, and a range that does not wrap around the address
 /// space (every entry point checks this before any arithmetic on the end).
-fn check_aligned(what: &str, addr: usize, len: usize) -> Result<(), Error> {
+pub(crate) fn check_aligned(what: &str, addr: usize, len: usize) -> Result<(), Error> {
     let why = if !addr.is_multiple_of(PAGE) || !len.is_multiple_of(PAGE) {
         format!("the {what} is not page-aligned (address and length must be multiples of 4096)")
     } else if addr

@@ -9,6 +9,7 @@ use bulkmem::mapping::Mapping;
 pub mod poison;
 pub mod region;
 pub mod require;
+pub mod slide_heap;
 
 pub const PAGE: usize = 4096;
 

@@ -107,7 +107,9 @@ pub fn host() {
 /// For a host's SIGSEGV or SIGBUS handler (see [`host`]): whether the
 /// signal is a fault in one of bulkmem's checked routines, in which case
 /// the interrupted context `ctx` now resumes at the routine's fixup and
-/// the handler must return at once. False for anything else (a sent
+/// the handler must return at once, or a concurrent compaction session's
+/// page that has now been produced ([`crate::compact`]), in which case
+/// the handler returns at once and the access is retried. False for anything else (a sent
 /// signal, a fault elsewhere), which is the host's to deal with.
 /// Async-signal-safe: it reads static tables and writes `ctx` only.
 ///

@@ -60,6 +60,21 @@ static INSTALL: Mutex<()> = Mutex::new(());
 /// installs nothing.
 static HOSTED: AtomicBool = AtomicBool::new(false);
 
+/// Serves a SIGBUS that is not a checked routine's but a concurrent
+/// compaction session's (a mutator touched a page not produced yet):
+/// `fn(address) -> served`. A function pointer rather than a call, so the
+/// handler names nothing above it; 0 until a session is prepared.
+static SERVER: AtomicUsize = AtomicUsize::new(0);
+
+/// The `si_code` of a SIGBUS for an address the kernel cannot back, which
+/// is what a userfaultfd in SIGBUS mode raises for a missing page.
+const BUS_ADRERR: i32 = 2;
+
+/// Installs `serve` as the SIGBUS server (see [`SERVER`]).
+pub fn set_server(serve: unsafe fn(usize) -> bool) {
+    SERVER.store(serve as usize, Ordering::Release);
+}
+
 /// See `fault::host`.
 pub fn host() {
     let _guard = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
@@ -209,6 +224,17 @@ pub unsafe fn resume(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut lib
         let code = (*info).si_code;
         if code <= 0 {
             return false;
+        }
+        if sig == libc::SIGBUS && code == BUS_ADRERR {
+            let serve = SERVER.load(Ordering::Acquire);
+            if serve != 0 {
+                // SAFETY: only `set_server` stores here, and it stores a
+                // function of this type.
+                let serve: unsafe fn(usize) -> bool = core::mem::transmute(serve);
+                if serve((*info).si_addr() as usize) {
+                    return true; // the page is there now: the access retries
+                }
+            }
         }
         let uc = ctx.cast::<libc::ucontext_t>();
         let gregs = &mut (*uc).uc_mcontext.gregs;

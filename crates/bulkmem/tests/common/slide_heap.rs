@@ -1,0 +1,125 @@
+//! A heap of 64-byte objects for the compaction tests: object `i` holds
+//! its id and a counter; some are dead; a sliding compactor packs the live
+//! ones, so the `k`-th live object lands at offset `64 * k`. The pages
+//! before the first dead object come back unchanged (`Fill::Same`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bulkmem::compact::{Fill, Producer, PAGE};
+
+pub const OBJ: usize = 64;
+pub const PER_PAGE: usize = PAGE / OBJ;
+
+pub struct SlideHeap {
+    /// From-space object index of each live object, in address order.
+    pub live: Vec<u32>,
+    pub pages: usize,
+}
+
+impl SlideHeap {
+    /// Objects `0..dense_pages * PER_PAGE` all live, then one in `every`.
+    pub fn new(pages: usize, dense_pages: usize, every: usize) -> SlideHeap {
+        let objects = pages * PER_PAGE;
+        let live = (0..objects)
+            .filter(|&i| i < dense_pages * PER_PAGE || (i * 7919) % every == 0)
+            .map(|i| i as u32)
+            .collect();
+        SlideHeap { live, pages }
+    }
+
+    /// Writes every object's id (live or not) and a zero counter.
+    pub fn fill(&self, heap: *mut u8) {
+        for i in 0..self.pages * PER_PAGE {
+            // SAFETY: object i lies inside the caller's heap of `pages`.
+            unsafe {
+                let o = heap.add(i * OBJ).cast::<u64>();
+                o.write(i as u64 + 1);
+                o.add(1).write(0);
+            }
+        }
+    }
+
+    /// The counter of live object `k` at its new address.
+    pub fn counter(&self, heap: *mut u8, k: usize) -> &AtomicU64 {
+        // SAFETY: object k of the to-space; an aligned u64 accessed
+        // atomically by everyone.
+        unsafe { &*heap.add(k * OBJ + 8).cast::<AtomicU64>() }
+    }
+
+    pub fn id(&self, heap: *const u8, k: usize) -> u64 {
+        // SAFETY: object k of the to-space.
+        unsafe {
+            (heap.add(k * OBJ) as *const AtomicU64)
+                .as_ref()
+                .unwrap()
+                .load(Ordering::Relaxed)
+        }
+    }
+
+    /// Checks every live object's id and counter (`expect[k]`), and that
+    /// the rest of the heap reads as zeros.
+    pub fn verify(&self, heap: *const u8, expect: &[u64]) -> Result<(), String> {
+        for (k, &want) in expect.iter().enumerate().take(self.live.len()) {
+            let id = self.id(heap, k);
+            // SAFETY: object k's counter.
+            let c = unsafe { (heap.add(k * OBJ + 8) as *const u64).read_volatile() };
+            if id != self.live[k] as u64 + 1 || c != want {
+                return Err(format!(
+                    "object {k}: id {id} counter {c}, want id {} counter {}",
+                    self.live[k] + 1,
+                    want
+                ));
+            }
+        }
+        for off in (self.live.len() * OBJ..self.pages * PAGE).step_by(8) {
+            // SAFETY: inside the heap.
+            if unsafe { (heap.add(off) as *const u64).read_volatile() } != 0 {
+                return Err(format!("free space at {off:#x} is not zero"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Producer for SlideHeap {
+    fn produce(&self, page: usize, from: *const u8, out: &mut [u8; PAGE]) -> Fill {
+        let first = page * PER_PAGE;
+        if first >= self.live.len() {
+            return Fill::Zero;
+        }
+        let objs = &self.live[first..(first + PER_PAGE).min(self.live.len())];
+        if objs.len() == PER_PAGE
+            && objs[0] as usize == first
+            && objs[PER_PAGE - 1] as usize == first + PER_PAGE - 1
+        {
+            return Fill::Same;
+        }
+        for (j, &o) in objs.iter().enumerate() {
+            // SAFETY: from-space object o, inside the heap.
+            let src = unsafe { std::slice::from_raw_parts(from.add(o as usize * OBJ), OBJ) };
+            out[j * OBJ..(j + 1) * OBJ].copy_from_slice(src);
+        }
+        out[objs.len() * OBJ..].fill(0);
+        Fill::Built
+    }
+
+    fn first_source(&self, page: usize) -> usize {
+        self.live
+            .get(page * PER_PAGE)
+            .map_or(self.pages, |&o| o as usize * OBJ / PAGE)
+    }
+}
+
+impl SlideHeap {
+    /// Checks the heap is as `fill` left it (nothing was compacted).
+    pub fn verify_from(&self, heap: *const u8) -> Result<(), String> {
+        for i in 0..self.pages * PER_PAGE {
+            // SAFETY: object i of the heap.
+            let id = unsafe { (heap.add(i * OBJ) as *const u64).read_volatile() };
+            if id != i as u64 + 1 {
+                return Err(format!("object {i} has id {id}"));
+            }
+        }
+        Ok(())
+    }
+}

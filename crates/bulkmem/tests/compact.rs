@@ -1,0 +1,432 @@
+//! Concurrent compaction (`bulkmem::compact`) on real mappings. Every test
+//! runs in a fresh copy of this binary running only that test: sessions
+//! take SIGBUS, fork, and install handlers, which must not meet another
+//! test's threads.
+
+mod common;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bulkmem::compact::{self, Mode, Options, Session, Stats};
+use bulkmem::mapping::Mapping;
+use common::require;
+use common::slide_heap::{SlideHeap, OBJ, PER_PAGE};
+
+const PAGE: usize = 4096;
+const CHILD: &str = "BULKMEM_COMPACT_CHILD";
+
+/// In the test process: runs test `name` alone in a child and checks it
+/// passed, then returns false. In that child: returns true (run the body).
+/// A host without userfaultfd's SIGBUS mode skips, visibly.
+fn alone(name: &str) -> bool {
+    if std::env::var(CHILD).as_deref() == Ok(name) {
+        return true;
+    }
+    if let Err(e) = compact::support() {
+        require::skip(&format!("concurrent compaction: {e}"));
+        return false;
+    }
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(CHILD, name)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && out.contains("1 passed"),
+        "{name} in a child: {out}"
+    );
+    false
+}
+
+fn heap(pages: usize, h: &SlideHeap) -> Mapping {
+    let m = Mapping::options().align(2 << 20).map(pages * PAGE).unwrap();
+    h.fill(m.as_mut_ptr());
+    m
+}
+
+/// Mutators doing `ops` increments each on random live objects, from the
+/// moment they start; returns each object's expected counter.
+fn mutate(
+    h: &Arc<SlideHeap>,
+    base: usize,
+    threads: usize,
+    ops: usize,
+    run: impl FnOnce(),
+) -> Vec<u64> {
+    let go = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (h, go) = (Arc::clone(h), Arc::clone(&go));
+            std::thread::spawn(move || {
+                let mut tally = vec![0u64; h.live.len()];
+                let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
+                while !go.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                for _ in 0..ops {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let k = (x % h.live.len() as u64) as usize;
+                    let id = h.id(base as *const u8, k);
+                    assert_eq!(id, h.live[k] as u64 + 1, "object {k} read wrong");
+                    h.counter(base as *mut u8, k)
+                        .fetch_add(1, Ordering::Relaxed);
+                    tally[k] += 1;
+                }
+                tally
+            })
+        })
+        .collect();
+    go.store(true, Ordering::Release);
+    run();
+    let mut expect = vec![0u64; h.live.len()];
+    for w in workers {
+        for (e, t) in expect.iter_mut().zip(w.join().unwrap()) {
+            *e += t;
+        }
+    }
+    expect
+}
+
+/// Forks a child that sleeps holding the heap's pages shared (as a zygote's
+/// children do): the kernel cannot move a shared page (`EBUSY`).
+fn share_with_child() -> libc::pid_t {
+    // SAFETY: the child only sleeps until killed.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        loop {
+            // SAFETY: async-signal-safe; the parent kills us.
+            unsafe { libc::pause() };
+        }
+    }
+    pid
+}
+
+fn reap(pid: libc::pid_t) {
+    // SAFETY: our own child.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, core::ptr::null_mut(), 0);
+    }
+}
+
+/// One compaction while `mutators` threads hammer counters.
+fn round(pages: usize, opts: Options, mutators: usize, eexist: bool, ebusy: bool) -> Stats {
+    let h = Arc::new(SlideHeap::new(pages, 40, 3));
+    let m = heap(pages, &h);
+    let sharer = ebusy.then(share_with_child);
+    // SAFETY: no thread touches the heap until prepare returns.
+    let mut s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
+    if eexist {
+        for p in [3, 100, pages / 2] {
+            s.map_behind(p).unwrap();
+        }
+    }
+    let mut stats = None;
+    let expect = mutate(&h, m.as_mut_ptr() as usize, mutators, 4000, || {
+        s.start().unwrap();
+        stats = Some(s.finish().unwrap());
+    });
+    if let Some(pid) = sharer {
+        reap(pid);
+    }
+    h.verify(m.as_ptr(), &expect).unwrap();
+    let stats = stats.unwrap();
+    assert_eq!(stats.failed, 0);
+    assert_eq!(
+        stats.by_collector + stats.by_mutators,
+        pages as u64,
+        "{stats:?}"
+    );
+    stats
+}
+
+#[test]
+fn counters_stay_exact_while_two_mutators_and_the_collector_race_100_rounds() {
+    if !alone("counters_stay_exact_while_two_mutators_and_the_collector_race_100_rounds") {
+        return;
+    }
+    let moves = compact::support().unwrap().moves;
+    let (mut eexist, mut fallbacks, mut by_mutators) = (0, 0, 0);
+    for r in 0..100 {
+        let mode = [Mode::Copy, Mode::Move, Mode::Auto][r % 3];
+        if mode == Mode::Move && !moves {
+            continue;
+        }
+        let opts = Options::default()
+            .mode(mode)
+            .batch([1, 16, 64, 512][r % 4])
+            .workers(1 + r % 2);
+        let s = round(1024, opts, 2, r % 2 == 0, r % 4 < 2);
+        eexist += s.eexist;
+        fallbacks += s.move_fallbacks;
+        by_mutators += s.by_mutators;
+    }
+    eprintln!(
+        "100 rounds: {eexist} EEXIST, {fallbacks} moves copied, {by_mutators} pages by mutators"
+    );
+    assert!(eexist > 0, "no page was found mapped already");
+    assert!(!moves || fallbacks > 0, "no move fell back to a copy");
+    assert!(by_mutators > 0, "the mutators never built a page");
+}
+
+#[test]
+fn unchanged_pages_move_back_as_4k_pages_and_huge_pages() {
+    if !alone("unchanged_pages_move_back_as_4k_pages_and_huge_pages") {
+        return;
+    }
+    if !compact::support().unwrap().moves {
+        require::skip("UFFDIO_MOVE: needs Linux 6.8");
+        return;
+    }
+    // 1.5 huge pages of unchanged objects: the first moves as one PMD, the
+    // rest splits the second.
+    let pages = 2048;
+    let h = Arc::new(SlideHeap::new(pages, 768, 2));
+    let m = Mapping::options()
+        .align(2 << 20)
+        .huge_pages(true)
+        .map(pages * PAGE)
+        .unwrap();
+    h.fill(m.as_mut_ptr());
+    let opts = Options::default()
+        .mode(Mode::Move)
+        .huge_pages(true)
+        .batch(512);
+    // SAFETY: no other thread exists to touch the heap.
+    let s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
+    let stats = s.finish().unwrap();
+    h.verify(m.as_ptr(), &vec![0; h.live.len()]).unwrap();
+    assert!(stats.moved >= 768, "{stats:?}");
+    assert_eq!(stats.move_fallbacks, 0, "{stats:?}");
+}
+
+#[test]
+fn a_system_call_on_an_unbuilt_page_fails_with_efault_until_ensured() {
+    if !alone("a_system_call_on_an_unbuilt_page_fails_with_efault_until_ensured") {
+        return;
+    }
+    let pages = 256;
+    let h = Arc::new(SlideHeap::new(pages, 0, 2));
+    let m = heap(pages, &h);
+    // SAFETY: no other thread touches the heap.
+    let s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
+        .unwrap();
+    let page = m.as_mut_ptr().wrapping_add(10 * PAGE);
+    let mut fds = [0; 2];
+    // SAFETY: a pipe of our own, with one object's worth of data.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        assert_eq!(
+            libc::write(fds[1], [7u8; OBJ].as_ptr().cast(), OBJ),
+            OBJ as isize
+        );
+    }
+    // The kernel does not fault the page in for us: EFAULT, nothing read.
+    // SAFETY: reading into our heap page.
+    let n = unsafe { libc::read(fds[0], page.cast(), OBJ) };
+    let e = std::io::Error::last_os_error().raw_os_error();
+    assert_eq!((n, e), (-1, Some(libc::EFAULT)));
+    assert_eq!(s.stats().faults, 0);
+    s.ensure(page, OBJ).unwrap();
+    // SAFETY: as above, now that the page is built.
+    let n = unsafe { libc::read(fds[0], page.cast(), OBJ) };
+    assert_eq!(n, OBJ as isize);
+    assert!(s.ensure(m.as_ptr().wrapping_add(m.len()), 1).is_err());
+    let stats = s.finish().unwrap();
+    assert_eq!(stats.by_mutators, 1);
+    // The read replaced the page's first object with sevens.
+    // SAFETY: the heap is whole now.
+    let id = unsafe { (page as *const u64).read() };
+    assert_eq!(id, u64::from_le_bytes([7; 8]));
+}
+
+#[test]
+fn fork_during_a_session_gives_the_child_a_whole_heap() {
+    if !alone("fork_during_a_session_gives_the_child_a_whole_heap") {
+        return;
+    }
+    let pages = 512;
+    let h = Arc::new(SlideHeap::new(pages, 8, 3));
+    let m = heap(pages, &h);
+    // SAFETY: no other thread touches the heap.
+    let s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
+        .unwrap();
+    // SAFETY: the child only reads the heap and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = h.verify(m.as_ptr(), &vec![0; h.live.len()]).is_ok();
+        // SAFETY: leaves the child at once.
+        unsafe { libc::_exit(if ok { 0 } else { 3 }) };
+    }
+    let mut status = 0;
+    // SAFETY: our child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child status {status:#x}"
+    );
+    let stats = s.finish().unwrap();
+    assert_eq!(
+        stats.by_mutators, pages as u64,
+        "fork built every page: {stats:?}"
+    );
+    h.verify(m.as_ptr(), &vec![0; h.live.len()]).unwrap();
+}
+
+static APP_SIGBUS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static FILE_FD: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+extern "C" fn app_handler(_: i32, _: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    APP_SIGBUS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: grows the test's file back, so the access can be retried.
+    unsafe { libc::ftruncate(FILE_FD.load(Ordering::SeqCst), 2 * PAGE as libc::off_t) };
+}
+
+#[test]
+fn the_programs_sigbus_handler_still_gets_faults_that_are_not_the_sessions() {
+    if !alone("the_programs_sigbus_handler_still_gets_faults_that_are_not_the_sessions") {
+        return;
+    }
+    // SAFETY: the program's own handler, installed before the session.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = app_handler as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO;
+        assert_eq!(libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut()), 0);
+    }
+    let pages = 128;
+    let h = Arc::new(SlideHeap::new(pages, 0, 2));
+    let m = heap(pages, &h);
+    // SAFETY: no other thread touches the heap.
+    let s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
+        .unwrap();
+    // A shared file mapping past the end of its file: a real SIGBUS.
+    // SAFETY: a fresh memfd and mapping of our own.
+    let file = unsafe {
+        let fd = libc::memfd_create(c"bus".as_ptr(), 0);
+        assert!(fd >= 0);
+        FILE_FD.store(fd, Ordering::SeqCst);
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            2 * PAGE,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        p as *const u8
+    };
+    // SAFETY: page 1 is past the (empty) file's end until the handler grows it.
+    let v = unsafe { file.add(PAGE).read_volatile() };
+    assert_eq!((v, APP_SIGBUS.load(Ordering::SeqCst)), (0, 1));
+    // The session's faults are served, not passed on.
+    assert_eq!(
+        h.id(m.as_ptr(), 5 * PER_PAGE),
+        h.live[5 * PER_PAGE] as u64 + 1
+    );
+    assert_eq!((s.faults(), APP_SIGBUS.load(Ordering::SeqCst)), (1, 1));
+    s.finish().unwrap();
+}
+
+#[test]
+fn the_drain_races_late_faults_and_leaves_a_finished_range_alone() {
+    if !alone("the_drain_races_late_faults_and_leaves_a_finished_range_alone") {
+        return;
+    }
+    for _ in 0..20 {
+        // No collector threads: finish builds on this thread while both
+        // mutators fault, and they go on after it returns.
+        let pages = 512;
+        let h = Arc::new(SlideHeap::new(pages, 4, 2));
+        let m = heap(pages, &h);
+        // SAFETY: no other thread touches the heap yet.
+        let s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
+            .unwrap();
+        let expect = mutate(&h, m.as_mut_ptr() as usize, 2, 20_000, || {
+            s.finish().unwrap();
+        });
+        h.verify(m.as_ptr(), &expect).unwrap();
+        // A late handler for a finished range: retried where the page is
+        // there, and passed on where it is not (it is no longer ours).
+        assert!(compact::late_fault(m.as_ptr() as usize));
+        // SAFETY: drops one page of our own heap.
+        unsafe { libc::madvise(m.as_mut_ptr().cast(), PAGE, libc::MADV_DONTNEED) };
+        assert!(!compact::late_fault(m.as_ptr() as usize));
+    }
+}
+
+#[test]
+fn without_userfaultfd_the_session_says_why_and_stop_the_world_still_compacts() {
+    if !alone("without_userfaultfd_the_session_says_why_and_stop_the_world_still_compacts") {
+        return;
+    }
+    deny_userfaultfd();
+    let e = compact::support().unwrap_err().to_string();
+    assert!(e.contains("userfaultfd"), "{e}");
+    let pages = 256;
+    let h = Arc::new(SlideHeap::new(pages, 4, 3));
+    let m = heap(pages, &h);
+    // SAFETY: no other thread touches the heap.
+    let e = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) };
+    assert!(e.is_err());
+    h.verify_from(m.as_ptr()).unwrap();
+    // SAFETY: as above.
+    let stats =
+        unsafe { compact::stop_the_world(m.as_mut_ptr(), m.len(), &*h, Options::default()) }
+            .unwrap();
+    assert_eq!(stats.by_collector, pages as u64);
+    h.verify(m.as_ptr(), &vec![0; h.live.len()]).unwrap();
+}
+
+/// A seccomp filter that fails userfaultfd(2) with EPERM, as a container
+/// runtime's does.
+fn deny_userfaultfd() {
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    let filter = [
+        libc::sock_filter {
+            code: 0x20,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        }, // ld nr
+        libc::sock_filter {
+            code: 0x15,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_userfaultfd as u32,
+        },
+        libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k: RET_ERRNO | libc::EPERM as u32,
+        },
+        libc::sock_filter {
+            code: 0x06,
+            jt: 0,
+            jf: 0,
+            k: RET_ALLOW,
+        },
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: a valid filter program; NO_NEW_PRIVS lets an unprivileged
+    // process install it.
+    unsafe {
+        assert_eq!(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+        assert_eq!(
+            libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog),
+            0
+        );
+    }
+}

@@ -24,8 +24,8 @@ fn lower(i: usize) -> u64 {
     if i < SUB {
         return i as u64;
     }
-    let (e, sub) = (i / SUB + 2, (i % SUB) as u64);
-    (8 + sub) << (e - 3)
+    let (e, sub) = (i / SUB + 2, (i % SUB) as u128);
+    ((8 + sub) << (e - 3)).min(u64::MAX as u128) as u64
 }
 
 /// The live counters of one session.

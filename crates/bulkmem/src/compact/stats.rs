@@ -202,7 +202,7 @@ mod tests {
             let b = bucket(ns);
             assert!(b >= last || ns >= 1 << 20, "{ns}");
             assert!(lower(b) <= ns, "{ns}: bucket {b} starts at {}", lower(b));
-            assert!(b + 1 >= BUCKETS || lower(b + 1) > ns, "{ns}");
+            assert!(lower(b + 1) > ns || lower(b + 1) == u64::MAX, "{ns}");
             last = b;
         }
     }

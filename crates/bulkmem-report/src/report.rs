@@ -92,6 +92,13 @@ pub struct Row {
         skip_serializing_if = "Option::is_none"
     )]
     pub migrated: Option<MigrateCell>,
+    /// Concurrent compaction rows only (`bench compact`).
+    #[serde(
+        flatten,
+        deserialize_with = "extra",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub compacted: Option<CompactCell>,
     /// `auto` rows of `bench copy|clear` whose cell the run measured again
     /// ([`to_remeasure`]): auto and the rows it trailed, in rounds of
     /// their own.
@@ -126,6 +133,34 @@ pub struct MigrateCell {
     /// `4K` or `thp`.
     #[serde(deserialize_with = "interned")]
     pub page: Label,
+}
+
+/// The extra columns of a `bench compact` row: one heap compacted while
+/// mutator threads run (`gbps`: heap bytes over the time from the pause to
+/// the last page).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompactCell {
+    /// Percent of the heap's objects that are live.
+    pub live: u32,
+    /// Mutator threads.
+    pub mutators: usize,
+    /// Whether the heap was advised huge pages.
+    pub thp: bool,
+    /// The collector's pause, microseconds.
+    pub pause_us: Stats,
+    /// Mutator stalls (faulting accesses, end to end), microseconds, over
+    /// every run's stalls together: p50, p99, p99.9 and max.
+    pub stall_us: [f64; 4],
+    /// Faults per mutator thread (median over runs).
+    pub faults_per_mutator: f64,
+    /// Mutator operations per second during compaction over a run without
+    /// a collection (median over runs; 0 for stop-the-world).
+    pub mutator_share: f64,
+    /// Pause to last page, milliseconds.
+    pub total_ms: Stats,
+    /// Peak resident memory above the heap's before compaction, bytes
+    /// (median over runs).
+    pub rss_extra: f64,
 }
 
 /// The extra columns of a `bench move` row.
@@ -187,6 +222,9 @@ impl Row {
         }
         if let Some(m) = &self.migrated {
             let _ = write!(k, " {}>{} {}", m.from, m.to, m.page);
+        }
+        if let Some(c) = &self.compacted {
+            let _ = write!(k, " {}% {} {}", c.live, c.mutators, c.thp);
         }
         k
     }

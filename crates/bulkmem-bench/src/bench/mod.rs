@@ -6,6 +6,7 @@
 
 pub mod against;
 pub mod batch;
+pub mod compact;
 pub mod copy;
 mod exec;
 pub mod fault;
@@ -40,6 +41,9 @@ pub enum BenchCmd {
     /// Batched page moves with userfaultfd UFFDIO_MOVE against per-page
     /// ioctls and plain copying.
     Move(moves::MoveArgs),
+    /// A garbage collector's heap compacted while its mutators run
+    /// (userfaultfd SIGBUS mode) against stop-the-world compaction.
+    Compact(compact::CompactArgs),
     /// What surviving a bad page costs: copy_checked against auto, then a
     /// copy over a poisoned page (as folio_mc_copy does in the kernel).
     Fault(fault::FaultArgs),
@@ -61,6 +65,7 @@ pub fn cmd(what: BenchCmd, quiet: bool) -> Result<(), Failure> {
         BenchCmd::Batch(a) => batch::cmd(a, quiet),
         BenchCmd::Fill(a) => fill::cmd(a, quiet),
         BenchCmd::Move(a) => moves::cmd(a, quiet),
+        BenchCmd::Compact(a) => compact::cmd(a, quiet),
         BenchCmd::Fault(a) => fault::cmd(a, quiet),
         BenchCmd::Migrate(a) => migrate::cmd(a, quiet),
         BenchCmd::Preload(a) => preload::cmd(a, quiet),

@@ -190,6 +190,13 @@ impl Session {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// A cheap reader of [`Session::faults`] that can outlive the session
+    /// (for a mutator thread timing its own accesses).
+    pub fn fault_counter(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
+        let s = Arc::clone(&self.shared);
+        move || s.counters.faults.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// What the session has done so far.
     pub fn stats(&self) -> Stats {
         self.shared.counters.snapshot(self.shared.n, self.pause)

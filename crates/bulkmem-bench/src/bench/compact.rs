@@ -1,0 +1,222 @@
+//! `bulkmem bench compact`: a garbage collector's heap compacted while its
+//! mutators run (`bulkmem::compact`), against the stop-the-world ways. Per
+//! heap size, live share, mutator count and page kind, every strategy runs
+//! on a fresh heap:
+//!
+//! * `stop-the-world-mover`: in the pause, every page is built into a
+//!   staging area, which `Mover` then moves into the emptied heap;
+//! * `stop-the-world`: in the pause, `compact::stop_the_world` builds every
+//!   page in place (the path without userfaultfd);
+//! * `concurrent-copy`, `concurrent-move`, `concurrent-auto`: a session in
+//!   each mode, the mutators faulting pages in while the collector thread
+//!   builds the rest.
+//!
+//! Each run first measures the mutators without a collection (150 ms), then
+//! compacts; the heap is checked whole afterwards (every live object's id,
+//! and the counters adding up to the mutators' increments).
+
+mod heap;
+mod run;
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::cli::{check_memory, check_outputs, publish, usage, with_progress, Failure, Measure, Output, Style};
+use crate::report::{CompactCell, Row};
+use crate::size::{self, fmt_size};
+use bulkmem_report::stats::Stats;
+use bulkmem_report::table::{fixed, Table};
+
+pub const STRATEGIES: &[&str] = &[
+    "stop-the-world-mover",
+    "stop-the-world",
+    "concurrent-copy",
+    "concurrent-move",
+    "concurrent-auto",
+];
+
+#[derive(Args)]
+pub struct CompactArgs {
+    /// Heap sizes (multiples of 2M).
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, default_value = "1G,4G")]
+    heaps: Vec<usize>,
+    /// Percent of objects live.
+    #[arg(long, value_delimiter = ',', default_value = "10,50,90", value_parser = clap::value_parser!(u32).range(1..=100))]
+    live: Vec<u32>,
+    /// Mutator threads.
+    #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u32).range(1..=64))]
+    mutators: Vec<u32>,
+    /// Heap pages: off (4 KiB) or on (transparent huge pages advised).
+    #[arg(long, value_delimiter = ',', default_value = "off,on")]
+    thp: Vec<Toggle>,
+    /// Strategies to run.
+    #[arg(long, value_delimiter = ',', default_values_t = STRATEGIES.iter().map(|s| s.to_string()).collect::<Vec<_>>())]
+    strategies: Vec<String>,
+    #[command(flatten)]
+    measure: Measure,
+    #[command(flatten)]
+    out: Output,
+    /// Compaction GB/s against heap size, a line per strategy (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Toggle {
+    Off,
+    On,
+}
+
+/// One cell's runs.
+fn cell(strategy: &str, bytes: usize, live: u32, mutators: usize, thp: bool, runs: usize) -> Result<Row, String> {
+    let mut samples = Vec::new();
+    for _ in 0..runs {
+        samples.push(run::one(strategy, bytes, live, mutators, thp).map_err(|e| format!("{strategy}: {e}"))?);
+    }
+    let of = |f: &dyn Fn(&run::Sample) -> f64| Stats::or_zero(&samples.iter().map(f).collect::<Vec<_>>());
+    let mut stalls: Vec<u64> = samples.iter().flat_map(|s| s.stalls.iter().copied()).collect();
+    stalls.sort_unstable();
+    let q = |q: f64| -> f64 {
+        if stalls.is_empty() {
+            return 0.0;
+        }
+        let i = ((q * stalls.len() as f64).ceil() as usize).clamp(1, stalls.len()) - 1;
+        stalls[i] as f64 / 1000.0
+    };
+    Ok(Row {
+        op: "compact",
+        strategy: strategy.to_string(),
+        chose: strategy.to_string(),
+        size: bytes,
+        total: bytes,
+        regime: "cold",
+        threads: mutators,
+        runs,
+        gbps: of(&|s| bytes as f64 / s.total.as_secs_f64() / 1e9),
+        compacted: Some(CompactCell {
+            live,
+            mutators,
+            thp,
+            pause_us: of(&|s| s.pause.as_secs_f64() * 1e6),
+            stall_us: [q(0.5), q(0.99), q(0.999), q(1.0)],
+            faults_per_mutator: of(&|s| s.faults_per_mutator).median,
+            mutator_share: of(&|s| s.share).median,
+            total_ms: of(&|s| s.total.as_secs_f64() * 1e3),
+            rss_extra: of(&|s| s.rss_extra).median,
+        }),
+        ..Default::default()
+    })
+}
+
+pub fn run(a: &CompactArgs, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    let groups = groups(a);
+    let mut n = 0;
+    for &bytes in &a.heaps {
+        for &live in &a.live {
+            for &m in &a.mutators {
+                for &thp in &a.thp {
+                    for s in &a.strategies {
+                        progress(n, groups, &format!("{} {live}% {m} {s}", fmt_size(bytes)));
+                        rows.push(cell(s, bytes, live, m as usize, thp == Toggle::On, a.measure.rounds().runs)?);
+                        n += 1;
+                    }
+                }
+            }
+        }
+    }
+    progress(n, groups, "done");
+    Ok(rows)
+}
+
+fn groups(a: &CompactArgs) -> usize {
+    a.heaps.len() * a.live.len() * a.mutators.len() * a.thp.len() * a.strategies.len()
+}
+
+/// One row per cell: every column the issue of a collector asks about.
+pub fn table(rows: &[Row]) -> Vec<Table> {
+    let mut t = Table::new(
+        format!(
+            "compact: a heap of 64-byte objects compacted while mutators run; medians of {} runs; stalls over all runs (µs); share = mutator ops/s during compaction over none",
+            rows.first().map_or(0, |r| r.runs)
+        ),
+        ["heap", "live", "mut", "thp", "strategy", "pause µs", "stall p50", "p99", "p99.9", "max", "faults/mut", "share", "GB/s", "total ms", "RSS+ MiB"]
+            .map(String::from)
+            .to_vec(),
+    );
+    for r in rows {
+        let Some(c) = &r.compacted else { continue };
+        t.row(vec![
+            fmt_size(r.size),
+            format!("{}%", c.live),
+            c.mutators.to_string(),
+            if c.thp { "on" } else { "off" }.into(),
+            r.strategy.clone(),
+            fixed(c.pause_us.median),
+            fixed(c.stall_us[0]),
+            fixed(c.stall_us[1]),
+            fixed(c.stall_us[2]),
+            fixed(c.stall_us[3]),
+            fixed(c.faults_per_mutator),
+            format!("{:.2}", c.mutator_share),
+            format!("{:.2}", r.gbps.median),
+            fixed(c.total_ms.median),
+            format!("{:.0}", c.rss_extra / (1 << 20) as f64),
+        ]);
+    }
+    vec![t]
+}
+
+pub fn cmd(a: CompactArgs, quiet: bool) -> Result<(), Failure> {
+    check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
+    if let Some(&s) = a.heaps.iter().find(|&&s| s == 0 || s % (2 << 20) != 0) {
+        return Err(usage(format!("--heaps {} is not a non-zero multiple of 2M", fmt_size(s))));
+    }
+    if let Some(s) = a.strategies.iter().find(|s| !STRATEGIES.contains(&s.as_str())) {
+        return Err(usage(format!("--strategies: unknown {s:?} (one of {})", STRATEGIES.join(", "))));
+    }
+    if let Err(e) = bulkmem::compact::support() {
+        if a.strategies.iter().any(|s| s.starts_with("concurrent")) {
+            return Err(usage(format!(
+                "concurrent compaction is not available here: {e}; run --strategies stop-the-world"
+            )));
+        }
+    }
+    // The heap, its staging copy (stop-the-world-mover) and the live list.
+    let max = a.heaps.iter().copied().max().unwrap_or(0);
+    check_memory(&[crate::cli::twice_the_largest("--heaps", &[max], "a heap and a staged copy of it")])?;
+    let rows = with_progress(quiet, groups(&a), |p| run(&a, p))?;
+    let style = |r: &Row| {
+        let c = r.compacted.as_ref()?;
+        let color = STRATEGIES.iter().position(|s| *s == r.strategy).unwrap_or(0);
+        Some((format!("{} {}% {}m", r.strategy, c.live, c.mutators), color, c.thp))
+    };
+    publish(
+        &a.out,
+        &table(&rows),
+        &rows,
+        a.plot.as_deref().map(|p| (p, "compact", "heap", &style as Style)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_strategy_compacts_a_small_heap_and_checks_it() {
+        if let Err(e) = bulkmem::compact::support() {
+            eprintln!("skipping: {e}");
+            return;
+        }
+        for s in STRATEGIES {
+            let r = cell(s, 8 << 20, 50, 1, false, 1).unwrap();
+            let c = r.compacted.as_ref().unwrap();
+            assert!(r.gbps.median > 0.0 && c.pause_us.median > 0.0, "{r:?}");
+            if s.starts_with("concurrent") {
+                assert!(c.mutator_share > 0.0, "{r:?}");
+            }
+        }
+    }
+}

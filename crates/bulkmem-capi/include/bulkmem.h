@@ -498,6 +498,109 @@ int bm_mover_move(bm_mover *m, void *dst, void *src, size_t len,
 /* Close the userfaultfd and free the mover (NULL is allowed). */
 void bm_mover_free(bm_mover *m);
 
+/* ---- concurrent compaction (userfaultfd SIGBUS mode) -------------------- */
+
+/* A moving collector's heap compacted while its mutators run (see the
+ * library's docs, bulkmem::compact). In the pause, bm_compact_prepare
+ * moves the heap's pages to a from-space and leaves an empty to-space at
+ * the heap's addresses; a mutator touching a page not built yet takes a
+ * SIGBUS, which bulkmem's handler serves by calling `produce` for that
+ * page and mapping it; the access is then retried. Collector threads
+ * (bm_compact_start) build the rest; bm_compact_finish waits for the last
+ * page and drains.
+ *
+ * `produce` runs on collector threads and inside SIGBUS handlers on
+ * mutator threads, concurrently for different pages: it must be
+ * async-signal-safe, read only the from-space and the collector's own
+ * tables, write the 4096 bytes at `out`, not touch the to-space, and use
+ * little stack. It returns what it left:
+ *   BM_FILL_BUILT  `out` holds the page
+ *   BM_FILL_ZERO   the page is zeros (`out` ignored)
+ *   BM_FILL_SAME   the page is from-space page `page` unchanged, read by
+ *                  no other page (`out` ignored; moved back, not copied)
+ * `first_source` (may be NULL) returns the lowest from-space page that
+ * to-space pages `page`.. read, never decreasing: the from-space below it
+ * is unmapped once every lower page is built.
+ *
+ * Threads touching the heap must leave SIGBUS unblocked; a system call
+ * on an unbuilt page fails with EFAULT (call bm_compact_ensure first);
+ * fork() during a session builds every page first. */
+typedef struct bm_compaction bm_compaction;
+
+#define BM_FILL_BUILT 0
+#define BM_FILL_ZERO 1
+#define BM_FILL_SAME 2
+
+#define BM_COMPACT_AUTO 0u /* move where it saves work, else copy */
+#define BM_COMPACT_COPY 1u /* UFFDIO_COPY every page */
+#define BM_COMPACT_MOVE 2u /* UFFDIO_MOVE (Linux >= 6.8); EBUSY pages copied */
+
+typedef int (*bm_produce_fn)(void *ctx, size_t page, const void *from_space,
+                             void *out);
+typedef size_t (*bm_first_source_fn)(void *ctx, size_t page);
+
+typedef struct bm_compact_options {
+    unsigned mode;       /* BM_COMPACT_AUTO, _COPY or _MOVE */
+    unsigned workers;    /* collector threads (0: 1) */
+    unsigned batch;      /* pages built per ioctl (0: 64; at most 512) */
+    unsigned huge_pages; /* nonzero: advise huge pages for the to-space */
+} bm_compact_options;
+
+typedef struct bm_compact_stats {
+    size_t pages;          /* pages in the heap */
+    size_t by_collector;   /* pages the collector threads built */
+    size_t by_mutators;    /* pages built in fault handlers or by ensure */
+    size_t faults;         /* faults served */
+    size_t waits;          /* of which waited for another thread's page */
+    size_t refaults;       /* faults on pages already mapped */
+    size_t ioctls;         /* mapping ioctls issued */
+    size_t moved;          /* pages moved (UFFDIO_MOVE) */
+    size_t copied;         /* pages copied (UFFDIO_COPY) */
+    size_t zeroed;         /* zero pages mapped (UFFDIO_ZEROPAGE) */
+    size_t move_fallbacks; /* moves refused with EBUSY, copied instead */
+    size_t eexist;         /* pages found mapped already (EEXIST) */
+    size_t released;       /* bytes of from-space released early */
+    size_t failed;         /* pages the kernel refused, built in place */
+    double pause_us;       /* bm_compact_prepare's duration */
+    double stall_p50_us;   /* time in the handler per fault */
+    double stall_p99_us;
+    double stall_p999_us;
+    double stall_max_us;
+} bm_compact_stats;
+
+/* 1 if concurrent compaction works here with moves, 0 without moves;
+ * negative errno if not at all (bm_last_error says why: no userfaultfd,
+ * refused by vm.unprivileged_userfaultfd or a seccomp filter). */
+int bm_compact_supported(void);
+
+/* In the collector's pause: prepares the compaction of the page-aligned
+ * heap [heap, heap+len) (one readable, writable mapping; align it to
+ * 1 GiB for a pause that does not grow with it). `opts` may be NULL.
+ * NULL with errno set on failure, the heap untouched. */
+bm_compaction *bm_compact_prepare(void *heap, size_t len,
+                                  bm_produce_fn produce,
+                                  bm_first_source_fn first_source, void *ctx,
+                                  const bm_compact_options *opts);
+
+/* Starts the collector threads (without it, bm_compact_finish builds what
+ * the mutators have not, on the calling thread). */
+int bm_compact_start(bm_compaction *c);
+
+/* Builds every unbuilt page of [addr, addr+len) now, on this thread:
+ * before handing heap memory to a system call. */
+int bm_compact_ensure(bm_compaction *c, const void *addr, size_t len);
+
+/* Waits for every page, drains the handlers, unregisters, releases the
+ * from-space and frees `c`; *stats (may be NULL) says what was done. */
+int bm_compact_finish(bm_compaction *c, bm_compact_stats *stats);
+
+/* Compacts entirely inside the pause with no userfaultfd (where
+ * bm_compact_supported says no): every page built in place. */
+int bm_compact_stop_the_world(void *heap, size_t len, bm_produce_fn produce,
+                              bm_first_source_fn first_source, void *ctx,
+                              const bm_compact_options *opts,
+                              bm_compact_stats *stats);
+
 /* ---- NUMA -------------------------------------------------------------- */
 
 typedef struct bm_migrate_report {

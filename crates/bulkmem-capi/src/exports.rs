@@ -63,6 +63,12 @@ exports! {
     bm_mover_unregister => crate::mover::bm_mover_unregister;
     bm_mover_move => crate::mover::bm_mover_move;
     bm_mover_free => crate::mover::bm_mover_free;
+    bm_compact_supported => crate::compact::bm_compact_supported;
+    bm_compact_prepare => crate::compact::bm_compact_prepare;
+    bm_compact_start => crate::compact::bm_compact_start;
+    bm_compact_ensure => crate::compact::bm_compact_ensure;
+    bm_compact_finish => crate::compact::bm_compact_finish;
+    bm_compact_stop_the_world => crate::compact::bm_compact_stop_the_world;
     bm_numa_nodes => crate::numa::bm_numa_nodes;
     bm_migrate => crate::numa::bm_migrate;
     bm_copy => crate::single::bm_copy;

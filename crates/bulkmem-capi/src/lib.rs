@@ -6,6 +6,8 @@
 #![allow(clippy::missing_safety_doc)] // the contracts are in bulkmem.h
 
 mod batch;
+#[cfg(target_arch = "x86_64")]
+mod compact;
 mod exports;
 mod ext;
 mod fill;

@@ -5,7 +5,7 @@
 //! header; the sized `_v2` structs are in [`crate::sized`] for the same
 //! reason. These layouts are frozen: programs built against 0.1 pass them.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 /// The C `bm_extent`.
 #[repr(C)]
@@ -71,4 +71,38 @@ pub struct BmMigrateReport {
     pub already: usize,
     pub not_present: usize,
     pub failed: usize,
+}
+
+/// The C `bm_compact_options`.
+#[repr(C)]
+pub struct BmCompactOptions {
+    pub mode: c_uint,
+    pub workers: c_uint,
+    pub batch: c_uint,
+    pub huge_pages: c_uint,
+}
+
+/// The C `bm_compact_stats`.
+#[repr(C)]
+#[derive(Default)]
+pub struct BmCompactStats {
+    pub pages: usize,
+    pub by_collector: usize,
+    pub by_mutators: usize,
+    pub faults: usize,
+    pub waits: usize,
+    pub refaults: usize,
+    pub ioctls: usize,
+    pub moved: usize,
+    pub copied: usize,
+    pub zeroed: usize,
+    pub move_fallbacks: usize,
+    pub eexist: usize,
+    pub released: usize,
+    pub failed: usize,
+    pub pause_us: f64,
+    pub stall_p50_us: f64,
+    pub stall_p99_us: f64,
+    pub stall_p999_us: f64,
+    pub stall_max_us: f64,
 }

@@ -445,6 +445,10 @@ fn rust_layouts() -> Vec<Layout> {
             strategy;
         structs::BmMoveReport => "bm_move_report": moved, copied, holes, failures, ioctls;
         structs::BmMigrateReport => "bm_migrate_report": moved, already, not_present, failed;
+        structs::BmCompactOptions => "bm_compact_options": mode, workers, batch, huge_pages;
+        structs::BmCompactStats => "bm_compact_stats": pages, by_collector, by_mutators, faults,
+            waits, refaults, ioctls, moved, copied, zeroed, move_fallbacks, eexist, released,
+            failed, pause_us, stall_p50_us, stall_p99_us, stall_p999_us, stall_max_us;
         sized::BmEngineOptsV2 => "bm_engine_opts_v2": size, threads, placement, chunk, strategy,
             hint;
         sized::BmCtlV2 => "bm_ctl_v2": size, progress, ctx, cancel, cancel_handle;

@@ -151,6 +151,9 @@ pub struct CompactCell {
     /// Mutator stalls (faulting accesses, end to end), microseconds, over
     /// every run's stalls together: p50, p99, p99.9 and max.
     pub stall_us: [f64; 4],
+    /// Of each stall, the part inside bulkmem's handler (the library's
+    /// own histogram), microseconds: p50 and p99, medians over runs.
+    pub handler_us: [f64; 2],
     /// Faults per mutator thread (median over runs).
     pub faults_per_mutator: f64,
     /// Mutator operations per second during compaction over a run without

@@ -9,7 +9,11 @@
 //!   page in place (the path without userfaultfd);
 //! * `concurrent-copy`, `concurrent-move`, `concurrent-auto`: a session in
 //!   each mode, the mutators faulting pages in while the collector thread
-//!   builds the rest.
+//!   builds the rest;
+//! * `floor`: a session whose every page is zeros, faulted in by the
+//!   mutators alone (the heap is not checked): what a fault costs here
+//!   with nothing to build, the kernel's SIGBUS round trip and one
+//!   `UFFDIO_COPY`.
 //!
 //! Each run first measures the mutators without a collection (150 ms), then
 //! compacts; the heap is checked whole afterwards (every live object's id,
@@ -22,7 +26,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cli::{check_memory, check_outputs, publish, usage, with_progress, Failure, Measure, Output, Style};
+use crate::cli::{
+    check_memory, check_outputs, publish, usage, with_progress, Failure, Measure, Output, Style,
+};
 use crate::report::{CompactCell, Row};
 use crate::size::{self, fmt_size};
 use bulkmem_report::stats::Stats;
@@ -34,6 +40,7 @@ pub const STRATEGIES: &[&str] = &[
     "concurrent-copy",
     "concurrent-move",
     "concurrent-auto",
+    "floor",
 ];
 
 #[derive(Args)]
@@ -69,13 +76,28 @@ pub enum Toggle {
 }
 
 /// One cell's runs.
-fn cell(strategy: &str, bytes: usize, live: u32, mutators: usize, thp: bool, runs: usize) -> Result<Row, String> {
+fn cell(
+    strategy: &str,
+    bytes: usize,
+    live: u32,
+    mutators: usize,
+    thp: bool,
+    runs: usize,
+) -> Result<Row, String> {
     let mut samples = Vec::new();
     for _ in 0..runs {
-        samples.push(run::one(strategy, bytes, live, mutators, thp).map_err(|e| format!("{strategy}: {e}"))?);
+        samples.push(
+            run::one(strategy, bytes, live, mutators, thp)
+                .map_err(|e| format!("{strategy}: {e}"))?,
+        );
     }
-    let of = |f: &dyn Fn(&run::Sample) -> f64| Stats::or_zero(&samples.iter().map(f).collect::<Vec<_>>());
-    let mut stalls: Vec<u64> = samples.iter().flat_map(|s| s.stalls.iter().copied()).collect();
+    let of = |f: &dyn Fn(&run::Sample) -> f64| {
+        Stats::or_zero(&samples.iter().map(f).collect::<Vec<_>>())
+    };
+    let mut stalls: Vec<u64> = samples
+        .iter()
+        .flat_map(|s| s.stalls.iter().copied())
+        .collect();
     stalls.sort_unstable();
     let q = |q: f64| -> f64 {
         if stalls.is_empty() {
@@ -100,6 +122,10 @@ fn cell(strategy: &str, bytes: usize, live: u32, mutators: usize, thp: bool, run
             thp,
             pause_us: of(&|s| s.pause.as_secs_f64() * 1e6),
             stall_us: [q(0.5), q(0.99), q(0.999), q(1.0)],
+            handler_us: [
+                of(&|s| s.handler.0.as_secs_f64() * 1e6).median,
+                of(&|s| s.handler.1.as_secs_f64() * 1e6).median,
+            ],
             faults_per_mutator: of(&|s| s.faults_per_mutator).median,
             mutator_share: of(&|s| s.share).median,
             total_ms: of(&|s| s.total.as_secs_f64() * 1e3),
@@ -109,7 +135,10 @@ fn cell(strategy: &str, bytes: usize, live: u32, mutators: usize, thp: bool, run
     })
 }
 
-pub fn run(a: &CompactArgs, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<Vec<Row>, String> {
+pub fn run(
+    a: &CompactArgs,
+    progress: &mut dyn FnMut(usize, usize, &str),
+) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     let groups = groups(a);
     let mut n = 0;
@@ -119,7 +148,14 @@ pub fn run(a: &CompactArgs, progress: &mut dyn FnMut(usize, usize, &str)) -> Res
                 for &thp in &a.thp {
                     for s in &a.strategies {
                         progress(n, groups, &format!("{} {live}% {m} {s}", fmt_size(bytes)));
-                        rows.push(cell(s, bytes, live, m as usize, thp == Toggle::On, a.measure.rounds().runs)?);
+                        rows.push(cell(
+                            s,
+                            bytes,
+                            live,
+                            m as usize,
+                            thp == Toggle::On,
+                            a.measure.rounds().runs,
+                        )?);
                         n += 1;
                     }
                 }
@@ -141,7 +177,7 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
             "compact: a heap of 64-byte objects compacted while mutators run; medians of {} runs; stalls over all runs (µs); share = mutator ops/s during compaction over none",
             rows.first().map_or(0, |r| r.runs)
         ),
-        ["heap", "live", "mut", "thp", "strategy", "pause µs", "stall p50", "p99", "p99.9", "max", "faults/mut", "share", "GB/s", "total ms", "RSS+ MiB"]
+        ["heap", "live", "mut", "thp", "strategy", "pause µs", "stall p50", "p99", "p99.9", "max", "in handler p50", "p99", "faults/mut", "share", "GB/s", "total ms", "RSS+ MiB"]
             .map(String::from)
             .to_vec(),
     );
@@ -158,6 +194,8 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
             fixed(c.stall_us[1]),
             fixed(c.stall_us[2]),
             fixed(c.stall_us[3]),
+            fixed(c.handler_us[0]),
+            fixed(c.handler_us[1]),
             fixed(c.faults_per_mutator),
             format!("{:.2}", c.mutator_share),
             format!("{:.2}", r.gbps.median),
@@ -171,10 +209,20 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
 pub fn cmd(a: CompactArgs, quiet: bool) -> Result<(), Failure> {
     check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
     if let Some(&s) = a.heaps.iter().find(|&&s| s == 0 || s % (2 << 20) != 0) {
-        return Err(usage(format!("--heaps {} is not a non-zero multiple of 2M", fmt_size(s))));
+        return Err(usage(format!(
+            "--heaps {} is not a non-zero multiple of 2M",
+            fmt_size(s)
+        )));
     }
-    if let Some(s) = a.strategies.iter().find(|s| !STRATEGIES.contains(&s.as_str())) {
-        return Err(usage(format!("--strategies: unknown {s:?} (one of {})", STRATEGIES.join(", "))));
+    if let Some(s) = a
+        .strategies
+        .iter()
+        .find(|s| !STRATEGIES.contains(&s.as_str()))
+    {
+        return Err(usage(format!(
+            "--strategies: unknown {s:?} (one of {})",
+            STRATEGIES.join(", ")
+        )));
     }
     if let Err(e) = bulkmem::compact::support() {
         if a.strategies.iter().any(|s| s.starts_with("concurrent")) {
@@ -185,18 +233,31 @@ pub fn cmd(a: CompactArgs, quiet: bool) -> Result<(), Failure> {
     }
     // The heap, its staging copy (stop-the-world-mover) and the live list.
     let max = a.heaps.iter().copied().max().unwrap_or(0);
-    check_memory(&[crate::cli::twice_the_largest("--heaps", &[max], "a heap and a staged copy of it")])?;
+    check_memory(&[crate::cli::twice_the_largest(
+        "--heaps",
+        &[max],
+        "a heap and a staged copy of it",
+    )])?;
     let rows = with_progress(quiet, groups(&a), |p| run(&a, p))?;
     let style = |r: &Row| {
         let c = r.compacted.as_ref()?;
-        let color = STRATEGIES.iter().position(|s| *s == r.strategy).unwrap_or(0);
-        Some((format!("{} {}% {}m", r.strategy, c.live, c.mutators), color, c.thp))
+        let color = STRATEGIES
+            .iter()
+            .position(|s| *s == r.strategy)
+            .unwrap_or(0);
+        Some((
+            format!("{} {}% {}m", r.strategy, c.live, c.mutators),
+            color,
+            c.thp,
+        ))
     };
     publish(
         &a.out,
         &table(&rows),
         &rows,
-        a.plot.as_deref().map(|p| (p, "compact", "heap", &style as Style)),
+        a.plot
+            .as_deref()
+            .map(|p| (p, "compact", "heap", &style as Style)),
     )
 }
 

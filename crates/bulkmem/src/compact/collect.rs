@@ -125,8 +125,17 @@ fn map_batch(s: &Shared, staging: usize, first: usize, end: usize, kinds: &[Kind
         // SAFETY: to-space pages i..j are ours (PRODUCING or MAPPING) and
         // registered; the source is our staging area, or the from-space
         // pages the producer said are these pages unchanged.
-        let r = unsafe { map::run(s.fd(), &s.counters, via, s.base + i * PAGE, src, len) };
-        Counters::add(&s.counters.by_collector, (j - i) as u64);
+        let r = unsafe {
+            map::run(
+                s.fd(),
+                &s.counters.collector,
+                via,
+                s.base + i * PAGE,
+                src,
+                len,
+            )
+        };
+        Counters::add(&s.counters.collector.pages, (j - i) as u64);
         s.settle(i, j - i, r);
         i = j + skip;
     }

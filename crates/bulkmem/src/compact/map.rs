@@ -5,7 +5,7 @@
 
 use core::sync::atomic::AtomicU64;
 
-use super::stats::Counters;
+use super::stats::{Counters, Side};
 use crate::uffd::ioctl::{
     UffdioCopy, UffdioMove, UffdioRange, UffdioZeropage, UFFDIO_COPY, UFFDIO_MOVE, UFFDIO_ZEROPAGE,
 };
@@ -105,7 +105,7 @@ unsafe fn once(fd: i32, via: Via, dst: usize, src: usize, len: usize) -> (usize,
 /// As [`once`]; a Move leaves the source pages it moved empty.
 pub(crate) unsafe fn run(
     fd: i32,
-    c: &Counters,
+    c: &Side,
     via: Via,
     dst: usize,
     src: usize,

@@ -28,7 +28,7 @@ pub struct Support {
 /// why not (no userfaultfd, refused by the sysctl or a seccomp filter, no
 /// SIGBUS mode), else what it supports.
 pub fn support() -> Result<Support, Error> {
-    let (_, offered) = open_with(0)?;
+    let offered = offered()?;
     if offered & UFFD_FEATURE_SIGBUS == 0 {
         return Err(Error::NotSupportedHere {
             what: "userfaultfd SIGBUS mode (UFFD_FEATURE_SIGBUS, Linux 4.14)".into(),
@@ -37,6 +37,21 @@ pub fn support() -> Result<Support, Error> {
     Ok(Support {
         moves: offered & UFFD_FEATURE_MOVE != 0,
     })
+}
+
+/// The features the kernel offers a userfaultfd, asked once per process
+/// (opening one to ask costs tens of microseconds of the pause).
+fn offered() -> Result<u64, Error> {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    const KNOWN: u64 = 1 << 63;
+    static OFFERED: AtomicU64 = AtomicU64::new(0);
+    let o = OFFERED.load(Relaxed);
+    if o & KNOWN != 0 {
+        return Ok(o & !KNOWN);
+    }
+    let (_, o) = open_with(0)?;
+    OFFERED.store(o | KNOWN, Relaxed);
+    Ok(o)
 }
 
 /// A concurrent compaction of one heap (see the module docs).
@@ -360,7 +375,7 @@ impl Session {
         match unsafe {
             super::map::run(
                 s.fd(),
-                &s.counters,
+                &s.counters.mutators,
                 super::map::Via::Copy,
                 s.base + page * PAGE,
                 src,

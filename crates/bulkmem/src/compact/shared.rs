@@ -128,9 +128,16 @@ impl Shared {
                         // owns (MAPPING), and the collector's staged copy,
                         // which it keeps until the page is MAPPED.
                         let r = unsafe {
-                            map::run(self.fd(), &self.counters, Via::Copy, self.dst(p), src, PAGE)
+                            map::run(
+                                self.fd(),
+                                &self.counters.mutators,
+                                Via::Copy,
+                                self.dst(p),
+                                src,
+                                PAGE,
+                            )
                         };
-                        Counters::add(&self.counters.by_mutators, 1);
+                        Counters::add(&self.counters.mutators.pages, 1);
                         return self.settle(p, 1, r);
                     }
                 }
@@ -140,7 +147,14 @@ impl Shared {
                         // SAFETY: a registered to-space page; EEXIST (it is
                         // there after all) counts as done.
                         let r = unsafe {
-                            map::run(self.fd(), &self.counters, Via::Zero, self.dst(p), 0, PAGE)
+                            map::run(
+                                self.fd(),
+                                &self.counters.mutators,
+                                Via::Zero,
+                                self.dst(p),
+                                0,
+                                PAGE,
+                            )
                         };
                         return !matches!(r, Mapped::Failed { .. });
                     }
@@ -189,15 +203,30 @@ impl Shared {
         let fill = self.producer.produce(p, self.from as *const u8, out);
         let (via, src) = match fill {
             Fill::Built => (self.single_via(), buf),
-            Fill::Zero => (Via::Zero, 0),
+            // Not a zero page: the access that faulted is most often a
+            // write, which would then fault again to copy the zero page.
+            Fill::Zero => {
+                // SAFETY: our buffer, a whole page.
+                unsafe { core::ptr::write_bytes(buf as *mut u8, 0, PAGE) };
+                (Via::Copy, buf)
+            }
             Fill::Same => (self.same_via(), self.from + p * PAGE),
         };
         // SAFETY: a registered to-space page this thread owns, and a source
         // page that is ours (the buffer) or the from-space page the
         // producer says is this page unchanged.
-        let r = unsafe { map::run(self.fd(), &self.counters, via, self.dst(p), src, PAGE) };
+        let r = unsafe {
+            map::run(
+                self.fd(),
+                &self.counters.mutators,
+                via,
+                self.dst(p),
+                src,
+                PAGE,
+            )
+        };
         self.put_buffer(buf);
-        Counters::add(&self.counters.by_mutators, 1);
+        Counters::add(&self.counters.mutators.pages, 1);
         self.settle(p, 1, r)
     }
 

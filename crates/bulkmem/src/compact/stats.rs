@@ -28,43 +28,74 @@ fn lower(i: usize) -> u64 {
     ((8 + sub) << (e - 3)).min(u64::MAX as u128) as u64
 }
 
-/// The live counters of one session.
-pub(crate) struct Counters {
-    pub by_collector: AtomicU64,
-    pub by_mutators: AtomicU64,
-    pub faults: AtomicU64,
-    pub waits: AtomicU64,
-    pub refaults: AtomicU64,
+/// A counter on a cache line of its own.
+#[repr(align(128))]
+pub(crate) struct Counter(AtomicU64);
+
+impl core::ops::Deref for Counter {
+    type Target = AtomicU64;
+    fn deref(&self) -> &AtomicU64 {
+        &self.0
+    }
+}
+
+const fn counter() -> Counter {
+    Counter(AtomicU64::new(0))
+}
+
+/// What one side (the collector's threads, or the mutators) counts, on
+/// cache lines of its own: the two count at the same time on different
+/// CPUs, and shared lines would bounce between them on every fault.
+#[repr(align(128))]
+pub(crate) struct Side {
+    pub pages: AtomicU64,
     pub ioctls: AtomicU64,
     pub moved: AtomicU64,
     pub copied: AtomicU64,
     pub zeroed: AtomicU64,
     pub move_fallbacks: AtomicU64,
     pub eexist: AtomicU64,
-    pub released: AtomicU64,
-    pub failed: AtomicU64,
-    stall: [AtomicU64; BUCKETS],
-    stall_max: AtomicU64,
 }
 
-impl Counters {
-    pub fn new() -> Counters {
-        Counters {
-            by_collector: AtomicU64::new(0),
-            by_mutators: AtomicU64::new(0),
-            faults: AtomicU64::new(0),
-            waits: AtomicU64::new(0),
-            refaults: AtomicU64::new(0),
+impl Side {
+    const fn new() -> Side {
+        Side {
+            pages: AtomicU64::new(0),
             ioctls: AtomicU64::new(0),
             moved: AtomicU64::new(0),
             copied: AtomicU64::new(0),
             zeroed: AtomicU64::new(0),
             move_fallbacks: AtomicU64::new(0),
             eexist: AtomicU64::new(0),
-            released: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The live counters of one session.
+pub(crate) struct Counters {
+    pub collector: Side,
+    pub mutators: Side,
+    pub faults: Counter,
+    pub waits: Counter,
+    pub refaults: Counter,
+    pub released: Counter,
+    pub failed: Counter,
+    stall: [AtomicU64; BUCKETS],
+    stall_max: Counter,
+}
+
+impl Counters {
+    pub fn new() -> Counters {
+        Counters {
+            collector: Side::new(),
+            mutators: Side::new(),
+            faults: counter(),
+            waits: counter(),
+            refaults: counter(),
+            released: counter(),
+            failed: counter(),
             stall: [const { AtomicU64::new(0) }; BUCKETS],
-            stall_max: AtomicU64::new(0),
+            stall_max: counter(),
         }
     }
 
@@ -80,19 +111,20 @@ impl Counters {
 
     pub fn snapshot(&self, pages: usize, pause: Duration) -> Stats {
         let get = |c: &AtomicU64| c.load(Relaxed);
+        let both = |f: fn(&Side) -> &AtomicU64| get(f(&self.collector)) + get(f(&self.mutators));
         Stats {
             pages,
-            by_collector: get(&self.by_collector),
-            by_mutators: get(&self.by_mutators),
+            by_collector: get(&self.collector.pages),
+            by_mutators: get(&self.mutators.pages),
             faults: get(&self.faults),
             waits: get(&self.waits),
             refaults: get(&self.refaults),
-            ioctls: get(&self.ioctls),
-            moved: get(&self.moved),
-            copied: get(&self.copied),
-            zeroed: get(&self.zeroed),
-            move_fallbacks: get(&self.move_fallbacks),
-            eexist: get(&self.eexist),
+            ioctls: both(|s| &s.ioctls),
+            moved: both(|s| &s.moved),
+            copied: both(|s| &s.copied),
+            zeroed: both(|s| &s.zeroed),
+            move_fallbacks: both(|s| &s.move_fallbacks),
+            eexist: both(|s| &s.eexist),
             released: get(&self.released),
             failed: get(&self.failed),
             pause,

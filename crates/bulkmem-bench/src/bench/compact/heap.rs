@@ -27,8 +27,11 @@ fn hash(i: u64) -> u64 {
 
 impl Heap {
     pub fn new(bytes: usize, live_pct: u32, thp: bool) -> Result<Heap, String> {
+        // Aligned to 1 GiB, as a collector reserves its heap: the pause's
+        // mremap then moves whole page-table pages (docs/design.md,
+        // "Concurrent compaction").
         let map = Mapping::options()
-            .align(2 << 20)
+            .align(1 << 30)
             .huge_pages(thp)
             .map(bytes)
             .map_err(|e| format!("cannot map a {bytes}-byte heap: {e}"))?;
@@ -88,7 +91,9 @@ impl Heap {
             sum += c;
         }
         if sum != ops {
-            return Err(format!("the counters add up to {sum}, the mutators made {ops} increments"));
+            return Err(format!(
+                "the counters add up to {sum}, the mutators made {ops} increments"
+            ));
         }
         Ok(())
     }
@@ -101,7 +106,10 @@ impl Producer for Heap {
             return Fill::Zero;
         }
         let objs = &self.live[first..(first + PER_PAGE).min(self.live.len())];
-        if objs.len() == PER_PAGE && objs[0] as usize == first && objs[PER_PAGE - 1] as usize == first + PER_PAGE - 1 {
+        if objs.len() == PER_PAGE
+            && objs[0] as usize == first
+            && objs[PER_PAGE - 1] as usize == first + PER_PAGE - 1
+        {
             return Fill::Same;
         }
         for (j, &o) in objs.iter().enumerate() {

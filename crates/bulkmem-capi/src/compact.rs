@@ -1,0 +1,203 @@
+//! Concurrent compaction (`bulkmem::compact`) for collectors written in C.
+
+use std::ffi::{c_int, c_void};
+use std::sync::Arc;
+
+use bulkmem_core::compact::{self, Fill, Mode, Options, Producer, Session, Stats, PAGE};
+
+use crate::status::{call, call_ptr, invalid, Res};
+use crate::structs::{BmCompactOptions, BmCompactStats};
+
+/// `int produce(void *ctx, size_t page, const void *from_space, void *out)`:
+/// returns `BM_FILL_BUILT`, `BM_FILL_ZERO` or `BM_FILL_SAME`.
+pub type ProduceFn = unsafe extern "C" fn(*mut c_void, usize, *const c_void, *mut c_void) -> c_int;
+/// `size_t first_source(void *ctx, size_t page)`.
+pub type FirstSourceFn = unsafe extern "C" fn(*mut c_void, usize) -> usize;
+
+/// The C view of a session's statistics.
+fn c_stats(s: &Stats) -> BmCompactStats {
+    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
+    BmCompactStats {
+        pages: s.pages,
+        by_collector: s.by_collector as usize,
+        by_mutators: s.by_mutators as usize,
+        faults: s.faults as usize,
+        waits: s.waits as usize,
+        refaults: s.refaults as usize,
+        ioctls: s.ioctls as usize,
+        moved: s.moved as usize,
+        copied: s.copied as usize,
+        zeroed: s.zeroed as usize,
+        move_fallbacks: s.move_fallbacks as usize,
+        eexist: s.eexist as usize,
+        released: s.released as usize,
+        failed: s.failed as usize,
+        pause_us: us(s.pause),
+        stall_p50_us: us(s.stall.quantile(0.5)),
+        stall_p99_us: us(s.stall.quantile(0.99)),
+        stall_p999_us: us(s.stall.quantile(0.999)),
+        stall_max_us: us(s.stall.max()),
+    }
+}
+
+/// The collector's callbacks and context.
+struct CProducer {
+    produce: ProduceFn,
+    first_source: Option<FirstSourceFn>,
+    ctx: *mut c_void,
+}
+
+// SAFETY: the header's contract: the callbacks may be called from any
+// thread, concurrently for different pages, and `ctx` is safe to share.
+unsafe impl Send for CProducer {}
+// SAFETY: as above.
+unsafe impl Sync for CProducer {}
+
+impl Producer for CProducer {
+    fn produce(&self, page: usize, from_space: *const u8, out: &mut [u8; PAGE]) -> Fill {
+        // SAFETY: the collector's callback with its own context, a page
+        // number, the from-space and a writable page.
+        match unsafe { (self.produce)(self.ctx, page, from_space.cast(), out.as_mut_ptr().cast()) }
+        {
+            1 => Fill::Zero,
+            2 => Fill::Same,
+            _ => Fill::Built,
+        }
+    }
+
+    fn first_source(&self, page: usize) -> usize {
+        // SAFETY: as above.
+        self.first_source
+            .map_or(0, |f| unsafe { f(self.ctx, page) })
+    }
+}
+
+/// The C `bm_compaction`.
+pub struct BmCompaction(Session);
+
+fn options(o: *const BmCompactOptions) -> Res<Options> {
+    let mut opts = Options::default();
+    if o.is_null() {
+        return Ok(opts);
+    }
+    // SAFETY: a non-NULL pointer to the caller's options (the contract).
+    let o = unsafe { &*o };
+    opts = opts.mode(match o.mode {
+        0 => Mode::Auto,
+        1 => Mode::Copy,
+        2 => Mode::Move,
+        m => {
+            return Err(invalid(format!(
+                "unknown compaction mode {m} (BM_COMPACT_AUTO, _COPY or _MOVE)"
+            )))
+        }
+    });
+    if o.workers != 0 {
+        opts = opts.workers(o.workers as usize);
+    }
+    if o.batch != 0 {
+        opts = opts.batch(o.batch as usize);
+    }
+    Ok(opts.huge_pages(o.huge_pages != 0))
+}
+
+fn producer(
+    produce: Option<ProduceFn>,
+    first_source: Option<FirstSourceFn>,
+    ctx: *mut c_void,
+) -> Res<CProducer> {
+    let produce = produce.ok_or_else(|| invalid("the produce callback is NULL"))?;
+    Ok(CProducer {
+        produce,
+        first_source,
+        ctx,
+    })
+}
+
+fn put_stats(out: *mut BmCompactStats, s: &Stats) {
+    if !out.is_null() {
+        // SAFETY: a non-NULL pointer to the caller's struct.
+        unsafe { out.write(c_stats(s)) };
+    }
+}
+
+pub extern "C" fn bm_compact_supported() -> c_int {
+    call(|| Ok(c_int::from(compact::support()?.moves)))
+}
+
+pub unsafe extern "C" fn bm_compact_prepare(
+    heap: *mut c_void,
+    len: usize,
+    produce: Option<ProduceFn>,
+    first_source: Option<FirstSourceFn>,
+    ctx: *mut c_void,
+    opts: *const BmCompactOptions,
+) -> *mut BmCompaction {
+    call_ptr(|| {
+        let p = producer(produce, first_source, ctx)?;
+        let opts = options(opts)?;
+        // SAFETY: the header's contract: the caller's pause.
+        let s = unsafe { Session::prepare(heap.cast(), len, Arc::new(p), opts) }?;
+        Ok(Box::into_raw(Box::new(BmCompaction(s))))
+    })
+}
+
+fn session<'a>(c: *mut BmCompaction) -> Res<&'a mut BmCompaction> {
+    if c.is_null() {
+        return Err(invalid("the compaction is NULL"));
+    }
+    // SAFETY: a non-NULL handle from bm_compact_prepare (the contract).
+    Ok(unsafe { &mut *c })
+}
+
+pub unsafe extern "C" fn bm_compact_start(c: *mut BmCompaction) -> c_int {
+    call(|| {
+        session(c)?.0.start()?;
+        Ok(0)
+    })
+}
+
+pub unsafe extern "C" fn bm_compact_ensure(
+    c: *mut BmCompaction,
+    addr: *const c_void,
+    len: usize,
+) -> c_int {
+    call(|| {
+        session(c)?.0.ensure(addr.cast(), len)?;
+        Ok(0)
+    })
+}
+
+pub unsafe extern "C" fn bm_compact_finish(
+    c: *mut BmCompaction,
+    out: *mut BmCompactStats,
+) -> c_int {
+    call(|| {
+        session(c)?;
+        // SAFETY: the handle came from Box::into_raw in bm_compact_prepare
+        // and is not used after this call (the contract).
+        let s = unsafe { Box::from_raw(c) };
+        let stats = s.0.finish()?;
+        put_stats(out, &stats);
+        Ok(0)
+    })
+}
+
+pub unsafe extern "C" fn bm_compact_stop_the_world(
+    heap: *mut c_void,
+    len: usize,
+    produce: Option<ProduceFn>,
+    first_source: Option<FirstSourceFn>,
+    ctx: *mut c_void,
+    opts: *const BmCompactOptions,
+    out: *mut BmCompactStats,
+) -> c_int {
+    call(|| {
+        let p = producer(produce, first_source, ctx)?;
+        let opts = options(opts)?;
+        // SAFETY: the header's contract: the caller's pause.
+        let stats = unsafe { compact::stop_the_world(heap.cast(), len, &p, opts) }?;
+        put_stats(out, &stats);
+        Ok(0)
+    })
+}

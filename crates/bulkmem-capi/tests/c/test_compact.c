@@ -1,0 +1,205 @@
+/* test_compact.c - concurrent compaction from C: a heap of 64-byte objects
+ * (an id and a counter each, one in three live) compacted by sliding while
+ * a mutator thread increments counters of live objects at their new
+ * addresses; every counter must be exact afterwards. Also: a system call
+ * on an unbuilt page (EFAULT until bm_compact_ensure), the stop-the-world
+ * path, and refused arguments. Runs in a process of its own (the suite
+ * runs each C test as one), since sessions take SIGBUS. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bulkmem.h"
+#include "check.h"
+
+#define PAGE 4096
+#define OBJ 64
+#define PER_PAGE (PAGE / OBJ)
+#define PAGES 2048
+
+typedef struct {
+    uint32_t *live; /* from-space object index of each live object */
+    size_t nlive;
+} heap_t;
+
+static int produce(void *ctx, size_t page, const void *from, void *out)
+{
+    heap_t *h = ctx;
+    size_t first = page * PER_PAGE;
+    if (first >= h->nlive)
+        return BM_FILL_ZERO;
+    size_t n = h->nlive - first < PER_PAGE ? h->nlive - first : PER_PAGE;
+    for (size_t j = 0; j < n; j++)
+        memcpy((char *)out + j * OBJ, (const char *)from + (size_t)h->live[first + j] * OBJ, OBJ);
+    memset((char *)out + n * OBJ, 0, PAGE - n * OBJ);
+    return BM_FILL_BUILT;
+}
+
+static size_t first_source(void *ctx, size_t page)
+{
+    heap_t *h = ctx;
+    size_t first = page * PER_PAGE;
+    return first < h->nlive ? (size_t)h->live[first] * OBJ / PAGE : PAGES;
+}
+
+static char *new_heap(heap_t *h)
+{
+    char *m = mmap(NULL, PAGES * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    h->live = malloc(PAGES * PER_PAGE * sizeof(uint32_t));
+    h->nlive = 0;
+    for (size_t i = 0; i < (size_t)PAGES * PER_PAGE; i++) {
+        uint64_t *o = (uint64_t *)(m + i * OBJ);
+        o[0] = i + 1;
+        o[1] = 0;
+        if (i % 3 == 0)
+            h->live[h->nlive++] = (uint32_t)i;
+    }
+    return m;
+}
+
+typedef struct {
+    char *heap;
+    heap_t *h;
+    uint64_t *tally;
+    size_t ops;
+    int wrong;
+} mutator_t;
+
+static void *mutate(void *arg)
+{
+    mutator_t *m = arg;
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < m->ops; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        size_t k = x % m->h->nlive;
+        _Atomic uint64_t *o = (_Atomic uint64_t *)(m->heap + k * OBJ);
+        if (atomic_load_explicit(&o[0], memory_order_relaxed) != (uint64_t)m->h->live[k] + 1)
+            m->wrong++;
+        atomic_fetch_add_explicit(&o[1], 1, memory_order_relaxed);
+        m->tally[k]++;
+    }
+    return NULL;
+}
+
+static int verify(const char *heap, const heap_t *h, const uint64_t *tally)
+{
+    for (size_t k = 0; k < h->nlive; k++) {
+        const uint64_t *o = (const uint64_t *)(heap + k * OBJ);
+        if (o[0] != (uint64_t)h->live[k] + 1 || o[1] != (tally ? tally[k] : 0))
+            return 0;
+    }
+    return 1;
+}
+
+static void concurrent(unsigned mode)
+{
+    heap_t h;
+    char *heap = new_heap(&h);
+    CHECK(heap != NULL);
+    bm_compact_options o = {mode, 1, 32, 0};
+    bm_compaction *c = bm_compact_prepare(heap, PAGES * PAGE, produce, first_source, &h, &o);
+    CHECKF(c != NULL, "mode %u: %s", mode, bm_last_error());
+    if (!c)
+        return;
+    mutator_t m = {heap, &h, calloc(h.nlive, sizeof(uint64_t)), 20000, 0};
+    pthread_t th;
+    CHECK_EQ_INT(pthread_create(&th, NULL, mutate, &m), 0);
+    CHECK_EQ_INT(bm_compact_start(c), 0);
+    bm_compact_stats st;
+    CHECK_EQ_INT(bm_compact_finish(c, &st), 0);
+    pthread_join(th, NULL);
+    CHECK_EQ_INT(m.wrong, 0);
+    CHECKF(verify(heap, &h, m.tally), "mode %u: counters", mode);
+    CHECK_EQ_SIZE(st.by_collector + st.by_mutators, (size_t)PAGES);
+    CHECK_EQ_SIZE(st.pages, (size_t)PAGES);
+    CHECK_EQ_SIZE(st.failed, (size_t)0);
+    CHECK(st.pause_us > 0);
+    free(m.tally);
+    free(h.live);
+    munmap(heap, PAGES * PAGE);
+}
+
+static void system_calls_need_ensure(void)
+{
+    heap_t h;
+    char *heap = new_heap(&h);
+    bm_compaction *c = bm_compact_prepare(heap, PAGES * PAGE, produce, NULL, &h, NULL);
+    CHECKF(c != NULL, "%s", bm_last_error());
+    if (!c)
+        return;
+    int fds[2];
+    char buf[OBJ];
+    memset(buf, 7, sizeof buf);
+    CHECK_EQ_INT(pipe(fds), 0);
+    CHECK_EQ_INT((int)write(fds[1], buf, OBJ), OBJ);
+    char *page = heap + 5 * PAGE;
+    CHECK_EQ_INT((int)read(fds[0], page, OBJ), -1);
+    CHECK_EQ_INT(errno, EFAULT);
+    CHECK_EQ_INT(bm_compact_ensure(c, page, OBJ), 0);
+    CHECK_EQ_INT((int)read(fds[0], page, OBJ), OBJ);
+    CHECK_EQ_INT(bm_compact_ensure(c, heap + PAGES * PAGE, 1), -EINVAL);
+    CHECK_EQ_INT(bm_compact_finish(c, NULL), 0);
+    CHECK(page[0] == 7);
+    close(fds[0]);
+    close(fds[1]);
+    free(h.live);
+    munmap(heap, PAGES * PAGE);
+}
+
+static void stop_the_world_and_bad_arguments(void)
+{
+    heap_t h;
+    char *heap = new_heap(&h);
+    bm_compact_stats st;
+    CHECK_EQ_INT(bm_compact_stop_the_world(heap, PAGES * PAGE, produce, first_source, &h, NULL, &st), 0);
+    CHECK(verify(heap, &h, NULL));
+    CHECK_EQ_SIZE(st.by_collector, (size_t)PAGES);
+
+    bm_compact_options bad = {7, 0, 0, 0};
+    errno = 0;
+    CHECK(bm_compact_prepare(heap, PAGES * PAGE, produce, NULL, &h, &bad) == NULL);
+    CHECK_EQ_INT(errno, EINVAL);
+    CHECK(strstr(bm_last_error(), "mode 7") != NULL);
+    errno = 0;
+    CHECK(bm_compact_prepare(heap, PAGES * PAGE, NULL, NULL, &h, NULL) == NULL);
+    CHECK_EQ_INT(errno, EINVAL);
+    errno = 0;
+    CHECK(bm_compact_prepare(heap + 1, PAGE, produce, NULL, &h, NULL) == NULL);
+    CHECK_EQ_INT(errno, EINVAL);
+    CHECK(strstr(bm_last_error(), "page-aligned") != NULL);
+    CHECK_EQ_INT(bm_compact_start(NULL), -EINVAL);
+    CHECK_EQ_INT(bm_compact_finish(NULL, NULL), -EINVAL);
+    /* The heap was left alone by the refused calls. */
+    CHECK(verify(heap, &h, NULL));
+    free(h.live);
+    munmap(heap, PAGES * PAGE);
+}
+
+int main(void)
+{
+    int s = bm_compact_supported();
+    if (s < 0) {
+        check_note("concurrent compaction skipped: %s", bm_last_error());
+        stop_the_world_and_bad_arguments();
+        return check_finish();
+    }
+    concurrent(BM_COMPACT_COPY);
+    concurrent(BM_COMPACT_AUTO);
+    if (s == 1)
+        concurrent(BM_COMPACT_MOVE);
+    system_calls_need_ensure();
+    stop_the_world_and_bad_arguments();
+    return check_finish();
+}

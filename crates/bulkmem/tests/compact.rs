@@ -4,6 +4,8 @@
 //! test's threads.
 
 mod common;
+#[path = "../examples/concurrent_gc.rs"]
+mod concurrent_gc;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +24,9 @@ const CHILD: &str = "BULKMEM_COMPACT_CHILD";
 /// A host without userfaultfd's SIGBUS mode skips, visibly.
 fn alone(name: &str) -> bool {
     if std::env::var(CHILD).as_deref() == Ok(name) {
+        // A fault served wrongly loops for ever: fail instead.
+        // SAFETY: alarm(2) has no memory effects.
+        unsafe { libc::alarm(120) };
         return true;
     }
     if let Err(e) = compact::support() {
@@ -429,4 +434,14 @@ fn deny_userfaultfd() {
             0
         );
     }
+}
+
+#[test]
+fn the_concurrent_gc_example_keeps_its_graph_whole() {
+    if !alone("the_concurrent_gc_example_keeps_its_graph_whole") {
+        return;
+    }
+    // It checks every chain and every count itself, and panics if not.
+    let said = concurrent_gc::collect(16, 2);
+    assert!(said.contains("counted exactly"), "{said}");
 }

@@ -104,9 +104,15 @@ fn share_with_child() -> libc::pid_t {
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
-        loop {
-            // SAFETY: async-signal-safe; the parent kills us.
-            unsafe { libc::pause() };
+        // SAFETY: async-signal-safe calls; we die with the parent (which
+        // kills us anyway) or after a while, never holding the test's
+        // output pipe open for ever.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            libc::alarm(120);
+            loop {
+                libc::pause();
+            }
         }
     }
     pid

@@ -30,6 +30,12 @@ bulkmem bench clear --strategies rep-stosb,avx512-nt,clzero --regime cold
 bulkmem bench clear --format md --width 80           # a table for a cover letter",
     ),
     (
+        &["bench", "compact"],
+        "bulkmem bench compact --heaps 1G --live 50 --mutators 1 --thp off   # one cell: every strategy
+bulkmem bench compact --strategies concurrent-auto,floor --runs 5   # stalls against this machine's floor
+bulkmem bench compact --heaps 1G,4G,16G --json gc.json --plot gc.svg",
+    ),
+    (
         &["tune"],
         "bulkmem tune                         # measure and write the profile `auto` follows here
 bulkmem tune --quick                 # about half the time, fewer sizes

@@ -157,6 +157,38 @@ fn move_documents_follow_the_schema() {
 }
 
 #[test]
+fn compact_documents_follow_the_schema() {
+    if bulkmem::compact::support().is_err() {
+        eprintln!("skipping: no concurrent compaction here");
+        return;
+    }
+    let doc = bench_json(
+        "compact.json",
+        &[
+            "compact",
+            "--heaps",
+            "8M",
+            "--live",
+            "50",
+            "--mutators",
+            "1",
+            "--thp",
+            "off",
+            "--strategies",
+            "stop-the-world,concurrent-auto",
+            "--runs",
+            "1",
+        ],
+    );
+    assert_valid(&doc, "bench compact");
+    let rows = doc["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows
+        .iter()
+        .all(|r| r["live"] == 50 && r["stall_us"].as_array().unwrap().len() == 4));
+}
+
+#[test]
 fn batch_documents_follow_the_schema() {
     let doc = bench_json(
         "batch.json",

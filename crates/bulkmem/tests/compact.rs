@@ -272,8 +272,19 @@ fn fork_during_a_session_gives_the_child_a_whole_heap() {
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         let ok = h.verify(m.as_ptr(), &vec![0; h.live.len()]).is_ok();
+        // The from-space is MADV_DONTFORK: not in the child at all.
+        let mut v = 0u8;
+        // SAFETY: mincore writes one byte to `v`.
+        let from = unsafe { libc::mincore(s.from_space() as *mut libc::c_void, PAGE, &mut v) };
+        let code = if !ok {
+            3
+        } else if from == 0 {
+            4
+        } else {
+            0
+        };
         // SAFETY: leaves the child at once.
-        unsafe { libc::_exit(if ok { 0 } else { 3 }) };
+        unsafe { libc::_exit(code) };
     }
     let mut status = 0;
     // SAFETY: our child.

@@ -49,7 +49,7 @@ impl Cursor {
 /// One collector thread (`worker` numbers its staging area): takes batches
 /// until the heap is done.
 pub(crate) fn work(s: &Shared, cursor: &Cursor, worker: usize) {
-    let batch = s.opts.batch;
+    let batch = s.opts.pages_per_batch();
     let staging = s.staging.as_ptr() as usize + worker * batch * PAGE;
     let mut kinds = [Kind::Theirs; MAX_BATCH];
     loop {
@@ -85,7 +85,8 @@ fn build(s: &Shared, worker: usize, staging: usize, first: usize, end: usize, ki
         let out = unsafe { &mut *((staging + i * PAGE) as *mut [u8; PAGE]) };
         kinds[i] = match s.producer.produce(p, s.from as *const u8, out) {
             Fill::Built => {
-                s.pages.set_staged_at(p, (worker * s.opts.batch + i) as u32);
+                s.pages
+                    .set_staged_at(p, (worker * s.opts.pages_per_batch() + i) as u32);
                 s.pages.set(p, STAGED);
                 Kind::Built
             }

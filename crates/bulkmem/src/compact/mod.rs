@@ -162,7 +162,7 @@ impl Default for Options {
         Options {
             mode: Mode::Auto,
             workers: 1,
-            batch: 64,
+            batch: 0,
             huge_pages: false,
         }
     }
@@ -182,11 +182,22 @@ impl Options {
     }
 
     /// Pages a collector thread builds before mapping them with one ioctl
-    /// (default 64; at most 512). A mutator that faults on a page the
-    /// collector has claimed waits for at most the rest of its build.
+    /// (at most 512; default 64, or 512 with huge pages, so that whole
+    /// 2 MiB runs can move as one). A mutator that faults on a page the
+    /// collector has built but not mapped maps that page itself; one the
+    /// collector is building it waits for.
     pub fn batch(mut self, pages: usize) -> Options {
-        self.batch = pages;
+        self.batch = pages.max(1);
         self
+    }
+
+    /// The batch in effect.
+    pub(crate) fn pages_per_batch(&self) -> usize {
+        match self.batch {
+            0 if self.huge_pages => collect::MAX_BATCH,
+            0 => 64,
+            b => b,
+        }
     }
 
     /// Advise huge pages for the to-space and the staging buffers
@@ -203,7 +214,7 @@ impl Options {
                 self.workers
             )));
         }
-        if !(1..=collect::MAX_BATCH).contains(&self.batch) {
+        if !(1..=collect::MAX_BATCH).contains(&self.pages_per_batch()) {
             return Err(crate::Error::Config(format!(
                 "compact: a batch of {} pages (1 to {})",
                 self.batch,

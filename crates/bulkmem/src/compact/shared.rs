@@ -68,7 +68,7 @@ impl Shared {
         let staging = Mapping::options()
             .align(2 << 20)
             .huge_pages(opts.huge_pages)
-            .map(opts.workers * opts.batch * PAGE)?;
+            .map(opts.workers * opts.pages_per_batch() * PAGE)?;
         Ok(Shared {
             fd,
             base,

@@ -62,6 +62,9 @@ pub struct Session {
     workers: Vec<JoinHandle<()>>,
     pause: Duration,
     done: bool,
+    /// The process that prepared it: a forked child's copy of the session
+    /// has no collector threads and no registered range, and leaves it be.
+    owner: libc::pid_t,
 }
 
 impl Session {
@@ -142,6 +145,8 @@ impl Session {
             workers: Vec::new(),
             pause: t0.elapsed(),
             done: false,
+            // SAFETY: getpid has no arguments and cannot fail.
+            owner: unsafe { libc::getpid() },
         })
     }
 
@@ -227,6 +232,13 @@ impl Session {
 
     fn drain(&mut self) -> Result<Stats, Error> {
         self.done = true;
+        // SAFETY: getpid has no arguments and cannot fail.
+        if unsafe { libc::getpid() } != self.owner {
+            // A forked child: fork built every page first, and the
+            // collector threads and the registration are the parent's.
+            std::mem::forget(std::mem::take(&mut self.workers));
+            return Ok(self.stats());
+        }
         let s = &self.shared;
         if self.workers.is_empty() {
             collect::work(s, &self.cursor, 0);

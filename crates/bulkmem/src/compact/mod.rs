@@ -69,7 +69,8 @@
 //!   `EFAULT`. Call [`Session::ensure`] on the range first.
 //! * `fork` during a session first builds every page (a `pthread_atfork`
 //!   handler), so the child gets a whole heap; the from-space is not
-//!   inherited.
+//!   inherited, and the child's copy of the `Session` does nothing when
+//!   finished or dropped.
 //! * The heap becomes a private anonymous mapping, readable and writable,
 //!   whatever it was (a `MAP_SHARED` or file mapping is compacted into
 //!   anonymous memory); `mlock` and other `madvise` advice on it are not

@@ -142,6 +142,8 @@ pub struct RawThread {
     base: usize,
     len: usize,
     slot: Option<usize>,
+    /// The kernel's id for it (clone's answer).
+    id: u32,
 }
 
 impl RawThread {
@@ -185,10 +187,11 @@ impl RawThread {
         };
         // Known as a helper's before it can run (or take a signal).
         let slot = register(base as usize, len, gettid());
-        let t = RawThread {
+        let mut t = RawThread {
             base: base as usize,
             len,
             slot,
+            id: 0,
         };
         let top = (t.base + len - TOP_RESERVE) & !15;
         // SAFETY: `top` is the 16-aligned top of our mapping's stack part,
@@ -198,6 +201,7 @@ impl RawThread {
             t.unmap();
             return None;
         }
+        t.id = r as u32;
         Some(t)
     }
 
@@ -222,6 +226,22 @@ impl RawThread {
                     ],
                 )
             };
+        }
+        // The id word is cleared when the thread lets go of its memory,
+        // a moment before the kernel takes it out of the thread group: a
+        // program that asks right after the call returns (a /proc/self/task
+        // count, unshare(CLONE_NEWUSER), which wants one thread) must not
+        // see it. Gone means tgkill answers ESRCH.
+        // SAFETY: getpid has no arguments.
+        let pid = unsafe { syscall(libc::SYS_getpid, &[]) } as usize;
+        for _ in 0..1_000_000 {
+            // SAFETY: signal 0 checks the thread's existence, sends nothing.
+            let r = unsafe { syscall(libc::SYS_tgkill, &[pid, self.id as usize, 0]) };
+            if r == -(libc::ESRCH as isize) {
+                break;
+            }
+            // SAFETY: no arguments.
+            unsafe { syscall(libc::SYS_sched_yield, &[]) };
         }
         self.unmap();
     }

@@ -3,7 +3,7 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use bulkmem_core::compact::{self, Fill, Mode, Options, Producer, Session, Stats, PAGE};
+use bulkmem_core::compact::{self, Compaction, Fill, Mode, Options, Producer, Stats, PAGE};
 
 use crate::status::{call, call_ptr, invalid, Res};
 use crate::structs::{BmCompactOptions, BmCompactStats};
@@ -73,7 +73,7 @@ impl Producer for CProducer {
 }
 
 /// The C `bm_compaction`.
-pub struct BmCompaction(Session);
+pub struct BmCompaction(Compaction);
 
 fn options(o: *const BmCompactOptions) -> Res<Options> {
     let mut opts = Options::default();
@@ -137,7 +137,7 @@ pub unsafe extern "C" fn bm_compact_prepare(
         let p = producer(produce, first_source, ctx)?;
         let opts = options(opts)?;
         // SAFETY: the header's contract: the caller's pause.
-        let s = unsafe { Session::prepare(heap.cast(), len, Arc::new(p), opts) }?;
+        let s = unsafe { Compaction::prepare(heap.cast(), len, Arc::new(p), opts) }?;
         Ok(Box::into_raw(Box::new(BmCompaction(s))))
     })
 }

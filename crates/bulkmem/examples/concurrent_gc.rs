@@ -8,7 +8,7 @@
 //! 1. Pause: the mutators stop at a safepoint; the collector marks what the
 //!    roots reach, gives every live object its new address (sliding: the
 //!    k-th live object goes to `heap + 32 k`), points the roots there, and
-//!    calls `Session::prepare`. The heap's pages are now the from-space.
+//!    calls `Compaction::prepare`. The heap's pages are now the from-space.
 //! 2. The mutators resume at once, walking chains from the new roots and
 //!    adding to each object's `value`. A page they touch that nobody has
 //!    built yet faults; bulkmem calls `produce` for it (copy the page's
@@ -23,7 +23,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use bulkmem::compact::{Fill, Options, Producer, Session, PAGE};
+use bulkmem::compact::{Compaction, Fill, Options, Producer, PAGE};
 use bulkmem::mapping::Mapping;
 
 const OBJ: usize = 32;
@@ -210,7 +210,7 @@ pub fn collect(mib: usize, threads: usize) -> String {
     // SAFETY: every mutator is stopped at the safepoint and holds no
     // reference into the heap; they resume with the new roots.
     let mut session = unsafe {
-        Session::prepare(
+        Compaction::prepare(
             heap.as_mut_ptr(),
             heap.len(),
             plan.clone(),

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use bulkmem::compact::{self, Mode, Options, Session, Stats};
+use bulkmem::compact::{self, Compaction, Mode, Options, Stats};
 use bulkmem::mapping::Mapping;
 use common::require;
 use common::slide_heap::{SlideHeap, OBJ, PER_PAGE};
@@ -132,7 +132,7 @@ fn round(pages: usize, opts: Options, mutators: usize, eexist: bool, ebusy: bool
     let m = heap(pages, &h);
     let sharer = ebusy.then(share_with_child);
     // SAFETY: no thread touches the heap until prepare returns.
-    let mut s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
+    let mut s = unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
     if eexist {
         for p in [3, 100, pages / 2] {
             s.map_behind(p).unwrap();
@@ -210,7 +210,7 @@ fn unchanged_pages_move_back_as_4k_pages_and_huge_pages() {
         .huge_pages(true)
         .batch(512);
     // SAFETY: no other thread exists to touch the heap.
-    let s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
+    let s = unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
     let stats = s.finish().unwrap();
     h.verify(m.as_ptr(), &vec![0; h.live.len()]).unwrap();
     assert!(stats.moved >= 768, "{stats:?}");
@@ -226,7 +226,7 @@ fn a_system_call_on_an_unbuilt_page_fails_with_efault_until_ensured() {
     let h = Arc::new(SlideHeap::new(pages, 0, 2));
     let m = heap(pages, &h);
     // SAFETY: no other thread touches the heap.
-    let s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
+    let s = unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
         .unwrap();
     let page = m.as_mut_ptr().wrapping_add(10 * PAGE);
     let mut fds = [0; 2];
@@ -266,8 +266,9 @@ fn fork_during_a_session_gives_the_child_a_whole_heap() {
     let h = Arc::new(SlideHeap::new(pages, 8, 3));
     let m = heap(pages, &h);
     // SAFETY: no other thread touches the heap.
-    let mut s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
-        .unwrap();
+    let mut s =
+        unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
+            .unwrap();
     // The child's copy of the session then has collector threads that
     // are not in the child: its finish must leave them be.
     s.start().unwrap();
@@ -336,7 +337,7 @@ fn the_programs_sigbus_handler_still_gets_faults_that_are_not_the_sessions() {
     let h = Arc::new(SlideHeap::new(pages, 0, 2));
     let m = heap(pages, &h);
     // SAFETY: no other thread touches the heap.
-    let s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
+    let s = unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
         .unwrap();
     // A shared file mapping past the end of its file: a real SIGBUS.
     // SAFETY: a fresh memfd and mapping of our own.
@@ -379,8 +380,9 @@ fn the_drain_races_late_faults_and_leaves_a_finished_range_alone() {
         let h = Arc::new(SlideHeap::new(pages, 4, 2));
         let m = heap(pages, &h);
         // SAFETY: no other thread touches the heap yet.
-        let s = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
-            .unwrap();
+        let s =
+            unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
+                .unwrap();
         let expect = mutate(&h, m.as_mut_ptr() as usize, 2, 20_000, || {
             s.finish().unwrap();
         });
@@ -406,7 +408,7 @@ fn without_userfaultfd_the_session_says_why_and_stop_the_world_still_compacts() 
     let h = Arc::new(SlideHeap::new(pages, 4, 3));
     let m = heap(pages, &h);
     // SAFETY: no other thread touches the heap.
-    let e = unsafe { Session::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) };
+    let e = unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) };
     assert!(e.is_err());
     h.verify_from(m.as_ptr()).unwrap();
     // SAFETY: as above.

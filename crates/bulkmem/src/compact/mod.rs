@@ -2,7 +2,7 @@
 //! while bulkmem builds the compacted heap, the way Android's collector
 //! compacts with userfaultfd (docs/design.md, "Concurrent compaction").
 //!
-//! In the collector's pause, [`Session::prepare`] moves the heap's pages to
+//! In the collector's pause, [`Compaction::prepare`] moves the heap's pages to
 //! a from-space and leaves an empty to-space at the heap's addresses,
 //! registered with a userfaultfd in SIGBUS mode; the pause does not grow
 //! with the heap. The mutators then resume, with their roots already
@@ -10,14 +10,14 @@
 //! to-space page nobody has built yet takes a SIGBUS; bulkmem's handler
 //! claims the page, has the collector's [`Producer`] build it in a buffer,
 //! maps it, and returns: the access is retried and succeeds. Meanwhile the
-//! collector's threads ([`Session::start`]) build the rest in address
+//! collector's threads ([`Compaction::start`]) build the rest in address
 //! order and map each run of pages with one ioctl, and the from-space is
-//! unmapped behind them as it empties. [`Session::finish`] waits for the
+//! unmapped behind them as it empties. [`Compaction::finish`] waits for the
 //! last page, drains the handlers still running and unregisters.
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use bulkmem::compact::{Fill, Options, Producer, Session};
+//! use bulkmem::compact::{Fill, Options, Producer, Compaction};
 //!
 //! /// Slides every page down by one: to-space page p is from-space page p + 1.
 //! struct Slide { pages: usize }
@@ -41,7 +41,7 @@
 //! // SAFETY: no thread touches the heap during the call or holds a
 //! // reference into it afterwards.
 //! let mut session = unsafe {
-//!     Session::prepare(heap.as_mut_ptr(), heap.len(), Arc::new(Slide { pages: 16384 }), Options::default())
+//!     Compaction::prepare(heap.as_mut_ptr(), heap.len(), Arc::new(Slide { pages: 16384 }), Options::default())
 //! }?;
 //! session.start()?;
 //! // ... resume the mutators; they fault pages in as they touch them ...
@@ -66,10 +66,10 @@
 //!   after it: theirs is chained for every fault that is not a session's).
 //! * The kernel does not take faults for us: a system call handed an
 //!   unbuilt page (`read` into the heap, `write` from it) fails with
-//!   `EFAULT`. Call [`Session::ensure`] on the range first.
+//!   `EFAULT`. Call [`Compaction::ensure`] on the range first.
 //! * `fork` during a session first builds every page (a `pthread_atfork`
 //!   handler), so the child gets a whole heap; the from-space is not
-//!   inherited, and the child's copy of the `Session` does nothing when
+//!   inherited, and the child's copy of the `Compaction` does nothing when
 //!   finished or dropped.
 //! * The heap becomes a private anonymous mapping, readable and writable,
 //!   whatever it was (a `MAP_SHARED` or file mapping is compacted into
@@ -77,15 +77,15 @@
 //!   carried over.
 
 mod collect;
+mod compaction;
 mod map;
 mod pages;
 mod registry;
-mod session;
 mod setup;
 mod shared;
 mod stats;
 
-pub use session::{late_fault, stop_the_world, support, Session, Support};
+pub use compaction::{late_fault, stop_the_world, support, Compaction, Support};
 pub use stats::{Histogram, Stats};
 
 /// The size of a page the session builds and maps.

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bulkmem::compact::{self, Mode, Options, Session};
+use bulkmem::compact::{self, Compaction, Mode, Options};
 use bulkmem::uffd::{MoveOptions, Mover};
 
 use super::heap::Heap;
@@ -169,7 +169,7 @@ pub fn one(
             let t0 = Instant::now();
             // SAFETY: the mutators are stopped (joined) and hold no
             // reference into the heap.
-            let mut s = unsafe { Session::prepare(ptr, len, producer, opts.mode(mode)) }
+            let mut s = unsafe { Compaction::prepare(ptr, len, producer, opts.mode(mode)) }
                 .map_err(|e| e.to_string())?;
             let pause = t0.elapsed();
             let stop = Arc::new(AtomicBool::new(false));

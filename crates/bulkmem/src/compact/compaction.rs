@@ -55,7 +55,7 @@ fn offered() -> Result<u64, Error> {
 }
 
 /// A concurrent compaction of one heap (see the module docs).
-pub struct Session {
+pub struct Compaction {
     shared: Arc<Shared>,
     cursor: Arc<Cursor>,
     slot: usize,
@@ -67,7 +67,7 @@ pub struct Session {
     owner: libc::pid_t,
 }
 
-impl Session {
+impl Compaction {
     /// Prepares the compaction of `heap..heap + len` (page-aligned, one
     /// mapping, readable and writable), inside the collector's pause: the
     /// heap's pages move to a from-space, and its addresses read as the
@@ -83,7 +83,7 @@ impl Session {
         len: usize,
         producer: Arc<dyn Producer>,
         opts: Options,
-    ) -> Result<Session, Error> {
+    ) -> Result<Compaction, Error> {
         opts.check()?;
         let base = heap as usize;
         check_aligned("heap", base, len)?;
@@ -138,7 +138,7 @@ impl Session {
                 registry::SLOTS
             ))));
         };
-        Ok(Session {
+        Ok(Compaction {
             shared,
             cursor: Arc::new(Cursor::new()),
             slot,
@@ -210,7 +210,7 @@ impl Session {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// A cheap reader of [`Session::faults`] that can outlive the session
+    /// A cheap reader of [`Compaction::faults`] that can outlive the session
     /// (for a mutator thread timing its own accesses).
     pub fn fault_counter(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
         let s = Arc::clone(&self.shared);
@@ -281,7 +281,7 @@ impl Session {
     }
 }
 
-impl Drop for Session {
+impl Drop for Compaction {
     /// A session dropped without `finish` finishes: the heap must be whole
     /// before anyone else can see it.
     fn drop(&mut self) {
@@ -322,7 +322,7 @@ fn build_in_place(producer: &dyn Producer, p: usize, from: usize, out: &mut [u8;
 /// says no; the from-space is released as it empties, as in a session.
 ///
 /// # Safety
-/// As [`Session::prepare`]; no thread touches the heap until it returns.
+/// As [`Compaction::prepare`]; no thread touches the heap until it returns.
 pub unsafe fn stop_the_world(
     heap: *mut u8,
     len: usize,
@@ -366,7 +366,7 @@ pub unsafe fn stop_the_world(
     Ok(stats)
 }
 
-impl Session {
+impl Compaction {
     /// For tests of the `EEXIST` path: builds page `page` and maps it
     /// behind the session's back, as a second mapper would, leaving its
     /// state alone. The session then finds it mapped when it maps it.

@@ -57,16 +57,36 @@ pub fn ld_preload(lib: &std::path::Path) -> OsString {
     v
 }
 
+type MemcpyFn =
+    unsafe extern "C" fn(*mut libc::c_void, *const libc::c_void, usize) -> *mut libc::c_void;
+type MemsetFn = unsafe extern "C" fn(*mut libc::c_void, libc::c_int, usize) -> *mut libc::c_void;
+
+/// The C library's own definition of `name` (not an interposer's), if the
+/// C library is `libc.so.6`.
+fn c_library_fn(name: &std::ffi::CStr) -> Option<*mut libc::c_void> {
+    // SAFETY: NUL-terminated names; RTLD_NOLOAD only looks for a library
+    // already loaded, and the handle is only used for dlsym.
+    let p = unsafe {
+        let h = libc::dlopen(c"libc.so.6".as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+        if h.is_null() {
+            return None;
+        }
+        libc::dlsym(h, name.as_ptr())
+    };
+    (!p.is_null()).then_some(p)
+}
+
 /// The child side of `bench preload`: runs one workload through the C
-/// library's `memcpy` (interposed when preloaded) and prints `seconds bytes`.
+/// library's `memcpy` (interposed when preloaded) and prints `seconds
+/// bytes`; the small ones then the same for the C library's own function,
+/// in alternating rounds.
 pub fn workload(kind: &str, size: usize) -> Result<(), String> {
     // A call through a pointer the compiler cannot see through: a real
     // call of the (possibly interposed) C function, never inlined.
-    let memcpy: unsafe extern "C" fn(
-        *mut libc::c_void,
-        *const libc::c_void,
-        usize,
-    ) -> *mut libc::c_void = std::hint::black_box(libc::memcpy);
+    let memcpy: MemcpyFn = std::hint::black_box(libc::memcpy);
+    if let Some(w) = SMALL.iter().find(|w| w.name == kind) {
+        return small(w);
+    }
     match kind {
         "copy" | "fresh" => {
             let src = vec![0x5au8; size];
@@ -88,34 +108,113 @@ pub fn workload(kind: &str, size: usize) -> Result<(), String> {
             }
             crate::out::print(&format!("{dt} {size}\n")).map_err(|f| f.msg)?;
         }
-        "small" => {
-            let (src, mut dst) = (vec![1u8; 64 << 10], vec![0u8; 64 << 10]);
-            let mut x: u32 = 0x9e37_79b9;
-            let (mut bytes, calls) = (0usize, 20_000_000usize);
-            let t = Instant::now();
-            for i in 0..calls {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                let n = 8 + (x as usize % 505);
-                let off = (i * 64) % (60 << 10);
-                // SAFETY: off + n <= 60K + 512 < 64K in both buffers.
-                unsafe {
-                    memcpy(
-                        dst.as_mut_ptr().add(off).cast(),
-                        src.as_ptr().add(off).cast(),
-                        n,
-                    )
-                };
-                bytes += n;
-            }
-            let dt = t.elapsed().as_secs_f64();
-            std::hint::black_box(&dst);
-            crate::out::print(&format!("{dt} {bytes}\n")).map_err(|f| f.msg)?;
-        }
         _ => return Err(format!("unknown workload {kind}")),
     }
     Ok(())
+}
+
+/// One small-call workload: lengths uniform in `lo..=hi`, `calls` of them
+/// in [`SMALL_ROUNDS`] rounds (about 0.3 s in all), `memcpy` or `memset`.
+struct Small {
+    name: &'static str,
+    lo: usize,
+    hi: usize,
+    calls: usize,
+    set: bool,
+}
+
+const SMALL: [Small; 4] = [
+    Small {
+        name: "small-8-64",
+        lo: 8,
+        hi: 64,
+        calls: 50_000_000,
+        set: false,
+    },
+    Small {
+        name: "small-64-512",
+        lo: 64,
+        hi: 512,
+        calls: 20_000_000,
+        set: false,
+    },
+    Small {
+        name: "small-512-4K",
+        lo: 512,
+        hi: 4096,
+        calls: 5_000_000,
+        set: false,
+    },
+    Small {
+        name: "set-8-512",
+        lo: 8,
+        hi: 512,
+        calls: 20_000_000,
+        set: true,
+    },
+];
+
+const SMALL_ROUNDS: usize = 5;
+
+/// Runs `w`: rounds of the function as the program links it (the
+/// preload's, when preloaded) alternate with rounds of the C library's
+/// own, called directly, so the two are compared in the same process and
+/// the same spells of a shared machine; prints the fastest round of each
+/// (a spell of another process on this CPU lands in one round, not in the
+/// result) as `seconds bytes seconds bytes`.
+fn small(w: &Small) -> Result<(), String> {
+    let (src, mut dst) = (vec![1u8; 64 << 10], vec![0u8; 64 << 10]);
+    let linked: [*mut libc::c_void; 2] = if w.set {
+        [
+            libc::memset as MemsetFn as *mut _,
+            c_library_fn(c"memset").unwrap_or(libc::memset as MemsetFn as *mut _),
+        ]
+    } else {
+        [
+            libc::memcpy as MemcpyFn as *mut _,
+            c_library_fn(c"memcpy").unwrap_or(libc::memcpy as MemcpyFn as *mut _),
+        ]
+    };
+    let mut best = [f64::MAX; 2];
+    let mut bytes = 0usize;
+    for round in 0..2 * SMALL_ROUNDS {
+        let f = std::hint::black_box(linked[round % 2]);
+        // SAFETY: the C library's function (or its interposer) of the
+        // signature `w.set` says.
+        let (copy, set) = unsafe {
+            (
+                std::mem::transmute::<*mut libc::c_void, MemcpyFn>(f),
+                std::mem::transmute::<*mut libc::c_void, MemsetFn>(f),
+            )
+        };
+        let mut x: u32 = 0x9e37_79b9;
+        bytes = 0;
+        let t = Instant::now();
+        for i in 0..w.calls / SMALL_ROUNDS {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let n = w.lo + (x as usize % (w.hi - w.lo + 1));
+            // Every alignment modulo 64 in turn, as a program's copies of
+            // fields and strings have.
+            let off = (i * 67) % (60 << 10);
+            let d = dst.as_mut_ptr().wrapping_add(off).cast();
+            // SAFETY: off + n <= 60K + 4K = 64K in both buffers; `copy`
+            // and `set` are the same function, called by its signature.
+            unsafe {
+                if w.set {
+                    set(d, 0x5a, n);
+                } else {
+                    copy(d, src.as_ptr().add(off).cast(), n);
+                }
+            }
+            bytes += n;
+        }
+        let dt = t.elapsed().as_secs_f64();
+        best[round % 2] = best[round % 2].min(dt);
+    }
+    std::hint::black_box(&dst);
+    crate::out::print(&format!("{} {bytes} {} {bytes}\n", best[0], best[1])).map_err(|f| f.msg)
 }
 
 /// One workload of `bench preload`: how to start it, and its name.
@@ -142,7 +241,7 @@ fn python() -> Option<&'static PathBuf> {
 
 /// Progress units of [`bench()`]: one child process each.
 pub fn units(runs: usize) -> usize {
-    (3 + usize::from(python().is_some())) * runs * 2
+    (2 + SMALL.len() + usize::from(python().is_some())) * runs * 2
 }
 
 /// Runs each workload `runs` times without and with the preload,
@@ -174,12 +273,12 @@ pub fn bench(
             cmd: me("fresh", size),
             size,
         },
-        Work {
-            name: "small",
-            cmd: me("small", 64 << 10),
-            size: 64 << 10,
-        },
     ];
+    works.extend(SMALL.iter().map(|w| Work {
+        name: w.name,
+        cmd: me(w.name, 64 << 10),
+        size: 64 << 10,
+    }));
     if let Some(py) = python() {
         let script = format!(
             "import time\nb = bytearray({size})\nb[::4096] = b'\\x01' * len(b[::4096])\n\
@@ -195,6 +294,9 @@ pub fn bench(
     let mut done = 0;
     let mut rows = Vec::new();
     for w in &works {
+        // Per setting, each child's calls over the C library's own
+        // (small workloads).
+        let mut paired: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
         // Cell 0 without the preload, cell 1 with it, interleaved.
         let stats = interleave(2, rounds, |i| {
             let on = i == 1;
@@ -223,12 +325,19 @@ pub fn bench(
                     String::from_utf8_lossy(&o.stderr)
                 ));
             }
-            let mut f = out.split_whitespace().map(|x| x.parse::<f64>());
-            let (Some(Ok(secs)), Some(Ok(bytes))) = (f.next(), f.next()) else {
-                return Err(format!("the {} workload printed {out:?}", w.name));
-            };
+            let f: Vec<f64> = out
+                .split_whitespace()
+                .map(|x| x.parse::<f64>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| format!("the {} workload printed {out:?}", w.name))?;
+            let gbps = |k: usize| f[k + 1] / f[k].max(1e-9) / 1e9;
+            match f.len() {
+                2 => {}
+                4 => paired[i].push(gbps(0) / gbps(2)),
+                _ => return Err(format!("the {} workload printed {out:?}", w.name)),
+            }
             done += 1;
-            Ok(bytes / secs.max(1e-9) / 1e9)
+            Ok(gbps(0))
         })?;
         for (i, name) in ["off", "on"].into_iter().enumerate() {
             rows.push(Row {
@@ -242,6 +351,7 @@ pub fn bench(
                 threads: 1,
                 runs: rounds.runs,
                 gbps: stats[i].clone(),
+                over_c_library: Stats::of(&paired[i]),
                 ..Default::default()
             });
         }
@@ -251,9 +361,11 @@ pub fn bench(
     Ok(rows)
 }
 
-/// The table: one line per workload, off and on side by side.
+/// The table: one line per workload, off and on side by side, and for
+/// the small workloads the calls over the C library's own in the same
+/// process.
 pub fn table(rows: &[Row]) -> Vec<Table> {
-    vec![pivot(
+    let mut t = pivot(
         rows,
         Pivot {
             title: "preload: unmodified workloads in child processes, without and with libbulkmem_preload.so: GB/s median±stdev; x = on over off".into(),
@@ -262,7 +374,33 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
             col: &|r| r.strategy.clone(),
             baseline: "off",
         },
-    )]
+    );
+    let paired: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.strategy == "on" && r.over_c_library.is_some())
+        .collect();
+    if paired.is_empty() {
+        return vec![t];
+    }
+    t.notes.push(
+        "small-*, set-*: each child alternates rounds of its memcpy (memset) calls with rounds \
+         of the same calls to the C library's own function, and keeps the fastest round of each"
+            .into(),
+    );
+    let mut same = Table::new(
+        "preload, small calls: the preloaded program's memcpy (memset) over the C library's own, \
+         in the same child process: median [min, max] over the children"
+            .to_string(),
+        vec!["workload".into(), "on / C library".into()],
+    );
+    for r in paired {
+        let s = r.over_c_library.as_ref().expect("filtered above");
+        same.row(vec![
+            r.regime.to_string(),
+            format!("{:.3}x [{:.3}, {:.3}]", s.median, s.min, s.max),
+        ]);
+    }
+    vec![t, same]
 }
 
 /// A trivial program to time process start-up with: `/bin/true`, else
@@ -367,7 +505,7 @@ pub fn startup_table(s: &Startup) -> Table {
 
 #[derive(clap::Args)]
 pub struct WorkloadArgs {
-    /// copy, fresh, small or python-bytes.
+    /// copy, fresh, small-8-64, small-64-512, small-512-4K or set-8-512.
     kind: String,
     /// Bytes of the large-copy workloads.
     #[arg(value_parser = crate::size::parse_size)]

@@ -575,7 +575,8 @@ fn bench_preload_rows_pair_off_and_on() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v["results"].as_array().unwrap();
-    for w in ["copy", "fresh", "small"] {
+    let small = ["small-8-64", "small-64-512", "small-512-4K", "set-8-512"];
+    for w in ["copy", "fresh"].into_iter().chain(small) {
         for s in ["off", "on"] {
             let r = rows
                 .iter()
@@ -584,8 +585,18 @@ fn bench_preload_rows_pair_off_and_on() {
             assert_eq!(r["op"], "preload");
             assert!(r["gbps"]["median"].as_f64().unwrap() > 0.0, "{r}");
             assert!(r["speedup"].as_f64().unwrap() > 0.0, "{r}");
+            // The small workloads compare with the C library's own
+            // function in the same process; the large ones do not.
+            let paired = r["over_c_library"]["median"].as_f64();
+            assert_eq!(paired.is_some(), small.contains(&w), "{r}");
+            assert!(paired.is_none_or(|x| x > 0.0), "{r}");
         }
     }
+    assert!(
+        stderr(&o).contains("over the C library's own"),
+        "{}",
+        stderr(&o)
+    );
     assert!(stderr(&o).contains("on over off"), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("preload start-up: 2 execs"),

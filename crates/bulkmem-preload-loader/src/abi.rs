@@ -219,6 +219,10 @@ pub struct Loader {
     /// stack than a caller may have. False, without running `f`, when
     /// the stack cannot be mapped.
     pub on_own_stack: extern "C" fn(extern "C" fn(*mut c_void), *mut c_void) -> bool,
+    /// Whether the process runs under valgrind (its RUNNING_ON_VALGRIND
+    /// client request), which the loader asks too: its small path is off
+    /// there.
+    pub on_valgrind: extern "C" fn() -> bool,
 }
 
 // SAFETY: every field is immutable after construction; the pointers name

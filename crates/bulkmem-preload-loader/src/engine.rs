@@ -74,6 +74,8 @@ fn open() -> Option<&'static Engine> {
     crate::own_stack::on_own_stack(open_on_stack, (&mut e as *mut *const Engine).cast());
     if !e.is_null() {
         ENGINE.store(e.cast_mut(), Ordering::Release);
+        // The engine has stored its MIN.
+        crate::small::publish();
     }
     STATE.store(if e.is_null() { NEVER } else { OPEN }, Ordering::Release);
     sys::sigprocmask_raw(sys::SIG_SETMASK, old);

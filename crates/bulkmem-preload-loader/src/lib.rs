@@ -26,12 +26,14 @@
 #![cfg_attr(not(test), no_std)]
 
 pub mod abi;
+mod c_library;
 mod engine;
 mod next;
 mod own_stack;
 mod route;
 mod sandbox;
 mod signals;
+mod small;
 mod stay_out;
 mod sys;
 mod thread;
@@ -68,6 +70,7 @@ pub static LOADER: Loader = Loader {
     take_faults: signals::take_faults,
     faults_ours: signals::faults_ours,
     on_own_stack: own_stack::on_own_stack,
+    on_valgrind: sys::running_on_valgrind,
 };
 
 /// Tells a program (and the tests) that the preload is loaded and active:
@@ -157,6 +160,7 @@ extern "C" fn init() {
     } else {
         route::MIN.store(abi::DEFAULT_MIN, Ordering::Release);
     }
+    small::decide();
 }
 
 #[used]

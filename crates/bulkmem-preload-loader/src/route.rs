@@ -1,19 +1,23 @@
 //! The interposed `memcpy`, `memmove`, `memset`, `mempcpy` and their
 //! fortified forms.
 //!
-//! Each is a few instructions of assembly. A call below [`MIN`] jumps to
-//! the C library's function once it is known: a load, a compare, a load, a
-//! test and a jump. Any other call asks [`route`] where to go, with its
-//! arguments saved, then jumps there with them restored. So no frame of
-//! this library is on the stack while a copy runs: a program's fault
-//! handler that throws or exits the thread from inside one unwinds
-//! through the engine (built to unwind) and the C library, never through
-//! this `panic=abort` code, which would abort.
+//! Each is assembly. A call below its [`small::END`] slot (4 KiB copies,
+//! 512-byte sets, where the C library is the next definition) is done
+//! right there by [`small`]'s code, a leaf with unwind information. A
+//! call below [`MIN`] jumps to the C library's function once it is known:
+//! a load, a compare, a load, a test and a jump. Any other call asks
+//! [`route`] where to go, with its arguments saved, then jumps there with
+//! them restored. So no Rust frame of this library is on the stack while
+//! a copy runs: a program's fault handler that throws or exits the thread
+//! from inside one unwinds through the small path's frame (no personality
+//! routine: passed through, as C code), the engine (built to unwind) and
+//! the C library, never through this `panic=abort` code, which would
+//! abort.
 
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::{abi, engine, next, sys};
+use crate::{abi, engine, next, small, sys};
 
 /// Calls below this take the C library; `usize::MAX` until the constructor
 /// has decided (and when switched off), 0 when the engine counts every
@@ -30,6 +34,12 @@ const FORTIFIED: u32 = 4;
 const MEMCPY_CHK: u32 = MEMCPY + FORTIFIED;
 const MEMMOVE_CHK: u32 = MEMMOVE + FORTIFIED;
 const MEMSET_CHK: u32 = MEMSET + FORTIFIED;
+/// The functions' slots in [`NEXT`] and `small::END`.
+pub const MEMCPY_CALL: usize = MEMCPY as usize;
+pub const MEMMOVE_CALL: usize = MEMMOVE as usize;
+pub const MEMSET_CALL: usize = MEMSET as usize;
+pub const MEMPCPY_CALL: usize = MEMPCPY as usize;
+pub const MEMSET_CHK_CALL: usize = MEMSET_CHK as usize;
 
 /// Where a call of `call` with `n` bytes (`destlen`: the fortified forms'
 /// object size) goes: the C library's function or its stand-in, a stand-in
@@ -47,6 +57,7 @@ extern "C" fn route(call: u32, n: usize, destlen: usize) -> *const c_void {
         };
         let p = f.get();
         if !p.is_null() {
+            small::resolved(call as usize, p);
             return p;
         }
         if n > destlen {
@@ -74,9 +85,13 @@ extern "C" fn overflow() -> ! {
 
 /// One interposed function: `$call`'s arguments (the length in rdx, a
 /// fortified form's object size in rcx), `$fast` the C library's function
-/// for the small path (a [`next::Next`], whose first word is the pointer).
+/// for the path below `MIN` (a [`next::Next`], whose first word is the
+/// pointer), `$small` the [`small`] body that does calls below its
+/// [`small::END`] slot here, after `$check` (a fortified form's overflow
+/// test) and `$ret` (the return value into rax).
 macro_rules! router {
-    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), $call:expr, $fast:path) => {
+    ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), $call:expr, $fast:path,
+     $check:expr, $ret:expr, $small:expr) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -86,13 +101,19 @@ macro_rules! router {
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
             core::arch::naked_asm!(
                 ".cfi_startproc",
+                "cmp rdx, qword ptr [rip + {end} + 8 * {call}]",
+                "jae 9f",
+                $check,
+                $ret,
+                $small,
+                "9:",
                 "cmp rdx, qword ptr [rip + {min}]",
-                "jae 2f",
+                "jae 8f",
                 "mov rax, qword ptr [rip + {fast}]",
                 "test rax, rax",
-                "jz 2f",
+                "jz 8f",
                 "jmp rax",
-                "2:",
+                "8:",
                 "push rdi",
                 ".cfi_adjust_cfa_offset 8",
                 "push rsi",
@@ -119,6 +140,7 @@ macro_rules! router {
                 ".cfi_adjust_cfa_offset -8",
                 "jmp rax",
                 ".cfi_endproc",
+                end = sym small::END,
                 min = sym MIN,
                 fast = sym $fast,
                 call = const $call,
@@ -128,22 +150,66 @@ macro_rules! router {
     };
 }
 
-router!(memcpy(d: *mut c_void, s: *const c_void, n: usize), MEMCPY, next::MEMCPY);
-router!(memmove(d: *mut c_void, s: *const c_void, n: usize), MEMMOVE, next::MEMMOVE);
-router!(memset(d: *mut c_void, c: c_int, n: usize), MEMSET, next::MEMSET);
-router!(mempcpy(d: *mut c_void, s: *const c_void, n: usize), MEMPCPY, next::MEMPCPY);
+/// The C library's definitions by call number (the slots of
+/// [`small::END`]).
+pub static NEXT: [&next::Next; 7] = [
+    &next::MEMCPY,
+    &next::MEMMOVE,
+    &next::MEMSET,
+    &next::MEMPCPY,
+    &next::MEMCPY_CHK,
+    &next::MEMMOVE_CHK,
+    &next::MEMSET_CHK,
+];
+
+// The templates of `router!`'s `$check` and `$ret`: a fortified call past
+// its object takes the router, which reports it; `mempcpy` returns the end.
+macro_rules! plain {
+    () => {
+        ""
+    };
+}
+macro_rules! fortified_check {
+    () => {
+        "cmp rdx, rcx\nja 9f"
+    };
+}
+macro_rules! return_dest {
+    () => {
+        "mov rax, rdi"
+    };
+}
+macro_rules! return_end {
+    () => {
+        "lea rax, [rdi + rdx]"
+    };
+}
+
+router!(
+    memcpy(d: *mut c_void, s: *const c_void, n: usize),
+    MEMCPY, next::MEMCPY, plain!(), return_dest!(), small::copy_body!()
+);
+router!(
+    memmove(d: *mut c_void, s: *const c_void, n: usize),
+    MEMMOVE, next::MEMMOVE, plain!(), return_dest!(), small::copy_body!()
+);
+router!(
+    memset(d: *mut c_void, c: c_int, n: usize),
+    MEMSET, next::MEMSET, plain!(), return_dest!(), small::set_body!()
+);
+router!(
+    mempcpy(d: *mut c_void, s: *const c_void, n: usize),
+    MEMPCPY, next::MEMPCPY, plain!(), return_end!(), small::copy_body!()
+);
 router!(
     __memcpy_chk(d: *mut c_void, s: *const c_void, n: usize, destlen: usize),
-    MEMCPY_CHK,
-    next::MEMCPY_CHK
+    MEMCPY_CHK, next::MEMCPY_CHK, fortified_check!(), return_dest!(), small::copy_body!()
 );
 router!(
     __memmove_chk(d: *mut c_void, s: *const c_void, n: usize, destlen: usize),
-    MEMMOVE_CHK,
-    next::MEMMOVE_CHK
+    MEMMOVE_CHK, next::MEMMOVE_CHK, fortified_check!(), return_dest!(), small::copy_body!()
 );
 router!(
     __memset_chk(d: *mut c_void, c: c_int, n: usize, destlen: usize),
-    MEMSET_CHK,
-    next::MEMSET_CHK
+    MEMSET_CHK, next::MEMSET_CHK, fortified_check!(), return_dest!(), small::set_body!()
 );

@@ -130,6 +130,29 @@ pub const ASYNCHRONOUS: u64 = !((1 << (4 - 1))
     | (1 << (11 - 1))
     | (1 << (31 - 1)));
 
+/// valgrind's RUNNING_ON_VALGRIND client request: a sequence of rotations
+/// that leaves rdx as it was on a real CPU, and which valgrind recognises
+/// and answers (the number of valgrinds the program runs under).
+pub extern "C" fn running_on_valgrind() -> bool {
+    // VG_USERREQ__RUNNING_ON_VALGRIND.
+    let args: [u64; 6] = [0x1001, 0, 0, 0, 0, 0];
+    let mut r: u64 = 0;
+    // SAFETY: rotations of rdi by 64 bits in all (a no-op) and an exchange
+    // of rbx with itself; valgrind replaces the sequence with its answer
+    // in rdx. Only rdx and the flags change.
+    unsafe {
+        core::arch::asm!(
+            "rol rdi, 3", "rol rdi, 13", "rol rdi, 61", "rol rdi, 51",
+            "xchg rbx, rbx",
+            inout("rdx") r,
+            inout("rdi") 0u64 => _,
+            in("rax") args.as_ptr(),
+            options(nostack, readonly),
+        );
+    }
+    r != 0
+}
+
 /// `RTLD_NEXT`.
 pub fn rtld_next() -> *mut c_void {
     -1isize as *mut c_void

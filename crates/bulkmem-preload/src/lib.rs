@@ -13,9 +13,12 @@
 //! ([`bulkmem_preload_engine_attach`]; the interface is `abi.rs`, compiled
 //! into both).
 //!
-//! Calls below `BULKMEM_PRELOAD_MIN` (1 MiB) go straight to the next
-//! definition (the C library), from the loader: a load, a compare, a load,
-//! a test and a jump. Larger
+//! Copies up to 4 KiB and sets up to 512 bytes are done by the loader's
+//! interposed function itself, as the C library's AVX2 routine does them
+//! (where AVX2 is usable and the next definition is the C library's, not
+//! an interceptor's); other calls below `BULKMEM_PRELOAD_MIN` (1 MiB) go
+//! straight to the next definition (the C library), from the loader: a
+//! load, a compare, a load, a test and a jump. Larger
 //! ones run bulkmem's checked twin of what `auto` picks (following the
 //! tuned profile when there is one), and those of at least
 //! `BULKMEM_PRELOAD_MT_MIN` (16 MiB) with helper threads beside the

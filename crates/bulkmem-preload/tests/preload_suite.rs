@@ -849,27 +849,57 @@ fn unwinding_passes_through_large_calls() {
     );
 }
 
-/// ASan's interceptor reports an overflowing 4 MiB memcpy with the preload
-/// loaded first (its link-order check off), and a clean program under
-/// valgrind's leak check stays clean: under either tool every call goes
-/// to the C library, as the stats line says.
+/// Small calls, which the preload does in the interposed function itself
+/// (tests/c/test_small.c, tests/cpp/test_unwind.cpp): a fault in a copy
+/// or set of 1 byte to 4 KiB, in its source, its destination or past the
+/// end of a truncated file, reaches the program's handler on the calling
+/// thread with an address in the bad page; the handler may siglongjmp,
+/// repair and return (the call then completes, whole), throw or exit the
+/// thread; with no handler the process dies of the fault.
+#[test]
+fn small_calls_show_the_c_librarys_faults() {
+    same_with_and_without(
+        &compile("test_small"),
+        &["segv-longjmp", "segv-repair", "bus-longjmp", "crash"],
+        &[],
+    );
+    same_with_and_without(
+        &compile_with("test_unwind", "c++", &["-O2", "-fnon-call-exceptions"]),
+        &["throw-from-segv-small", "exit-from-segv-small"],
+        &[],
+    );
+}
+
+/// ASan's interceptor reports an overflowing 4 MiB memcpy and an
+/// overflowing 100-byte one (which the preload would do itself) with the
+/// preload loaded first (its link-order check off); a clean program under
+/// valgrind's leak check stays clean, and memcheck reports a small
+/// memcpy's over-read in its own replacement of the C library's routine:
+/// under either tool every call goes to the C library
+/// (or the tool's own interceptor of it), as the stats line says.
 #[test]
 fn sanitizers_and_valgrind_see_the_c_library() {
     let asan = compile_with("test_asan", "cc", &["-O1", "-g", "-fsanitize=address"]);
     let env = [("ASAN_OPTIONS", "verify_asan_link_order=0")];
-    for preload in [false, true] {
+    for (preload, small) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut c = Command::new(&asan);
         c.env_remove("LD_PRELOAD").envs(env);
+        if small {
+            c.arg("small");
+        }
         let (o, hung) = if preload {
             limited(&mut c, &[("BULKMEM_PRELOAD_STATS", "1")], HANG)
         } else {
             limited_plain(&mut c, HANG)
         };
         let out = text(&o);
-        assert!(!hung && !o.status.success(), "preload {preload}: {out}");
+        assert!(
+            !hung && !o.status.success(),
+            "preload {preload}, small {small}: {out}"
+        );
         assert!(
             out.contains("ERROR: AddressSanitizer: heap-buffer-overflow"),
-            "preload {preload}: the overflow went unreported:\n{out}"
+            "preload {preload}, small {small}: the overflow went unreported:\n{out}"
         );
     }
     let valgrind = match Command::new("valgrind").arg("--version").output() {
@@ -886,7 +916,7 @@ fn sanitizers_and_valgrind_see_the_c_library() {
     };
     if valgrind {
         let bin = compile("test_invisible");
-        for preload in [false, true] {
+        let under_valgrind = |case: &str, preload: bool| {
             let mut c = Command::new("valgrind");
             c.args([
                 "-q",
@@ -899,17 +929,36 @@ fn sanitizers_and_valgrind_see_the_c_library() {
                     .arg(format!("LD_PRELOAD={}", library().display()));
                 c.arg("BULKMEM_PRELOAD_STATS=1");
             }
-            c.arg(&bin).arg("copies").env_remove("LD_PRELOAD");
+            c.arg(&bin).arg(case).env_remove("LD_PRELOAD");
             let (o, hung) = limited_plain(&mut c, Duration::from_secs(300));
+            assert!(!hung, "valgrind {case}, preload {preload}: hung");
+            o
+        };
+        for preload in [false, true] {
+            let o = under_valgrind("copies", preload);
             let out = text(&o);
             assert!(
-                !hung && o.status.success() && out.contains("OUTCOME copies and clears right: yes"),
+                o.status.success() && out.contains("OUTCOME copies and clears right: yes"),
                 "valgrind, preload {preload} ({}):\n{out}",
                 o.status
             );
             if preload {
                 assert!(out.contains("inert under valgrind"), "{out}");
             }
+            // The over-read is reported in memcheck's replacement of the
+            // C library's routine, never in the preload's small path.
+            let o = under_valgrind("overread-small", preload);
+            let out = text(&o);
+            let frame = out
+                .lines()
+                .skip_while(|l| !l.contains("Invalid read"))
+                .nth(1)
+                .unwrap_or("");
+            assert!(
+                o.status.code() == Some(9) && frame.contains("vgpreload_memcheck"),
+                "valgrind, overread-small, preload {preload} ({}):\n{out}",
+                o.status
+            );
         }
     }
 }

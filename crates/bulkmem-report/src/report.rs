@@ -99,6 +99,13 @@ pub struct Row {
         skip_serializing_if = "Option::is_none"
     )]
     pub compacted: Option<CompactCell>,
+    /// `bench preload`, small workloads: each child process's calls of
+    /// `memcpy` as the program links it over the same calls to the C
+    /// library's own function, in alternating rounds (the fastest of
+    /// each), summarised over the children. About 1 for `off`, where
+    /// both are the C library's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_c_library: Option<Stats>,
     /// `auto` rows of `bench copy|clear` whose cell the run measured again
     /// ([`to_remeasure`]): auto and the rows it trailed, in rounds of
     /// their own.

@@ -25,6 +25,9 @@
  *   nproc              (root) a copy, then as nobody with RLIMIT_NPROC 2
  *                      a copy and pthread_create
  *   copies             64 MiB copies and clears, checked (for valgrind)
+ *   overread-small     a 116-byte memcpy from a 100-byte heap block (for
+ *                      valgrind's memcheck, which reports it in its own
+ *                      replacement of the C library's routine)
  *
  * The copies go through a volatile pointer, so each is a real call of the
  * (possibly interposed) memcpy. */
@@ -365,6 +368,13 @@ int main(int argc, char **argv)
         case_nproc();
     } else if (!strcmp(c, "copies")) {
         case_copies();
+    } else if (!strcmp(c, "overread-small")) {
+        unsigned char *s = malloc(100), *d = malloc(200);
+        memset(s, 1, 100);
+        p_memcpy(d, s, 116);
+        printf("OUTCOME the copy returned %d\n", d[3]);
+        free(s);
+        free(d);
     } else {
         fprintf(stderr, "unknown case %s\n", c);
         return 2;

@@ -19,7 +19,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "preload_check.h"
@@ -434,6 +436,135 @@ static void set_section(int chk, uchar *sd, uchar *bd)
                now_s() - t0);
 }
 
+/* The lengths the two sections below try: every one up to 700, then
+ * every 13th and the edges of the preload's small path (512 bytes in
+ * registers, a loop of 128-byte blocks up to 4096) and of glibc's
+ * (rep movsb from 2112 on some CPUs). */
+static size_t next_len(size_t n)
+{
+    static const size_t edges[] = {1023, 1024, 1025, 2047, 2048, 2049, 2111, 2112,
+                                   2113, 4031, 4095, 4096, 4097, 4224};
+    if (n < 700)
+        return n + 1;
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
+        if (edges[i] > n && edges[i] < n + 13)
+            return edges[i];
+    return n + 13;
+}
+#define LEN_MAX 4224
+
+/* Calls up to and past the preload's small path with each buffer flush
+ * against a PROT_NONE page, after it and before it: a load or store
+ * outside [p, p+n) faults and the test dies. Every kind, memset and
+ * __memset_chk. */
+static void guard_section(void)
+{
+    int before = check_failed_;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    /* guard | src area | guard | dst area | guard */
+    size_t area = (LEN_MAX + pg - 1) / pg * pg;
+    size_t total = 3 * pg + 2 * area;
+    uchar *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        perror("mmap");
+        exit(2);
+    }
+    uchar *src = m + pg, *dst = src + area + pg;
+    if (mprotect(m, pg, PROT_NONE) || mprotect(src + area, pg, PROT_NONE) ||
+        mprotect(dst + area, pg, PROT_NONE)) {
+        perror("mprotect");
+        exit(2);
+    }
+    ref_fill(src, area, 9, 0);
+    for (size_t n = 0; n <= LEN_MAX; n = next_len(n)) {
+        /* (dst, src) at the start of their areas, then at their ends */
+        uchar *ds[2] = {dst, dst + area - n}, *ss[2] = {src, src + area - n};
+        for (int e = 0; e < 4; e++) {
+            uchar *d = ds[e & 1];
+            const uchar *sp = ss[e >> 1];
+            for (int k = 0; k < K_COUNT; k++) {
+                void *want, *ret = do_copy(k, d, sp, n, &want);
+                CHECKF(ret == want && ref_diff(d, sp, n) == n,
+                       "%s n=%zu beside guard pages (%s dst, %s src): wrong", kind_name[k], n,
+                       e & 1 ? "end" : "start", e >> 1 ? "end" : "start");
+            }
+            for (int chk = 0; chk < 2; chk++) {
+                void *ret = do_set(chk, d, 0x3c + chk, n);
+                CHECKF(ret == d && ref_find_not(d, (uchar)(0x3c + chk), n) == n,
+                       "%s n=%zu beside guard pages: wrong", chk ? "__memset_chk" : "memset", n);
+            }
+        }
+    }
+    munmap(m, total);
+    check_note("note: guard pages on both sides, lengths 0..%d, every kind: %d failures", LEN_MAX,
+               check_failed_ - before);
+}
+
+/* Overlapping calls at every distance that matters to the small path
+ * (within a register, a 128-byte block, the whole length), both ways, up
+ * to LEN_MAX; memcpy, mempcpy and __memcpy_chk too, which in glibc are
+ * its memmove, and programs rely on it. Skipped where
+ * BULKMEM_PRELOAD_MIN sends small calls to bulkmem's engine, whose
+ * memcpy, like the standard's, promises nothing for overlap. */
+static void overlapping_copy_section(void)
+{
+    if (getenv("BULKMEM_PRELOAD_MIN") != NULL)
+        return;
+    int before = check_failed_;
+    size_t bufsz = 3 * LEN_MAX + 2 * CAN + MIS + 4096;
+    uchar *mb = alloc_buf(bufsz), *rb = alloc_buf(bufsz);
+    uint32_t seed = 5000;
+    size_t cases = 0;
+    for (size_t n = 0; n <= LEN_MAX; n = next_len(n)) {
+        const size_t shifts[] = {1, 2, 31, 32, 33, 64, 127, 128, 129, 200, n / 2, n - 1, n, n + 1};
+        for (int k = 0; k < K_COUNT; k++) {
+            if (n > 700 && k != K_MEMCPY && k != K_MEMMOVE)
+                continue;
+            for (size_t i = 0; i < sizeof shifts / sizeof shifts[0]; i++) {
+                if (shifts[i] == 0 || shifts[i] > n + 1)
+                    continue;
+                for (int sign = -1; sign <= 1; sign += 2) {
+                    move_case(k, mb, rb, n, sign * (long)shifts[i], n + 1,
+                              (n * 3 + i) % MIS, seed++);
+                    cases++;
+                }
+            }
+        }
+    }
+    free(mb);
+    free(rb);
+    check_note("note: overlapping calls of every kind, lengths 0..%d, shifts within a "
+               "register, a block and the length, both ways: %zu cases, %d failures",
+               LEN_MAX, cases, check_failed_ - before);
+}
+
+/* Whether the preload's small path is on as it should be: for every
+ * function where the CPU has AVX2 and the defaults hold; for none where
+ * every call is counted (BULKMEM_PRELOAD_STATS=1), sent to the engine
+ * (BULKMEM_PRELOAD_MIN=0) or the preload is off. */
+static void small_path_section(void)
+{
+    int (*small)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "bulkmem_preload_small_path");
+    if (getenv("BULKMEM_TEST_EXPECT_NO_PRELOAD") != NULL)
+        return;
+    CHECKF(small != NULL, "bulkmem_preload_small_path not defined");
+    if (small == NULL)
+        return;
+    int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "bulkmem_preload_active");
+    const char *mn = getenv("BULKMEM_PRELOAD_MIN"), *st = getenv("BULKMEM_PRELOAD_STATS");
+    /* Switched off (BULKMEM_PRELOAD=off), the preload is inert: no small
+     * path either. */
+    int defaults = mn == NULL && (st == NULL || strcmp(st, "1") != 0) && active && active();
+    int want = defaults && __builtin_cpu_supports("avx2");
+    int zero_min = mn != NULL && strcmp(mn, "0") == 0, off = active && !active();
+    for (int call = 0; call < 7; call++) {
+        if (defaults || zero_min || off)
+            CHECKF(small(call) == want, "small path of call %d: %d, expected %d", call,
+                   small(call), want);
+    }
+    check_note("note: the preload's small path is %s", small(0) ? "on" : "off");
+}
+
 /* Calls real programs make that the standard leaves undefined or that look
  * odd, but that glibc handles and compilers emit: zero lengths with NULL
  * pointers, and memcpy onto itself (GCC emits memcpy for struct
@@ -500,6 +631,9 @@ int main(void)
     set_section(1, sd, bd);
 
     edge_section(sd, bd);
+    guard_section();
+    overlapping_copy_section();
+    small_path_section();
 
     free(sd);
     free(ss);

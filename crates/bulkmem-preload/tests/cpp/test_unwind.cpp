@@ -7,6 +7,9 @@
 //
 //   throw-from-segv    the SIGSEGV handler throws; main catches it
 //   exit-from-segv     the SIGSEGV handler calls pthread_exit on a thread
+//   throw-from-segv-small, exit-from-segv-small
+//                      the same from copies of 7 to 4096 bytes (which the
+//                      preload does in the interposed function itself)
 //   async-cancel       a thread in a loop of 64 MiB copies, cancelled
 //                      asynchronously
 //   forced-unwind      many async cancels, each at a different moment of a
@@ -88,6 +91,37 @@ static void case_throw()
     }
 }
 
+// Small copies whose source runs into a PROT_NONE page, each caught.
+static const size_t small_lens[] = {7, 33, 300, 512, 1000, 4096};
+
+static void case_throw_small()
+{
+    unsigned char *a = map(3 * 4096), *dst = map(2 * 4096);
+    mprotect(a + 2 * 4096, 4096, PROT_NONE);
+    uintptr_t bad = uintptr_t(a) + 2 * 4096;
+    handle(on_segv_throw);
+    int caught = 0, in_page = 0;
+    for (size_t n : small_lens) {
+        try {
+            p_memcpy(dst, a + 2 * 4096 - n / 2, n);
+        } catch (const Fault &f) {
+            caught++;
+            in_page += f.addr >= bad && f.addr < bad + 4096;
+        }
+    }
+    printf("OUTCOME %d of %zu small copies threw from the handler, %d with the address in "
+           "the bad page\n",
+           caught, sizeof small_lens / sizeof small_lens[0], in_page);
+}
+
+static void *copy_bad_small(void *)
+{
+    unsigned char *a = map(3 * 4096), *dst = map(2 * 4096);
+    mprotect(a + 2 * 4096, 4096, PROT_NONE);
+    p_memcpy(dst, a + 2 * 4096 - 100, 300);
+    return nullptr;
+}
+
 static void *copy_bad(void *)
 {
     uintptr_t bad;
@@ -96,11 +130,11 @@ static void *copy_bad(void *)
     return nullptr;
 }
 
-static void case_exit()
+static void case_exit(void *(*copy)(void *))
 {
     handle(on_segv_exit);
     pthread_t t;
-    pthread_create(&t, nullptr, copy_bad, nullptr);
+    pthread_create(&t, nullptr, copy, nullptr);
     void *ret = nullptr;
     pthread_join(t, &ret);
     printf("OUTCOME joined the thread that left with pthread_exit: %ld\n", long(reinterpret_cast<intptr_t>(ret)));
@@ -164,7 +198,11 @@ int main(int argc, char **argv)
     if (!strcmp(c, "throw-from-segv"))
         case_throw();
     else if (!strcmp(c, "exit-from-segv"))
-        case_exit();
+        case_exit(copy_bad);
+    else if (!strcmp(c, "throw-from-segv-small"))
+        case_throw_small();
+    else if (!strcmp(c, "exit-from-segv-small"))
+        case_exit(copy_bad_small);
     else if (!strcmp(c, "async-cancel"))
         case_cancel();
     else if (!strcmp(c, "forced-unwind"))

@@ -1,0 +1,412 @@
+//! The small path: copies of at most [`COPY_MAX`] bytes and sets of at
+//! most [`SET_MAX`] done by the interposed function itself, as the C library's own
+//! AVX2 routine does them, instead of a second jump into it.
+//!
+//! Most calls a program makes are small, and every one used to pay the
+//! router (a load, a compare, a load, a test and an indirect jump) before
+//! the C library's routine: 0.95x plain glibc on 8-64-byte copies
+//! (`bulkmem bench preload`). Here a small call is one compare with a
+//! static and the copy.
+//!
+//! What the C library's call would do, this does:
+//! * every byte is loaded before any is stored, so overlapping buffers
+//!   copy as `memmove` does (`memcpy` is `memmove` in glibc, and programs
+//!   rely on it);
+//! * a fault on either buffer raises SIGSEGV or SIGBUS on the calling
+//!   thread, in a leaf function with unwind information, so a handler
+//!   may repair and return, `siglongjmp`, throw or exit the thread;
+//! * the upper halves of the vector registers are left clean
+//!   (`vzeroupper`), as the ABI expects of a function;
+//! * `errno`, the direction flag and the stack are untouched.
+//!
+//! It is on only where its slot in [`END`] is not 0: AVX2 usable (as the
+//! C library found it at start), the next definition of the function the C
+//! library's own (no sanitizer's interceptor or other interposer between
+//! the program and the C library, whose checks it would bypass), not under
+//! valgrind (whose memcheck replaces the C library's routines), and the
+//! preload on and not counting every call (`BULKMEM_PRELOAD_STATS=1`).
+//! Everything else takes the router as before. docs/design.md, "The
+//! preload", has the measurements.
+
+use core::ffi::{c_int, c_void};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+
+use crate::{c_library, route, sys};
+
+/// The longest copy done here. Up to 512 bytes, 16 AVX2 registers hold
+/// it all, loaded at once; longer ones take a loop of 128-byte blocks.
+/// Past 4 KiB the jump into the C library's routine costs under 1% of the
+/// copy.
+pub const COPY_MAX: usize = 4096;
+/// The longest set done here: 16 stores of one register.
+pub const SET_MAX: usize = 512;
+
+/// Per interposed function (in `route`'s call numbers): calls of fewer
+/// bytes than this are done here; 0, none. Read by the assembly of each
+/// function's first instruction.
+pub static END: [AtomicUsize; 7] = [const { AtomicUsize::new(0) }; 7];
+
+/// Which functions (bit per call number) may take the small path at all.
+static ELIGIBLE: AtomicU8 = AtomicU8::new(0);
+
+/// Decides, in the constructor, which functions may take the small path
+/// in this process, then [`publish`]es. The fortified forms are not
+/// looked up here (each `dlsym` costs every process a microsecond or
+/// more): each is decided when its first call resolves it ([`resolved`]).
+pub fn decide() {
+    c_library::find();
+    if !avx2_usable() || sys::running_on_valgrind() {
+        return;
+    }
+    for call in [
+        route::MEMCPY_CALL,
+        route::MEMMOVE_CALL,
+        route::MEMSET_CALL,
+        route::MEMPCPY_CALL,
+    ] {
+        eligible_if_c_library(call, route::NEXT[call].get());
+    }
+    AVX2.store(true, Ordering::Relaxed);
+    publish();
+}
+
+/// Whether [`decide`] found AVX2 usable and no valgrind.
+static AVX2: AtomicBool = AtomicBool::new(false);
+
+/// Function `call`'s next definition `p` is now known (a fortified form's
+/// first call): its small path goes on if `p` is the C library's.
+/// Async-signal-safe.
+pub fn resolved(call: usize, p: *const c_void) {
+    if AVX2.load(Ordering::Relaxed) && eligible_if_c_library(call, p) {
+        publish();
+    }
+}
+
+fn eligible_if_c_library(call: usize, p: *const c_void) -> bool {
+    let ok = !p.is_null() && c_library::contains(p);
+    if ok {
+        ELIGIBLE.fetch_or(1 << call, Ordering::Relaxed);
+    }
+    ok
+}
+
+/// Sets [`END`] from the loader's `MIN` (calls from it go to the engine):
+/// after [`decide`], and again once the engine has published its
+/// settings.
+pub fn publish() {
+    let min = route::MIN.load(Ordering::Acquire);
+    let eligible = ELIGIBLE.load(Ordering::Relaxed);
+    for (call, end) in END.iter().enumerate() {
+        let max = if call == route::MEMSET_CALL || call == route::MEMSET_CHK_CALL {
+            SET_MAX
+        } else {
+            COPY_MAX
+        };
+        let on = eligible & (1 << call) != 0;
+        end.store(if on { min.min(max + 1) } else { 0 }, Ordering::Release);
+    }
+}
+
+/// Whether the AVX2 instructions may run, as the C library decided at its
+/// start (`__x86_get_cpuid_feature_leaf`, glibc 2.33 on): the CPU has them,
+/// the kernel saves the YMM state, and no `GLIBC_TUNABLES` setting took
+/// them away from its own routines. Asked of the C library rather than
+/// of CPUID: under a hypervisor each CPUID is an exit, about 5 us on a
+/// 2-vCPU VM, which every process would pay at start.
+fn avx2_usable() -> bool {
+    /// glibc's `struct cpuid_feature`.
+    #[repr(C)]
+    struct Leaf {
+        cpuid: [u32; 4],
+        active: [u32; 4],
+    }
+    /// `CPUID_INDEX_7`, its EBX word and AVX2's bit there.
+    const INDEX_7: u32 = 1;
+    const EBX: usize = 1;
+    const AVX2: u32 = 1 << 5;
+    // SAFETY: RTLD_NEXT and a NUL-terminated name.
+    let f = unsafe { sys::dlsym(sys::rtld_next(), c"__x86_get_cpuid_feature_leaf".as_ptr()) };
+    if f.is_null() || !c_library::contains(f) {
+        return false;
+    }
+    // SAFETY: glibc's `const struct cpuid_feature
+    // *__x86_get_cpuid_feature_leaf(unsigned int)`.
+    let leaf = unsafe {
+        let f: extern "C" fn(u32) -> *const Leaf = core::mem::transmute(f);
+        f(INDEX_7)
+    };
+    // SAFETY: null or glibc's static table, valid for the process.
+    unsafe { leaf.as_ref() }.is_some_and(|l| l.active[EBX] & AVX2 != 0)
+}
+
+/// The copy of `rdx` bytes (at most [`COPY_MAX`]) from `rsi` to `rdi`, every load
+/// before any store; `rax` already holds the return value. Label numbers
+/// 20-39 are this body's.
+macro_rules! copy_body {
+    () => {
+        concat!(
+            "cmp rdx, 32\n",
+            "ja 26f\n",
+            "cmp edx, 16\n",
+            "jae 25f\n",
+            "cmp edx, 8\n",
+            "jae 24f\n",
+            "cmp edx, 4\n",
+            "jae 23f\n",
+            "cmp edx, 1\n",
+            "ja 22f\n",
+            "jb 30f\n",
+            "movzx ecx, byte ptr [rsi]\n",
+            "mov byte ptr [rdi], cl\n",
+            "30:\n",
+            "ret\n",
+            "22:\n",
+            "movzx ecx, word ptr [rsi]\n",
+            "movzx r8d, word ptr [rsi + rdx - 2]\n",
+            "mov word ptr [rdi], cx\n",
+            "mov word ptr [rdi + rdx - 2], r8w\n",
+            "ret\n",
+            "23:\n",
+            "mov ecx, dword ptr [rsi]\n",
+            "mov r8d, dword ptr [rsi + rdx - 4]\n",
+            "mov dword ptr [rdi], ecx\n",
+            "mov dword ptr [rdi + rdx - 4], r8d\n",
+            "ret\n",
+            "24:\n",
+            "mov rcx, qword ptr [rsi]\n",
+            "mov r8, qword ptr [rsi + rdx - 8]\n",
+            "mov qword ptr [rdi], rcx\n",
+            "mov qword ptr [rdi + rdx - 8], r8\n",
+            "ret\n",
+            "25:\n",
+            "vmovdqu xmm0, xmmword ptr [rsi]\n",
+            "vmovdqu xmm1, xmmword ptr [rsi + rdx - 16]\n",
+            "vmovdqu xmmword ptr [rdi], xmm0\n",
+            "vmovdqu xmmword ptr [rdi + rdx - 16], xmm1\n",
+            "ret\n",
+            "26:\n",
+            "vmovdqu ymm0, ymmword ptr [rsi]\n",
+            "cmp edx, 64\n",
+            "ja 27f\n",
+            "vmovdqu ymm1, ymmword ptr [rsi + rdx - 32]\n",
+            "vmovdqu ymmword ptr [rdi], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 32], ymm1\n",
+            "vzeroupper\n",
+            "ret\n",
+            "27:\n",
+            "vmovdqu ymm1, ymmword ptr [rsi + 32]\n",
+            "cmp edx, 128\n",
+            "ja 28f\n",
+            "vmovdqu ymm2, ymmword ptr [rsi + rdx - 64]\n",
+            "vmovdqu ymm3, ymmword ptr [rsi + rdx - 32]\n",
+            "vmovdqu ymmword ptr [rdi], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + 32], ymm1\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 64], ymm2\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 32], ymm3\n",
+            "vzeroupper\n",
+            "ret\n",
+            "28:\n",
+            "vmovdqu ymm2, ymmword ptr [rsi + 64]\n",
+            "vmovdqu ymm3, ymmword ptr [rsi + 96]\n",
+            "cmp edx, 256\n",
+            "ja 29f\n",
+            "vmovdqu ymm4, ymmword ptr [rsi + rdx - 128]\n",
+            "vmovdqu ymm5, ymmword ptr [rsi + rdx - 96]\n",
+            "vmovdqu ymm6, ymmword ptr [rsi + rdx - 64]\n",
+            "vmovdqu ymm7, ymmword ptr [rsi + rdx - 32]\n",
+            "vmovdqu ymmword ptr [rdi], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + 32], ymm1\n",
+            "vmovdqu ymmword ptr [rdi + 64], ymm2\n",
+            "vmovdqu ymmword ptr [rdi + 96], ymm3\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 128], ymm4\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 96], ymm5\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 64], ymm6\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 32], ymm7\n",
+            "vzeroupper\n",
+            "ret\n",
+            "29:\n",
+            "cmp edx, 512\n",
+            "ja 40f\n",
+            "vmovdqu ymm4, ymmword ptr [rsi + 128]\n",
+            "vmovdqu ymm5, ymmword ptr [rsi + 160]\n",
+            "vmovdqu ymm6, ymmword ptr [rsi + 192]\n",
+            "vmovdqu ymm7, ymmword ptr [rsi + 224]\n",
+            "vmovdqu ymm8, ymmword ptr [rsi + rdx - 256]\n",
+            "vmovdqu ymm9, ymmword ptr [rsi + rdx - 224]\n",
+            "vmovdqu ymm10, ymmword ptr [rsi + rdx - 192]\n",
+            "vmovdqu ymm11, ymmword ptr [rsi + rdx - 160]\n",
+            "vmovdqu ymm12, ymmword ptr [rsi + rdx - 128]\n",
+            "vmovdqu ymm13, ymmword ptr [rsi + rdx - 96]\n",
+            "vmovdqu ymm14, ymmword ptr [rsi + rdx - 64]\n",
+            "vmovdqu ymm15, ymmword ptr [rsi + rdx - 32]\n",
+            "vmovdqu ymmword ptr [rdi], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + 32], ymm1\n",
+            "vmovdqu ymmword ptr [rdi + 64], ymm2\n",
+            "vmovdqu ymmword ptr [rdi + 96], ymm3\n",
+            "vmovdqu ymmword ptr [rdi + 128], ymm4\n",
+            "vmovdqu ymmword ptr [rdi + 160], ymm5\n",
+            "vmovdqu ymmword ptr [rdi + 192], ymm6\n",
+            "vmovdqu ymmword ptr [rdi + 224], ymm7\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 256], ymm8\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 224], ymm9\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 192], ymm10\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 160], ymm11\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 128], ymm12\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 96], ymm13\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 64], ymm14\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 32], ymm15\n",
+            "vzeroupper\n",
+            "ret\n",
+            // 513 bytes and more: the first 128 (ymm0-3, loaded above)
+            // and the last 128 (ymm4-7) are held while a loop of aligned
+            // 128-byte stores copies the middle, in the direction that
+            // never overwrites a source byte before reading it; then
+            // the ends are stored.
+            "40:\n",
+            "vmovdqu ymm4, ymmword ptr [rsi + rdx - 128]\n",
+            "vmovdqu ymm5, ymmword ptr [rsi + rdx - 96]\n",
+            "vmovdqu ymm6, ymmword ptr [rsi + rdx - 64]\n",
+            "vmovdqu ymm7, ymmword ptr [rsi + rdx - 32]\n",
+            "mov r9, rsi\n",
+            "sub r9, rdi\n",
+            "mov rcx, rdi\n",
+            "sub rcx, rsi\n",
+            "cmp rcx, rdx\n",
+            "jb 42f\n",
+            // Forward (the destination starts below the source, or they
+            // are apart): from dst + 128 rounded down to 32 while below
+            // dst + n - 128.
+            "lea r10, [rdi + 128]\n",
+            "and r10, -32\n",
+            "lea r8, [rdi + rdx - 128]\n",
+            "41:\n",
+            "vmovdqu ymm8, ymmword ptr [r10 + r9]\n",
+            "vmovdqu ymm9, ymmword ptr [r10 + r9 + 32]\n",
+            "vmovdqu ymm10, ymmword ptr [r10 + r9 + 64]\n",
+            "vmovdqu ymm11, ymmword ptr [r10 + r9 + 96]\n",
+            "vmovdqa ymmword ptr [r10], ymm8\n",
+            "vmovdqa ymmword ptr [r10 + 32], ymm9\n",
+            "vmovdqa ymmword ptr [r10 + 64], ymm10\n",
+            "vmovdqa ymmword ptr [r10 + 96], ymm11\n",
+            "add r10, 128\n",
+            "cmp r10, r8\n",
+            "jb 41b\n",
+            "jmp 43f\n",
+            // Backward (the destination starts inside the source): blocks
+            // ending at dst + n - 128 rounded up to 32, down while above
+            // dst + 128.
+            "42:\n",
+            "lea r10, [rdi + rdx - 97]\n",
+            "and r10, -32\n",
+            "lea r8, [rdi + 128]\n",
+            "44:\n",
+            "vmovdqu ymm8, ymmword ptr [r10 + r9 - 32]\n",
+            "vmovdqu ymm9, ymmword ptr [r10 + r9 - 64]\n",
+            "vmovdqu ymm10, ymmword ptr [r10 + r9 - 96]\n",
+            "vmovdqu ymm11, ymmword ptr [r10 + r9 - 128]\n",
+            "vmovdqa ymmword ptr [r10 - 32], ymm8\n",
+            "vmovdqa ymmword ptr [r10 - 64], ymm9\n",
+            "vmovdqa ymmword ptr [r10 - 96], ymm10\n",
+            "vmovdqa ymmword ptr [r10 - 128], ymm11\n",
+            "sub r10, 128\n",
+            "cmp r10, r8\n",
+            "ja 44b\n",
+            "43:\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 128], ymm4\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 96], ymm5\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 64], ymm6\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 32], ymm7\n",
+            "vmovdqu ymmword ptr [rdi], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + 32], ymm1\n",
+            "vmovdqu ymmword ptr [rdi + 64], ymm2\n",
+            "vmovdqu ymmword ptr [rdi + 96], ymm3\n",
+            "vzeroupper\n",
+            "ret\n",
+        )
+    };
+}
+pub(crate) use copy_body;
+
+/// The set of `rdx` bytes (below 513) at `rdi` to the low byte of `esi`;
+/// `rax` already holds the return value. Labels 20-39.
+macro_rules! set_body {
+    () => {
+        concat!(
+            "movzx ecx, sil\n",
+            "movabs r8, 0x0101010101010101\n",
+            "imul rcx, r8\n",
+            "cmp rdx, 32\n",
+            "ja 26f\n",
+            "cmp edx, 16\n",
+            "jae 25f\n",
+            "cmp edx, 8\n",
+            "jae 24f\n",
+            "cmp edx, 4\n",
+            "jae 23f\n",
+            "cmp edx, 1\n",
+            "ja 22f\n",
+            "jb 30f\n",
+            "mov byte ptr [rdi], cl\n",
+            "30:\n",
+            "ret\n",
+            "22:\n",
+            "mov word ptr [rdi], cx\n",
+            "mov word ptr [rdi + rdx - 2], cx\n",
+            "ret\n",
+            "23:\n",
+            "mov dword ptr [rdi], ecx\n",
+            "mov dword ptr [rdi + rdx - 4], ecx\n",
+            "ret\n",
+            "24:\n",
+            "mov qword ptr [rdi], rcx\n",
+            "mov qword ptr [rdi + rdx - 8], rcx\n",
+            "ret\n",
+            "25:\n",
+            "vmovq xmm0, rcx\n",
+            "vpunpcklqdq xmm0, xmm0, xmm0\n",
+            "vmovdqu xmmword ptr [rdi], xmm0\n",
+            "vmovdqu xmmword ptr [rdi + rdx - 16], xmm0\n",
+            "ret\n",
+            "26:\n",
+            "vmovq xmm0, rcx\n",
+            "vpbroadcastq ymm0, xmm0\n",
+            "vmovdqu ymmword ptr [rdi], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 32], ymm0\n",
+            "cmp edx, 64\n",
+            "jbe 31f\n",
+            "vmovdqu ymmword ptr [rdi + 32], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 64], ymm0\n",
+            "cmp edx, 128\n",
+            "jbe 31f\n",
+            "vmovdqu ymmword ptr [rdi + 64], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + 96], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 128], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 96], ymm0\n",
+            "cmp edx, 256\n",
+            "jbe 31f\n",
+            "vmovdqu ymmword ptr [rdi + 128], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + 160], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + 192], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + 224], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 256], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 224], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 192], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 160], ymm0\n",
+            "31:\n",
+            "vzeroupper\n",
+            "ret\n",
+        )
+    };
+}
+pub(crate) use set_body;
+
+/// For the test suite: whether `call`'s small path is on in this process
+/// (`route`'s call numbers: 0 `memcpy`, 1 `memmove`, 2 `memset`, 3
+/// `mempcpy`, 4-6 their fortified forms).
+#[no_mangle]
+pub extern "C" fn bulkmem_preload_small_path(call: c_int) -> c_int {
+    usize::try_from(call)
+        .ok()
+        .and_then(|c| END.get(c))
+        .map_or(0, |e| c_int::from(e.load(Ordering::Relaxed) > 0))
+}

@@ -30,6 +30,12 @@ bulkmem bench clear --strategies rep-stosb,avx512-nt,clzero --regime cold
 bulkmem bench clear --format md --width 80           # a table for a cover letter",
     ),
     (
+        &["bench", "dispatch"],
+        "bulkmem bench dispatch                        # auto over its kernel, checked over auto, the C calls over the Rust ones
+bulkmem bench dispatch --op clear --runs 31     # clears, more rounds on a noisy machine
+BULKMEM_PROFILE=/tmp/p.toml bulkmem bench dispatch   # the same after `bulkmem tune --out /tmp/p.toml`",
+    ),
+    (
         &["bench", "compact"],
         "bulkmem bench compact --heaps 1G --live 50 --mutators 1 --thp off   # one cell: every strategy
 bulkmem bench compact --strategies concurrent-auto,floor --runs 5   # stalls against this machine's floor

@@ -605,6 +605,52 @@ fn bench_preload_rows_pair_off_and_on() {
     );
 }
 
+/// Every cell of `bench dispatch` runs and checks its result; the ratios
+/// the table prints are of this run's rows, and the C interface's rows
+/// are there when libbulkmem.so is beside the command.
+#[test]
+fn bench_dispatch_rows_cover_every_cell() {
+    let o = bulkmem(&[
+        "bench", "dispatch", "--sizes", "64,4K", "--runs", "1", "--json", "-", "--quiet",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["results"].as_array().unwrap();
+    let c = rows.iter().any(|r| r["strategy"] == "c-auto");
+    let cells: &[&str] = if c {
+        &[
+            "kernel",
+            "auto",
+            "checked-twin",
+            "checked",
+            "c-auto",
+            "c-checked",
+        ]
+    } else {
+        &["kernel", "auto", "checked-twin", "checked"]
+    };
+    for size in [64, 4096] {
+        for cell in cells {
+            let r = rows
+                .iter()
+                .find(|r| r["size"] == size && r["strategy"] == *cell)
+                .unwrap_or_else(|| panic!("no {cell} row at {size}"));
+            assert!(r["gbps"]["median"].as_f64().unwrap() > 0.0, "{r}");
+            assert_eq!(r["baseline"], "kernel", "{r}");
+        }
+    }
+    let err = stderr(&o);
+    assert!(
+        err.contains("auto/kernel") && err.contains("checked/auto"),
+        "{err}"
+    );
+    assert_eq!(
+        err.contains("no C interface rows"),
+        !c,
+        "the note says whether the C rows ran:\n{err}"
+    );
+}
+
 #[test]
 fn bench_preload_startup_row_times_execs_off_and_on() {
     ensure_preload();

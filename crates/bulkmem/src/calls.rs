@@ -59,6 +59,24 @@ pub fn copy_hint(dst: &mut [u8], src: &[u8], hint: Hint) {
     copy_banded(dst, src, hint);
 }
 
+/// For the C interface's `bm_copy`: the copy if `auto`'s one-load table
+/// has this length's kernel (true), else nothing written (false). Never
+/// panics (equal lengths are the caller's to ensure), so it may run
+/// outside the C interface's panic guard and its thread-local state,
+/// which cost a C caller about 15 ns a call.
+#[doc(hidden)]
+#[inline]
+pub fn copy_if_direct(dst: &mut [u8], src: &[u8]) -> bool {
+    auto::direct::copy(dst, src).is_some()
+}
+
+/// As [`copy_if_direct`], zeroing (`bm_clear`).
+#[doc(hidden)]
+#[inline]
+pub fn clear_if_direct(dst: &mut [u8]) -> bool {
+    auto::direct::clear(dst).is_some()
+}
+
 // The calls' slow paths stay out of line: inlined, they made the one-load
 // path save five registers a call, which at hot 64 B cost as much as the
 // copy (see `auto::direct`).

@@ -83,6 +83,8 @@ pub use calls::{
     clear, clear_batch, clear_batch_with, clear_extents, clear_hint, clear_opts, clear_with, copy,
     copy_batch, copy_batch_with, copy_extents, copy_hint, copy_opts, copy_with, resolve,
 };
+#[doc(hidden)]
+pub use calls::{clear_if_direct, copy_if_direct};
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};
 pub use error::{BatchError, CopyError, EngineError, Error, StrategyError};
 #[cfg(target_arch = "x86_64")]

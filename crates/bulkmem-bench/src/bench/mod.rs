@@ -8,6 +8,7 @@ pub mod against;
 pub mod batch;
 pub mod compact;
 pub mod copy;
+pub mod dispatch;
 mod exec;
 pub mod fault;
 pub mod fill;
@@ -47,6 +48,10 @@ pub enum BenchCmd {
     /// What surviving a bad page costs: copy_checked against auto, then a
     /// copy over a poisoned page (as folio_mc_copy does in the kernel).
     Fault(fault::FaultArgs),
+    /// What reaching a kernel costs: auto over the kernel it runs, the
+    /// checked call over its twin and over auto, the C interface over the
+    /// Rust calls, at small sizes, hot.
+    Dispatch(dispatch::DispatchArgs),
     /// NUMA migration: move_pages(2) against copy-and-remap with 1..N
     /// threads, both directions.
     Migrate(migrate::BenchMigrateArgs),
@@ -67,6 +72,7 @@ pub fn cmd(what: BenchCmd, quiet: bool) -> Result<(), Failure> {
         BenchCmd::Move(a) => moves::cmd(a, quiet),
         BenchCmd::Compact(a) => compact::cmd(a, quiet),
         BenchCmd::Fault(a) => fault::cmd(a, quiet),
+        BenchCmd::Dispatch(a) => dispatch::cmd(a, quiet),
         BenchCmd::Migrate(a) => migrate::cmd(a, quiet),
         BenchCmd::Preload(a) => preload::cmd(a, quiet),
         BenchCmd::Overlap(a) => overlap::cmd(a, quiet),

@@ -1,6 +1,8 @@
 //! The plain single call's kernel in one load: for hint `Auto` (what
-//! `copy`, `clear` and the preload's calls ask), a static table of the
-//! fenced kernel functions by the length's bit count.
+//! `copy`, `clear`, `copy_checked`, `clear_checked`, the C interface's
+//! plain calls and the preload's ask), a static table of the fenced kernel
+//! functions (and of their checked twins' routines) by the length's bit
+//! count.
 //!
 //! The band path ([`super::Runs::single`]) reads this process's compiled
 //! policy through its lazy lock, then the band index, then the kernel: a
@@ -20,6 +22,10 @@
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use super::bands::{bit_count, Compiled};
+#[cfg(target_arch = "x86_64")]
+use crate::checked::mc::{extable::RawFault, McClear, McCopy};
+#[cfg(target_arch = "x86_64")]
+use crate::handle::{CheckedClearKernel, CheckedCopyKernel, ClearRoutine, CopyRoutine};
 use crate::handle::{ClearKernel, CopyKernel};
 use crate::kernels::{ClearFn, CopyFn};
 use crate::strategy::Strategy;
@@ -33,6 +39,10 @@ pub(super) struct Table {
 
 static COPY: Table = Table::new();
 static CLEAR: Table = Table::new();
+#[cfg(target_arch = "x86_64")]
+static CHECKED_COPY: Table = Table::new();
+#[cfg(target_arch = "x86_64")]
+static CHECKED_CLEAR: Table = Table::new();
 
 impl Table {
     const fn new() -> Table {
@@ -75,6 +85,69 @@ impl Table {
 pub(super) fn publish(copy: &Compiled<CopyKernel>, clear: &Compiled<ClearKernel>) {
     COPY.publish(copy, |k| (k.fenced_fn() as *mut (), k.strategy()));
     CLEAR.publish(clear, |k| (k.fenced_fn() as *mut (), k.strategy()));
+}
+
+/// Fills the checked tables from this process's hint-`Auto` twins.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn publish_checked(
+    copy: &Compiled<CheckedCopyKernel>,
+    clear: &Compiled<CheckedClearKernel>,
+) {
+    CHECKED_COPY.publish(copy, |k| (k.fenced_fn() as *mut (), k.strategy()));
+    CHECKED_CLEAR.publish(clear, |k| (k.fenced_fn() as *mut (), k.strategy()));
+}
+
+/// A checked twin's fenced routine from a filled slot: all a checked call
+/// needs to run it and, after a fault, to finish up to it.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct CheckedCopy(McCopy);
+
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct CheckedClear(McClear);
+
+#[cfg(target_arch = "x86_64")]
+impl CopyRoutine for CheckedCopy {
+    #[inline]
+    unsafe fn run(&self, dst: *mut u8, src: *const u8, len: usize, raw: *mut RawFault) -> usize {
+        // SAFETY: the caller's contract; the routine is a checked twin's
+        // the CPU runs (`publish_checked`).
+        unsafe { (self.0)(dst, src, len, raw) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl ClearRoutine for CheckedClear {
+    #[inline]
+    unsafe fn run(&self, dst: *mut u8, len: usize, raw: *mut RawFault) -> usize {
+        // SAFETY: as for `CheckedCopy`.
+        unsafe { (self.0)(dst, len, raw) }
+    }
+}
+
+/// The checked twin `copy_checked` runs for `len` bytes, if its slot is
+/// filled.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn checked_copy(len: usize) -> Option<CheckedCopy> {
+    let (routine, _) = CHECKED_COPY.slot(len)?;
+    // SAFETY: a filled slot of this table holds a `CheckedCopyKernel`'s
+    // fenced routine (`publish_checked`).
+    Some(CheckedCopy(unsafe {
+        std::mem::transmute::<*mut (), McCopy>(routine)
+    }))
+}
+
+/// As [`checked_copy`], for `clear_checked`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub(crate) fn checked_clear(len: usize) -> Option<CheckedClear> {
+    let (routine, _) = CHECKED_CLEAR.slot(len)?;
+    // SAFETY: as in `checked_copy`.
+    Some(CheckedClear(unsafe {
+        std::mem::transmute::<*mut (), McClear>(routine)
+    }))
 }
 
 /// Which slot ran a call, for the strategy the call returns.
@@ -170,6 +243,35 @@ mod tests {
             }
             assert!(filled > 0, "{op}: no slot filled");
         }
+    }
+
+    /// Every filled checked slot holds the routine of the twin
+    /// `copy_checked` (`clear_checked`) would take through the bands, for
+    /// both ends of its bit count; the tables fill at the first call.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn filled_checked_slots_hold_the_banded_twins() {
+        use crate::auto::{chosen, Request};
+        let (src, mut dst) = (vec![7u8; 64], vec![0u8; 64]);
+        crate::copy_checked(&mut dst, &src).unwrap();
+        let mut filled = 0;
+        for bits in 1..40usize {
+            let (shortest, longest) = (1usize << (bits - 1), (1usize << bits) - 1);
+            for len in [shortest, longest] {
+                let req = |op| Request::single(op, len, Hint::Auto);
+                if let Some(CheckedCopy(f)) = checked_copy(len) {
+                    filled += 1;
+                    let k: CheckedCopyKernel = chosen(&req(Op::Copy));
+                    assert_eq!(f as usize, k.fenced_fn() as usize, "copy, {len} bytes");
+                }
+                if let Some(CheckedClear(f)) = checked_clear(len) {
+                    filled += 1;
+                    let k: CheckedClearKernel = chosen(&req(Op::Clear));
+                    assert_eq!(f as usize, k.fenced_fn() as usize, "clear, {len} bytes");
+                }
+            }
+        }
+        assert!(filled > 0, "no checked slot filled");
     }
 
     #[test]

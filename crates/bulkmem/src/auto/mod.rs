@@ -324,7 +324,7 @@ fn compiled_here() -> &'static Here {
         let copy = compile::<CopyKernel>(&p, &bands[0]);
         let clear = compile::<ClearKernel>(&p, &bands[1]);
         direct::publish(&copy[hint_ix(Hint::Auto)], &clear[hint_ix(Hint::Auto)]);
-        Box::new(Here {
+        let here = Here {
             bands,
             #[cfg(target_arch = "x86_64")]
             checked_copy: compile_twins::<CheckedCopyKernel, _>(&p, &copy),
@@ -332,7 +332,13 @@ fn compiled_here() -> &'static Here {
             checked_clear: compile_twins::<CheckedClearKernel, _>(&p, &clear),
             copy,
             clear,
-        })
+        };
+        #[cfg(target_arch = "x86_64")]
+        direct::publish_checked(
+            &here.checked_copy[hint_ix(Hint::Auto)],
+            &here.checked_clear[hint_ix(Hint::Auto)],
+        );
+        Box::new(here)
     })
 }
 

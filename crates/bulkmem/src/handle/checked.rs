@@ -77,6 +77,12 @@ impl CheckedCopyKernel {
         self.strategy
     }
 
+    /// The fenced routine itself, for the checked call's one-load table
+    /// (`auto::direct`).
+    pub(crate) fn fenced_fn(&self) -> McCopy {
+        self.fenced
+    }
+
     /// This routine without its closing fence, owed to `fence`.
     #[inline]
     pub(crate) fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CheckedCopyKernel> {
@@ -112,6 +118,11 @@ impl CheckedClearKernel {
     /// The strategy whose checked routine this is.
     pub fn strategy(&self) -> Strategy {
         self.strategy
+    }
+
+    /// The fenced routine itself (see [`CheckedCopyKernel::fenced_fn`]).
+    pub(crate) fn fenced_fn(&self) -> McClear {
+        self.fenced
     }
 
     /// This routine without its closing fence, owed to `fence`.

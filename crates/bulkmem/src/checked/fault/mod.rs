@@ -181,6 +181,42 @@ pub fn copy_checked(dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {
         src.len(),
         "bulkmem::copy_checked: lengths differ"
     );
+    if let Some(r) = auto::direct::checked_copy(dst.len()) {
+        // SAFETY: two valid, disjoint slices of one length; the routine
+        // is a checked twin's (its table's contract).
+        return unsafe { copy_exact(r, dst.as_mut_ptr(), src.as_ptr(), dst.len()) };
+    }
+    copy_checked_banded(dst, src)
+}
+
+/// For the C interface's `bm_copy_checked`: the checked copy if its
+/// twin's slot in `auto`'s one-load table is filled, else `None` with
+/// nothing written. Never panics (see `copy_if_direct`); `dst` and `src`
+/// of one length.
+#[doc(hidden)]
+#[inline]
+pub fn copy_checked_if_direct(dst: &mut [u8], src: &[u8]) -> Option<Result<(), Fault>> {
+    if dst.len() != src.len() {
+        return None;
+    }
+    let r = auto::direct::checked_copy(dst.len())?;
+    // SAFETY: two valid, disjoint slices of one length; the routine is a
+    // checked twin's.
+    Some(unsafe { copy_exact(r, dst.as_mut_ptr(), src.as_ptr(), dst.len()) })
+}
+
+/// As [`copy_checked_if_direct`], zeroing (`bm_clear_checked`).
+#[doc(hidden)]
+#[inline]
+pub fn clear_checked_if_direct(dst: &mut [u8]) -> Option<Result<(), Fault>> {
+    let r = auto::direct::checked_clear(dst.len())?;
+    // SAFETY: a valid writable slice; the routine is a checked twin's.
+    Some(unsafe { clear_exact(r, dst.as_mut_ptr(), dst.len()) })
+}
+
+// Out of line, as `copy`'s slow path (see `calls.rs`).
+#[inline(never)]
+fn copy_checked_banded(dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {
     let req = Request::single(Op::Copy, dst.len(), Hint::Auto);
     auto::chosen::<CheckedCopyKernel>(&req).copy(dst, src)
 }
@@ -188,6 +224,16 @@ pub fn copy_checked(dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {
 /// Zeroes `dst`, stopping at the first byte that cannot be written.
 #[inline]
 pub fn clear_checked(dst: &mut [u8]) -> Result<(), Fault> {
+    if let Some(r) = auto::direct::checked_clear(dst.len()) {
+        // SAFETY: a valid writable slice; the routine is a checked
+        // twin's.
+        return unsafe { clear_exact(r, dst.as_mut_ptr(), dst.len()) };
+    }
+    clear_checked_banded(dst)
+}
+
+#[inline(never)]
+fn clear_checked_banded(dst: &mut [u8]) -> Result<(), Fault> {
     let req = Request::single(Op::Clear, dst.len(), Hint::Auto);
     auto::chosen::<CheckedClearKernel>(&req).clear(dst)
 }

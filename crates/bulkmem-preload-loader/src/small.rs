@@ -139,10 +139,10 @@ fn avx2_usable() -> bool {
     unsafe { leaf.as_ref() }.is_some_and(|l| l.active[EBX] & AVX2 != 0)
 }
 
-/// The copy of `rdx` bytes (at most [`COPY_MAX`]) from `rsi` to `rdi`, every load
-/// before any store; `rax` already holds the return value. Label numbers
-/// 20-39 are this body's.
-macro_rules! copy_body {
+/// The branches of both bodies by `rdx`, the length: to 22 for 2-3 bytes,
+/// 23 for 4-7, 24 for 8-15, 25 for 16-32, 26 above 32, 30 (return) for
+/// none; one byte falls through.
+macro_rules! by_length {
     () => {
         concat!(
             "cmp rdx, 32\n",
@@ -156,6 +156,18 @@ macro_rules! copy_body {
             "cmp edx, 1\n",
             "ja 22f\n",
             "jb 30f\n",
+        )
+    };
+}
+pub(crate) use by_length;
+
+/// The copy of `rdx` bytes (at most [`COPY_MAX`]) from `rsi` to `rdi`, every load
+/// before any store; `rax` already holds the return value. Label numbers
+/// 20-39 are this body's.
+macro_rules! copy_body {
+    () => {
+        concat!(
+            $crate::small::by_length!(),
             "movzx ecx, byte ptr [rsi]\n",
             "mov byte ptr [rdi], cl\n",
             "30:\n",
@@ -335,17 +347,7 @@ macro_rules! set_body {
             "movzx ecx, sil\n",
             "movabs r8, 0x0101010101010101\n",
             "imul rcx, r8\n",
-            "cmp rdx, 32\n",
-            "ja 26f\n",
-            "cmp edx, 16\n",
-            "jae 25f\n",
-            "cmp edx, 8\n",
-            "jae 24f\n",
-            "cmp edx, 4\n",
-            "jae 23f\n",
-            "cmp edx, 1\n",
-            "ja 22f\n",
-            "jb 30f\n",
+            $crate::small::by_length!(),
             "mov byte ptr [rdi], cl\n",
             "30:\n",
             "ret\n",

@@ -35,12 +35,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "large_calls.h"
+
 extern void *__memcpy_chk(void *, const void *, size_t, size_t);
 
-static void *(*volatile p_memcpy)(void *, const void *, size_t) = memcpy;
 static void *(*volatile p_memmove)(void *, const void *, size_t) = memmove;
 static void *(*volatile p_mempcpy)(void *, const void *, size_t) = mempcpy;
-static void *(*volatile p_memset)(void *, int, size_t) = memset;
 static void *(*volatile p_memcpy_chk)(void *, const void *, size_t, size_t) = __memcpy_chk;
 
 static const size_t lens[] = {1, 3, 8, 17, 33, 100, 257, 512, 513, 1000, 2500, 4096};
@@ -56,8 +56,6 @@ static uintptr_t bad_lo, bad_hi;
  * with an address in the bad page. */
 static volatile int faults, right;
 static int repair;
-
-static pid_t tid(void) { return (pid_t)syscall(SYS_gettid); }
 
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
@@ -101,16 +99,6 @@ static int try_call(int fn, unsigned char *d, const unsigned char *s, size_t n)
         return 1;
     }
     return 0;
-}
-
-static unsigned char *map(size_t n)
-{
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-        perror("mmap");
-        exit(2);
-    }
-    return p;
 }
 
 static void fill(unsigned char *p, size_t n, unsigned seed)

@@ -2,6 +2,7 @@
 //! use; the handles themselves are `crate::handle`'s).
 
 use super::{clear_exact, copy_exact};
+use crate::auto;
 use crate::error::Fault;
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 
@@ -116,4 +117,29 @@ impl CheckedKernel {
         // SAFETY: forwarded contract.
         unsafe { self.clear_kernel().clear_raw(dst, len) }
     }
+}
+
+/// For the C interface's `bm_copy_checked`: the checked copy if its
+/// twin's slot in `auto`'s one-load table is filled, else `None` with
+/// nothing written. Never panics (see `copy_if_direct`); `dst` and `src`
+/// of one length.
+#[doc(hidden)]
+#[inline]
+pub fn copy_checked_if_direct(dst: &mut [u8], src: &[u8]) -> Option<Result<(), Fault>> {
+    if dst.len() != src.len() {
+        return None;
+    }
+    let r = auto::direct::checked_copy(dst.len())?;
+    // SAFETY: two valid, disjoint slices of one length; the routine is a
+    // checked twin's.
+    Some(unsafe { copy_exact(r, dst.as_mut_ptr(), src.as_ptr(), dst.len()) })
+}
+
+/// As [`copy_checked_if_direct`], zeroing (`bm_clear_checked`).
+#[doc(hidden)]
+#[inline]
+pub fn clear_checked_if_direct(dst: &mut [u8]) -> Option<Result<(), Fault>> {
+    let r = auto::direct::checked_clear(dst.len())?;
+    // SAFETY: a valid writable slice; the routine is a checked twin's.
+    Some(unsafe { clear_exact(r, dst.as_mut_ptr(), dst.len()) })
 }

@@ -67,6 +67,8 @@
 mod calls;
 mod outcome;
 
+pub use calls::{clear_checked_if_direct, copy_checked_if_direct};
+
 use core::mem::MaybeUninit;
 
 use crate::auto::{self, Request};
@@ -187,31 +189,6 @@ pub fn copy_checked(dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {
         return unsafe { copy_exact(r, dst.as_mut_ptr(), src.as_ptr(), dst.len()) };
     }
     copy_checked_banded(dst, src)
-}
-
-/// For the C interface's `bm_copy_checked`: the checked copy if its
-/// twin's slot in `auto`'s one-load table is filled, else `None` with
-/// nothing written. Never panics (see `copy_if_direct`); `dst` and `src`
-/// of one length.
-#[doc(hidden)]
-#[inline]
-pub fn copy_checked_if_direct(dst: &mut [u8], src: &[u8]) -> Option<Result<(), Fault>> {
-    if dst.len() != src.len() {
-        return None;
-    }
-    let r = auto::direct::checked_copy(dst.len())?;
-    // SAFETY: two valid, disjoint slices of one length; the routine is a
-    // checked twin's.
-    Some(unsafe { copy_exact(r, dst.as_mut_ptr(), src.as_ptr(), dst.len()) })
-}
-
-/// As [`copy_checked_if_direct`], zeroing (`bm_clear_checked`).
-#[doc(hidden)]
-#[inline]
-pub fn clear_checked_if_direct(dst: &mut [u8]) -> Option<Result<(), Fault>> {
-    let r = auto::direct::checked_clear(dst.len())?;
-    // SAFETY: a valid writable slice; the routine is a checked twin's.
-    Some(unsafe { clear_exact(r, dst.as_mut_ptr(), dst.len()) })
 }
 
 // Out of line, as `copy`'s slow path (see `calls.rs`).

@@ -161,9 +161,10 @@ macro_rules! by_length {
 }
 pub(crate) use by_length;
 
-/// The copy of `rdx` bytes (at most [`COPY_MAX`]) from `rsi` to `rdi`, every load
-/// before any store; `rax` already holds the return value. Label numbers
-/// 20-39 are this body's.
+/// The copy of `rdx` bytes (at most [`COPY_MAX`]) from `rsi` to `rdi`:
+/// up to 512 every load before any store, beyond that a loop that never
+/// overwrites a source byte it has not read; `rax` already holds the
+/// return value. Label numbers 20-44 are this body's.
 macro_rules! copy_body {
     () => {
         concat!(

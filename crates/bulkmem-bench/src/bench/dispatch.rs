@@ -148,8 +148,8 @@ impl Routines {
     }
 }
 
-/// `reps` calls of cell `cell` on `dst` (from `src`); false if the cell
-/// cannot run here (no C library).
+/// `reps` calls of cell `cell` on `dst` (from `src`); an error if one
+/// faults, fails or cannot run here (no C library).
 fn run(
     op: Op,
     cell: usize,

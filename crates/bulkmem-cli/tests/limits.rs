@@ -121,3 +121,84 @@ fn batch_rows_report_their_share_of_a_given_bound() {
     let (_, err, ok) = bulkmem("bench batch --bound 0");
     assert!(!ok && err.contains("--bound"), "{err}");
 }
+
+#[test]
+fn scattered_pages_get_their_own_figures_and_bounds() {
+    let (out, err, ok) =
+        bulkmem("bench limits --threads 1 --size 16M --runs 2 --pages 4K,16K --quiet --json -");
+    assert!(ok, "{err}");
+    assert!(err.contains("scattered pages"), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for page in ["4K", "16K"] {
+        let name = |what: &str| format!("{page} pages: {what}");
+        let (r, n, t) = (
+            samples(&doc, &name("read")),
+            samples(&doc, &name("write (non-temporal)")),
+            samples(&doc, &name("write (temporal)")),
+        );
+        let mins = samples(&doc, &name("copy bound: min"));
+        assert!(r.iter().all(|&x| x > 0.0), "{doc}");
+        for i in 0..r.len() {
+            assert!(
+                (mins[i] - r[i].min(n[i].max(t[i]))).abs() <= 1e-9 * mins[i],
+                "{doc}"
+            );
+        }
+        let row = doc["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["strategy"] == name("read"))
+            .unwrap();
+        let bytes = if page == "4K" { 4096 } else { 16384 };
+        assert_eq!(row["size"].as_u64(), Some(bytes), "{row}");
+    }
+    let names: Vec<&str> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["strategy"].as_str().unwrap())
+        .collect();
+    assert!(!names.iter().any(|n| n.starts_with("64K")), "{names:?}");
+    // None asked: none measured; a page no buffer holds, or not whole
+    // lines, is refused before anything is measured.
+    let (out, err, ok) =
+        bulkmem("bench limits --threads 1 --size 16M --runs 1 --pages none --quiet --json -");
+    assert!(ok, "{err}");
+    assert!(!out.contains(" pages: "), "{out}");
+    for (args, what) in [
+        ("--pages 32M --size 16M", "larger than --size"),
+        ("--pages 4100", "multiple of 64"),
+    ] {
+        let (_, err, ok) = bulkmem(&format!("bench limits --runs 1 {args}"));
+        assert!(!ok && err.contains(what), "{args}: {err}");
+    }
+}
+
+#[test]
+fn batch_shares_are_of_the_bound_of_their_folio_size() {
+    let (out, err, ok) =
+        bulkmem("bench batch --folio 16K,64K --total 4M --threads 1 --runs 1 --quiet --json -");
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("share of the memory bound") && err.contains("16K / 64K"),
+        "{err}"
+    );
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let engines: Vec<&serde_json::Value> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["strategy"] == "engine")
+        .collect();
+    assert_eq!(engines.len(), 2, "{doc}");
+    for r in &engines {
+        let bound = r["bound"].as_f64().expect("bound");
+        let share = r["bound_share"].as_f64().expect("bound_share");
+        let median = r["gbps"]["median"].as_f64().unwrap();
+        assert!(bound > 0.0 && (share - median / bound).abs() < 1e-9, "{r}");
+    }
+    // Each folio size has a bound of its own (measured over its pages),
+    // not one bound for all.
+    assert_ne!(engines[0]["bound"], engines[1]["bound"], "{doc}");
+}

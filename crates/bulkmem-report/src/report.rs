@@ -206,9 +206,14 @@ pub struct BatchCell {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_busy: Option<f64>,
     /// Engine rows: the median over this machine's memory bound for the
-    /// row's thread count (`bench limits`: min(read, write) for a copy).
+    /// row's thread count and pattern (`bench limits`: min(read, write) for
+    /// a copy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bound_share: Option<f64>,
+    /// Engine rows: that bound in GB/s (scattered folios: over pages of
+    /// the folio size in a shuffled order; adjacent ones: one long run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<f64>,
     /// Engine rows: the distinct CPUs its workers run on (fewer than its
     /// threads when they share CPUs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -409,6 +414,7 @@ pub(crate) mod tests {
             count: 64,
             cpu_busy: Some(0.5),
             bound_share: None,
+            bound: None,
             cpus: Some(4),
         });
         let text = serde_json::to_string(&v).unwrap();

@@ -213,9 +213,10 @@ fn batch(op: Op, total: usize, runs: usize, hint: Hint) -> Request {
     }
 }
 
-/// Runs `k` unfenced over the coalesced `runs`, asking for each next run's
-/// source while copying the current one, then fences once for the whole
-/// batch, before the caller can see it returned.
+/// Runs `k` unfenced over the coalesced `runs` (four at a time where
+/// `crate::gangs` groups them), asking for each next run's source while
+/// copying the current one, then fences once for the whole batch, before
+/// the caller can see it returned.
 ///
 /// # Safety
 /// Every run's `src` readable and `dst` writable for its `len`, no
@@ -223,6 +224,19 @@ fn batch(op: Op, total: usize, runs: usize, hint: Hint) -> Request {
 unsafe fn copy_runs(k: CopyKernel, runs: impl Iterator<Item = Run>) {
     let fence = Fence::new();
     let kernel = k.unfenced(&fence);
+    #[cfg(target_arch = "x86_64")]
+    if let Some(gang) = kernel.gang() {
+        crate::gangs::walk(
+            plan::coalesce(runs).map(|r| crate::gangs::Span::of(&[r], 0, 0, r.len)),
+            // SAFETY: as below.
+            |s| unsafe { kernel.copy_raw(s.dst, s.src, s.len) },
+            // SAFETY: four runs of the caller's contract, whose
+            // destinations overlap nothing else.
+            |g, _| unsafe { gang(g) },
+        );
+        fence.drain();
+        return;
+    }
     let mut runs = plan::coalesce(runs).peekable();
     while let Some(r) = runs.next() {
         if let Some(next) = runs.peek() {

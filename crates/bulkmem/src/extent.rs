@@ -34,20 +34,35 @@ pub(crate) trait Batch {
     fn count(&self) -> usize;
     fn get(&self, i: usize) -> Run;
 
-    /// Appends every extent to `out` as a run (empty ones included). A
-    /// provided method, so each batch type gets its own loop with `get`
+    /// Appends every extent to `out` as a run (empty ones included), and
+    /// to `ends` the stream offset at which each ends (one pass: on a
+    /// batch of 65536 4 KiB clears a second pass for the offsets cost
+    /// 3% of the batch, Zen 4 VM). A provided method, so each batch type gets its own loop with `get`
     /// inlined: one dynamic call per batch instead of one per extent (a
     /// `Run` returned through a `dyn` call took 0.40 ms per 65536 extents
     /// against 0.23 here, on a Zen 4 VM).
-    fn runs_into(&self, out: &mut Vec<Run>) {
-        out.extend((0..self.count()).map(|i| self.get(i)));
+    fn runs_into(&self, out: &mut Vec<Run>, ends: &mut Vec<usize>) {
+        stream_into((0..self.count()).map(|i| self.get(i)), out, ends);
     }
 
-    /// Appends the batch's coalesced runs to `out` (`plan::coalesce`).
-    fn coalesced_into(&self, out: &mut Vec<Run>) {
-        out.extend(crate::plan::coalesce(
-            (0..self.count()).map(|i| self.get(i)),
-        ));
+    /// As [`Batch::runs_into`] with the runs coalesced (`plan::coalesce`).
+    fn coalesced_into(&self, out: &mut Vec<Run>, ends: &mut Vec<usize>) {
+        stream_into(
+            crate::plan::coalesce((0..self.count()).map(|i| self.get(i))),
+            out,
+            ends,
+        );
+    }
+}
+
+/// Appends `runs` to `out` and each one's end in the stream to `ends`
+/// (continuing from the last end there).
+fn stream_into(runs: impl Iterator<Item = Run>, out: &mut Vec<Run>, ends: &mut Vec<usize>) {
+    let mut total = ends.last().copied().unwrap_or(0);
+    for r in runs {
+        total += r.len;
+        out.push(r);
+        ends.push(total);
     }
 }
 

@@ -323,6 +323,24 @@ impl Unfenced<'_, CopyKernel> {
     }
 }
 
+impl Unfenced<'_, CopyKernel> {
+    /// The kernel's four-extent form, where it has one (the non-temporal
+    /// vector copies): batches of scattered folios copy four at a time.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    pub(crate) fn gang(&self) -> Option<unsafe fn(&kernels::gang::Gang)> {
+        if !kernels::gang::enabled() {
+            return None;
+        }
+        match self.k.strategy {
+            // `new` checked the CPU has each one's features.
+            Strategy::Avx2Nt => Some(kernels::gang::copy_nt_avx2),
+            Strategy::Avx512Nt => Some(kernels::gang::copy_nt_avx512),
+            _ => None,
+        }
+    }
+}
+
 impl Unfenced<'_, ClearKernel> {
     /// [`ClearKernel::clear_raw`] without the closing fence.
     ///

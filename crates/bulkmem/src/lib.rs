@@ -55,6 +55,8 @@ mod extent;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod fence_check;
 mod fill;
+#[cfg(target_arch = "x86_64")]
+mod gangs;
 mod handle;
 mod kernels;
 mod machine;
@@ -96,6 +98,9 @@ pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
 // For tests: both shapes of the non-temporal copies on any machine.
 #[doc(hidden)]
 pub use kernels::force_nt_copy_shape;
+#[cfg(target_arch = "x86_64")]
+#[doc(hidden)]
+pub use kernels::gang::force_gangs;
 pub use machine::placement::Placement;
 pub use strategy::{Hint, Op, Options, ParseNameError, Strategy};
 pub use units::{format_bytes, parse_bytes};

@@ -66,6 +66,9 @@ pub struct Plan {
     /// Also measure each engine's checked batches (`engine N checked`):
     /// the same batch through `copy_batch_checked` / `clear_batch_checked`.
     pub checked: bool,
+    /// Also measure each engine copying every extent on its own (`engine
+    /// N single`): the batches before four-extent copies.
+    pub single: bool,
 }
 
 /// Folio size of the count experiment, as in the kernel's multi-threaded migration patches.
@@ -138,7 +141,18 @@ pub fn run(
                 threads: t,
                 engine: start(b.clone())?,
                 checked: false,
+                gangs: true,
             });
+            if plan.single && plan.op == Op::Copy {
+                engines.push(Config {
+                    label: "engine single".into(),
+                    placement: p,
+                    threads: t,
+                    engine: start(b.clone())?,
+                    checked: false,
+                    gangs: false,
+                });
+            }
             if plan.checked {
                 engines.push(Config {
                     label: "engine checked".into(),
@@ -146,6 +160,7 @@ pub fn run(
                     threads: t,
                     engine: start(b.clone())?,
                     checked: true,
+                    gangs: true,
                 });
             }
             if let Some((o, kind)) = offload {
@@ -155,6 +170,7 @@ pub fn run(
                     threads: t,
                     engine: start(b.offload(o.clone()))?,
                     checked: false,
+                    gangs: true,
                 });
             }
         }
@@ -171,6 +187,7 @@ pub fn run(
                 .build()
                 .map_err(|e| format!("cannot start the offload-only engine: {e}"))?,
             checked: false,
+            gangs: true,
         });
     }
     let bytes = plan.arena_bytes();
@@ -245,6 +262,8 @@ struct Config {
     engine: Engine,
     /// Runs its batches through the checked (fault-surviving) calls.
     checked: bool,
+    /// Copies same-size extents four at a time (`false`: one at a time).
+    gangs: bool,
 }
 
 /// How many different CPUs `cpus` names (`None` for none: an engine of
@@ -273,6 +292,7 @@ mod tests {
             thp: false,
             offload: None,
             checked: false,
+            single: false,
         }
     }
 
@@ -300,6 +320,27 @@ mod tests {
                 "{t}"
             );
             assert!(t.contains("256x4K") && t.contains("16x64K"), "{t}");
+        }
+    }
+
+    #[test]
+    fn single_and_checked_rows_sit_beside_each_engine() {
+        for op in [Op::Copy, Op::Clear] {
+            let mut p = plan();
+            p.op = op;
+            p.layouts = vec![Layout::Scattered];
+            p.folios = vec![4096];
+            p.checked = true;
+            p.single = true;
+            let rows = run(&p, bulkmem::placement::current_cpu(), &mut |_, _, _| {}).unwrap();
+            let count = |s: &str| rows.iter().filter(|r| r.strategy == s).count();
+            assert_eq!(count("engine checked"), 2, "{op:?}");
+            // One extent at a time is a copy's comparison: clears have
+            // no four-extent form.
+            let single = if op == Op::Copy { 2 } else { 0 };
+            assert_eq!(count("engine single"), single, "{op:?}");
+            let t = bulkmem_report::table::text(&tables(&rows));
+            assert_eq!(t.contains("engine 2 single"), op == Op::Copy, "{t}");
         }
     }
 

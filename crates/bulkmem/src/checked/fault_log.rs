@@ -3,11 +3,15 @@
 //! job that runs the checked kernels (job.rs) and the entry points that
 //! make them (checked.rs) share it without depending on each other.
 
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use crate::checked::mc::copy_mc_gang::McGang;
+use crate::checked::mc::extable::RawFault;
 use crate::fault::{self, Fault, Outcome};
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel, Unfenced};
+use crate::kernels::gang::{Gang, GANG};
 use crate::plan::Run;
 use crate::report::Report;
 
@@ -94,6 +98,43 @@ impl FaultLog {
             unsafe { fault::copy_installed(k, run.dst.add(from), run.src.add(from), to - from) };
         if let Err(f) = r {
             self.record(e, from + f.offset, f);
+        }
+    }
+
+    /// Copies a gang of four extents' spans (`spans[j]`: `[from, to)` of
+    /// extent `e`, as `(e, from, to)`, the span `g` copies) with `gang`,
+    /// the checked twin
+    /// of `k`'s four-extent form. After a fault, or once any fault is on
+    /// record (an extent may have ended before its span), each span goes
+    /// through [`FaultLog::copy`] from where the gang stopped, so faults
+    /// are recorded exactly as one extent at a time records them.
+    ///
+    /// # Safety
+    /// As [`FaultLog::copy`] for every span; `g` describes `spans`.
+    pub(crate) unsafe fn copy_gang(
+        &self,
+        k: Unfenced<'_, CheckedCopyKernel>,
+        gang: McGang,
+        g: &Gang,
+        spans: [(usize, usize, usize); GANG],
+        runs: &[Run],
+    ) {
+        let done = if self.any.load(Ordering::Acquire) {
+            0
+        } else {
+            let mut raw = MaybeUninit::<RawFault>::uninit();
+            // SAFETY: forwarded contract; the log's maker installed the
+            // handler. The fault details are not needed: the spans are
+            // redone below, exactly.
+            let left = unsafe { gang(g, raw.as_mut_ptr()) };
+            if left == 0 {
+                return;
+            }
+            g.len - left
+        };
+        for (e, from, to) in spans {
+            // SAFETY: forwarded contract.
+            unsafe { self.copy(k, e, runs[e], from + done, to) };
         }
     }
 

@@ -84,9 +84,8 @@ impl Engine {
         }
         let log = FaultLog::new(batch.count());
         // Run i is extent i, empty ones included (the job skips them):
-        // no map from runs to extents to build, and an exact-size extend.
-        scratch.runs.clear();
-        batch.runs_into(&mut scratch.runs);
+        // no map from runs to extents to build.
+        scratch.hold(batch, false);
         let req = scratch.request(op, self.opts.hint, self.threads());
         let strategy = self.opts.strategy;
         let (work, strategy) = match op {

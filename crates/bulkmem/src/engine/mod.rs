@@ -50,7 +50,7 @@ use crate::plan::Run;
 use crate::strategy::{Hint, Op};
 use crate::Options;
 use batch::{Batch, ClearSlices, CopySlices, Raw};
-use job::{stream, Work};
+use job::{request, Work};
 use pool::Pool;
 use serial::{stack_addr, Serial, SerialGuard};
 use submit::Submitter;
@@ -141,10 +141,22 @@ struct Scratch {
 }
 
 impl Scratch {
+    /// Holds `batch`'s runs (coalesced where `coalesce`) and their ends.
+    fn hold(&mut self, batch: &dyn Batch, coalesce: bool) {
+        self.runs.clear();
+        self.ends.clear();
+        if coalesce {
+            batch.coalesced_into(&mut self.runs, &mut self.ends);
+        } else {
+            batch.runs_into(&mut self.runs, &mut self.ends);
+        }
+    }
+
     /// The request `auto` decides on for the runs held, which `threads`
-    /// workers share (fills `ends`: see `job::stream`).
-    fn request(&mut self, op: Op, hint: Hint, threads: usize) -> Request {
-        stream(op, &self.runs, &mut self.ends, hint, threads)
+    /// workers share (see `job::request`).
+    fn request(&self, op: Op, hint: Hint, threads: usize) -> Request {
+        let total = self.ends.last().copied().unwrap_or(0);
+        request(op, &self.runs, total, hint, threads)
     }
 }
 
@@ -266,8 +278,7 @@ impl Engine {
         if check_overlap {
             validate(op, batch, &mut scratch.spans)?;
         }
-        scratch.runs.clear();
-        batch.coalesced_into(&mut scratch.runs);
+        scratch.hold(batch, true);
         let req = scratch.request(op, self.opts.hint, self.threads());
         let (work, strategy) = match op {
             Op::Copy => {

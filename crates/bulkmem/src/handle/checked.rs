@@ -4,6 +4,7 @@
 //! calls beside the fault handling they use).
 
 use super::{available, Fence, Unfenced};
+use crate::checked::mc::copy_mc_gang::{self, McGang};
 use crate::checked::mc::{extable::RawFault, McClear, McCopy};
 use crate::descriptor;
 use crate::error::Error;
@@ -155,6 +156,23 @@ impl CopyRoutine for CheckedCopyKernel {
     unsafe fn run(&self, dst: *mut u8, src: *const u8, len: usize, raw: *mut RawFault) -> usize {
         // SAFETY: the caller's contract; `new` checked the CPU runs it.
         unsafe { (self.fenced)(dst, src, len, raw) }
+    }
+}
+
+impl Unfenced<'_, CheckedCopyKernel> {
+    /// The checked twin of the kernel's four-extent form, where the
+    /// unchecked kernel has one (`Unfenced<CopyKernel>::gang`).
+    #[inline]
+    pub(crate) fn gang(&self) -> Option<McGang> {
+        if !crate::kernels::gang::enabled() {
+            return None;
+        }
+        match self.k.strategy {
+            // `new` checked the CPU has each one's features.
+            Strategy::Avx2Nt => Some(copy_mc_gang::bulkmem_mc_gang_avx2nt_unfenced),
+            Strategy::Avx512Nt => Some(copy_mc_gang::bulkmem_mc_gang_avx512nt_unfenced),
+            _ => None,
+        }
     }
 }
 

@@ -21,6 +21,8 @@ pub(crate) mod avx512;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod clzero;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod gang;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod rep;
 
 /// `dst`, `src`, `len`. Safety: `src` readable and `dst` writable for `len`

@@ -24,7 +24,7 @@ pub struct BatchArgs {
     #[arg(long, default_value = "copy", value_parser = crate::cli::parse_op)]
     op: Op,
     /// Folio sizes; each is measured at a constant total.
-    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "4K,16K,64K,256K,2M")]
+    #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "4K,16K,64K,256K,1M,2M")]
     folio: Vec<usize>,
     /// Worker counts (default: 1, 2, 4, ... up to the online CPUs). More
     /// workers than usable CPUs run with a warning: they share CPUs.
@@ -65,6 +65,11 @@ pub struct BatchArgs {
     /// checked`: the batches that survive a bad page), beside the engine's.
     #[arg(long)]
     checked: bool,
+    /// Also measure each thread count's engine copying every extent on
+    /// its own (`engine N single`), as before batches copied four
+    /// same-size extents at once: what that gains, in the same run.
+    #[arg(long)]
+    single: bool,
     /// The memory bound each engine row's share is of, in GB/s, instead
     /// of measuring it (`bench limits`) at the start.
     #[arg(long, value_name = "GBPS", value_parser = parse_bound)]
@@ -145,8 +150,10 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
         thp: !a.no_thp,
         offload: a.offload.map(open_offload).transpose()?,
         checked: a.checked,
+        single: a.single,
     };
-    let bounds = bound::bounds(plan.op, &plan.threads, first, a.bound).map_err(runtime)?;
+    let bounds =
+        bound::bounds(plan.op, &plan.threads, &plan.folios, first, a.bound).map_err(runtime)?;
     let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, first, p))?;
     report::add_speedups(&mut rows);
     bound::attach(&mut rows, &bounds);

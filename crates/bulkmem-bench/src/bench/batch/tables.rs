@@ -7,7 +7,8 @@ use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;
 
 /// Tables: per (layout, placement), a row per thread count (and the
-/// per-page baseline), a column per shape.
+/// per-page baseline), a column per shape; then, where the bounds were
+/// measured, the same rows' shares of them.
 pub fn tables(rows: &[Row]) -> Vec<Table> {
     let batch = |r: &Row| r.batch.clone().expect("batch rows");
     let mut groups: Vec<(&'static str, &'static str)> = Vec::new();
@@ -21,7 +22,7 @@ pub fn tables(rows: &[Row]) -> Vec<Table> {
     let op = rows.first().map_or("copy", |r| r.op);
     groups
         .into_iter()
-        .map(|(layout, placement)| {
+        .flat_map(|(layout, placement)| {
             let row = |r: &Row| {
                 let b = batch(r);
                 match r.strategy.as_str() {
@@ -31,6 +32,9 @@ pub fn tables(rows: &[Row]) -> Vec<Table> {
                     "engine" if b.placement == placement => Some(format!("engine {}", r.threads)),
                     "engine checked" if b.placement == placement => {
                         Some(format!("engine {} checked", r.threads))
+                    }
+                    "engine single" if b.placement == placement => {
+                        Some(format!("engine {} single", r.threads))
                     }
                     s if b.placement == placement => Some(format!(
                         "engine {} + {}",
@@ -77,34 +81,95 @@ pub fn tables(rows: &[Row]) -> Vec<Table> {
                     cells.join(", ")
                 ));
             }
-            let mut shares: Vec<(String, Vec<f64>)> = Vec::new();
-            for r in rows {
-                let (Some(name), Some(s)) = (row(r), batch(r).bound_share) else {
-                    continue;
-                };
-                match shares.iter_mut().find(|(n, _)| *n == name) {
-                    Some((_, v)) => v.push(s),
-                    None => shares.push((name, vec![s])),
-                }
-            }
-            if !shares.is_empty() {
-                let bound = if op == "copy" { "min(read, write)" } else { "write" };
-                let cells: Vec<String> = shares
-                    .iter()
-                    .map(|(n, v)| {
-                        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-                        let hi = v.iter().copied().fold(0.0, f64::max);
-                        format!("{n} {:.0}-{:.0}%", lo * 100.0, hi * 100.0)
-                    })
-                    .collect();
-                t.notes.push(format!(
-                    "of the memory bound ({bound} per thread count, bench limits), over the columns: {}",
-                    cells.join(", ")
-                ));
-            }
-            t
+            let mut out = vec![t];
+            out.extend(shares(rows, op, layout, &row, &col));
+            out
         })
         .collect()
+}
+
+/// The folio sweep as a kernel patch's cover letter would quote it: per
+/// engine row and shape, the share of the memory bound (`bench limits`
+/// measured for that thread count, and for scattered folios over pages of
+/// that size in a shuffled order) and the bound itself, then the smallest
+/// folio's GB/s over the largest's. `None` without bounds.
+fn shares(
+    rows: &[Row],
+    op: &str,
+    layout: &str,
+    row: &dyn Fn(&Row) -> Option<String>,
+    col: &dyn Fn(&Row) -> String,
+) -> Option<Table> {
+    let bounded: Vec<(&Row, String)> = rows
+        .iter()
+        .filter(|r| r.batch.as_ref().is_some_and(|b| b.bound_share.is_some()))
+        .filter_map(|r| Some((r, row(r)?)))
+        .collect();
+    if bounded.is_empty() {
+        return None;
+    }
+    let mut cols: Vec<(String, usize)> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for (r, name) in &bounded {
+        let c = (col(r), r.size);
+        if !cols.contains(&c) {
+            cols.push(c);
+        }
+        if !names.contains(name) {
+            names.push(name.clone());
+        }
+    }
+    let smallest = cols.iter().min_by_key(|c| c.1).cloned();
+    let largest = cols.iter().max_by_key(|c| c.1).cloned();
+    let ratio = match (&smallest, &largest) {
+        (Some(a), Some(b)) if a.1 < b.1 => Some((a.clone(), b.clone())),
+        _ => None,
+    };
+    let mut header = vec!["threads".to_string()];
+    header.extend(cols.iter().map(|c| c.0.clone()));
+    if let Some((a, b)) = &ratio {
+        header.push(format!("{} / {}", fmt_size(a.1), fmt_size(b.1)));
+    }
+    let bound = if op == "copy" { "min(R, W)" } else { "W" };
+    let place = if layout == "scattered" {
+        "over pages of the folio size in a shuffled order"
+    } else {
+        "over one long run"
+    };
+    let mut t = Table::new(
+        format!(
+            "{op}, {layout} folios: share of the memory bound, {bound} {place} (bench limits, per thread count): median / bound GB/s"
+        ),
+        header,
+    );
+    for name in &names {
+        let at = |c: &(String, usize)| {
+            bounded
+                .iter()
+                .find(|(r, n)| n == name && col(r) == c.0)
+                .map(|(r, _)| *r)
+        };
+        let mut cells = vec![name.clone()];
+        for c in &cols {
+            cells.push(
+                match at(c).and_then(|r| r.batch.as_ref().map(|b| (b.bound_share, b.bound))) {
+                    Some((Some(share), Some(b))) => format!("{:.0}% of {:.1}", share * 100.0, b),
+                    Some((Some(share), None)) => format!("{:.0}%", share * 100.0),
+                    _ => "-".into(),
+                },
+            );
+        }
+        if let Some((a, b)) = &ratio {
+            cells.push(match (at(a), at(b)) {
+                (Some(x), Some(y)) if y.gbps.median > 0.0 => {
+                    format!("{:.2}x", x.gbps.median / y.gbps.median)
+                }
+                _ => "-".into(),
+            });
+        }
+        t.row(cells);
+    }
+    Some(t)
 }
 
 /// The chart's line for `r` (name, colour, dashed): experiment 1 only, a
@@ -119,6 +184,7 @@ pub fn style(plan: &Plan, r: &Row) -> Option<(String, usize, bool)> {
     let mut name = match r.strategy.as_str() {
         "engine" => format!("engine {}", r.threads),
         "engine checked" => format!("engine {} checked", r.threads),
+        "engine single" => format!("engine {} single", r.threads),
         "per-page" => "per-page 1".to_string(),
         s if engine => format!("engine {} + {}", r.threads, &s["engine+".len()..]),
         s => s.to_string(),

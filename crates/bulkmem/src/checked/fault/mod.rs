@@ -64,9 +64,11 @@
 //! batches may complete pieces of an extent longer than a chunk (see
 //! [`Outcome`]); nothing else is ever written there.
 
+mod batch;
 mod calls;
 mod outcome;
 
+pub use batch::{clear_batch_checked, copy_batch_checked};
 pub use calls::{clear_checked_if_direct, copy_checked_if_direct};
 
 use core::mem::MaybeUninit;
@@ -74,9 +76,8 @@ use core::mem::MaybeUninit;
 use crate::auto::{self, Request};
 use crate::descriptor;
 use crate::error::Error;
-use crate::extent::check_lengths;
 use crate::handle::{
-    CheckedClearKernel, CheckedCopyKernel, CheckedKernel, ClearRoutine, CopyRoutine, Fence,
+    CheckedClearKernel, CheckedCopyKernel, CheckedKernel, ClearRoutine, CopyRoutine,
 };
 use crate::strategy::{Hint, Op, Strategy};
 
@@ -236,77 +237,6 @@ pub fn clear_checked_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Erro
     let req = Request::single(Op::Clear, dst.len(), Hint::Auto);
     let k = auto::kernel::<CheckedClearKernel>(strategy, &req)?;
     k.clear(dst).map_err(Error::Fault)
-}
-
-/// Copies every `(dst, src)` pair on the calling thread, surviving SIGBUS:
-/// a fault ends its extent only. One checked routine is chosen for the
-/// batch as a whole (as `copy_batch` chooses) and streaming stores are
-/// fenced once at the end rather than per extent. Returns each extent's
-/// [`Outcome`] (`Done` or `Faulted`), in order;
-/// lengths are checked first and nothing is written on a mismatch.
-pub fn copy_batch_checked(
-    strategy: Strategy,
-    ops: &mut [(&mut [u8], &[u8])],
-) -> Result<Vec<Outcome>, Error> {
-    check_lengths(ops)?;
-    let req = Request {
-        op: Op::Copy,
-        total: ops.iter().map(|(d, _)| d.len()).sum(),
-        runs: ops.len(),
-        hint: Hint::Auto,
-    };
-    let k = auto::kernel::<CheckedCopyKernel>(strategy, &req)?;
-    handler::ensure();
-    // The unfenced routines fence only when they fault: this fence once
-    // for the rest, when the loop is done.
-    let fence = Fence::new();
-    let k = k.unfenced(&fence);
-    // Filled in one go; a fault overwrites its extent's entry.
-    let mut out = vec![Outcome::Done; ops.len()];
-    for i in 0..ops.len() {
-        // As `copy_batch` does: request the next extent's first bytes
-        // while this one copies (a prefetch never faults and does not
-        // consume poison: docs/design.md, "Checked copies").
-        if let Some((_, next)) = ops.get(i + 1) {
-            crate::kernels::prefetch_ahead(next.as_ptr(), next.len());
-        }
-        let (d, s) = &mut ops[i];
-        // SAFETY: each pair is a valid, disjoint (one borrowed mutably)
-        // pair of equal lengths; the routine came from a CheckedKernel;
-        // the handler was installed above.
-        if let Err(f) = unsafe { copy_installed(k, d.as_mut_ptr(), s.as_ptr(), d.len()) } {
-            out[i] = Outcome::Faulted(f);
-        }
-    }
-    fence.drain();
-    Ok(out)
-}
-
-/// As [`copy_batch_checked`], zeroing.
-pub fn clear_batch_checked(
-    strategy: Strategy,
-    ops: &mut [&mut [u8]],
-) -> Result<Vec<Outcome>, Error> {
-    let req = Request {
-        op: Op::Clear,
-        total: ops.iter().map(|d| d.len()).sum(),
-        runs: ops.len(),
-        hint: Hint::Auto,
-    };
-    let k = auto::kernel::<CheckedClearKernel>(strategy, &req)?;
-    handler::ensure();
-    let fence = Fence::new();
-    let k = k.unfenced(&fence);
-    let mut out = vec![Outcome::Done; ops.len()];
-    for (d, o) in ops.iter_mut().zip(&mut out) {
-        // SAFETY: a valid writable slice; the routine came from a
-        // CheckedKernel; the handler was installed above.
-        if let Err(f) = unsafe { clear_installed(k, d.as_mut_ptr(), d.len()) } {
-            *o = Outcome::Faulted(f);
-        }
-    }
-    fence.drain();
-    Ok(out)
 }
 
 /// The checked twin that runs for `strategy` on `req`: its own if it has

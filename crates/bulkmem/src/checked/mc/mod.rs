@@ -469,6 +469,7 @@ pub(crate) mod clear_mc;
 pub(crate) mod clear_mc_nt;
 pub(crate) mod clear_mc_vec;
 pub(crate) mod copy_mc;
+pub(crate) mod copy_mc_gang;
 pub(crate) mod copy_mc_nt;
 pub(crate) mod copy_mc_vec;
 pub(crate) mod extable;
@@ -485,6 +486,7 @@ pub(crate) fn entries() -> Vec<[usize; 3]> {
         copy_mc::table(),
         copy_mc_vec::table(),
         copy_mc_nt::table(),
+        copy_mc_gang::table(),
         clear_mc::table(),
         clear_mc_vec::table(),
         clear_mc_nt::table(),
@@ -497,6 +499,7 @@ pub(crate) fn fixup(rip: usize) -> Option<usize> {
     copy_mc::fixup(rip)
         .or_else(|| copy_mc_vec::fixup(rip))
         .or_else(|| copy_mc_nt::fixup(rip))
+        .or_else(|| copy_mc_gang::fixup(rip))
         .or_else(|| clear_mc::fixup(rip))
         .or_else(|| clear_mc_vec::fixup(rip))
         .or_else(|| clear_mc_nt::fixup(rip))

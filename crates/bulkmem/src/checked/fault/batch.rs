@@ -1,0 +1,125 @@
+//! The calling thread's checked batches: every extent copied or cleared
+//! in turn by one checked routine, a fault ending its extent only, and
+//! copies of same-size extents four at a time (`crate::gangs`).
+
+use core::mem::MaybeUninit;
+
+use super::{clear_installed, copy_installed, Outcome};
+use crate::auto::{self, Request};
+use crate::checked::mc::extable::RawFault;
+use crate::checked::mc::handler;
+use crate::error::Error;
+use crate::extent::check_lengths;
+use crate::handle::{CheckedClearKernel, CheckedCopyKernel, Fence};
+use crate::plan::Run;
+use crate::strategy::{Hint, Op, Strategy};
+
+/// Copies every `(dst, src)` pair on the calling thread, surviving SIGBUS:
+/// a fault ends its extent only. One checked routine is chosen for the
+/// batch as a whole (as `copy_batch` chooses) and streaming stores are
+/// fenced once at the end rather than per extent. Returns each extent's
+/// [`Outcome`] (`Done` or `Faulted`), in order;
+/// lengths are checked first and nothing is written on a mismatch.
+pub fn copy_batch_checked(
+    strategy: Strategy,
+    ops: &mut [(&mut [u8], &[u8])],
+) -> Result<Vec<Outcome>, Error> {
+    check_lengths(ops)?;
+    let req = Request {
+        op: Op::Copy,
+        total: ops.iter().map(|(d, _)| d.len()).sum(),
+        runs: ops.len(),
+        hint: Hint::Auto,
+    };
+    let k = auto::kernel::<CheckedCopyKernel>(strategy, &req)?;
+    handler::ensure();
+    // The unfenced routines fence only when they fault: this fence once
+    // for the rest, when the loop is done.
+    let fence = Fence::new();
+    let k = k.unfenced(&fence);
+    // Filled in one go; a fault overwrites its extent's entry.
+    let mut out = vec![Outcome::Done; ops.len()];
+    if let Some(gang) = k.gang() {
+        let runs: Vec<Run> = ops
+            .iter_mut()
+            .map(|(d, s)| Run {
+                dst: d.as_mut_ptr(),
+                src: s.as_ptr(),
+                len: d.len(),
+            })
+            .collect();
+        let copy = |out: &mut Vec<Outcome>, i: usize, from: usize| {
+            let r = runs[i];
+            // SAFETY: as in the loop below; `from` <= the extent's length.
+            let done = unsafe { copy_installed(k, r.dst.add(from), r.src.add(from), r.len - from) };
+            if let Err(mut f) = done {
+                f.offset += from;
+                out[i] = Outcome::Faulted(f);
+            }
+        };
+        let out = std::cell::RefCell::new(out);
+        crate::gangs::walk(
+            (0..runs.len()).map(|i| crate::gangs::Span::of(&runs, i, 0, runs[i].len)),
+            |s| copy(&mut out.borrow_mut(), s.run, 0),
+            |g, spans| {
+                let mut raw = MaybeUninit::<RawFault>::uninit();
+                // SAFETY: four extents of this batch (valid, disjoint,
+                // equal lengths); the handler was installed above.
+                let left = unsafe { gang(g, raw.as_mut_ptr()) };
+                if left != 0 {
+                    // Every extent from where the gang stopped, one at a
+                    // time: the fault is reported exactly.
+                    for s in spans {
+                        copy(&mut out.borrow_mut(), s.run, g.len - left);
+                    }
+                }
+            },
+        );
+        fence.drain();
+        return Ok(out.into_inner());
+    }
+    for i in 0..ops.len() {
+        // As `copy_batch` does: request the next extent's first bytes
+        // while this one copies (a prefetch never faults and does not
+        // consume poison: docs/design.md, "Checked copies").
+        if let Some((_, next)) = ops.get(i + 1) {
+            crate::kernels::prefetch_ahead(next.as_ptr(), next.len());
+        }
+        let (d, s) = &mut ops[i];
+        // SAFETY: each pair is a valid, disjoint (one borrowed mutably)
+        // pair of equal lengths; the routine came from a CheckedKernel;
+        // the handler was installed above.
+        if let Err(f) = unsafe { copy_installed(k, d.as_mut_ptr(), s.as_ptr(), d.len()) } {
+            out[i] = Outcome::Faulted(f);
+        }
+    }
+    fence.drain();
+    Ok(out)
+}
+
+/// As [`copy_batch_checked`], zeroing.
+pub fn clear_batch_checked(
+    strategy: Strategy,
+    ops: &mut [&mut [u8]],
+) -> Result<Vec<Outcome>, Error> {
+    let req = Request {
+        op: Op::Clear,
+        total: ops.iter().map(|d| d.len()).sum(),
+        runs: ops.len(),
+        hint: Hint::Auto,
+    };
+    let k = auto::kernel::<CheckedClearKernel>(strategy, &req)?;
+    handler::ensure();
+    let fence = Fence::new();
+    let k = k.unfenced(&fence);
+    let mut out = vec![Outcome::Done; ops.len()];
+    for (d, o) in ops.iter_mut().zip(&mut out) {
+        // SAFETY: a valid writable slice; the routine came from a
+        // CheckedKernel; the handler was installed above.
+        if let Err(f) = unsafe { clear_installed(k, d.as_mut_ptr(), d.len()) } {
+            *o = Outcome::Faulted(f);
+        }
+    }
+    fence.drain();
+    Ok(out)
+}

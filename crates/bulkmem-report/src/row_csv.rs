@@ -50,6 +50,7 @@ const BATCH: &[Column] = &[
     ("bound_share", |r| {
         opt(r.batch.as_ref().and_then(|b| b.bound_share))
     }),
+    ("bound", |r| opt(r.batch.as_ref().and_then(|b| b.bound))),
     ("cpus", |r| opt(r.batch.as_ref().and_then(|b| b.cpus))),
 ];
 

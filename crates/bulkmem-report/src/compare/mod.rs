@@ -29,9 +29,9 @@ use crate::size::fmt_size;
 
 /// Fields that are measured (or follow from a measurement, like what `auto`
 /// chose) rather than configured: they differ between runs of the same cell.
-/// A batch row's CPU share and share of the memory bound are measured too:
+/// A batch row's CPU share, memory bound and share of it are measured too:
 /// in the key, no batch cell of one run would pair with the next run's.
-const MEASURED: [&str; 7] = [
+const MEASURED: [&str; 8] = [
     "gbps",
     "ms",
     "speedup",
@@ -39,6 +39,7 @@ const MEASURED: [&str; 7] = [
     "runs",
     "cpu_busy",
     "bound_share",
+    "bound",
 ];
 
 /// Key fields every row has, shown positionally rather than as `k=v`.

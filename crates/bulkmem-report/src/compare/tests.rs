@@ -201,18 +201,23 @@ fn keys_ignore_measurements_and_field_order() {
     assert_eq!(key(a.as_object().unwrap()), key(b.as_object().unwrap()));
     b["threads"] = 2.into();
     assert_ne!(key(a.as_object().unwrap()), key(b.as_object().unwrap()));
-    // A batch cell's CPU share and bound share change from run to run.
-    let batch = |busy: f64, share: f64| {
+    // A batch cell's CPU share, bound and bound share change from run to
+    // run; a document from before rows had a bound still pairs.
+    let batch = |busy: f64, share: f64, bound: Option<f64>| {
         let mut r = row("engine", 2 << 20, &[1.0, 2.0]);
         r["placement"] = "spread".into();
         r["layout"] = "scattered".into();
         r["count"] = 512.into();
         r["cpu_busy"] = busy.into();
         r["bound_share"] = share.into();
+        if let Some(b) = bound {
+            r["bound"] = b.into();
+        }
         r["cpus"] = 2.into();
         key(r.as_object().unwrap())
     };
-    assert_eq!(batch(1.9, 0.81), batch(1.7, 0.77));
+    assert_eq!(batch(1.9, 0.81, None), batch(1.7, 0.77, Some(30.5)));
+    assert_eq!(batch(1.9, 0.81, Some(29.0)), batch(1.7, 0.77, Some(30.5)));
     let mut extra = row("engine", 4096, &[1.0, 2.0]);
     extra["placement"] = "spread".into();
     extra["count"] = 64.into();

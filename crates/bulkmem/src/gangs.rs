@@ -110,11 +110,7 @@ mod tests {
     use super::*;
 
     fn run(dst: usize, src: usize, len: usize) -> Run {
-        Run {
-            dst: dst as *mut u8,
-            src: src as *const u8,
-            len,
-        }
+        Run::at(dst, src, len)
     }
 
     /// What `walk` did: `1` for a span alone, `4` for a gang, with the

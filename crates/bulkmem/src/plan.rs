@@ -12,6 +12,17 @@ pub struct Run {
 }
 
 impl Run {
+    /// A run at plain addresses, for tests of code that only looks at
+    /// them.
+    #[cfg(test)]
+    pub(crate) fn at(dst: usize, src: usize, len: usize) -> Run {
+        Run {
+            dst: dst as *mut u8,
+            src: src as *const u8,
+            len,
+        }
+    }
+
     fn continued_by(&self, next: &Run) -> bool {
         let src_ok = if self.src.is_null() {
             next.src.is_null()
@@ -76,11 +87,7 @@ mod tests {
     use super::*;
 
     fn run(dst: usize, src: usize, len: usize) -> Run {
-        Run {
-            dst: dst as *mut u8,
-            src: src as *const u8,
-            len,
-        }
+        Run::at(dst, src, len)
     }
 
     #[test]

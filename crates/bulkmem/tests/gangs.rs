@@ -72,6 +72,24 @@ enum Via<'a> {
     Serial(Strategy),
 }
 
+/// The extents as the slice pairs `copy_batch` takes.
+///
+/// # Safety
+/// Every extent's destination and source are live mappings for `'a`, the
+/// destinations disjoint from each other and from every source.
+unsafe fn as_slices<'a>(extents: &[Extent]) -> Vec<(&'a mut [u8], &'a [u8])> {
+    extents
+        .iter()
+        // SAFETY: the caller's contract.
+        .map(|e| unsafe {
+            (
+                std::slice::from_raw_parts_mut(e.dst, e.len),
+                std::slice::from_raw_parts(e.src, e.len),
+            )
+        })
+        .collect()
+}
+
 /// Copies the extents `lens` through `via` from a guarded source to a
 /// guarded destination (each extent in its own shuffled slot, an odd
 /// number of slots so the last extent may end at the guard) and checks
@@ -106,17 +124,9 @@ fn copy_and_check(via: &Via, lens: &[usize], skew: usize, what: &str) {
             assert!(r.is_complete(), "{what}: {r:?}");
         }
         Via::Serial(s) => {
-            // SAFETY: as above: the slices are disjoint pieces of two
+            // SAFETY: as above: the extents are disjoint pieces of two
             // live mappings.
-            let mut ops: Vec<(&mut [u8], &[u8])> = extents
-                .iter()
-                .map(|e| unsafe {
-                    (
-                        std::slice::from_raw_parts_mut(e.dst, e.len),
-                        std::slice::from_raw_parts(e.src, e.len),
-                    )
-                })
-                .collect();
+            let mut ops = unsafe { as_slices(&extents) };
             bulkmem::copy_batch_with(bulkmem::Options::strategy(*s), &mut ops).expect(what);
         }
     }
@@ -240,15 +250,7 @@ fn checked_with_a_bad_source(
         Via::Serial(s) => {
             // SAFETY: as above; only the checked copy reads past the
             // usable region (as the fault tests' file mappings past EOF).
-            let mut ops: Vec<(&mut [u8], &[u8])> = extents
-                .iter()
-                .map(|e| unsafe {
-                    (
-                        std::slice::from_raw_parts_mut(e.dst, e.len),
-                        std::slice::from_raw_parts(e.src, e.len),
-                    )
-                })
-                .collect();
+            let mut ops = unsafe { as_slices(&extents) };
             bulkmem::fault::copy_batch_checked(*s, &mut ops).unwrap()
         }
     };

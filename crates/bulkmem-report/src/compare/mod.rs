@@ -6,9 +6,10 @@
 //! threshold the user finds worth acting on.
 //!
 //! Documents are read into the rows the benches write ([`Row`]), and each
-//! row's fields are kept as written besides: a cell is identified by every
-//! configured field, so that rows of a document written by a later build,
-//! with fields this one does not know, are still told apart.
+//! row's fields are kept as written besides: a cell is identified by the
+//! configured fields ([`KEY`]), an explicit list, so that a field added to
+//! the rows later (a measurement, as `remeasured` once was) never splits a
+//! cell in two.
 
 use std::path::Path;
 
@@ -27,20 +28,40 @@ pub use render::{percent, render};
 use crate::report::{Document, Row, SCHEMA};
 use crate::size::fmt_size;
 
-/// Fields that are measured (or follow from a measurement, like what `auto`
-/// chose) rather than configured: they differ between runs of the same cell.
-/// A batch row's CPU share, memory bound and share of it are measured too:
-/// in the key, no batch cell of one run would pair with the next run's.
-const MEASURED: [&str; 8] = [
-    "gbps",
-    "ms",
-    "speedup",
-    "chose",
-    "runs",
-    "cpu_busy",
-    "bound_share",
-    "bound",
+/// The fields that say which cell a row is: what the bench was asked to
+/// run, never what it measured. Everything else (rates, ratios, what
+/// `auto` chose, cells measured again, shares of a bound, fields a later
+/// build adds) is measured, and a cell keyed on it would pair with no
+/// cell of another run. A later build's new configured field is not
+/// here either: its rows pair with the older document's, field unseen.
+const KEY: [&str; 18] = [
+    "op",
+    "strategy",
+    "size",
+    "regime",
+    "threads",
+    "total", // every row
+    "hint",
+    "baseline",
+    "calls", // bench copy|clear|preload
+    "placement",
+    "layout",
+    "count",
+    "cpus", // bench batch
+    "element",
+    "patch", // bench fill
+    "page",
+    "from",
+    "to", // bench move, bench migrate
 ];
+
+/// `bench compact`'s configured fields, beside [`KEY`].
+const KEY_COMPACT: [&str; 3] = ["live", "mutators", "thp"];
+
+/// Whether `field` says which cell a row is.
+fn configured(field: &str) -> bool {
+    KEY.contains(&field) || KEY_COMPACT.contains(&field)
+}
 
 /// Key fields every row has, shown positionally rather than as `k=v`.
 const BASIC: [&str; 6] = ["op", "strategy", "size", "regime", "threads", "total"];
@@ -150,7 +171,7 @@ type Key = Vec<(String, String)>;
 fn key(fields: &Map<String, Value>) -> Key {
     let mut k: Vec<(String, String)> = fields
         .iter()
-        .filter(|(f, _)| !MEASURED.contains(&f.as_str()))
+        .filter(|(f, _)| configured(f))
         .map(|(f, v)| (f.clone(), v.to_string()))
         .collect();
     k.sort();
@@ -175,7 +196,7 @@ fn label(rec: &Record, with_total: bool) -> String {
         format!("{}t", r.threads),
     ];
     for (f, v) in &rec.fields {
-        if BASIC.contains(&f.as_str()) || MEASURED.contains(&f.as_str()) {
+        if BASIC.contains(&f.as_str()) || !configured(f) {
             continue;
         }
         let v = match (f.as_str(), v.as_u64()) {

@@ -227,6 +227,62 @@ fn keys_ignore_measurements_and_field_order() {
     );
 }
 
+/// Two real `bench copy --sizes 4K,2M --runs 3 --json` documents of one
+/// build, the first with an `auto` cell measured again (`remeasured`),
+/// the second without: every cell pairs with its counterpart.
+#[test]
+fn real_documents_with_remeasured_auto_rows_pair_every_cell() {
+    let a = Doc::parse(
+        "a.json".into(),
+        include_str!("../../tests/fixtures/copy-remeasured-a.json"),
+    )
+    .unwrap();
+    let b = Doc::parse(
+        "b.json".into(),
+        include_str!("../../tests/fixtures/copy-remeasured-b.json"),
+    )
+    .unwrap();
+    assert!(
+        a.rows
+            .iter()
+            .any(|r| r.fields.contains_key("remeasured") && r.row.strategy == "auto"),
+        "the fixture lost its remeasured row"
+    );
+    for (x, y) in [(&a, &b), (&b, &a), (&a, &a)] {
+        let o = outcome(x, y, 0.03);
+        assert!(
+            o.only_in_a.is_empty() && o.only_in_b.is_empty(),
+            "{:?} {:?}",
+            o.only_in_a,
+            o.only_in_b
+        );
+        assert_eq!(o.cells.len(), x.rows.len());
+        assert!(o
+            .cells
+            .iter()
+            .any(|c| c.cell.starts_with("copy auto 2M cold")));
+    }
+    // Nothing measured reaches a label either.
+    let text = report(&a, &b, 0.03, Format::Text);
+    assert!(
+        !text.contains("remeasured") && !text.contains('{'),
+        "{text}"
+    );
+}
+
+#[test]
+fn fields_outside_the_key_never_split_a_cell() {
+    let a = row("auto", 4096, &[1.0, 2.0]);
+    let mut b = row("auto", 4096, &[1.5, 2.5]);
+    // A measurement a later build might add, and one that exists.
+    b["novel_measure"] = json!({"x": 1});
+    b["remeasured"] = json!({"runs": 3, "rows": []});
+    assert_eq!(key(a.as_object().unwrap()), key(b.as_object().unwrap()));
+    // A configured field still tells cells apart.
+    b["hint"] = "stream".into();
+    assert_ne!(key(a.as_object().unwrap()), key(b.as_object().unwrap()));
+}
+
 #[test]
 fn report_matches_rows_and_lists_the_rest() {
     let fast = [12.0, 12.1, 11.9];
@@ -339,11 +395,11 @@ fn matching_pairs_rows_by_key_whatever_their_order() {
 #[test]
 fn labels_and_warnings_carry_no_control_characters() {
     let mut r = row("per-page\u{1b}[31m", 4096, &[1.0, 2.0]);
-    r["note\u{7}"] = "\u{1b}]0;title\u{7}x\ny".into();
+    r["hint"] = "\u{1b}]0;title\u{7}x\ny".into();
     let l = label(&record(r.clone()), true);
     assert!(!l.chars().any(char::is_control), "{l:?}");
     assert!(
-        l.contains("per-page[31m") && l.contains("note=]0;titlexy"),
+        l.contains("per-page[31m") && l.contains("hint=]0;titlexy"),
         "{l}"
     );
     let a = doc("a.json", "CPU \u{1b}[2J", "abc", vec![r.clone()]);

@@ -9,7 +9,7 @@ use clap::Command;
 pub const EXAMPLES: &[(&[&str], &str)] = &[
     (
         &[],
-        "bulkmem                          # the default report (~10 s): copy and clear, 4K/2M/64M, hot, consumed, cold
+        "bulkmem                          # the default report (~13 s): copy and clear, hot and cold
 bulkmem info                     # what this CPU runs and what `auto` would choose
 bulkmem bench copy --json a.json # measure, keep the samples
 bulkmem compare a.json b.json    # what changed, and whether it is significant
@@ -56,7 +56,8 @@ BULKMEM_DISABLE=avx512f bulkmem info # what an older CPU would choose",
     ),
     (
         &["run"],
-        "bulkmem run -- python3 -c 'a = bytes(1 << 28); b = bytearray(a); exec(\"b[:] = a;\" * 50)'  # then: calls, bytes, time saved
+        "bulkmem run -- python3 -c 'a = bytes(1 << 28); b = bytearray(a); exec(\"b[:] = a;\" * 50)'  # then: calls, bytes
+bulkmem run --compare 10 -- ./app            # with and without bulkmem: is it faster?
 bulkmem run --stats -- make -j8              # and a line per process of the tree
 BULKMEM_PRELOAD_MIN=4M bulkmem run -- ./app  # only calls of 4 MiB and more",
     ),
@@ -84,13 +85,48 @@ fn attach(cmd: Command, path: &[&str], text: &'static str) -> Command {
     }
 }
 
+/// Columns an example line may take once indented: help wraps at 100
+/// (`max_term_width`), and a wrapped comment would land on a line of its
+/// own without its `#`, which a pasted example then runs as a command.
+const LINE: usize = 98;
+
+/// The examples indented for help; a line whose comment would make it
+/// wrap puts the comment on a line of its own above the command.
 fn indent(text: &str) -> String {
-    text.lines().map(|l| format!("  {l}\n")).collect()
+    let mut out = String::new();
+    for l in text.lines() {
+        match l.split_once("  #") {
+            Some((cmd, comment)) if 2 + l.chars().count() > LINE => {
+                out += &format!("  #{}\n  {}\n", comment, cmd.trim_end());
+            }
+            _ => out += &format!("  {l}\n"),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_example_line_wraps_in_help() {
+        for (path, text) in EXAMPLES {
+            for line in indent(text).lines() {
+                assert!(
+                    line.chars().count() <= LINE,
+                    "{path:?}: {line} ({} columns)",
+                    line.chars().count()
+                );
+            }
+        }
+        // A long line's comment moves above its command.
+        let long = format!("bulkmem {}  # a comment", "x".repeat(90));
+        assert_eq!(
+            indent(&long),
+            format!("  # a comment\n  bulkmem {}\n", "x".repeat(90))
+        );
+    }
 
     #[test]
     fn every_example_path_names_a_subcommand() {

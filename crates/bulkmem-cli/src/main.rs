@@ -68,7 +68,9 @@ enum Cmd {
     /// through bulkmem (LD_PRELOAD of libbulkmem_preload.so; variables:
     /// BULKMEM_PRELOAD_MIN, _MT_MIN, _THREADS, BULKMEM_PRELOAD=off), then
     /// summarise its process tree on stderr: calls and bytes that went
-    /// through bulkmem and the C library, and the time saved.
+    /// through bulkmem and the C library. With --compare N, time it N
+    /// times each with and without bulkmem instead, and say whether the
+    /// difference is real.
     Run(run::RunArgs),
     /// Shell completions or the man pages.
     Generate(generate::GenerateArgs),

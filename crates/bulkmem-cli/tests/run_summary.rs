@@ -27,6 +27,11 @@ fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A summary with its lines' breaks joined: what it says, however wrapped.
+fn joined(e: &str) -> String {
+    e.lines().map(str::trim).collect::<Vec<_>>().join(" ")
+}
+
 /// A shell line running `bulkmem preload-workload copy SIZE` (a memcpy of
 /// SIZE through the C library, interposed under the preload) with its
 /// stderr into `log`.
@@ -53,14 +58,21 @@ fn the_tree_is_summed_without_a_word_on_the_programs_stderr() {
         // Two preloaded workloads (sh leaves by _exit and reports nothing,
         // or reports no large call).
         assert!(e.contains("processes of sh"), "{e}");
+        // Lines fit 100 columns; what they say is read with the breaks
+        // joined.
+        assert!(e.lines().all(|l| l.chars().count() <= 100), "{e}");
+        let e = joined(&e);
         assert!(
             e.contains("calls of 1M and more: 2 through bulkmem, copy 2 (40M)"),
             "{e}"
         );
+        // No estimate of time saved, which flipped sign between runs of
+        // one program: the command that measures it instead.
         assert!(
-            e.contains("those calls took") && e.contains(" saved") || e.contains(" lost"),
+            e.contains("those calls spent") && e.contains("run --compare 10 -- sh"),
             "{e}"
         );
+        assert!(!e.contains(" saved") && !e.contains(" lost"), "{e}");
         assert_eq!(e.contains("smaller calls, to the C library"), stats, "{e}");
         assert_eq!(e.contains("bulkmem preload ["), stats, "{e}");
         let theirs = std::fs::read_to_string(&log).unwrap();
@@ -107,7 +119,7 @@ int main(void) {
         "cc failed (scripts/c-deps installs it)"
     );
     let o = run(&["--", exe.to_str().unwrap()]);
-    let e = err(&o);
+    let e = joined(&err(&o));
     assert_eq!(o.status.code(), Some(0), "{e}");
     // Parent and child report; the copy is counted once.
     assert!(e.contains("2 processes of"), "{e}");
@@ -120,7 +132,7 @@ int main(void) {
 #[test]
 fn nothing_large_is_said_with_why() {
     let o = run(&["--", "true"]);
-    let e = err(&o);
+    let e = joined(&err(&o));
     assert_eq!(o.status.code(), Some(0), "{e}");
     assert!(
         e.contains("nothing reached 1M") && e.contains("copy_file_range"),
@@ -156,4 +168,74 @@ fn signals_reach_the_program_and_its_death_reaches_the_shell() {
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let st = c.wait().unwrap();
     assert_eq!(st.signal(), Some(libc::SIGTERM), "{st:?}");
+}
+
+#[test]
+fn compare_times_both_sides_and_says_what_it_can_resolve() {
+    ensure_preload();
+    let o = Command::new(BULKMEM)
+        .args(["run", "--compare", "3", "--json", "-", "--", "true"])
+        .output()
+        .expect("run bulkmem");
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(e.lines().all(|l| l.chars().count() <= 100), "{e}");
+    assert!(
+        e.contains("without bulkmem") && e.contains("95% interval"),
+        "{e}"
+    );
+    assert!(e.contains("no call of 1M or more reached bulkmem"), "{e}");
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let c = &doc["run_compare"];
+    assert_eq!(c["runs"], 3, "{doc}");
+    assert_eq!(c["without_s"]["samples"].as_array().unwrap().len(), 3);
+    assert_eq!(c["with_s"]["samples"].as_array().unwrap().len(), 3);
+    let (lo, hi) = (
+        c["interval"][0].as_f64().unwrap(),
+        c["interval"][1].as_f64().unwrap(),
+    );
+    let ratio = c["ratio"].as_f64().unwrap();
+    assert!(lo <= ratio && ratio <= hi, "{c}");
+    let verdict = c["verdict"].as_str().unwrap();
+    assert_eq!(
+        verdict,
+        if hi < 1.0 {
+            "faster"
+        } else if lo > 1.0 {
+            "slower"
+        } else {
+            "no difference resolved"
+        },
+        "{c}"
+    );
+    assert!(doc["provenance"]["commit"].is_string(), "{doc}");
+}
+
+#[test]
+fn compare_refuses_a_program_that_ends_differently_under_bulkmem() {
+    ensure_preload();
+    // Succeeds without the preload, fails with it.
+    let o = run(&[
+        "--compare",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "test -z \"$LD_PRELOAD\"",
+    ]);
+    let e = err(&o);
+    assert_ne!(o.status.code(), Some(0), "{e}");
+    assert!(e.contains("with bulkmem") && e.contains("not timed"), "{e}");
+    // A program that always fails the same way is still timed.
+    let o = run(&["--compare", "2", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    // Bad requests are usage errors, before anything runs.
+    for args in [
+        &["--compare", "0", "--", "true"][..],
+        &["--json", "-", "--", "true"],
+        &["--compare", "2", "--stats", "--", "true"],
+    ] {
+        let o = run(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
+    }
 }

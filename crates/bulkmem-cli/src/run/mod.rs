@@ -8,8 +8,10 @@
 //! `system(3)` does, `run` ignores SIGINT and SIGQUIT while it waits (the
 //! terminal sends them to the program too) and passes SIGTERM, SIGHUP,
 //! SIGUSR1 and SIGUSR2 on to it; it leaves with the program's exit status,
-//! or dies of the program's signal.
+//! or dies of the program's signal. With `--compare N` it times the
+//! program with and without the preload instead (compare.rs).
 
+mod compare;
 mod program;
 mod records;
 mod summary;
@@ -31,6 +33,18 @@ pub struct RunArgs {
     /// No summary at the end (the program runs the same).
     #[arg(long, conflicts_with = "stats")]
     no_summary: bool,
+    /// Does bulkmem speed this program up? Run it N times without bulkmem
+    /// and N times with it, in alternating pairs (output discarded), and
+    /// report the wall-clock medians, the paired ratio with its 95%
+    /// interval and a verdict. The program must end the same way every
+    /// time.
+    #[arg(long, value_name = "N", conflicts_with_all = ["stats", "no_summary"],
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    compare: Option<u32>,
+    /// With --compare: also write the comparison as JSON to FILE (`-` for
+    /// stdout; the text then goes to stderr).
+    #[arg(long, value_name = "FILE", requires = "compare")]
+    json: Option<PathBuf>,
     /// The command and its arguments (after --).
     #[arg(
         trailing_var_arg = true,
@@ -127,6 +141,9 @@ pub fn run_cmd(a: RunArgs) -> Result<(), Failure> {
     let (prog, args) = a.cmd.split_first().ok_or_else(|| {
         bulkmem_bench::cli::usage("run: no command given (bulkmem run -- CMD ARGS...)")
     })?;
+    if let Some(n) = a.compare {
+        return compare_cmd(&a, n as usize, &lib);
+    }
     let dir = if a.no_summary {
         None
     } else {
@@ -200,7 +217,8 @@ pub fn run_cmd(a: RunArgs) -> Result<(), Failure> {
             min: threshold(),
             not_preloaded: program::why_not_preloaded(prog),
         };
-        text += &summary::text(&run, &summary::measured_rate);
+        text += &summary::text(&run);
+        let text = summary::wrap(&text);
         // Best effort: the program's status matters more than the summary.
         let _ = std::io::Write::write_all(&mut std::io::stderr(), text.as_bytes());
     }
@@ -225,6 +243,48 @@ pub fn run_cmd(a: RunArgs) -> Result<(), Failure> {
             msg: String::new(),
         }),
     }
+}
+
+/// `run --compare N`: the comparison on stderr (stdout where no JSON
+/// takes it), progress on a terminal.
+fn compare_cmd(a: &RunArgs, n: usize, lib: &std::path::Path) -> Result<(), Failure> {
+    bulkmem_bench::cli::check_outputs(a.json.as_deref(), None)?;
+    if let Some(why) = program::why_not_preloaded(&a.cmd[0]) {
+        eprintln!("bulkmem run --compare: {why}; both sides will run the C library's routines");
+    }
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut progress = |done: usize, of: usize| {
+        if tty {
+            eprint!("\rbulkmem run --compare: pair {done} of {of}\x1b[K");
+            if done == of {
+                eprint!("\r\x1b[K");
+            }
+        }
+    };
+    let c = compare::compare(&a.cmd, n, lib, &mut progress)?;
+    let text = summary::wrap(&compare::text(&c, threshold()));
+    let to_stdout = a.json.as_deref() != Some(std::path::Path::new("-"));
+    if to_stdout {
+        bulkmem_bench::out::print(&text)?;
+    } else {
+        eprint!("{text}");
+    }
+    if let Some(path) = a.json.as_deref() {
+        let doc = serde_json::json!({
+            "bulkmem": env!("CARGO_PKG_VERSION"),
+            "provenance": bulkmem_bench::provenance::Provenance::this(),
+            "run_compare": c,
+        });
+        let body = serde_json::to_string_pretty(&doc).expect("plain data") + "\n";
+        if to_stdout {
+            bulkmem_report::write_file::write_file(path, body.as_bytes()).map_err(|e| {
+                bulkmem_bench::failure::runtime(format!("cannot write {}: {e}", path.display()))
+            })?;
+        } else {
+            bulkmem_bench::out::write_bytes(body.as_bytes()).map_err(bulkmem_bench::out::failed)?;
+        }
+    }
+    Ok(())
 }
 
 /// The preload's threshold as the child sees it (`BULKMEM_PRELOAD_MIN`).

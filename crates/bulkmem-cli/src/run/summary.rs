@@ -26,6 +26,33 @@ pub struct Run<'a> {
     pub not_preloaded: Option<String>,
 }
 
+/// What the processes were, where that is not just the program: a
+/// wrapper (a pyenv shim is bash) or children of other names; the four
+/// most common names, with counts.
+fn names(run: &Run) -> String {
+    let base = run.program.rsplit('/').next().unwrap_or(run.program);
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for r in run.records {
+        match counts.iter_mut().find(|(n, _)| *n == r.comm) {
+            Some((_, c)) => *c += 1,
+            None => counts.push((&r.comm, 1)),
+        }
+    }
+    if counts.iter().all(|(n, _)| *n == base) {
+        return String::new();
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut parts: Vec<String> = counts
+        .iter()
+        .take(4)
+        .map(|(n, c)| format!("{c} {n}"))
+        .collect();
+    if counts.len() > 4 {
+        parts.push("...".into());
+    }
+    format!(" ({})", parts.join(", "))
+}
+
 fn gib(b: u64) -> String {
     fmt_size(b as usize)
 }
@@ -116,8 +143,9 @@ fn unwrapped(run: &Run) -> String {
     let bulk_calls: u64 = large.iter().map(|l| l.1).sum();
     let _ = write!(
         s,
-        "bulkmem run: {procs} of {}; calls of {} and more: {bulk_calls} through bulkmem",
+        "bulkmem run: {procs} of {}{}; calls of {} and more: {bulk_calls} through bulkmem",
         run.program,
+        names(run),
         fmt_size(run.min)
     );
     for &(k, c, b) in &large {
@@ -227,6 +255,23 @@ mod tests {
         // No estimate of time saved: the way to measure it instead.
         assert!(!j.contains("saved") && !j.contains("lost"), "{t}");
         assert!(j.contains("bulkmem run --compare 10 -- prog"), "{t}");
+    }
+
+    #[test]
+    fn processes_of_other_names_are_said() {
+        let mut r = vec![counts(1, (1, 1 << 20), 1), counts(2, (0, 0), 0)];
+        // All named as the program: nothing added.
+        assert!(joined(&text(&run(&r, None))).contains("2 processes of prog; calls"));
+        // A shim: the program given is python3, the processes bash.
+        r[0].comm = "bash".into();
+        r[1].comm = "bash".into();
+        let mut x = run(&r, None);
+        x.program = "/usr/bin/python3";
+        let t = joined(&text(&x));
+        assert!(
+            t.contains("2 processes of /usr/bin/python3 (2 bash); calls"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -266,11 +266,25 @@ pub fn summary(rows: &[Row]) -> Vec<String> {
         let mut wins = Vec::new();
         let mut auto: Vec<(f64, String)> = Vec::new();
         let mut over_per_page: Vec<f64> = Vec::new();
+        let mut trailing: Vec<Trailing> = Vec::new();
         for (regime, size) in cells {
             let here: Vec<&Row> = rows
                 .iter()
                 .filter(|r| r.op == op && r.regime == regime && r.size == size)
                 .collect();
+            if let (Some(a), Some(b)) = (
+                here.iter().find(|r| r.strategy == "auto"),
+                auto_over_best(&here),
+            ) {
+                if b.ratio < TRAILS && b.told_apart {
+                    trailing.push(Trailing {
+                        cell: format!("{regime} {}", fmt_size(size)),
+                        ratio: b.ratio,
+                        chose: a.chose.clone(),
+                        best: b.best.to_string(),
+                    });
+                }
+            }
             let named = |n: &str| here.iter().find(|r| r.strategy == n);
             if let Some(best) = here
                 .iter()
@@ -313,7 +327,70 @@ pub fn summary(rows: &[Row]) -> Vec<String> {
             let _ = write!(line, ", {lo:.2}x-{hi:.2}x over per-page");
         }
         lines.push(line);
+        lines.extend(trailing_lines(op, &trailing));
     }
+    lines
+}
+
+/// `auto` over the best row under which a cell is named in the summary.
+pub const TRAILS: f64 = 0.90;
+
+/// A cell where `auto` trails the best row: the summary names it.
+struct Trailing {
+    cell: String,
+    ratio: f64,
+    chose: String,
+    best: String,
+}
+
+/// Whether `strategy` stores around the cache.
+fn streams(strategy: &str) -> bool {
+    strategy.ends_with("-nt") || strategy == "clzero"
+}
+
+/// The summary's lines for the cells where `auto` trails by more than
+/// 10%: each cell, then why in one phrase and what to do.
+fn trailing_lines(op: &str, cells: &[Trailing]) -> Vec<String> {
+    if cells.is_empty() {
+        return Vec::new();
+    }
+    let named: Vec<String> = cells
+        .iter()
+        .map(|t| {
+            format!(
+                "{} {:.2}x (chose {}, {} won)",
+                t.cell, t.ratio, t.chose, t.best
+            )
+        })
+        .collect();
+    let mut lines = vec![format!(
+        "{op}: auto trails the best row by more than {:.0}% at {}",
+        (1.0 - TRAILS) * 100.0,
+        named.join(", ")
+    )];
+    let to_stream = cells.iter().any(|t| streams(&t.best) && !streams(&t.chose));
+    let to_reuse = cells.iter().any(|t| !streams(&t.best) && streams(&t.chose));
+    if to_stream {
+        lines.push(
+            "  why: a streaming row won where auto kept the data in cache: the built-in rules \
+             stream only large totals, guessing the data is read again; if it is not (a GC's \
+             freed pages, a copy nobody reads soon), pass the hint stream (Hint::Stream, \
+             --hint stream)"
+                .to_string(),
+        );
+    }
+    if to_reuse {
+        lines.push(
+            "  why: a cached row won where auto streamed: if the data is read again soon, pass \
+             the hint reuse (Hint::Reuse, --hint reuse)"
+                .to_string(),
+        );
+    }
+    lines.push(
+        "  what to do: `bulkmem tune` measures this machine and auto follows its profile from \
+         the next process on (run it again if a profile is in use and the machine changed)"
+            .to_string(),
+    );
     lines
 }
 
@@ -425,6 +502,39 @@ mod tests {
         let t = text(&tables_over(&over_libc("batch"), &[], "libc", "built-in"));
         assert!(t.contains("every row one call a batch"), "{t}");
         assert!(!t.contains("[batch]"), "{t}");
+    }
+
+    #[test]
+    fn the_summary_names_cells_where_auto_trails_with_why_and_what_to_do() {
+        // auto at 0.5x of a streaming row, every round: told apart.
+        let mut v = vec![
+            r("per-page", "cold", 4096, 5.0),
+            r("avx512-nt", "cold", 4096, 20.0),
+            r("auto", "cold", 4096, 10.0),
+            r("per-page", "cold", 2 << 20, 6.0),
+            r("avx2-nt", "cold", 2 << 20, 9.0),
+            r("auto", "cold", 2 << 20, 9.3),
+        ];
+        v[2].chose = "avx2".into();
+        v[5].chose = "avx2-nt".into();
+        for row in &mut v {
+            let m = row.gbps.median;
+            row.gbps = Stats::of(&[m, m * 1.01, m * 0.99, m, m * 1.02]).unwrap();
+        }
+        crate::report::add_speedups(&mut v);
+        let s = summary(&v).join("\n");
+        assert!(
+            s.contains("auto trails the best row by more than 10% at cold 4K 0.50x (chose avx2, avx512-nt won)"),
+            "{s}"
+        );
+        assert!(!s.contains("cold 2M 0."), "the 2M cell is within 10%: {s}");
+        assert!(
+            s.contains("hint stream") && s.contains("bulkmem tune"),
+            "{s}"
+        );
+        assert!(!s.contains("hint reuse"), "{s}");
+        // Nothing trailing: no such lines.
+        assert!(!summary(&sample()).join("\n").contains("trails"));
     }
 
     #[test]

@@ -44,7 +44,7 @@ bulkmem bench compact --heaps 1G,4G,16G --json gc.json --plot gc.svg",
     (
         &["tune"],
         "bulkmem tune                         # measure and write the profile `auto` follows here
-bulkmem tune --quick                 # about half the time, fewer sizes
+bulkmem tune --quick                 # about a third of the time, fewer sizes
 bulkmem tune --out /tmp/profile.toml # elsewhere; use it with BULKMEM_PROFILE=/tmp/profile.toml
 BULKMEM_PROFILE=off bulkmem info     # the built-in rules, ignoring the profile",
     ),

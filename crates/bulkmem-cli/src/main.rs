@@ -61,7 +61,7 @@ enum Cmd {
     /// or --self-test (both of bulkmem's paths, there and back, checked).
     Migrate(migrate_cmd::MigrateArgs),
     /// Measure every strategy here (single calls hot, batches of 4K and 2M
-    /// extents cold, 64 B to past 4x the per-thread LLC share) and write
+    /// extents cold, 64 B to 32x the per-thread LLC share) and write
     /// the profile `auto` follows on this CPU from the next process on.
     Tune(tune::TuneArgs),
     /// Run an unmodified program with its large memcpy/memmove/memset going

@@ -40,7 +40,7 @@ fn the_default_command_takes_the_json_flag_its_last_line_names() {
         .map(|r| r["op"].as_str().unwrap())
         .collect();
     assert!(ops.contains(&"copy") && ops.contains(&"clear"), "{ops:?}");
-    // The same run checks the README's sample of it.
+    // The same run checks the docs' sample of it and the README's time.
     readme_sample::check(&stderr(&o));
 }
 

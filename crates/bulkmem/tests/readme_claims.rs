@@ -1,4 +1,5 @@
-//! Behaviour the README promises that no other test pinned down: a
+//! Behaviour the README and its guides (docs/guide/) promise that no
+//! other test pinned down: a
 //! cancelled checked batch reports the extent it cut as `Partial(n)`; a
 //! SIGSEGV inside a checked copy still kills the process; the SIGBUS
 //! handler runs on the thread's alternate signal stack; a page move cut

@@ -279,8 +279,9 @@ pub fn default_report(quiet: bool, json: Option<&Path>) -> Result<(), Failure> {
         text += &line;
         text.push('\n');
     }
-    // The time is part of the report: the README's sample carries it, and
-    // what the README says the report takes is checked against it.
+    // The time is part of the report: the sample in docs/guide/command.md
+    // carries it, and what the README says the report takes is checked
+    // against it.
     text += &format!(
         "\n(measured in {:.1} s; more: `bulkmem info`, `bulkmem bench copy --help`; JSON with --json FILE)\n",
         start.elapsed().as_secs_f64()

@@ -289,7 +289,7 @@ pub fn cmd(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
             msg: format!(
                 "bench migrate skipped: this machine has one NUMA node ({}), there is nothing to migrate between; \
                  run it on a multi-node machine or in the project's two-node qemu guest \
-                 (scripts/guest/bulkmem bench migrate, see the README)",
+                 (scripts/guest/bulkmem bench migrate, see docs/guide/numa.md)",
                 pair.first().copied().unwrap_or(0)
             ),
         });

@@ -1,23 +1,29 @@
-//! The README's sample of the default report and the run times it quotes,
-//! checked against the report the built binary prints now: a change of the
-//! report's form that leaves the sample behind fails here, and so does a
-//! quoted time that is not the sample's own.
+//! The sample of the default report (docs/guide/command.md) and the run
+//! times it and the README quote, checked against the report the built
+//! binary prints now: a change of the report's form that leaves the sample
+//! behind fails here, and so does a quoted time that is not the sample's
+//! own.
 //!
 //! Included by `conventions_usage.rs`, whose test runs the whole default
 //! report once for both (it takes tens of seconds unoptimised).
 
 use std::path::Path;
 
-fn readme() -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-        .expect("README.md")
+/// A file of the repository.
+fn read(path: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(path),
+    )
+    .unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// The fenced block under "## The default report on one machine".
 fn sample(readme: &str) -> &str {
     let at = readme
         .find("## The default report on one machine")
-        .expect("the README has a default-report section");
+        .expect("docs/guide/command.md has a default-report section");
     let rest = &readme[at..];
     let open = rest.find("\n```\n").expect("a fenced sample") + 5;
     let close = rest[open..].find("\n```").expect("its end") + open;
@@ -86,11 +92,12 @@ fn took(report: &str) -> f64 {
     l.split(" s;").next().unwrap().parse().expect("seconds")
 }
 
-/// Checks the README against `report`, the default report's text as the
-/// built binary prints it.
+/// Checks the sample and the README against `report`, the default
+/// report's text as the built binary prints it.
 pub fn check(report: &str) {
-    let readme = readme();
-    let sample = sample(&readme);
+    let guide = read("docs/guide/command.md");
+    let readme = read("README.md");
+    let sample = sample(&guide);
     let (want, have) = (skeleton(report), skeleton(sample));
     assert!(
         want.len() >= 10,
@@ -98,14 +105,14 @@ pub fn check(report: &str) {
     );
     assert_eq!(
         have, want,
-        "README.md's default-report sample is not in the current form: regenerate it \
-         with `cargo run --release` (left: the sample, right: now)"
+        "docs/guide/command.md's default-report sample is not in the current form: \
+         regenerate it with `cargo run --release` (left: the sample, right: now)"
     );
     // Every quoted time of the report is the sample's own, rounded.
     let t = took(sample);
     let measured = format!("Measured with `cargo run --release` ({t:.1} s)");
     assert!(
-        readme.contains(&measured),
+        guide.contains(&measured),
         "the sample section must say: {measured}"
     );
     let quoted = format!("(~{} s)", t.round());

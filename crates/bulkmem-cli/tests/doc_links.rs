@@ -44,32 +44,33 @@ fn slug(heading: &str) -> String {
         .collect()
 }
 
+/// The lines of a Markdown text outside fenced blocks.
+fn prose(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    text.lines()
+        .filter(|l| {
+            if l.starts_with("```") {
+                fenced = !fenced;
+                return false;
+            }
+            !fenced
+        })
+        .collect()
+}
+
 /// The anchors of a Markdown file's headings (outside fenced blocks).
 fn anchors(text: &str) -> Vec<String> {
-    let mut fenced = false;
-    let mut out = Vec::new();
-    for l in text.lines() {
-        if l.starts_with("```") {
-            fenced = !fenced;
-        } else if !fenced && l.starts_with('#') {
-            out.push(slug(l.trim_start_matches('#')));
-        }
-    }
-    out
+    prose(text)
+        .into_iter()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| slug(l.trim_start_matches('#')))
+        .collect()
 }
 
 /// The targets of `[text](target)` links outside fenced blocks.
 fn links(text: &str) -> Vec<String> {
-    let mut fenced = false;
     let mut out = Vec::new();
-    for l in text.lines() {
-        if l.starts_with("```") {
-            fenced = !fenced;
-            continue;
-        }
-        if fenced {
-            continue;
-        }
+    for l in prose(text) {
         let mut rest = l;
         while let Some(i) = rest.find("](") {
             let after = &rest[i + 2..];

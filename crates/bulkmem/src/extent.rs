@@ -229,6 +229,28 @@ mod tests {
     }
 
     #[test]
+    fn runs_come_with_their_stream_ends_in_one_pass() {
+        let ops = [
+            ext(0x10000, 0x90000, 4096),
+            ext(0x20000, 0xa0000, 8192),
+            // Continues the one before: merged when coalescing.
+            ext(0x22000, 0xa2000, 4096),
+            ext(0x40000, 0xb0000, 0),
+        ];
+        let (mut runs, mut ends) = (Vec::new(), Vec::new());
+        Raw(&ops, Op::Copy).runs_into(&mut runs, &mut ends);
+        assert_eq!(runs.len(), 4);
+        assert_eq!(ends, [4096, 12288, 16384, 16384]);
+        let (mut runs, mut ends) = (Vec::new(), Vec::new());
+        Raw(&ops, Op::Copy).coalesced_into(&mut runs, &mut ends);
+        assert_eq!(
+            runs.iter().map(|r| r.len).collect::<Vec<_>>(),
+            [4096, 12288]
+        );
+        assert_eq!(ends, [4096, 16384]);
+    }
+
+    #[test]
     fn validation_finds_overlaps_and_names_the_first_extent() {
         // Disjoint, with a source read twice: fine.
         assert_eq!(

@@ -66,9 +66,10 @@ impl Producer for CProducer {
     }
 
     fn first_source(&self, page: usize) -> usize {
-        // SAFETY: as above.
-        self.first_source
-            .map_or(0, |f| unsafe { f(self.ctx, page) })
+        self.first_source.map_or(0, |f| {
+            // SAFETY: as above.
+            unsafe { f(self.ctx, page) }
+        })
     }
 }
 

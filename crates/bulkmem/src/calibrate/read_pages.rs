@@ -16,9 +16,11 @@ pub fn read_pages(buf: &[u8], page: usize, order: &[usize]) -> u64 {
     let at = |j: usize| buf.get(order[j] * page..order[j] * page + page);
     let mut sum = 0u64;
     let mut j = 0;
+    #[cfg(target_arch = "x86_64")]
+    let four_at_once = crate::cpu::facts().features.avx2 && page.is_multiple_of(64);
     while j < order.len() {
         #[cfg(target_arch = "x86_64")]
-        if crate::cpu::facts().features.avx2 && page.is_multiple_of(64) && j + 4 <= order.len() {
+        if four_at_once && j + 4 <= order.len() {
             if let [Some(a), Some(b), Some(c), Some(d)] = [at(j), at(j + 1), at(j + 2), at(j + 3)] {
                 let four = [a, b, c, d];
                 let next: [*const u8; 4] = core::array::from_fn(|k| {

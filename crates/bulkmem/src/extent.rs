@@ -5,7 +5,7 @@
 //! batches too, without needing the engine.
 
 use crate::error::BatchError;
-use crate::plan::Run;
+use crate::plan::{Run, Span};
 use crate::strategy::Op;
 
 /// One extent given by address, for memory that is not a Rust slice (a
@@ -34,36 +34,85 @@ pub(crate) trait Batch {
     fn count(&self) -> usize;
     fn get(&self, i: usize) -> Run;
 
-    /// Appends every extent to `out` as a run (empty ones included), and
-    /// to `ends` the stream offset at which each ends (one pass: on a
-    /// batch of 65536 4 KiB clears a second pass for the offsets cost
-    /// 3% of the batch, Zen 4 VM). A provided method, so each batch type gets its own loop with `get`
-    /// inlined: one dynamic call per batch instead of one per extent (a
-    /// `Run` returned through a `dyn` call took 0.40 ms per 65536 extents
-    /// against 0.23 here, on a Zen 4 VM).
-    fn runs_into(&self, out: &mut Vec<Run>, ends: &mut Vec<usize>) {
-        stream_into((0..self.count()).map(|i| self.get(i)), out, ends);
+    /// Fills `out` with the runs that start at extent `from` (which starts
+    /// a run), in order, as spans from offset 0: extent by extent, empty
+    /// ones included, or coalesced (`plan::coalesce`: continuing extents
+    /// merged, empty ones dropped). Returns how many it filled and the
+    /// extent the next run starts at (`count()` when none is left). The
+    /// engine walks a batch a window at a time through this, so there is
+    /// one dynamic call per window and none per extent, and nothing per
+    /// extent is stored (docs/design.md, "Where the 4 KiB time went"). A
+    /// provided method: each batch type gets this loop with `get`
+    /// inlined.
+    fn runs_from(&self, from: usize, coalesce: bool, out: &mut [Span]) -> (usize, usize) {
+        let (n, mut i, mut k) = (self.count(), from, 0);
+        while k < out.len() {
+            match next_run(self, &mut i, n, coalesce) {
+                Some((start, r)) => out[k] = Span::of(start, r, 0, r.len),
+                None => break,
+            }
+            k += 1;
+        }
+        (k, i)
     }
 
-    /// As [`Batch::runs_into`] with the runs coalesced (`plan::coalesce`).
-    fn coalesced_into(&self, out: &mut Vec<Run>, ends: &mut Vec<usize>) {
-        stream_into(
-            crate::plan::coalesce((0..self.count()).map(|i| self.get(i))),
-            out,
-            ends,
-        );
+    /// Counts the runs (as [`Batch::runs_from`] gives them) and their
+    /// bytes, calling `mark(extent, at)` for every `window`-th run (a power
+    /// of two) with the
+    /// extent it starts at and its position in the stream. Returns (bytes,
+    /// runs). One pass, nothing stored per run: the engine does this before
+    /// its workers start, so it is the serial part of every batch.
+    fn mark_runs(
+        &self,
+        coalesce: bool,
+        window: usize,
+        mark: &mut dyn FnMut(usize, usize),
+    ) -> (usize, usize) {
+        debug_assert!(window.is_power_of_two());
+        let (n, mut i, mut at, mut runs) = (self.count(), 0, 0, 0);
+        while let Some((start, r)) = next_run(self, &mut i, n, coalesce) {
+            if runs & (window - 1) == 0 {
+                mark(start, at);
+            }
+            at += r.len;
+            runs += 1;
+        }
+        (at, runs)
     }
 }
 
-/// Appends `runs` to `out` and each one's end in the stream to `ends`
-/// (continuing from the last end there).
-fn stream_into(runs: impl Iterator<Item = Run>, out: &mut Vec<Run>, ends: &mut Vec<usize>) {
-    let mut total = ends.last().copied().unwrap_or(0);
-    for r in runs {
-        total += r.len;
-        out.push(r);
-        ends.push(total);
+/// The run that starts at extent `*i` (or, coalescing, at the first
+/// non-empty extent from there) and the extent it starts at; `*i`
+/// moves past it. `n` is `count()`.
+#[inline(always)]
+fn next_run<B: Batch + ?Sized>(
+    b: &B,
+    i: &mut usize,
+    n: usize,
+    coalesce: bool,
+) -> Option<(usize, Run)> {
+    if coalesce {
+        while *i < n && b.get(*i).len == 0 {
+            *i += 1;
+        }
     }
+    if *i >= n {
+        return None;
+    }
+    let start = *i;
+    let mut r = b.get(start);
+    *i += 1;
+    if coalesce {
+        while *i < n {
+            let next = b.get(*i);
+            if next.len != 0 && !r.continued_by(&next) {
+                break;
+            }
+            r.len += next.len;
+            *i += 1;
+        }
+    }
+    Some((start, r))
 }
 
 /// Extents given by address, as a batch for `op` (sources are dropped for
@@ -229,25 +278,35 @@ mod tests {
     }
 
     #[test]
-    fn runs_come_with_their_stream_ends_in_one_pass() {
+    fn runs_come_a_window_at_a_time_with_where_the_next_starts() {
         let ops = [
             ext(0x10000, 0x90000, 4096),
             ext(0x20000, 0xa0000, 8192),
-            // Continues the one before: merged when coalescing.
-            ext(0x22000, 0xa2000, 4096),
             ext(0x40000, 0xb0000, 0),
+            // Continues the second across the empty one: merged when
+            // coalescing.
+            ext(0x22000, 0xa2000, 4096),
+            ext(0x50000, 0xc0000, 0),
         ];
-        let (mut runs, mut ends) = (Vec::new(), Vec::new());
-        Raw(&ops, Op::Copy).runs_into(&mut runs, &mut ends);
-        assert_eq!(runs.len(), 4);
-        assert_eq!(ends, [4096, 12288, 16384, 16384]);
-        let (mut runs, mut ends) = (Vec::new(), Vec::new());
-        Raw(&ops, Op::Copy).coalesced_into(&mut runs, &mut ends);
-        assert_eq!(
-            runs.iter().map(|r| r.len).collect::<Vec<_>>(),
-            [4096, 12288]
-        );
-        assert_eq!(ends, [4096, 16384]);
+        let batch = Raw(&ops, Op::Copy);
+        let span = Span::of(0, Run::at(0, 0, 0), 0, 0);
+        let mut out = [span; 3];
+        let lens = |out: &[Span]| out.iter().map(|s| (s.run, s.len)).collect::<Vec<_>>();
+        // Extent by extent, empty ones included, three at a time.
+        assert_eq!(batch.runs_from(0, false, &mut out), (3, 3));
+        assert_eq!(lens(&out), [(0, 4096), (1, 8192), (2, 0)]);
+        assert_eq!(batch.runs_from(3, false, &mut out), (2, 5));
+        assert_eq!(lens(&out[..2]), [(3, 4096), (4, 0)]);
+        // Coalesced: the empty extents vanish, the second run merges three.
+        assert_eq!(batch.runs_from(0, true, &mut out), (2, 5));
+        assert_eq!(lens(&out[..2]), [(0, 4096), (1, 12288)]);
+        assert_eq!(out[1].dst as usize, 0x20000);
+        // A window of one stops where the next run starts; a run takes
+        // the empty extents after it.
+        assert_eq!(batch.runs_from(0, true, &mut out[..1]), (1, 1));
+        assert_eq!(batch.runs_from(1, true, &mut out[..1]), (1, 5));
+        assert_eq!(batch.runs_from(4, true, &mut out[..1]), (0, 5));
+        assert_eq!(batch.runs_from(5, true, &mut out), (0, 5));
     }
 
     #[test]

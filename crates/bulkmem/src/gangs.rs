@@ -8,18 +8,7 @@
 
 use crate::kernels::gang::{Gang, GANG, GANG_PREFETCH};
 use crate::kernels::prefetch_ahead;
-use crate::plan::Run;
-
-/// One span of a batch: `len` bytes from offset `from` of run `run`, and
-/// their addresses.
-#[derive(Clone, Copy)]
-pub(crate) struct Span {
-    pub run: usize,
-    pub from: usize,
-    pub len: usize,
-    pub dst: *mut u8,
-    pub src: *const u8,
-}
+use crate::plan::Span;
 
 const NONE: Span = Span {
     run: 0,
@@ -28,22 +17,6 @@ const NONE: Span = Span {
     dst: core::ptr::null_mut(),
     src: core::ptr::null(),
 };
-
-impl Span {
-    /// `[from, to)` of run `i` of `runs`.
-    pub(crate) fn of(runs: &[Run], i: usize, from: usize, to: usize) -> Span {
-        Span {
-            run: i,
-            from,
-            len: to - from,
-            // wrapping_add: the offsets lie in the run (whoever cut the
-            // span cut it from the run), so these are the pointers add
-            // would give.
-            dst: runs[i].dst.wrapping_add(from),
-            src: runs[i].src.wrapping_add(from),
-        }
-    }
-}
 
 /// Walks `spans` in order: `four` for each four in a row that make a
 /// [`Gang`], `one` for every other span, after requesting the next span's
@@ -108,6 +81,7 @@ fn fits(spans: &[Span]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Run;
 
     fn run(dst: usize, src: usize, len: usize) -> Run {
         Run::at(dst, src, len)
@@ -120,7 +94,7 @@ mod tests {
         walk(
             spans
                 .iter()
-                .map(|&(i, from, to)| Span::of(runs, i, from, to)),
+                .map(|&(i, from, to)| Span::of(i, runs[i], from, to)),
             |s| log.borrow_mut().push((1, vec![s.run], 0)),
             |g, s| {
                 assert!(s.iter().zip(g.dst).all(|(s, d)| s.dst == d));

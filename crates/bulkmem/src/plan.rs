@@ -23,13 +23,59 @@ impl Run {
         }
     }
 
-    fn continued_by(&self, next: &Run) -> bool {
+    pub(crate) fn continued_by(&self, next: &Run) -> bool {
         let src_ok = if self.src.is_null() {
             next.src.is_null()
         } else {
             self.src.wrapping_add(self.len) == next.src
         };
         self.dst.wrapping_add(self.len) == next.dst && src_ok
+    }
+}
+
+/// One span of a batch: `len` bytes from offset `from` of run `run` (in
+/// the engine's streams, the index of the extent the run starts at), and
+/// their addresses.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    pub run: usize,
+    pub from: usize,
+    pub len: usize,
+    pub dst: *mut u8,
+    pub src: *const u8,
+}
+
+impl Span {
+    /// `[from, to)` of `run`, which is run (or extent) `i`.
+    pub(crate) fn of(i: usize, run: Run, from: usize, to: usize) -> Span {
+        Span {
+            run: i,
+            from,
+            len: to - from,
+            // wrapping_add: the offsets lie in the run (whoever cut the
+            // span cut it from the run), so these are the pointers add
+            // would give.
+            dst: run.dst.wrapping_add(from),
+            src: run.src.wrapping_add(from),
+        }
+    }
+
+    /// What is left of this span after its first `n` bytes (`n <= len`).
+    #[inline]
+    pub(crate) fn after(&self, n: usize) -> Span {
+        Span {
+            run: self.run,
+            from: self.from + n,
+            len: self.len - n,
+            dst: self.dst.wrapping_add(n),
+            src: self.src.wrapping_add(n),
+        }
+    }
+
+    /// The first `n` bytes of this span (`n <= len`).
+    #[inline]
+    pub(crate) fn first(&self, n: usize) -> Span {
+        Span { len: n, ..*self }
     }
 }
 

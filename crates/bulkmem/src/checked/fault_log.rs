@@ -12,7 +12,7 @@ use crate::checked::mc::extable::RawFault;
 use crate::fault::{self, Fault, Outcome};
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel, Unfenced};
 use crate::kernels::gang::{Gang, GANG};
-use crate::plan::Run;
+use crate::plan::Span;
 use crate::report::Report;
 
 /// The faults of one checked batch, shared by its workers. Sparse: faults
@@ -74,36 +74,27 @@ impl FaultLog {
         self.any.store(true, Ordering::Release);
     }
 
-    /// Copies `[from, to)` of extent `e` (run `e` of the job: checked
-    /// batches run their extents one to one) unless it already faulted
-    /// before `from`.
+    /// Copies span `s` of extent `s.run` (checked batches run their
+    /// extents one to one) unless that extent already faulted before
+    /// `s.from`.
     ///
     /// # Safety
-    /// As the engine's kernels: the piece lies in a validated extent.
+    /// As the engine's kernels: the span lies in a validated extent.
     #[inline]
-    pub(crate) unsafe fn copy(
-        &self,
-        k: Unfenced<'_, CheckedCopyKernel>,
-        e: usize,
-        run: Run,
-        from: usize,
-        to: usize,
-    ) {
-        if self.ended_before(e, from) {
+    pub(crate) unsafe fn copy(&self, k: Unfenced<'_, CheckedCopyKernel>, s: &Span) {
+        if self.ended_before(s.run, s.from) {
             return;
         }
         // SAFETY: forwarded contract; the routine survives the fault, and
         // the log's maker installed the handler.
-        let r =
-            unsafe { fault::copy_installed(k, run.dst.add(from), run.src.add(from), to - from) };
+        let r = unsafe { fault::copy_installed(k, s.dst, s.src, s.len) };
         if let Err(f) = r {
-            self.record(e, from + f.offset, f);
+            self.record(s.run, s.from + f.offset, f);
         }
     }
 
-    /// Copies a gang of four extents' spans (`spans[j]`: `[from, to)` of
-    /// extent `e`, as `(e, from, to)`, the span `g` copies) with `gang`,
-    /// the checked twin
+    /// Copies a gang of four extents' spans (`spans[j]`, the span `g`
+    /// copies) with `gang`, the checked twin
     /// of `k`'s four-extent form. After a fault, or once any fault is on
     /// record (an extent may have ended before its span), each span goes
     /// through [`FaultLog::copy`] from where the gang stopped, so faults
@@ -116,8 +107,7 @@ impl FaultLog {
         k: Unfenced<'_, CheckedCopyKernel>,
         gang: McGang,
         g: &Gang,
-        spans: [(usize, usize, usize); GANG],
-        runs: &[Run],
+        spans: &[Span; GANG],
     ) {
         let done = if self.any.load(Ordering::Acquire) {
             0
@@ -132,9 +122,9 @@ impl FaultLog {
             }
             g.len - left
         };
-        for (e, from, to) in spans {
+        for s in spans {
             // SAFETY: forwarded contract.
-            unsafe { self.copy(k, e, runs[e], from + done, to) };
+            unsafe { self.copy(k, &s.after(done)) };
         }
     }
 
@@ -143,20 +133,13 @@ impl FaultLog {
     /// # Safety
     /// As [`FaultLog::copy`].
     #[inline]
-    pub(crate) unsafe fn clear(
-        &self,
-        k: Unfenced<'_, CheckedClearKernel>,
-        e: usize,
-        run: Run,
-        from: usize,
-        to: usize,
-    ) {
-        if self.ended_before(e, from) {
+    pub(crate) unsafe fn clear(&self, k: Unfenced<'_, CheckedClearKernel>, s: &Span) {
+        if self.ended_before(s.run, s.from) {
             return;
         }
         // SAFETY: forwarded contract; the log's maker installed the handler.
-        if let Err(f) = unsafe { fault::clear_installed(k, run.dst.add(from), to - from) } {
-            self.record(e, from + f.offset, f);
+        if let Err(f) = unsafe { fault::clear_installed(k, s.dst, s.len) } {
+            self.record(s.run, s.from + f.offset, f);
         }
     }
 

@@ -9,8 +9,8 @@ use crate::plan::Run;
 // spans several borrows (see lib.rs).
 use crate::plan::{exposed, exposed_mut};
 
-/// A fill's destination seen as a batch of one extent, for the report.
-pub(super) struct FillShape(pub(super) usize);
+/// A fill's destination (start, length) seen as a batch of one extent.
+pub(super) struct FillShape(pub(super) *mut u8, pub(super) usize);
 
 impl Batch for FillShape {
     fn count(&self) -> usize {
@@ -18,9 +18,9 @@ impl Batch for FillShape {
     }
     fn get(&self, _: usize) -> Run {
         Run {
-            dst: core::ptr::null_mut(),
+            dst: self.0,
             src: core::ptr::null(),
-            len: self.0,
+            len: self.1,
         }
     }
 }

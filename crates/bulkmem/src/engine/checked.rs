@@ -85,7 +85,7 @@ impl Engine {
         let log = FaultLog::new(batch.count());
         // Run i is extent i, empty ones included (the job skips them):
         // no map from runs to extents to build.
-        scratch.hold(batch, false);
+        scratch.marks.mark(batch, false);
         let req = scratch.request(op, self.opts.hint, self.threads());
         let strategy = self.opts.strategy;
         let (work, strategy) = match op {
@@ -99,12 +99,10 @@ impl Engine {
             }
         };
         let report = self.execute(
-            &scratch.runs,
-            &scratch.ends,
+            scratch.marks.stream(batch, false),
             work,
             strategy,
             SPLIT_ALIGN,
-            batch,
             ctl,
         )?;
         let extents = log.outcomes(&report);

@@ -5,11 +5,11 @@
 
 use super::batch::FillShape;
 use super::job::Work;
+use super::stream::Marks;
 use super::Engine;
 use crate::error::Error;
 use crate::fill::Plan;
 use crate::handle::Fence;
-use crate::plan::Run;
 use crate::report::{Control, Report};
 
 impl Engine {
@@ -67,23 +67,16 @@ impl Engine {
         ctl: Control<'_>,
     ) -> Result<Report, Error> {
         let _serial = self.serial()?;
-        let run = [Run {
-            dst: dst.as_mut_ptr(),
-            src: core::ptr::null(),
-            len: dst.len(),
-        }];
-        let ends = [dst.len()];
-        let runs: &[Run] = if dst.is_empty() { &[] } else { &run };
-        let ends: &[usize] = if dst.is_empty() { &[] } else { &ends };
+        let shape = FillShape(dst.as_mut_ptr(), dst.len());
+        let mut marks = Marks::default();
+        marks.mark(&shape, false);
         // Whole staging windows per chunk: line-aligned boundaries too.
         let align = plan.align();
         self.execute(
-            runs,
-            ends,
+            marks.stream(&shape, false),
             Work::Each(each),
             plan.strategy(),
             align,
-            &FillShape(dst.len()),
             ctl,
         )
         .map_err(Error::from)

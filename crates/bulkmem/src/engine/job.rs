@@ -11,19 +11,17 @@ use std::sync::Mutex;
 
 use super::pool::{lock, panic_message, Inside};
 use super::serial::{stack_addr, Serial};
+use super::stream::Stream;
 use super::{Engine, MIN_CHUNK};
 #[cfg(target_arch = "x86_64")]
 use crate::checked::fault_log::FaultLog;
 use crate::error::EngineError;
 use crate::extent::Batch;
 #[cfg(target_arch = "x86_64")]
-use crate::gangs::Span;
-#[cfg(target_arch = "x86_64")]
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 use crate::handle::{ClearKernel, CopyKernel, Fence};
 use crate::kernels;
 use crate::offload::{Offload, Piece};
-use crate::plan::Run;
 use crate::report::{Control, Progress, Report};
 use crate::strategy::{Hint, Op, Strategy};
 use crate::Request;
@@ -49,8 +47,7 @@ struct Job<'a> {
     work: Work<'a>,
     /// Chunk boundaries fall on multiples of this from a run's start.
     align: usize,
-    runs: &'a [Run],
-    ends: &'a [usize],
+    stream: Stream<'a>,
     total: usize,
     chunk: usize,
     nchunks: usize,
@@ -85,35 +82,24 @@ struct Job<'a> {
 }
 
 // SAFETY: the workers of one batch share its job. Its only non-Sync
-// parts are the runs' pointers, which name memory the submitter validated
-// (or borrowed) and keeps for the whole batch, waiting for the workers;
-// each piece of it is written by exactly one worker.
+// part is the batch, whose pointers name memory the submitter validated
+// (or borrowed) and keeps for the whole batch, waiting for the workers,
+// and which the workers only read; each piece of that memory is written
+// by exactly one worker.
 unsafe impl Sync for Job<'_> {}
 
 impl Job<'_> {
-    /// Where chunk boundary `k` falls: (run index, offset in run), and its
-    /// stream position. Positions only grow with `k` because chunks are at
-    /// least `align` long.
-    fn boundary(&self, k: usize) -> ((usize, usize), usize) {
-        let p = k.saturating_mul(self.chunk);
-        if p >= self.total {
-            return ((self.runs.len(), 0), self.total);
-        }
-        let i = self.ends.partition_point(|&e| e <= p);
-        let len = self.runs[i].len;
-        let start = self.ends[i] - len;
-        let r = (p - start).div_ceil(self.align) * self.align;
-        if r >= len {
-            ((i + 1, 0), self.ends[i])
-        } else {
-            ((i, r), start + r)
-        }
+    /// The stream position where chunk boundary `k` falls. Positions only
+    /// grow with `k` because chunks are at least `align` long.
+    fn boundary(&self, k: usize) -> usize {
+        self.stream
+            .boundary(k.saturating_mul(self.chunk), self.align)
     }
 
     /// Takes chunks until there are none left, the batch is cancelled or a
     /// callback panicked, running each with the CPU kernel.
     fn work(&self) {
-        self.work_with(&|r0, o0, r1, o1| self.execute(r0, o0, r1, o1));
+        self.work_with(&|p0, p1| self.execute(p0, p1));
     }
 
     /// As [`Job::work`] on an offload thread: a chunk wholly inside
@@ -122,8 +108,8 @@ impl Job<'_> {
     /// The channel returns only when its copies are complete and visible,
     /// so the chunk is done when it is reported, as a CPU worker's is.
     fn work_offloaded(&self, o: &Offload, channel: usize) {
-        self.work_with(&|r0, o0, r1, o1| {
-            let pieces = self.pieces(r0, o0, r1, o1);
+        self.work_with(&|p0, p1| {
+            let pieces = self.pieces(p0, p1);
             let bytes: usize = pieces.iter().map(|p| p.len).sum();
             let registered =
                 o.0.registry
@@ -143,39 +129,23 @@ impl Job<'_> {
                     }
                 }
             }
-            self.execute(r0, o0, r1, o1)
+            self.execute(p0, p1)
         });
     }
 
-    /// The pieces of the stream from (r0, o0) up to (r1, o1), for a channel.
-    fn pieces(&self, r0: usize, o0: usize, r1: usize, o1: usize) -> Vec<Piece> {
-        self.spans(r0, o0, r1, o1)
-            .map(|(i, from, to)| Piece {
-                dst: self.runs[i].dst as usize + from,
-                src: self.runs[i].src as usize + from,
-                len: to - from,
+    /// The pieces of stream positions `[p0, p1)`, for a channel.
+    fn pieces(&self, p0: usize, p1: usize) -> Vec<Piece> {
+        self.stream
+            .spans(p0, p1)
+            .map(|s| Piece {
+                dst: s.dst as usize,
+                src: s.src as usize,
+                len: s.len,
             })
             .collect()
     }
 
-    /// The non-empty `(run, from, to)` spans of the stream from (r0, o0) up
-    /// to (r1, o1): what one chunk covers.
-    fn spans(
-        &self,
-        r0: usize,
-        o0: usize,
-        r1: usize,
-        o1: usize,
-    ) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        let last = r1.min(self.runs.len().saturating_sub(1));
-        (r0..=last).filter_map(move |i| {
-            let from = if i == r0 { o0 } else { 0 };
-            let to = if i == r1 { o1 } else { self.runs[i].len };
-            (to > from).then_some((i, from, to))
-        })
-    }
-
-    fn work_with(&self, run_chunk: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+    fn work_with(&self, run_chunk: &(dyn Fn(usize, usize) + Sync)) {
         if self.inline {
             // Every callback runs below this frame: a submission from this
             // thread at or above it means this call was abandoned.
@@ -187,7 +157,7 @@ impl Job<'_> {
         }
     }
 
-    fn take_chunks(&self, run_chunk: &(dyn Fn(usize, usize, usize, usize) + Sync)) {
+    fn take_chunks(&self, run_chunk: &(dyn Fn(usize, usize) + Sync)) {
         let mut took_any = false;
         loop {
             if self.stop.load(Ordering::Relaxed)
@@ -203,15 +173,14 @@ impl Job<'_> {
                 took_any = true;
                 self.workers.fetch_add(1, Ordering::Relaxed);
             }
-            let ((r0, o0), p0) = self.boundary(k);
-            let ((r1, o1), p1) = self.boundary(k + 1);
+            let (p0, p1) = (self.boundary(k), self.boundary(k + 1));
             let _inside = Inside::enter(self.engine);
             // A fill's patch closure may panic: the worker must survive to
             // report the job finished, or the submitter waits forever. The
             // chunk's fence drains inside, unwinding or not: its stores
             // are ordered before its progress is reported and before this
             // worker reports the job finished.
-            let ran = catch_unwind(AssertUnwindSafe(|| run_chunk(r0, o0, r1, o1)));
+            let ran = catch_unwind(AssertUnwindSafe(|| run_chunk(p0, p1)));
             if let Err(e) = ran {
                 self.fail(&*e);
                 self.failed.fetch_min(k, Ordering::Relaxed);
@@ -239,23 +208,23 @@ impl Job<'_> {
         self.stop.store(true, Ordering::Relaxed);
     }
 
-    /// Runs the work over the stream from (r0, o0) up to (r1, o1): one
-    /// dispatch on the work per chunk, then a loop over its spans (a chunk
-    /// of 4 KiB extents has thousands), with the kernels unfenced and one
-    /// fence for the chunk, drained when this returns (or unwinds).
-    fn execute(&self, r0: usize, o0: usize, r1: usize, o1: usize) {
-        let spans = self.spans(r0, o0, r1, o1);
+    /// Runs the work over stream positions `[p0, p1)`: one dispatch on the
+    /// work per chunk, then a loop over its spans (a chunk of 4 KiB extents
+    /// has thousands), with the kernels unfenced and one fence for the
+    /// chunk, drained when this returns (or unwinds).
+    fn execute(&self, p0: usize, p1: usize) {
+        let spans = self.stream.spans(p0, p1);
         let fence = Fence::new();
-        // SAFETY (every arm): [from, to) lies in run i, validated (or
-        // borrowed) by the submitter, who waits for the job; the kernel
-        // suits this CPU.
+        // SAFETY (every arm): each span lies in one run of the batch,
+        // validated (or borrowed) by the submitter, who waits for the job;
+        // the kernel suits this CPU.
         match self.work {
             Work::Copy(k) => {
                 let k = k.unfenced(&fence);
                 #[cfg(target_arch = "x86_64")]
                 if let Some(gang) = k.gang() {
                     crate::gangs::walk(
-                        spans.map(|(i, from, to)| Span::of(self.runs, i, from, to)),
+                        spans,
                         // SAFETY: see above.
                         |s| unsafe { k.copy_raw(s.dst, s.src, s.len) },
                         // SAFETY: see above; no destination overlaps
@@ -266,63 +235,59 @@ impl Job<'_> {
                     fence.drain();
                     return;
                 }
-                for (i, from, to) in spans {
-                    let run = self.runs[i];
-                    if let Some(next) = self.runs.get(i + 1) {
+                let mut spans = spans.peekable();
+                while let Some(s) = spans.next() {
+                    if let Some(next) = spans.peek() {
                         kernels::prefetch_ahead(next.src, next.len);
                     }
                     // SAFETY: see above.
-                    unsafe { k.copy_raw(run.dst.add(from), run.src.add(from), to - from) }
+                    unsafe { k.copy_raw(s.dst, s.src, s.len) }
                 }
             }
             Work::Clear(k) => {
                 let k = k.unfenced(&fence);
-                for (i, from, to) in spans {
+                for s in spans {
                     // SAFETY: see above.
-                    unsafe { k.clear_raw(self.runs[i].dst.add(from), to - from) }
+                    unsafe { k.clear_raw(s.dst, s.len) }
                 }
             }
-            Work::Each(f) => {
-                for (i, from, to) in spans {
-                    // SAFETY: see above.
-                    unsafe { f(from, self.runs[i].dst.add(from), to - from, &fence) }
-                }
-            }
+            // The fill's writer trusts the piece it is given: a span of
+            // its one run, the destination it borrows.
+            Work::Each(f) => spans.for_each(|s| f(s.from, s.dst, s.len, &fence)),
             // The same prefetch as unchecked copies: a prefetch never
             // faults and does not consume poison (see docs/design.md,
-            // "Checked copies"). Run i is extent i in checked batches.
+            // "Checked copies"). Runs are extents in checked batches: a
+            // span's `run` is its extent.
             #[cfg(target_arch = "x86_64")]
             Work::CopyChecked(k, log) => {
                 let k = k.unfenced(&fence);
                 if let Some(gang) = k.gang() {
                     crate::gangs::walk(
-                        spans.map(|(i, from, to)| Span::of(self.runs, i, from, to)),
+                        spans,
                         // SAFETY: see above; the routine survives faults.
-                        |s| unsafe { log.copy(k, s.run, self.runs[s.run], s.from, s.from + s.len) },
-                        |g, s| {
-                            let spans = s.map(|s| (s.run, s.from, s.from + s.len));
-                            // SAFETY: as for unchecked gangs; the routines
-                            // survive faults.
-                            unsafe { log.copy_gang(k, gang, g, spans, self.runs) }
-                        },
+                        |s| unsafe { log.copy(k, s) },
+                        // SAFETY: as for unchecked gangs; the routines
+                        // survive faults.
+                        |g, s| unsafe { log.copy_gang(k, gang, g, s) },
                     );
                     fence.drain();
                     return;
                 }
-                for (i, from, to) in spans {
-                    if let Some(next) = self.runs.get(i + 1) {
+                let mut spans = spans.peekable();
+                while let Some(s) = spans.next() {
+                    if let Some(next) = spans.peek() {
                         kernels::prefetch_ahead(next.src, next.len);
                     }
                     // SAFETY: see above; the routine survives faults.
-                    unsafe { log.copy(k, i, self.runs[i], from, to) }
+                    unsafe { log.copy(k, &s) }
                 }
             }
             #[cfg(target_arch = "x86_64")]
             Work::ClearChecked(k, log) => {
                 let k = k.unfenced(&fence);
-                for (i, from, to) in spans {
+                for s in spans {
                     // SAFETY: see above; the routine survives faults.
-                    unsafe { log.clear(k, i, self.runs[i], from, to) }
+                    unsafe { log.clear(k, &s) }
                 }
             }
         }
@@ -331,28 +296,24 @@ impl Job<'_> {
 }
 
 impl Engine {
-    /// Cuts the runs into chunks (boundaries on multiples of `align` within
-    /// a run), runs them inline or on the workers, and reports.
-    #[allow(clippy::too_many_arguments)]
+    /// Cuts the stream into chunks (boundaries on multiples of `align`
+    /// within a run), runs them inline or on the workers, and reports.
     pub(super) fn execute(
         &self,
-        runs: &[Run],
-        ends: &[usize],
+        stream: Stream<'_>,
         work: Work<'_>,
         strategy: Strategy,
         align: usize,
-        batch: &dyn Batch,
         ctl: Control<'_>,
     ) -> Result<Report, EngineError> {
-        let total = ends.last().copied().unwrap_or(0);
+        let total = stream.total;
         // Small batches are cut finer so every worker gets a share.
         let balanced = (total / (4 * self.threads())).clamp(MIN_CHUNK, self.chunk.max(MIN_CHUNK));
         let chunk = balanced.min(self.chunk).div_ceil(align) * align;
         let job = Job {
             work,
             align,
-            runs,
-            ends,
+            stream,
             total,
             chunk,
             nchunks: total.div_ceil(chunk),
@@ -407,8 +368,8 @@ impl Engine {
             .load(Ordering::Relaxed)
             .min(job.nchunks)
             .min(job.failed.load(Ordering::Relaxed));
-        let (_, bytes_done) = job.boundary(taken);
-        let report = completion(batch, bytes_done, total, strategy, &job);
+        let bytes_done = job.boundary(taken);
+        let report = completion(stream.batch, bytes_done, total, strategy, &job);
         match job.panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Some(message) => Err(EngineError::WorkerPanicked {
                 message,
@@ -419,20 +380,16 @@ impl Engine {
     }
 }
 
-/// The request `auto` decides on for `runs`, whose stream ends at `total`.
-/// One run that `threads` workers share counts as one run per worker:
-/// each writes its part and none reads it after, so it is decided as a
-/// batch, not as a single call (whose destination its caller reads next:
-/// docs/design.md, "The whole use").
-pub(super) fn request(op: Op, runs: &[Run], total: usize, hint: Hint, threads: usize) -> Request {
+/// The request `auto` decides on for `runs` runs whose stream ends at
+/// `total`. One run that `threads` workers share counts as one run per
+/// worker: each writes its part and none reads it after, so it is decided
+/// as a batch, not as a single call (whose destination its caller reads
+/// next: docs/design.md, "The whole use").
+pub(super) fn request(op: Op, runs: usize, total: usize, hint: Hint, threads: usize) -> Request {
     Request {
         op,
         total,
-        runs: if runs.len() == 1 {
-            threads.max(1)
-        } else {
-            runs.len()
-        },
+        runs: if runs == 1 { threads.max(1) } else { runs },
         hint,
     }
 }
@@ -480,25 +437,15 @@ fn completion(
 mod tests {
     use super::*;
 
-    fn run(len: usize) -> Run {
-        Run {
-            dst: std::ptr::null_mut(),
-            src: std::ptr::null(),
-            len,
-        }
-    }
-
     #[test]
     fn one_run_shared_by_workers_is_decided_as_a_batch() {
-        let one = [run(1 << 30)];
-        let r = request(Op::Copy, &one, 1 << 30, Hint::Auto, 4);
+        let r = request(Op::Copy, 1, 1 << 30, Hint::Auto, 4);
         assert_eq!((r.total, r.runs), (1 << 30, 4));
         // One worker: a single call's shape.
-        assert_eq!(request(Op::Copy, &one, 1 << 30, Hint::Auto, 1).runs, 1);
+        assert_eq!(request(Op::Copy, 1, 1 << 30, Hint::Auto, 1).runs, 1);
         // Several runs are counted as they are.
-        let three = [run(4096), run(8192), run(4096)];
-        let r = request(Op::Clear, &three, 16384, Hint::Stream, 4);
+        let r = request(Op::Clear, 3, 16384, Hint::Stream, 4);
         assert_eq!((r.total, r.runs, r.hint), (16384, 3, Hint::Stream));
-        assert_eq!(request(Op::Copy, &[], 0, Hint::Auto, 4).runs, 0);
+        assert_eq!(request(Op::Copy, 0, 0, Hint::Auto, 4).runs, 0);
     }
 }

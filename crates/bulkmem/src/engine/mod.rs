@@ -35,6 +35,7 @@ mod fill_job;
 mod job;
 mod pool;
 mod serial;
+mod stream;
 mod submit;
 mod ticket;
 
@@ -46,13 +47,13 @@ use crate::extent::validate;
 use crate::handle::{ClearKernel, CopyKernel};
 use crate::offload::Offload;
 use crate::placement::Placement;
-use crate::plan::Run;
 use crate::strategy::{Hint, Op};
 use crate::Options;
 use batch::{Batch, ClearSlices, CopySlices, Raw};
 use job::{request, Work};
 use pool::Pool;
 use serial::{stack_addr, Serial, SerialGuard};
+use stream::Marks;
 use submit::Submitter;
 
 pub use crate::placement::{max_threads, MAX_THREADS};
@@ -133,37 +134,18 @@ impl std::fmt::Debug for Engine {
 /// allocate), guarded by the lock that also serialises batches.
 #[derive(Default)]
 struct Scratch {
-    runs: Vec<Run>,
-    /// Stream offset at which each run ends.
-    ends: Vec<usize>,
+    marks: Marks,
     /// (start, end, extent index, is_dst) address intervals for validation.
     spans: Vec<(usize, usize, usize, bool)>,
 }
 
 impl Scratch {
-    /// Holds `batch`'s runs (coalesced where `coalesce`) and their ends.
-    fn hold(&mut self, batch: &dyn Batch, coalesce: bool) {
-        self.runs.clear();
-        self.ends.clear();
-        if coalesce {
-            batch.coalesced_into(&mut self.runs, &mut self.ends);
-        } else {
-            batch.runs_into(&mut self.runs, &mut self.ends);
-        }
-    }
-
-    /// The request `auto` decides on for the runs held, which `threads`
+    /// The request `auto` decides on for the batch marked, which `threads`
     /// workers share (see `job::request`).
     fn request(&self, op: Op, hint: Hint, threads: usize) -> Request {
-        let total = self.ends.last().copied().unwrap_or(0);
-        request(op, &self.runs, total, hint, threads)
+        request(op, self.marks.runs, self.marks.total, hint, threads)
     }
 }
-
-// SAFETY: the runs' pointers are only dereferenced during the batch that
-// stored them, by the batch's own workers, while the submitter holds this
-// scratch's lock; between batches they are stale data, never read.
-unsafe impl Send for Scratch {}
 
 impl Engine {
     /// A builder with every default: one worker per physical core (at most
@@ -278,7 +260,7 @@ impl Engine {
         if check_overlap {
             validate(op, batch, &mut scratch.spans)?;
         }
-        scratch.hold(batch, true);
+        scratch.marks.mark(batch, true);
         let req = scratch.request(op, self.opts.hint, self.threads());
         let (work, strategy) = match op {
             Op::Copy => {
@@ -291,12 +273,10 @@ impl Engine {
             }
         };
         self.execute(
-            &scratch.runs,
-            &scratch.ends,
+            scratch.marks.stream(batch, true),
             work,
             strategy,
             SPLIT_ALIGN,
-            batch,
             ctl,
         )
     }

@@ -11,7 +11,7 @@ use crate::checked::mc::handler;
 use crate::error::Error;
 use crate::extent::check_lengths;
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel, Fence};
-use crate::plan::Run;
+use crate::plan::{Run, Span};
 use crate::strategy::{Hint, Op, Strategy};
 
 /// Copies every `(dst, src)` pair on the calling thread, surviving SIGBUS:
@@ -59,7 +59,7 @@ pub fn copy_batch_checked(
         };
         let out = std::cell::RefCell::new(out);
         crate::gangs::walk(
-            (0..runs.len()).map(|i| crate::gangs::Span::of(&runs, i, 0, runs[i].len)),
+            (0..runs.len()).map(|i| Span::of(i, runs[i], 0, runs[i].len)),
             |s| copy(&mut out.borrow_mut(), s.run, 0),
             |g, spans| {
                 let mut raw = MaybeUninit::<RawFault>::uninit();

@@ -262,10 +262,11 @@ pub(crate) fn check_lengths(ops: &[(&mut [u8], &[u8])]) -> Result<(), BatchError
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn ext(dst: usize, src: usize, len: usize) -> Extent {
+    /// An extent at plain addresses, for tests that only look at them.
+    pub(crate) fn ext(dst: usize, src: usize, len: usize) -> Extent {
         Extent {
             dst: dst as *mut u8,
             src: src as *const u8,
@@ -289,8 +290,7 @@ mod tests {
             ext(0x50000, 0xc0000, 0),
         ];
         let batch = Raw(&ops, Op::Copy);
-        let span = Span::of(0, Run::at(0, 0, 0), 0, 0);
-        let mut out = [span; 3];
+        let mut out = [Span::EMPTY; 3];
         let lens = |out: &[Span]| out.iter().map(|s| (s.run, s.len)).collect::<Vec<_>>();
         // Extent by extent, empty ones included, three at a time.
         assert_eq!(batch.runs_from(0, false, &mut out), (3, 3));

@@ -10,14 +10,6 @@ use crate::kernels::gang::{Gang, GANG, GANG_PREFETCH};
 use crate::kernels::prefetch_ahead;
 use crate::plan::Span;
 
-const NONE: Span = Span {
-    run: 0,
-    from: 0,
-    len: 0,
-    dst: core::ptr::null_mut(),
-    src: core::ptr::null(),
-};
-
 /// Walks `spans` in order: `four` for each four in a row that make a
 /// [`Gang`], `one` for every other span, after requesting the next span's
 /// first bytes. Neither touches memory itself; the caller's closures copy.
@@ -27,7 +19,7 @@ pub(crate) fn walk(
     mut four: impl FnMut(&Gang, &[Span; GANG]),
 ) {
     // The spans not yet copied, in order: this gang and the next.
-    let mut window = [NONE; 2 * GANG];
+    let mut window = [Span::EMPTY; 2 * GANG];
     let mut held = 0;
     loop {
         while held < window.len() {

@@ -46,6 +46,15 @@ pub(crate) struct Span {
 }
 
 impl Span {
+    /// Nothing: what fills a buffer of spans before it is written.
+    pub(crate) const EMPTY: Span = Span {
+        run: 0,
+        from: 0,
+        len: 0,
+        dst: core::ptr::null_mut(),
+        src: core::ptr::null(),
+    };
+
     /// `[from, to)` of `run`, which is run (or extent) `i`.
     pub(crate) fn of(i: usize, run: Run, from: usize, to: usize) -> Span {
         Span {

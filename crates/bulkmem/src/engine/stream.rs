@@ -58,14 +58,6 @@ impl Marks {
     }
 }
 
-const NONE: Span = Span {
-    run: 0,
-    from: 0,
-    len: 0,
-    dst: core::ptr::null_mut(),
-    src: core::ptr::null(),
-};
-
 /// A marked batch: what the job's workers walk.
 #[derive(Clone, Copy)]
 pub(super) struct Stream<'a> {
@@ -89,7 +81,7 @@ impl<'a> Stream<'a> {
         Spans {
             batch: self.batch,
             coalesce: self.coalesce,
-            window: [NONE; WINDOW],
+            window: [Span::EMPTY; WINDOW],
             held: 0,
             taken: 0,
             extent,
@@ -166,16 +158,9 @@ impl Iterator for Spans<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::extent::tests::ext;
     use crate::extent::{Extent, Raw};
     use crate::strategy::Op;
-
-    fn ext(dst: usize, src: usize, len: usize) -> Extent {
-        Extent {
-            dst: dst as *mut u8,
-            src: src as *const u8,
-            len,
-        }
-    }
 
     /// Every span of `[p0, p1)` as (extent, from, len, dst).
     fn spans(s: &Stream<'_>, p0: usize, p1: usize) -> Vec<(usize, usize, usize, usize)> {

@@ -5,7 +5,7 @@
 //! batches too, without needing the engine.
 
 use crate::error::BatchError;
-use crate::plan::{Run, Span};
+use crate::plan::Run;
 use crate::strategy::Op;
 
 /// One extent given by address, for memory that is not a Rust slice (a
@@ -34,34 +34,13 @@ pub(crate) trait Batch {
     fn count(&self) -> usize;
     fn get(&self, i: usize) -> Run;
 
-    /// Fills `out` with the runs that start at extent `from` (which starts
-    /// a run), in order, as spans from offset 0: extent by extent, empty
-    /// ones included, or coalesced (`plan::coalesce`: continuing extents
-    /// merged, empty ones dropped). Returns how many it filled and the
-    /// extent the next run starts at (`count()` when none is left). The
-    /// engine walks a batch a window at a time through this, so there is
-    /// one dynamic call per window and none per extent, and nothing per
-    /// extent is stored (docs/design.md, "Where the 4 KiB time went"). A
-    /// provided method: each batch type gets this loop with `get`
-    /// inlined.
-    fn runs_from(&self, from: usize, coalesce: bool, out: &mut [Span]) -> (usize, usize) {
-        let (n, mut i, mut k) = (self.count(), from, 0);
-        while k < out.len() {
-            match next_run(self, &mut i, n, coalesce) {
-                Some((start, r)) => out[k] = Span::of(start, r, 0, r.len),
-                None => break,
-            }
-            k += 1;
-        }
-        (k, i)
-    }
-
-    /// Counts the runs (as [`Batch::runs_from`] gives them) and their
-    /// bytes, calling `mark(extent, at)` for every `window`-th run (a power
-    /// of two) with the
-    /// extent it starts at and its position in the stream. Returns (bytes,
-    /// runs). One pass, nothing stored per run: the engine does this before
-    /// its workers start, so it is the serial part of every batch.
+    /// Counts the runs (as [`next_run`] gives them) and their bytes,
+    /// calling `mark(extent, at)` for every `window`-th run (a power of
+    /// two) with the extent it starts at and its position in the stream.
+    /// Returns (bytes, runs). One pass, nothing stored per run: the engine
+    /// does this before its workers start, so it is the serial part of
+    /// every batch. A provided method: each batch type gets this loop with
+    /// `get` inlined.
     fn mark_runs(
         &self,
         coalesce: bool,
@@ -82,10 +61,14 @@ pub(crate) trait Batch {
 }
 
 /// The run that starts at extent `*i` (or, coalescing, at the first
-/// non-empty extent from there) and the extent it starts at; `*i`
-/// moves past it. `n` is `count()`.
+/// non-empty extent from there) and the extent it starts at; `*i` moves
+/// past it. `n` is `count()`. Runs are the extents one by one, empty ones
+/// included, or coalesced (`plan::coalesce`: continuing extents merged,
+/// empty ones dropped). The engine's workers walk a batch with this,
+/// reading the caller's extents where they are: nothing per extent is
+/// stored (docs/design.md, "Where the 4 KiB time went").
 #[inline(always)]
-fn next_run<B: Batch + ?Sized>(
+pub(crate) fn next_run<B: Batch + ?Sized>(
     b: &B,
     i: &mut usize,
     n: usize,
@@ -279,7 +262,7 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn runs_come_a_window_at_a_time_with_where_the_next_starts() {
+    fn runs_come_one_by_one_or_coalesced_with_where_the_next_starts() {
         let ops = [
             ext(0x10000, 0x90000, 4096),
             ext(0x20000, 0xa0000, 8192),
@@ -290,23 +273,31 @@ pub(crate) mod tests {
             ext(0x50000, 0xc0000, 0),
         ];
         let batch = Raw(&ops, Op::Copy);
-        let mut out = [Span::EMPTY; 3];
-        let lens = |out: &[Span]| out.iter().map(|s| (s.run, s.len)).collect::<Vec<_>>();
-        // Extent by extent, empty ones included, three at a time.
-        assert_eq!(batch.runs_from(0, false, &mut out), (3, 3));
-        assert_eq!(lens(&out), [(0, 4096), (1, 8192), (2, 0)]);
-        assert_eq!(batch.runs_from(3, false, &mut out), (2, 5));
-        assert_eq!(lens(&out[..2]), [(3, 4096), (4, 0)]);
+        let all = |coalesce| {
+            let mut i = 0;
+            std::iter::from_fn(|| next_run(&batch, &mut i, ops.len(), coalesce))
+                .map(|(e, r)| (e, r.len, r.dst as usize))
+                .collect::<Vec<_>>()
+        };
+        // Extent by extent, empty ones included.
+        let lens: Vec<usize> = all(false).iter().map(|r| r.1).collect();
+        assert_eq!(lens, [4096, 8192, 0, 4096, 0]);
         // Coalesced: the empty extents vanish, the second run merges three.
-        assert_eq!(batch.runs_from(0, true, &mut out), (2, 5));
-        assert_eq!(lens(&out[..2]), [(0, 4096), (1, 12288)]);
-        assert_eq!(out[1].dst as usize, 0x20000);
-        // A window of one stops where the next run starts; a run takes
-        // the empty extents after it.
-        assert_eq!(batch.runs_from(0, true, &mut out[..1]), (1, 1));
-        assert_eq!(batch.runs_from(1, true, &mut out[..1]), (1, 5));
-        assert_eq!(batch.runs_from(4, true, &mut out[..1]), (0, 5));
-        assert_eq!(batch.runs_from(5, true, &mut out), (0, 5));
+        assert_eq!(all(true), [(0, 4096, 0x10000), (1, 12288, 0x20000)]);
+        // A run takes the empty extents after it; a walk may start at an
+        // empty extent.
+        let mut i = 1;
+        assert_eq!(
+            next_run(&batch, &mut i, ops.len(), true).map(|r| r.0),
+            Some(1)
+        );
+        assert_eq!(i, 5);
+        let mut i = 4;
+        assert_eq!(next_run(&batch, &mut i, ops.len(), true), None);
+        let mut marks = Vec::new();
+        let shape = batch.mark_runs(false, 2, &mut |e, at| marks.push((e, at)));
+        assert_eq!(shape, (16384, 5));
+        assert_eq!(marks, [(0, 0), (2, 12288), (4, 16384)]);
     }
 
     #[test]

@@ -80,12 +80,6 @@ impl Span {
             src: self.src.wrapping_add(n),
         }
     }
-
-    /// The first `n` bytes of this span (`n <= len`).
-    #[inline]
-    pub(crate) fn first(&self, n: usize) -> Span {
-        Span { len: n, ..*self }
-    }
 }
 
 /// Iterator adaptor that merges continuing extents; see [`coalesce`].

@@ -70,10 +70,10 @@ impl Engine {
         self.run_checked(Op::Clear, &Raw(ops, Op::Clear), true, ctl)
     }
 
-    fn run_checked(
+    fn run_checked<B: Batch>(
         &self,
         op: Op,
-        batch: &dyn Batch,
+        batch: &B,
         check_overlap: bool,
         ctl: Control<'_>,
     ) -> Result<CheckedReport, Error> {

@@ -43,11 +43,11 @@ pub(super) enum Work<'a> {
     ClearChecked(CheckedClearKernel, &'a FaultLog),
 }
 
-struct Job<'a> {
+struct Job<'a, B> {
     work: Work<'a>,
     /// Chunk boundaries fall on multiples of this from a run's start.
     align: usize,
-    stream: Stream<'a>,
+    stream: Stream<'a, B>,
     total: usize,
     chunk: usize,
     nchunks: usize,
@@ -86,9 +86,9 @@ struct Job<'a> {
 // (or borrowed) and keeps for the whole batch, waiting for the workers,
 // and which the workers only read; each piece of that memory is written
 // by exactly one worker.
-unsafe impl Sync for Job<'_> {}
+unsafe impl<B> Sync for Job<'_, B> {}
 
-impl Job<'_> {
+impl<B: Batch> Job<'_, B> {
     /// The stream position where chunk boundary `k` falls. Positions only
     /// grow with `k` because chunks are at least `align` long.
     fn boundary(&self, k: usize) -> usize {
@@ -298,9 +298,9 @@ impl Job<'_> {
 impl Engine {
     /// Cuts the stream into chunks (boundaries on multiples of `align`
     /// within a run), runs them inline or on the workers, and reports.
-    pub(super) fn execute(
+    pub(super) fn execute<B: Batch>(
         &self,
-        stream: Stream<'_>,
+        stream: Stream<'_, B>,
         work: Work<'_>,
         strategy: Strategy,
         align: usize,
@@ -395,12 +395,12 @@ pub(super) fn request(op: Op, runs: usize, total: usize, hint: Hint, threads: us
 }
 
 /// Which extents the first `bytes_done` bytes of the stream complete.
-fn completion(
-    batch: &dyn Batch,
+fn completion<B: Batch>(
+    batch: &B,
     bytes_done: usize,
     total: usize,
     strategy: Strategy,
-    job: &Job<'_>,
+    job: &Job<'_, B>,
 ) -> Report {
     let mut at = 0usize;
     let mut extents_done = batch.count();

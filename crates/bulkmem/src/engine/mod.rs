@@ -248,10 +248,10 @@ impl Engine {
         self.run(Op::Clear, &Raw(ops, Op::Clear), true, ctl)
     }
 
-    fn run(
+    fn run<B: Batch>(
         &self,
         op: Op,
-        batch: &dyn Batch,
+        batch: &B,
         check_overlap: bool,
         ctl: Control<'_>,
     ) -> Result<Report, EngineError> {

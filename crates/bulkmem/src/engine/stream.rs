@@ -2,17 +2,16 @@
 //! job into chunks at stream positions. Nothing per extent is stored: the
 //! stream keeps one mark per window of [`WINDOW`] runs (where the window
 //! starts in the batch and in the stream), and a walk from a position
-//! reads the batch again from the mark before it, a window at a time
-//! (`Batch::runs_from`). Finding a position costs at most one window, and
+//! reads the batch again from the mark before it. Finding a position costs at most one window, and
 //! an engine's scratch does not grow with the number of extents (it held
 //! a run list of 32 bytes an extent before: docs/design.md, "Where the
 //! 4 KiB time went").
 
-use crate::extent::Batch;
+use crate::extent::{next_run, Batch};
 use crate::plan::Span;
 
-/// Runs per window (a power of two): a walk reads at most this many
-/// before its start, and one window (40 bytes a run) stays in L1.
+/// Runs per mark (a power of two): a walk reads at most this many before
+/// its start.
 pub(super) const WINDOW: usize = 64;
 
 /// Where a window starts: the extent its first run starts at, and the
@@ -48,7 +47,7 @@ impl Marks {
 
     /// The stream of `batch` as these marks describe it (made by
     /// [`Marks::mark`] from this batch, with this `coalesce`).
-    pub(super) fn stream<'a>(&'a self, batch: &'a dyn Batch, coalesce: bool) -> Stream<'a> {
+    pub(super) fn stream<'a, B: Batch>(&'a self, batch: &'a B, coalesce: bool) -> Stream<'a, B> {
         Stream {
             batch,
             coalesce,
@@ -58,32 +57,39 @@ impl Marks {
     }
 }
 
-/// A marked batch: what the job's workers walk.
-#[derive(Clone, Copy)]
-pub(super) struct Stream<'a> {
-    pub(super) batch: &'a dyn Batch,
+/// A marked batch: what the job's workers walk. Generic over the batch
+/// type so that the walk reads the caller's extents with `get` inlined.
+pub(super) struct Stream<'a, B> {
+    pub(super) batch: &'a B,
     coalesce: bool,
     marks: &'a [Mark],
     pub(super) total: usize,
 }
 
-impl<'a> Stream<'a> {
+impl<B> Clone for Stream<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B> Copy for Stream<'_, B> {}
+
+impl<'a, B: Batch> Stream<'a, B> {
     /// The non-empty spans covering stream positions `[p0, p1)`, in order;
     /// a span's `run` is the extent its run starts at.
-    pub(super) fn spans(&self, p0: usize, p1: usize) -> Spans<'a> {
+    pub(super) fn spans(&self, p0: usize, p1: usize) -> Spans<'a, B> {
         // The last window starting at or before p0 (a run starting exactly
         // at p0 is the first with bytes there).
         let w = self.marks.partition_point(|m| m.at <= p0).saturating_sub(1);
+        let count = self.batch.count();
         let (extent, at) = self
             .marks
             .get(w)
-            .map_or((self.batch.count(), self.total), |m| (m.extent, m.at));
+            .map_or((count, self.total), |m| (m.extent, m.at));
         Spans {
             batch: self.batch,
             coalesce: self.coalesce,
-            window: [Span::EMPTY; WINDOW],
-            held: 0,
-            taken: 0,
+            count,
             extent,
             at,
             p0,
@@ -111,14 +117,13 @@ impl<'a> Stream<'a> {
     }
 }
 
-/// The walk of [`Stream::spans`]: a window of runs at a time.
-pub(super) struct Spans<'a> {
-    batch: &'a dyn Batch,
+/// The walk of [`Stream::spans`], run by run.
+pub(super) struct Spans<'a, B> {
+    batch: &'a B,
     coalesce: bool,
-    window: [Span; WINDOW],
-    held: usize,
-    taken: usize,
-    /// The extent the next window starts at.
+    count: usize,
+    /// The extent the next run starts at (or, coalescing, the first
+    /// non-empty one from there).
     extent: usize,
     /// The stream position of the next run.
     at: usize,
@@ -126,29 +131,24 @@ pub(super) struct Spans<'a> {
     p1: usize,
 }
 
-impl Iterator for Spans<'_> {
+impl<B: Batch> Iterator for Spans<'_, B> {
     type Item = Span;
 
+    #[inline]
     fn next(&mut self) -> Option<Span> {
         while self.at < self.p1 {
-            if self.taken == self.held {
-                let (n, next) = self
-                    .batch
-                    .runs_from(self.extent, self.coalesce, &mut self.window);
-                if n == 0 {
-                    return None;
-                }
-                (self.held, self.taken, self.extent) = (n, 0, next);
-            }
-            let r = self.window[self.taken];
-            self.taken += 1;
+            let (e, r) = next_run(self.batch, &mut self.extent, self.count, self.coalesce)?;
             let start = self.at;
             self.at += r.len;
-            let from = self.p0.saturating_sub(start);
-            let to = self.p1.min(self.at) - start;
-            if self.at > self.p0 && to > from {
-                // The window's spans are whole runs from offset 0.
-                return Some(r.after(from).first(to - from));
+            if start >= self.p0 && self.at <= self.p1 {
+                if r.len != 0 {
+                    return Some(Span::of(e, r, 0, r.len));
+                }
+            } else if self.at > self.p0 {
+                let (from, to) = (self.p0.saturating_sub(start), self.p1.min(self.at) - start);
+                if to > from {
+                    return Some(Span::of(e, r, from, to));
+                }
             }
         }
         None
@@ -163,7 +163,7 @@ mod tests {
     use crate::strategy::Op;
 
     /// Every span of `[p0, p1)` as (extent, from, len, dst).
-    fn spans(s: &Stream<'_>, p0: usize, p1: usize) -> Vec<(usize, usize, usize, usize)> {
+    fn spans(s: &Stream<'_, Raw<'_>>, p0: usize, p1: usize) -> Vec<(usize, usize, usize, usize)> {
         s.spans(p0, p1)
             .map(|x| (x.run, x.from, x.len, x.dst as usize))
             .collect()

@@ -27,6 +27,7 @@
 
 pub mod abi;
 mod c_library;
+mod calls;
 mod engine;
 mod next;
 mod own_stack;
@@ -65,7 +66,7 @@ pub static LOADER: Loader = Loader {
     version: abi::VERSION,
     read_env: &READ_ENV,
     thread: thread::thread_for_engine,
-    min: &route::MIN,
+    min: &calls::MIN,
     c_library: next::c_function,
     take_faults: signals::take_faults,
     faults_ours: signals::faults_ours,
@@ -158,7 +159,7 @@ extern "C" fn init() {
         // stays with the C library.
         let _ = engine::get();
     } else {
-        route::MIN.store(abi::DEFAULT_MIN, Ordering::Release);
+        calls::MIN.store(abi::DEFAULT_MIN, Ordering::Release);
     }
     small::decide();
 }

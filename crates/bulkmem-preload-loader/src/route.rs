@@ -4,7 +4,7 @@
 //! Each is assembly. A call below its [`small::END`] slot (4 KiB copies,
 //! 512-byte sets, where the C library is the next definition) is done
 //! right there by [`small`]'s code, a leaf with unwind information. A
-//! call below [`MIN`] jumps to the C library's function once it is known:
+//! call below [`MIN`](crate::calls::MIN) jumps to the C library's function once it is known:
 //! a load, a compare, a load, a test and a jump. Any other call asks
 //! [`route`] where to go, with its arguments saved, then jumps there with
 //! them restored. So no Rust frame of this library is on the stack while
@@ -15,31 +15,12 @@
 //! abort.
 
 use core::ffi::{c_int, c_void};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::Ordering;
 
-use crate::{abi, engine, next, small, sys};
-
-/// Calls below this take the C library; `usize::MAX` until the constructor
-/// has decided (and when switched off), 0 when the engine counts every
-/// call (`BULKMEM_PRELOAD_STATS=1`).
-pub static MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
-
-/// Which function called [`route`]: the plain ones are the C library's
-/// numbers in `abi`, a fortified one its plain one's plus [`FORTIFIED`].
-const MEMCPY: u32 = abi::C_MEMCPY;
-const MEMMOVE: u32 = abi::C_MEMMOVE;
-const MEMSET: u32 = abi::C_MEMSET;
-const MEMPCPY: u32 = abi::C_MEMPCPY;
-const FORTIFIED: u32 = 4;
-const MEMCPY_CHK: u32 = MEMCPY + FORTIFIED;
-const MEMMOVE_CHK: u32 = MEMMOVE + FORTIFIED;
-const MEMSET_CHK: u32 = MEMSET + FORTIFIED;
-/// The functions' slots in [`NEXT`] and `small::END`.
-pub const MEMCPY_CALL: usize = MEMCPY as usize;
-pub const MEMMOVE_CALL: usize = MEMMOVE as usize;
-pub const MEMSET_CALL: usize = MEMSET as usize;
-pub const MEMPCPY_CALL: usize = MEMPCPY as usize;
-pub const MEMSET_CHK_CALL: usize = MEMSET_CHK as usize;
+use crate::calls::{
+    FORTIFIED, MEMCPY, MEMCPY_CHK, MEMMOVE, MEMMOVE_CHK, MEMPCPY, MEMSET, MEMSET_CHK, MIN,
+};
+use crate::{engine, next, small, sys};
 
 /// Where a call of `call` with `n` bytes (`destlen`: the fortified forms'
 /// object size) goes: the C library's function or its stand-in, a stand-in
@@ -149,18 +130,6 @@ macro_rules! router {
         }
     };
 }
-
-/// The C library's definitions by call number (the slots of
-/// [`small::END`]).
-pub static NEXT: [&next::Next; 7] = [
-    &next::MEMCPY,
-    &next::MEMMOVE,
-    &next::MEMSET,
-    &next::MEMPCPY,
-    &next::MEMCPY_CHK,
-    &next::MEMMOVE_CHK,
-    &next::MEMSET_CHK,
-];
 
 // The templates of `router!`'s `$check` and `$ret`: a fortified call past
 // its object takes the router, which reports it; `mempcpy` returns the end.

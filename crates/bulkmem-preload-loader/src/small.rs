@@ -31,7 +31,7 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
-use crate::{c_library, route, sys};
+use crate::{c_library, calls, sys};
 
 /// The longest copy done here. Up to 512 bytes, 16 AVX2 registers hold
 /// it all, loaded at once; longer ones take a loop of 128-byte blocks.
@@ -41,7 +41,7 @@ pub const COPY_MAX: usize = 4096;
 /// The longest set done here: 16 stores of one register.
 pub const SET_MAX: usize = 512;
 
-/// Per interposed function (in `route`'s call numbers): calls of fewer
+/// Per interposed function (in `calls`' numbers): calls of fewer
 /// bytes than this are done here; 0, none. Read by the assembly of each
 /// function's first instruction.
 pub static END: [AtomicUsize; 7] = [const { AtomicUsize::new(0) }; 7];
@@ -59,12 +59,12 @@ pub fn decide() {
         return;
     }
     for call in [
-        route::MEMCPY_CALL,
-        route::MEMMOVE_CALL,
-        route::MEMSET_CALL,
-        route::MEMPCPY_CALL,
+        calls::MEMCPY_CALL,
+        calls::MEMMOVE_CALL,
+        calls::MEMSET_CALL,
+        calls::MEMPCPY_CALL,
     ] {
-        eligible_if_c_library(call, route::NEXT[call].get());
+        eligible_if_c_library(call, calls::NEXT[call].get());
     }
     AVX2.store(true, Ordering::Relaxed);
     publish();
@@ -94,10 +94,10 @@ fn eligible_if_c_library(call: usize, p: *const c_void) -> bool {
 /// after [`decide`], and again once the engine has published its
 /// settings.
 pub fn publish() {
-    let min = route::MIN.load(Ordering::Acquire);
+    let min = calls::MIN.load(Ordering::Acquire);
     let eligible = ELIGIBLE.load(Ordering::Relaxed);
     for (call, end) in END.iter().enumerate() {
-        let max = if call == route::MEMSET_CALL || call == route::MEMSET_CHK_CALL {
+        let max = if call == calls::MEMSET_CALL || call == calls::MEMSET_CHK_CALL {
             SET_MAX
         } else {
             COPY_MAX
@@ -404,7 +404,7 @@ macro_rules! set_body {
 pub(crate) use set_body;
 
 /// For the test suite: whether `call`'s small path is on in this process
-/// (`route`'s call numbers: 0 `memcpy`, 1 `memmove`, 2 `memset`, 3
+/// (`calls`' numbers: 0 `memcpy`, 1 `memmove`, 2 `memset`, 3
 /// `mempcpy`, 4-6 their fortified forms).
 #[no_mangle]
 pub extern "C" fn bulkmem_preload_small_path(call: c_int) -> c_int {

@@ -24,7 +24,7 @@
 //! In set-user-ID and set-group-ID programs (`AT_SECURE`) the constructor
 //! reads none of these: every one is as if unset.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub const DEFAULT_MIN: usize = crate::abi::DEFAULT_MIN;
 pub const DEFAULT_MT_MIN: usize = 16 << 20;
@@ -39,7 +39,6 @@ pub static MT_MIN: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// 1: no helper; set to 1 when
 /// threads are forbidden later, see `sandbox`).
 pub static THREADS: AtomicUsize = AtomicUsize::new(0);
-pub static STATS: AtomicBool = AtomicBool::new(false);
 
 /// What the environment asks for; `warnings` name what was ignored.
 #[derive(Debug, PartialEq, Eq)]
@@ -123,7 +122,7 @@ fn bytes(
 
 /// Publishes `s`: from here on the accelerated paths are used.
 pub fn apply(s: &Settings) {
-    STATS.store(s.stats, Ordering::Relaxed);
+    crate::stats::SMALL_COUNTED.store(s.stats, Ordering::Relaxed);
     crate::stats::COUNTING.store(s.stats || s.report.is_some(), Ordering::Relaxed);
     if s.off {
         return;

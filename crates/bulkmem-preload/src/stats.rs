@@ -22,6 +22,9 @@ pub fn set_inert(tool: &'static str) {
 
 /// Whether calls are counted (`STATS` or a report directory).
 pub static COUNTING: AtomicBool = AtomicBool::new(false);
+/// Whether the calls below the threshold reach the counters too (`STATS`):
+/// set with [`COUNTING`] by the settings, read by the exit line.
+pub static SMALL_COUNTED: AtomicBool = AtomicBool::new(false);
 
 #[derive(Clone, Copy)]
 pub enum Path {
@@ -179,7 +182,7 @@ pub fn record() -> String {
     s.push_str(&format!(
         " streamed_bytes={} small_counted={}",
         STREAMED.load(Ordering::Relaxed),
-        u8::from(crate::config::STATS.load(Ordering::Relaxed))
+        u8::from(SMALL_COUNTED.load(Ordering::Relaxed))
     ));
     if let Some(tool) = INERT.get() {
         s.push_str(&format!(" inert={tool}"));

@@ -7,7 +7,8 @@ use clap::Args;
 
 use bulkmem::{Hint, Op};
 
-use super::mem::{self, parse_regimes, Plan, Regime, Regimes};
+use super::mem::plan::{Plan, Regime};
+use super::mem::{self, parse_regimes, Regimes};
 use crate::cli::{
     check_memory, check_outputs, measuring_cpus, parse_cpus, parse_hint, pick_strategies, publish,
     runtime, usage, warn_oversubscribed, with_progress, CpuList, Failure, Measure, Output, Style,

@@ -21,7 +21,8 @@ use clap::Args;
 
 use bulkmem::{Hint, Op, Strategy};
 
-use super::mem::{self, Plan, Regimes};
+use super::mem::plan::Plan;
+use super::mem::{self, Regimes};
 use crate::report::{self, Row};
 use crate::size;
 use std::path::Path;

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::super::toml::{value, Table};
-use super::{validation, Profile, MAX_CELLS};
+use super::{Profile, MAX_CELLS};
 
 impl Profile {
     /// The profile as TOML.
@@ -54,12 +54,6 @@ impl Profile {
         }
         s
     }
-
-    /// Parses and validates a profile's text. The error names the line or
-    /// the cell that is wrong.
-    pub fn parse(text: &str) -> Result<Profile, String> {
-        validation::profile(tables(text)?)
-    }
 }
 
 /// A profile's text as tables, before anything in them is checked.
@@ -75,7 +69,7 @@ pub(super) struct Tables<'a> {
 /// Splits the text into its tables. The cell count is bounded here, while
 /// reading, so a file of absurdly many cells is refused before they are
 /// all parsed.
-fn tables(text: &str) -> Result<Tables<'_>, String> {
+pub(super) fn tables(text: &str) -> Result<Tables<'_>, String> {
     let mut top = Table::default();
     let mut cpu = Table::default();
     let mut cells: Vec<Table> = Vec::new();

@@ -5,13 +5,21 @@
 //! wrong, never the file's text: a profile may be anyone's file.
 
 use super::super::toml::Table;
-use super::format::Tables;
+use super::format::{tables, Tables};
 use super::lookup::key;
 use super::{Cell, Identity, Profile, Shape, FORMAT};
 use crate::strategy::{Op, Strategy};
 
+impl Profile {
+    /// Parses and validates a profile's text. The error names the line or
+    /// the cell that is wrong.
+    pub fn parse(text: &str) -> Result<Profile, String> {
+        profile(tables(text)?)
+    }
+}
+
 /// The profile the tables describe, or why they describe none.
-pub(super) fn profile(tables: Tables<'_>) -> Result<Profile, String> {
+fn profile(tables: Tables<'_>) -> Result<Profile, String> {
     let Tables { top, cpu, cells } = tables;
     let format = narrow::<u32>(top.int("format")?, "format")?;
     if format != FORMAT {

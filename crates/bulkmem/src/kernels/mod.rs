@@ -24,6 +24,8 @@ pub(crate) mod clzero;
 pub(crate) mod gang;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod rep;
+#[cfg(target_arch = "x86_64")]
+mod vector;
 
 /// `dst`, `src`, `len`. Safety: `src` readable and `dst` writable for `len`
 /// bytes, the ranges do not overlap, and the CPU has the kernel's features.

@@ -17,6 +17,10 @@
 use core::arch::x86_64::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::avx2::Ymm;
+use super::avx512::Zmm;
+use super::vector::Vector;
+
 /// Extents a gang copies at once.
 pub(crate) const GANG: usize = 4;
 
@@ -91,15 +95,18 @@ impl Gang {
     }
 }
 
-/// Copies the gang's four extents with AVX2 non-temporal stores, without
-/// the closing fence (the caller drains).
+/// Copies the gang's four extents with `V`'s non-temporal stores, a line
+/// of each extent per step (all four loaded before any is stored), without
+/// the closing fence (the caller drains). One body for both widths, as
+/// the single-extent loops (`vector.rs`).
 ///
 /// # Safety
-/// The CPU has AVX2; [`Gang::fits`] holds; each `src[k]` is readable and
-/// each `dst[k]` writable for `len` bytes, and no destination overlaps any
-/// source or other destination.
-#[target_feature(enable = "avx2")]
-pub(crate) unsafe fn copy_nt_avx2(g: &Gang) {
+/// The CPU has `V`'s features; [`Gang::fits`] holds; each `src[k]` is
+/// readable and each `dst[k]` writable for `len` bytes, and no destination
+/// overlaps any source or other destination.
+#[inline(always)]
+unsafe fn copy_nt<V: Vector>(g: &Gang) {
+    let (w, per_line) = (V::BYTES, 64 / V::BYTES);
     let mut i = 0;
     // Bounds: i + 64 <= len at every step (len is a multiple of 64).
     while i < g.len {
@@ -107,40 +114,38 @@ pub(crate) unsafe fn copy_nt_avx2(g: &Gang) {
         // SAFETY: [i, i + 64) lies in every extent (bounds above), each
         // destination line-aligned by `fits`, as the caller promised.
         unsafe {
-            let mut v = [_mm256_setzero_si256(); 2 * GANG];
+            let mut v = [V::zero(); 2 * GANG];
             for k in 0..GANG {
-                v[2 * k] = _mm256_loadu_si256(g.src[k].add(i).cast());
-                v[2 * k + 1] = _mm256_loadu_si256(g.src[k].add(i + 32).cast());
+                for j in 0..per_line {
+                    v[per_line * k + j] = V::load(g.src[k].add(i + w * j));
+                }
             }
             for k in 0..GANG {
-                _mm256_stream_si256(g.dst[k].add(i).cast(), v[2 * k]);
-                _mm256_stream_si256(g.dst[k].add(i + 32).cast(), v[2 * k + 1]);
+                for j in 0..per_line {
+                    V::stream(g.dst[k].add(i + w * j), v[per_line * k + j]);
+                }
             }
         }
         i += 64;
     }
 }
 
-/// As [`copy_nt_avx2`] with one 512-bit line per extent per step.
+/// [`copy_nt`] with AVX2.
 ///
 /// # Safety
-/// As [`copy_nt_avx2`], with AVX-512F.
-#[target_feature(enable = "avx512f")]
+/// As [`copy_nt`], with AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn copy_nt_avx2(g: &Gang) {
+    // SAFETY: forwarded contract.
+    unsafe { copy_nt::<Ymm>(g) }
+}
+
+/// [`copy_nt`] with AVX-512.
+///
+/// # Safety
+/// As [`copy_nt`], with AVX-512F and BW.
+#[target_feature(enable = "avx512f,avx512bw")]
 pub(crate) unsafe fn copy_nt_avx512(g: &Gang) {
-    let mut i = 0;
-    // Bounds: as in copy_nt_avx2.
-    while i < g.len {
-        g.request(i);
-        // SAFETY: as in copy_nt_avx2.
-        unsafe {
-            let mut v = [_mm512_setzero_si512(); GANG];
-            for (v, s) in v.iter_mut().zip(g.src) {
-                *v = _mm512_loadu_si512(s.add(i).cast());
-            }
-            for (v, d) in v.iter().zip(g.dst) {
-                _mm512_stream_si512(d.add(i).cast(), *v);
-            }
-        }
-        i += 64;
-    }
+    // SAFETY: forwarded contract.
+    unsafe { copy_nt::<Zmm>(g) }
 }

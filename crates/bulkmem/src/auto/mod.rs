@@ -42,6 +42,8 @@
 
 mod bands;
 mod cover;
+#[cfg(test)]
+mod cpu_fixtures;
 pub(crate) mod direct;
 mod env;
 mod load;
@@ -546,8 +548,8 @@ pub fn is_tuned() -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::cpu_fixtures::{intel_emr, zen5};
     use super::profile::tests::hand;
-    use super::rules::tests::{intel_emr, zen5};
     use super::*;
 
     const MIB: usize = 1 << 20;

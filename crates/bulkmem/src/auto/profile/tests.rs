@@ -242,7 +242,7 @@ fn the_policy_falls_back_to_the_rules_where_the_profile_is_silent() {
 
 #[test]
 fn policy_bands_agree_with_the_policy() {
-    let m = crate::auto::rules::tests::zen5();
+    let m = crate::auto::cpu_fixtures::zen5();
     let p = hand();
     let nt = Overrides {
         nt_threshold: Some(3 << 20),

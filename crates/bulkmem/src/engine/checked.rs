@@ -13,10 +13,11 @@
 
 use super::batch::{Batch, ClearSlices, CopySlices, Raw};
 use super::job::Work;
-use super::{Engine, SPLIT_ALIGN};
+use super::Engine;
+use crate::auto::Request;
 use crate::checked::fault_log::FaultLog;
 use crate::error::Error;
-use crate::extent::{validate, Extent};
+use crate::extent::Extent;
 use crate::fault::CheckedReport;
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 use crate::report::Control;
@@ -77,34 +78,23 @@ impl Engine {
         check_overlap: bool,
         ctl: Control<'_>,
     ) -> Result<CheckedReport, Error> {
-        let mut guard = self.serial()?;
-        let scratch = &mut *guard;
-        if check_overlap {
-            validate(op, batch, &mut scratch.spans)?;
-        }
         let log = FaultLog::new(batch.count());
-        // Run i is extent i, empty ones included (the job skips them):
-        // no map from runs to extents to build.
-        scratch.marks.mark(batch, false);
-        let req = scratch.request(op, self.opts.hint, self.threads());
         let strategy = self.opts.strategy;
-        let (work, strategy) = match op {
-            Op::Copy => {
-                let k = crate::auto::kernel::<CheckedCopyKernel>(strategy, &req)?;
-                (Work::CopyChecked(k, &log), k.strategy())
-            }
-            Op::Clear => {
-                let k = crate::auto::kernel::<CheckedClearKernel>(strategy, &req)?;
-                (Work::ClearChecked(k, &log), k.strategy())
-            }
+        let checked = |req: &Request| -> Result<_, Error> {
+            Ok(match op {
+                Op::Copy => {
+                    let k = crate::auto::kernel::<CheckedCopyKernel>(strategy, req)?;
+                    (Work::CopyChecked(k, &log), k.strategy())
+                }
+                Op::Clear => {
+                    let k = crate::auto::kernel::<CheckedClearKernel>(strategy, req)?;
+                    (Work::ClearChecked(k, &log), k.strategy())
+                }
+            })
         };
-        let report = self.execute(
-            scratch.marks.stream(batch, false),
-            work,
-            strategy,
-            SPLIT_ALIGN,
-            ctl,
-        )?;
+        // Not coalesced: run i is extent i, empty ones included (the job
+        // skips them), so a fault names its extent with no map to build.
+        let report = self.run_with(op, batch, check_overlap, false, checked, ctl)?;
         let extents = log.outcomes(&report);
         Ok(CheckedReport { report, extents })
     }

@@ -42,12 +42,12 @@ mod ticket;
 use std::sync::Mutex;
 
 use crate::auto::Request;
-use crate::error::{EngineError, Error};
+use crate::error::{BatchError, EngineError, Error};
 use crate::extent::validate;
 use crate::handle::{ClearKernel, CopyKernel};
 use crate::offload::Offload;
 use crate::placement::Placement;
-use crate::strategy::{Hint, Op};
+use crate::strategy::{Hint, Op, Strategy};
 use crate::Options;
 use batch::{Batch, ClearSlices, CopySlices, Raw};
 use job::{request, Work};
@@ -255,30 +255,44 @@ impl Engine {
         check_overlap: bool,
         ctl: Control<'_>,
     ) -> Result<Report, EngineError> {
+        let strategy = self.opts.strategy;
+        let plain = |req: &Request| -> Result<_, EngineError> {
+            Ok(match op {
+                Op::Copy => {
+                    let k = crate::auto::kernel::<CopyKernel>(strategy, req)?;
+                    (Work::Copy(k), k.strategy())
+                }
+                Op::Clear => {
+                    let k = crate::auto::kernel::<ClearKernel>(strategy, req)?;
+                    (Work::Clear(k), k.strategy())
+                }
+            })
+        };
+        self.run_with(op, batch, check_overlap, true, plain, ctl)
+    }
+
+    /// What every batch, checked or not, goes through: the batch marker,
+    /// the check of a raw batch, the marks (runs coalesced where
+    /// `coalesce`), the request `work` chooses its kernel for, and the
+    /// job.
+    fn run_with<'w, B: Batch, E: From<EngineError> + From<BatchError>>(
+        &self,
+        op: Op,
+        batch: &B,
+        check_overlap: bool,
+        coalesce: bool,
+        work: impl FnOnce(&Request) -> Result<(Work<'w>, Strategy), E>,
+        ctl: Control<'_>,
+    ) -> Result<Report, E> {
         let mut guard = self.serial()?;
         let scratch = &mut *guard;
         if check_overlap {
             validate(op, batch, &mut scratch.spans)?;
         }
-        scratch.marks.mark(batch, true);
-        let req = scratch.request(op, self.opts.hint, self.threads());
-        let (work, strategy) = match op {
-            Op::Copy => {
-                let k = crate::auto::kernel::<CopyKernel>(self.opts.strategy, &req)?;
-                (Work::Copy(k), k.strategy())
-            }
-            Op::Clear => {
-                let k = crate::auto::kernel::<ClearKernel>(self.opts.strategy, &req)?;
-                (Work::Clear(k), k.strategy())
-            }
-        };
-        self.execute(
-            scratch.marks.stream(batch, true),
-            work,
-            strategy,
-            SPLIT_ALIGN,
-            ctl,
-        )
+        scratch.marks.mark(batch, coalesce);
+        let (work, strategy) = work(&scratch.request(op, self.opts.hint, self.threads()))?;
+        let stream = scratch.marks.stream(batch, coalesce);
+        Ok(self.execute(stream, work, strategy, SPLIT_ALIGN, ctl)?)
     }
 
     /// This engine's identity for [`Inside`](pool::Inside): its address is stable while

@@ -21,16 +21,16 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
+use super::job::request;
 use super::pool::{lock, panic_message, spawn_error};
+use super::stream::Marks;
 use super::ticket::{Shared, Ticket};
 use super::Engine;
 use crate::error::Error;
-use crate::extent::{validate, Batch, Extent, Raw};
+use crate::extent::{validate, Extent, Raw};
 use crate::fill::Plan;
-use crate::plan;
 use crate::report::{CancelToken, Control, Progress, Report};
 use crate::strategy::Op;
-use crate::Request;
 
 /// The engine's submission thread and its queue (in the process that
 /// started them).
@@ -90,12 +90,17 @@ impl Entry {
         // SAFETY: the engine outlives the entry (see the Send impl).
         let engine = unsafe { &*self.engine };
         match &self.work {
-            // SAFETY: the extents were validated at submission; the
-            // submitter keeps their memory valid and untouched until the
-            // ticket is done (the `submit_copy` contract).
-            Work::Copy(x) => unsafe { engine.copy_extents(x, ctl) }.map_err(Error::from),
-            // SAFETY: as above (`submit_clear`).
-            Work::Clear(x) => unsafe { engine.clear_extents(x, ctl) }.map_err(Error::from),
+            // Not checked again: the extents were validated at submission
+            // (`check_extents`) and have not changed since; the submitter
+            // keeps their memory valid and untouched until the ticket is
+            // done (the `submit_copy` contract).
+            Work::Copy(x) => engine
+                .run(Op::Copy, &Raw(x, Op::Copy), false, ctl)
+                .map_err(Error::from),
+            // As above (`submit_clear`).
+            Work::Clear(x) => engine
+                .run(Op::Clear, &Raw(x, Op::Clear), false, ctl)
+                .map_err(Error::from),
             Work::Fill { dst, len, template } => {
                 let p = if *len == 0 {
                     std::ptr::NonNull::dangling().as_ptr()
@@ -260,24 +265,19 @@ impl Engine {
         self.enqueue(work, len, cancel)
     }
 
-    /// What the synchronous path checks before it writes anything: the
-    /// extents, and that the engine's strategy can do `op`. Returns the
-    /// batch's bytes.
+    /// What the synchronous path checks before it writes anything, once:
+    /// the extents (the queued batch runs without checking them again),
+    /// and that the engine's strategy can do `op`, for the request `run`
+    /// will make. Returns the batch's bytes.
     fn check_extents(&self, op: Op, ops: &[Extent]) -> Result<usize, Error> {
         let batch = Raw(ops, op);
         validate(op, &batch, &mut Vec::new())?;
-        let total: usize = ops.iter().map(|e| e.len).sum();
-        let runs = plan::coalesce((0..batch.count()).map(|i| batch.get(i))).count();
-        let req = Request {
-            op,
-            total,
-            // As `job::stream` counts it.
-            runs: if runs == 1 { self.threads() } else { runs },
-            hint: self.opts.hint,
-        };
+        let mut marks = Marks::default();
+        marks.mark(&batch, true);
+        let req = request(op, marks.runs, marks.total, self.opts.hint, self.threads());
         // Refused here, before anything is queued, as `run` would refuse it.
         crate::calls::resolve(self.opts, &req)?;
-        Ok(total)
+        Ok(marks.total)
     }
 
     fn enqueue(

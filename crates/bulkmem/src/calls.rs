@@ -8,7 +8,7 @@ use crate::error::{BatchError, CopyError, StrategyError};
 use crate::extent::{check_lengths, validate_extents, Extent};
 use crate::handle::{ClearKernel, CopyKernel, Fence};
 use crate::kernels;
-use crate::plan::{self, exposed, exposed_mut, Run, Span};
+use crate::plan::{self, exposed, exposed_mut, Run};
 use crate::strategy::{Hint, Op, Options, Strategy};
 
 /// The concrete strategy `opts` means for `req`, or why it cannot run.
@@ -227,7 +227,7 @@ unsafe fn copy_runs(k: CopyKernel, runs: impl Iterator<Item = Run>) {
     #[cfg(target_arch = "x86_64")]
     if let Some(gang) = kernel.gang() {
         crate::gangs::walk(
-            plan::coalesce(runs).map(|r| Span::of(0, r, 0, r.len)),
+            plan::coalesce(runs).map(|r| plan::Span::of(0, r, 0, r.len)),
             // SAFETY: as below.
             |s| unsafe { kernel.copy_raw(s.dst, s.src, s.len) },
             // SAFETY: four runs of the caller's contract, whose

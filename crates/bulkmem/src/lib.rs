@@ -74,7 +74,9 @@ mod units;
 // The machine facts live together in `machine/`; these are their stable
 // paths (`bulkmem::cpu::info()`, `bulkmem::topology::Topology`), which
 // code inside the crate uses too, so the grouping can change beneath them.
-pub use machine::{cpu, cpuid_cache, placement, topology};
+#[cfg(feature = "test-hooks")]
+pub use machine::cpuid_cache;
+pub use machine::{cpu, placement, topology};
 // Likewise the copies that survive a bad page live together in `checked/`;
 // `bulkmem::fault` stays their public path.
 #[cfg(target_arch = "x86_64")]
@@ -95,11 +97,9 @@ pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as Fil
 #[cfg(target_arch = "x86_64")]
 pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
-// For tests: both shapes of the non-temporal copies on any machine.
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 pub use kernels::force_nt_copy_shape;
-#[cfg(target_arch = "x86_64")]
-#[doc(hidden)]
+#[cfg(all(target_arch = "x86_64", feature = "test-hooks"))]
 pub use kernels::gang::force_gangs;
 pub use machine::placement::Placement;
 pub use strategy::{Hint, Op, Options, ParseNameError, Strategy};

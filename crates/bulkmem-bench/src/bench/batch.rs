@@ -141,16 +141,14 @@ pub fn run(
                 threads: t,
                 engine: start(b.clone())?,
                 checked: false,
-                gangs: true,
             });
             if plan.single && plan.op == Op::Copy {
                 engines.push(Config {
                     label: "engine single".into(),
                     placement: p,
                     threads: t,
-                    engine: start(b.clone())?,
+                    engine: start(b.clone().gangs(false))?,
                     checked: false,
-                    gangs: false,
                 });
             }
             if plan.checked {
@@ -160,7 +158,6 @@ pub fn run(
                     threads: t,
                     engine: start(b.clone())?,
                     checked: true,
-                    gangs: true,
                 });
             }
             if let Some((o, kind)) = offload {
@@ -170,7 +167,6 @@ pub fn run(
                     threads: t,
                     engine: start(b.offload(o.clone()))?,
                     checked: false,
-                    gangs: true,
                 });
             }
         }
@@ -187,7 +183,6 @@ pub fn run(
                 .build()
                 .map_err(|e| format!("cannot start the offload-only engine: {e}"))?,
             checked: false,
-            gangs: true,
         });
     }
     let bytes = plan.arena_bytes();
@@ -262,8 +257,6 @@ struct Config {
     engine: Engine,
     /// Runs its batches through the checked (fault-surviving) calls.
     checked: bool,
-    /// Copies same-size extents four at a time (`false`: one at a time).
-    gangs: bool,
 }
 
 /// How many different CPUs `cpus` names (`None` for none: an engine of

@@ -409,7 +409,7 @@ pub fn profile_status() -> &'static ProfileStatus {
 
 /// How many times this process has loaded its profile: once at most,
 /// however many threads race the first call (for tests).
-#[doc(hidden)]
+#[cfg(feature = "test-hooks")]
 pub fn profile_loads() -> usize {
     LOADS.load(Ordering::Relaxed)
 }

@@ -67,9 +67,11 @@ pub use bands::Bands;
 use bands::Compiled;
 
 pub use env::Overrides;
+#[cfg(feature = "test-hooks")]
+pub use load::profile_loads;
 pub use load::{
-    default_profile_path, load_profile, load_system_profile, profile, profile_loads,
-    profile_setting, profile_status, system_profile_path, ProfileSetting, ProfileStatus, MAX_BYTES,
+    default_profile_path, load_profile, load_system_profile, profile, profile_setting,
+    profile_status, system_profile_path, ProfileSetting, ProfileStatus, MAX_BYTES,
     SYSTEM_PROFILE_DIR,
 };
 pub use profile::{Cell, Identity, Profile, Shape, FORMAT, MAX_CELLS, SMALL_EXTENT_MAX};

@@ -370,7 +370,8 @@ impl Compaction {
     /// For tests of the `EEXIST` path: builds page `page` and maps it
     /// behind the session's back, as a second mapper would, leaving its
     /// state alone. The session then finds it mapped when it maps it.
-    #[doc(hidden)]
+    /// (Feature `test-hooks`.)
+    #[cfg(feature = "test-hooks")]
     pub fn map_behind(&self, page: usize) -> Result<(), Error> {
         let s = &self.shared;
         let mut buf = vec![0u8; PAGE];
@@ -407,7 +408,8 @@ impl Compaction {
 
 /// For tests of the drain: what bulkmem's SIGBUS handler answers for a
 /// fault at `addr` now (true: served or retried, false: not a session's).
-#[doc(hidden)]
+/// (Feature `test-hooks`.)
+#[cfg(feature = "test-hooks")]
 pub fn late_fault(addr: usize) -> bool {
     // SAFETY: serve only reads tables and maps pages of live sessions.
     unsafe { registry::serve(addr) }

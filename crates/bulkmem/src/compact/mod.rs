@@ -85,7 +85,9 @@ mod setup;
 mod shared;
 mod stats;
 
-pub use compaction::{late_fault, stop_the_world, support, Compaction, Support};
+#[cfg(feature = "test-hooks")]
+pub use compaction::late_fault;
+pub use compaction::{stop_the_world, support, Compaction, Support};
 pub use stats::{Histogram, Stats};
 
 /// The size of a page the session builds and maps.

@@ -79,6 +79,8 @@ struct Job<'a, B> {
     serial: &'a Serial,
     /// Runs on the submitting thread (callbacks too).
     inline: bool,
+    /// Copies four extents at once where they can.
+    gangs: bool,
 }
 
 // SAFETY: the workers of one batch share its job. Its only non-Sync
@@ -222,7 +224,7 @@ impl<B: Batch> Job<'_, B> {
             Work::Copy(k) => {
                 let k = k.unfenced(&fence);
                 #[cfg(target_arch = "x86_64")]
-                if let Some(gang) = k.gang() {
+                if let Some(gang) = k.gang().filter(|_| self.gangs) {
                     crate::gangs::walk(
                         spans,
                         // SAFETY: see above.
@@ -261,7 +263,7 @@ impl<B: Batch> Job<'_, B> {
             #[cfg(target_arch = "x86_64")]
             Work::CopyChecked(k, log) => {
                 let k = k.unfenced(&fence);
-                if let Some(gang) = k.gang() {
+                if let Some(gang) = k.gang().filter(|_| self.gangs) {
                     crate::gangs::walk(
                         spans,
                         // SAFETY: see above; the routine survives faults.
@@ -335,6 +337,7 @@ impl Engine {
             redone: AtomicUsize::new(0),
             serial: &self.serial,
             inline: total <= self.inline_max || total.div_ceil(chunk) <= 1,
+            gangs: self.gangs,
         };
         if job.inline {
             job.work();

@@ -114,6 +114,8 @@ pub struct Engine {
     serial: Serial,
     offload: Option<Offload>,
     offload_only: bool,
+    /// Copies four extents at once where they can (`EngineBuilder::gangs`).
+    gangs: bool,
     /// The submission thread of [`Engine::submit_copy`] and its kin,
     /// started by the first submission (see `submit`).
     submitter: Mutex<Option<Submitter>>,
@@ -218,7 +220,7 @@ impl Engine {
 
     /// Copies extents given by address. Before anything is written the
     /// batch is checked: no destination may overlap another destination or
-    /// any source ([`BatchError::Overlap`](crate::BatchError::Overlap)
+    /// any source ([`BatchError::Overlap`]
     /// names the first offending extent), and
     /// no non-empty extent may have a null pointer.
     ///

@@ -49,7 +49,9 @@ pub(crate) fn enabled() -> bool {
 /// Turns the four-extent copies of batches off (`false`: every extent on
 /// its own, as before them) or back on, so that tests run both paths and a
 /// benchmark can compare them in one process. Both are correct everywhere.
-#[doc(hidden)]
+/// (Feature `test-hooks`; an engine's own switch is
+/// [`EngineBuilder::gangs`](crate::EngineBuilder::gangs).)
+#[cfg(feature = "test-hooks")]
 pub fn force_gangs(on: bool) {
     ENABLED.store(on, Ordering::Relaxed);
 }

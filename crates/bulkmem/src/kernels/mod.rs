@@ -93,8 +93,8 @@ const FORCED_INTERLEAVE: u8 = 2;
 /// Makes non-temporal copies take one shape whatever the CPU (`None`: the
 /// CPU's own), so that tests run both shapes on every machine. Both are
 /// correct everywhere; only their speed differs. Checked kernels made
-/// after the call follow it.
-#[doc(hidden)]
+/// after the call follow it. (Feature `test-hooks`.)
+#[cfg(feature = "test-hooks")]
 pub fn force_nt_copy_shape(interleave: Option<bool>) {
     let v = match interleave {
         None => 0,

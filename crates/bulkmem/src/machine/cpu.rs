@@ -13,7 +13,8 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use super::cpuid_cache::{self, CacheFacts};
+use super::cpuid_cache;
+pub use super::cpuid_cache::{CacheFacts, CacheSource};
 use super::topology::Topology;
 
 /// CPU vendor, as far as the kernels' choices care.
@@ -154,7 +155,7 @@ pub struct Facts {
     pub unknown_disabled: Vec<String>,
     /// Cache sizes and sharing as the rules and the profile identity use
     /// them (CPUID, sysfs where CPUID says nothing; see
-    /// [`crate::cpuid_cache`]).
+    /// `cpuid_cache`).
     pub caches: CacheFacts,
 }
 

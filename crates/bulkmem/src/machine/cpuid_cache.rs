@@ -99,6 +99,8 @@ pub fn from_leaves(leaves: &[Leaf], package: Option<usize>, online: usize) -> Op
 
 /// The facts as the full sysfs layout gives them: what the cheap path
 /// stands in for (and what `tests/cache_facts.rs` compares it with).
+/// (Feature `test-hooks`.)
+#[cfg(feature = "test-hooks")]
 pub fn from_topology(t: &topology::Topology) -> CacheFacts {
     CacheFacts {
         l1d: t.data_cache_bytes(1),

@@ -59,8 +59,9 @@ pub struct CopyOptions<'a> {
     pub hugepage: Option<bool>,
     /// Called after each chunk of the copy, from the copying threads.
     pub progress: Option<&'a (dyn Fn(Progress) + Sync)>,
-    /// Test hook: fail the copy once this many bytes are done.
-    #[doc(hidden)]
+    /// Fail the copy once this many bytes are done: how the tests reach
+    /// the path of a copy that fails half-way. (Feature `test-hooks`.)
+    #[cfg(feature = "test-hooks")]
     pub fail_after: Option<usize>,
 }
 
@@ -94,12 +95,22 @@ impl<'a> CopyOptions<'a> {
         self
     }
 
-    /// Test hook: fail the copy once `bytes` are done.
-    #[doc(hidden)]
+    /// Fails the copy once `bytes` are done (see
+    /// [`fail_after`](CopyOptions::fail_after)). (Feature `test-hooks`.)
+    #[cfg(feature = "test-hooks")]
     #[must_use]
     pub fn fail_after(mut self, bytes: usize) -> CopyOptions<'a> {
         self.fail_after = Some(bytes);
         self
+    }
+
+    /// Where an injected failure stops the copy (none without the
+    /// feature).
+    fn failing_after(&self) -> Option<usize> {
+        #[cfg(feature = "test-hooks")]
+        return self.fail_after;
+        #[cfg(not(feature = "test-hooks"))]
+        None
     }
 }
 
@@ -348,7 +359,7 @@ fn copy_write_protected(
         if let Some(f) = opts.progress {
             f(p);
         }
-        if opts.fail_after.is_some_and(|n| p.done >= n) {
+        if opts.failing_after().is_some_and(|n| p.done >= n) {
             cancel.cancel();
         }
     };
@@ -369,7 +380,7 @@ fn copy_write_protected(
         Ok(r) if r.is_complete() => Ok(r.strategy),
         Ok(_) => {
             let _ = protect(vmas, |v| v.prot);
-            let why = if opts.fail_after.is_some() {
+            let why = if opts.failing_after().is_some() {
                 "copying (injected failure)"
             } else {
                 "copying (cancelled)"

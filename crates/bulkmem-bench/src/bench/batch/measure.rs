@@ -57,18 +57,8 @@ impl<'a> Folios<'a> {
         }
     }
 
-    /// One batch call of `c`'s engine; what it chose. A configuration
-    /// without gangs turns them off for its call only.
+    /// One batch call of `c`'s engine; what it chose.
     fn engine(&mut self, c: &Config) -> Result<Strategy, String> {
-        #[cfg(target_arch = "x86_64")]
-        bulkmem::force_gangs(c.gangs);
-        let r = self.call(c);
-        #[cfg(target_arch = "x86_64")]
-        bulkmem::force_gangs(true);
-        r
-    }
-
-    fn call(&mut self, c: &Config) -> Result<Strategy, String> {
         let e = &c.engine;
         let r = match (self.op, c.checked) {
             (Op::Copy, false) => e.copy_batch(&mut self.ops),

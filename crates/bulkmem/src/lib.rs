@@ -48,6 +48,7 @@ mod calls;
 mod checked;
 #[cfg(target_arch = "x86_64")]
 pub mod compact;
+mod control;
 mod descriptor;
 pub mod engine;
 mod error;

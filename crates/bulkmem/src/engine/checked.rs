@@ -16,11 +16,11 @@ use super::job::Work;
 use super::Engine;
 use crate::auto::Request;
 use crate::checked::fault_log::FaultLog;
+use crate::control::Control;
 use crate::error::Error;
 use crate::extent::Extent;
 use crate::fault::CheckedReport;
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
-use crate::report::Control;
 use crate::strategy::Op;
 
 impl Engine {

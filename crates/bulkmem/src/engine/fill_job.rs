@@ -7,10 +7,11 @@ use super::batch::FillShape;
 use super::job::Work;
 use super::stream::Marks;
 use super::Engine;
+use crate::control::Control;
 use crate::error::Error;
 use crate::fill::Plan;
 use crate::handle::Fence;
-use crate::report::{Control, Report};
+use crate::report::Report;
 
 impl Engine {
     /// Repeats `template` across `dst` on the workers (see

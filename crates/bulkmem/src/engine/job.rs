@@ -15,6 +15,7 @@ use super::stream::Stream;
 use super::{Engine, MIN_CHUNK};
 #[cfg(target_arch = "x86_64")]
 use crate::checked::fault_log::FaultLog;
+use crate::control::{Control, Progress};
 use crate::error::EngineError;
 use crate::extent::Batch;
 #[cfg(target_arch = "x86_64")]
@@ -22,7 +23,7 @@ use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 use crate::handle::{ClearKernel, CopyKernel, Fence};
 use crate::kernels;
 use crate::offload::{Offload, Piece};
-use crate::report::{Control, Progress, Report};
+use crate::report::Report;
 use crate::strategy::{Hint, Op, Strategy};
 use crate::Request;
 

@@ -62,10 +62,11 @@ pub use serial::STALL;
 pub use ticket::Ticket;
 // Defined outside the engine so that errors, faults and `uffd` can name them
 // without depending on it; re-exported here, where callers look for them.
+pub use crate::control::{CancelToken, Control, Progress};
 pub use crate::extent::Extent;
 #[cfg(target_arch = "x86_64")]
 pub use crate::fault::{CheckedReport, Outcome};
-pub use crate::report::{CancelToken, Control, Progress, Report};
+pub use crate::report::Report;
 
 /// Default largest chunk: the kernel's extent-clearing patches' bound on uninterrupted work.
 pub const DEFAULT_CHUNK: usize = 32 << 20;

@@ -26,10 +26,11 @@ use super::pool::{lock, panic_message, spawn_error};
 use super::stream::Marks;
 use super::ticket::{Shared, Ticket};
 use super::Engine;
+use crate::control::{CancelToken, Control, Progress};
 use crate::error::Error;
 use crate::extent::{validate, Extent, Raw};
 use crate::fill::Plan;
-use crate::report::{CancelToken, Control, Progress, Report};
+use crate::report::Report;
 use crate::strategy::Op;
 
 /// The engine's submission thread and its queue (in the process that

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use super::pool::{lock, Inside};
 use super::Engine;
+use crate::control::{CancelToken, Progress};
 use crate::error::Error;
-use crate::report::{CancelToken, Progress, Report};
+use crate::report::Report;
 
 /// What [`Ticket::wait`] returns in a child made by `fork()` for a ticket
 /// its parent submitted: the batch runs (or ran) in the parent only.

@@ -24,7 +24,7 @@
 //! This file is the entry: the options, the rules' baseline and the ladder
 //! for this machine. Measuring a ladder is `passes.rs` (with the estimate
 //! of the time left in `progress.rs`), describing a profile in words
-//! `summary.rs`, and writing it to disk safely `write.rs`.
+//! `summary.rs`, and writing it to disk safely `save.rs`.
 
 pub mod cache_edge;
 mod choose;
@@ -35,9 +35,9 @@ mod passes;
 mod progress;
 mod read;
 mod read_pages;
+mod save;
 mod summary;
 pub mod toolkit;
-mod write;
 
 use crate::auto::{decide, Machine, Profile, Request, Shape};
 use crate::error::Error;
@@ -56,9 +56,9 @@ pub use passes::{measure_ladder, DISPUTES_UPTO, QUICK_TIES};
 pub use progress::Step;
 pub use read::read_bandwidth;
 pub use read_pages::read_pages;
+pub use save::{check_target, check_writable, write_profile};
 pub use summary::summary;
 pub use toolkit::read_once;
-pub use write::{check_target, check_writable, write_profile};
 
 /// How to calibrate.
 #[derive(Clone, Debug, PartialEq, Eq)]

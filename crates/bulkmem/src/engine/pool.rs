@@ -107,7 +107,7 @@ pub(super) fn spawn_error(e: &std::io::Error) -> Error {
 }
 
 /// What the workers run: every worker calls it once per generation.
-type Work<'w> = &'w (dyn Fn() + Sync);
+type Task<'w> = &'w (dyn Fn() + Sync);
 
 struct Shared {
     slot: Mutex<Slot>,
@@ -117,7 +117,7 @@ struct Shared {
 
 struct Slot {
     generation: u64,
-    /// Address of the current job's [`Work`] reference; valid while
+    /// Address of the current job's [`Task`] reference; valid while
     /// `active > 0`.
     job: usize,
     /// Workers that have not yet finished the current generation.
@@ -194,7 +194,7 @@ fn worker_loop(shared: &Shared) {
         // SAFETY: the submitter published the job with this generation and
         // keeps it alive until every worker has decremented `active` below;
         // this worker does not touch it after that.
-        let job: Work<'_> = unsafe { *(job as *const Work<'_>) };
+        let job: Task<'_> = unsafe { *(job as *const Task<'_>) };
         job();
         let mut slot = lock(&shared.slot);
         slot.active -= 1;
@@ -208,7 +208,7 @@ impl Engine {
     /// Hands `job` to every worker and waits until all have finished it.
     /// In a child made by `fork()` the workers are started anew first; if
     /// they cannot be, the caller runs the job alone.
-    pub(super) fn dispatch(&self, job: Work<'_>) {
+    pub(super) fn dispatch(&self, job: Task<'_>) {
         let mut pool = lock(&self.pool);
         if pool.pid != std::process::id() {
             match Pool::start(&self.cpus, self.pin) {
@@ -225,7 +225,7 @@ impl Engine {
         }
         let shared = &pool.shared;
         let mut slot = lock(&shared.slot);
-        slot.job = &job as *const Work<'_> as usize;
+        slot.job = &job as *const Task<'_> as usize;
         slot.generation += 1;
         slot.active = pool.workers.len();
         shared.wake.notify_all();

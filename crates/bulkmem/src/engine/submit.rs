@@ -55,7 +55,7 @@ struct QueueState {
 }
 
 /// What a ticket asks for.
-enum Work {
+enum Queued {
     Copy(Vec<Extent>),
     Clear(Vec<Extent>),
     Fill {
@@ -67,7 +67,7 @@ enum Work {
 
 struct Entry {
     engine: *const Engine,
-    work: Work,
+    work: Queued,
     ticket: Arc<Shared>,
 }
 
@@ -95,14 +95,14 @@ impl Entry {
             // (`check_extents`) and have not changed since; the submitter
             // keeps their memory valid and untouched until the ticket is
             // done (the `submit_copy` contract).
-            Work::Copy(x) => engine
+            Queued::Copy(x) => engine
                 .run(Op::Copy, &Raw(x, Op::Copy), false, ctl)
                 .map_err(Error::from),
             // As above (`submit_clear`).
-            Work::Clear(x) => engine
+            Queued::Clear(x) => engine
                 .run(Op::Clear, &Raw(x, Op::Clear), false, ctl)
                 .map_err(Error::from),
-            Work::Fill { dst, len, template } => {
+            Queued::Fill { dst, len, template } => {
                 let p = if *len == 0 {
                     std::ptr::NonNull::dangling().as_ptr()
                 } else {
@@ -216,7 +216,7 @@ impl Engine {
         cancel: Option<&CancelToken>,
     ) -> Result<Ticket<'_>, Error> {
         let total = self.check_extents(Op::Copy, ops)?;
-        self.enqueue(Work::Copy(ops.to_vec()), total, cancel)
+        self.enqueue(Queued::Copy(ops.to_vec()), total, cancel)
     }
 
     /// As [`Engine::submit_copy`] for a clear of `ops` (`src` ignored), as
@@ -232,7 +232,7 @@ impl Engine {
         cancel: Option<&CancelToken>,
     ) -> Result<Ticket<'_>, Error> {
         let total = self.check_extents(Op::Clear, ops)?;
-        self.enqueue(Work::Clear(ops.to_vec()), total, cancel)
+        self.enqueue(Queued::Clear(ops.to_vec()), total, cancel)
     }
 
     /// As [`Engine::submit_copy`] for [`Engine::fill`] of the `len` bytes
@@ -258,7 +258,7 @@ impl Engine {
                 reason: "null or wrapping destination",
             });
         }
-        let work = Work::Fill {
+        let work = Queued::Fill {
             dst,
             len,
             template: template.to_vec(),
@@ -283,7 +283,7 @@ impl Engine {
 
     fn enqueue(
         &self,
-        work: Work,
+        work: Queued,
         total: usize,
         cancel: Option<&CancelToken>,
     ) -> Result<Ticket<'_>, Error> {

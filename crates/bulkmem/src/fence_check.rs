@@ -605,8 +605,8 @@ mod tests {
     use super::*;
     use crate::descriptor::row;
     use crate::error::Error;
-    use crate::fill::{self, Mode, NtWriter};
-    use crate::strategy::{Hint, Strategy};
+    use crate::fill::{self, NtWriter};
+    use crate::strategy::{FillMode, Hint, Strategy};
 
     impl Image {
         /// Whether runtime address `at` lies in the function that starts
@@ -781,14 +781,14 @@ mod tests {
         assert!(seen >= 10, "only {seen} fixups checked");
     }
 
-    type Fill = fn(&mut [u8], &[u8]) -> Result<Mode, Error>;
-    type FillHint = fn(&mut [u8], &[u8], Hint) -> Result<Mode, Error>;
+    type Fill = fn(&mut [u8], &[u8]) -> Result<FillMode, Error>;
+    type FillHint = fn(&mut [u8], &[u8], Hint) -> Result<FillMode, Error>;
 
     /// `fill_with` and `fill_with_hint` as instantiated for a closure `P`
     /// (a closure, not a fn pointer, so the analysis sees its code).
     fn patched<P: FnMut(usize, &mut [u8])>(_: P) -> [(&'static str, usize); 2] {
-        type With<P> = fn(&mut [u8], &[u8], P) -> Result<Mode, Error>;
-        type WithHint<P> = fn(&mut [u8], &[u8], Hint, P) -> Result<Mode, Error>;
+        type With<P> = fn(&mut [u8], &[u8], P) -> Result<FillMode, Error>;
+        type WithHint<P> = fn(&mut [u8], &[u8], Hint, P) -> Result<FillMode, Error>;
         [
             ("fill_with", fill::fill_with::<P> as With<P> as usize),
             (

@@ -40,13 +40,13 @@ pub fn check(dst_len: usize, template_len: usize) -> Result<usize, Error> {
     Ok(dst_len / template_len)
 }
 
-pub use crate::auto::FillMode as Mode;
+use crate::strategy::FillMode;
 
 /// A decided fill: the mode reports show, and the CPU-checked kernel that
 /// streams its windows (`None`: temporal stores).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Store {
-    mode: Mode,
+    mode: FillMode,
     nt: Option<CopyKernel>,
 }
 
@@ -73,12 +73,12 @@ impl Store {
 /// Repeats `template` across `dst`. `dst.len()` must be a multiple of
 /// `template.len()` (which must not be 0); otherwise nothing is written.
 /// Returns after a store fence.
-pub fn fill(dst: &mut [u8], template: &[u8]) -> Result<Mode, Error> {
+pub fn fill(dst: &mut [u8], template: &[u8]) -> Result<FillMode, Error> {
     fill_hint(dst, template, Hint::Auto)
 }
 
 /// As [`fill`], telling `auto` whether the region will be read soon.
-pub fn fill_hint(dst: &mut [u8], template: &[u8], hint: Hint) -> Result<Mode, Error> {
+pub fn fill_hint(dst: &mut [u8], template: &[u8], hint: Hint) -> Result<FillMode, Error> {
     fill_auto(dst, template, hint, &mut NoPatch)
 }
 
@@ -88,7 +88,7 @@ fn fill_auto<P: Patch>(
     template: &[u8],
     hint: Hint,
     patch: &mut P,
-) -> Result<Mode, Error> {
+) -> Result<FillMode, Error> {
     check(dst.len(), template.len())?;
     let store = Store::auto(dst.len(), hint);
     let fence = store.fence();
@@ -109,7 +109,7 @@ pub fn fill_with<P: FnMut(usize, &mut [u8])>(
     dst: &mut [u8],
     template: &[u8],
     patch: P,
-) -> Result<Mode, Error> {
+) -> Result<FillMode, Error> {
     fill_with_hint(dst, template, Hint::Auto, patch)
 }
 
@@ -119,7 +119,7 @@ pub fn fill_with_hint<P: FnMut(usize, &mut [u8])>(
     template: &[u8],
     hint: Hint,
     mut patch: P,
-) -> Result<Mode, Error> {
+) -> Result<FillMode, Error> {
     fill_auto(dst, template, hint, &mut Patcher(&mut patch))
 }
 
@@ -271,7 +271,7 @@ impl Plan {
         })
     }
 
-    /// The strategy name reports use ([`Mode::strategy`]).
+    /// The strategy name reports use ([`FillMode::strategy`]).
     pub(crate) fn strategy(self) -> Strategy {
         self.store.mode.strategy()
     }
@@ -416,7 +416,7 @@ impl NtWriter {
     }
 
     /// How this writer stores: chosen once, when it was made.
-    pub fn mode(&self) -> Mode {
+    pub fn mode(&self) -> FillMode {
         self.store.mode
     }
 

@@ -94,7 +94,7 @@ pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, 
 pub use error::{BatchError, CopyError, EngineError, Error, StrategyError};
 #[cfg(target_arch = "x86_64")]
 pub use fault::{clear_checked, clear_checked_with, copy_checked, copy_checked_with, Fault, Side};
-pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, Mode as FillMode, NtWriter};
+pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, NtWriter};
 #[cfg(target_arch = "x86_64")]
 pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
@@ -103,5 +103,5 @@ pub use kernels::force_nt_copy_shape;
 #[cfg(all(target_arch = "x86_64", feature = "test-hooks"))]
 pub use kernels::gang::force_gangs;
 pub use machine::placement::Placement;
-pub use strategy::{Hint, Op, Options, ParseNameError, Strategy};
+pub use strategy::{FillMode, Hint, Op, Options, ParseNameError, Strategy};
 pub use units::{format_bytes, parse_bytes};

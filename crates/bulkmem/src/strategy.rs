@@ -239,6 +239,27 @@ impl Options {
     }
 }
 
+/// How a fill stores: temporal stores, or windows streamed with a
+/// non-temporal copy kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FillMode {
+    /// Ordinary stores through the cache (elements built in place).
+    Temporal,
+    /// Streams windows with this non-temporal copy strategy.
+    Stream(Strategy),
+}
+
+impl FillMode {
+    /// The strategy name reports use: the NT kernel, or `Temporal`'s
+    /// stand-in `Libc` (element copies go through `copy_from_slice`).
+    pub fn strategy(self) -> Strategy {
+        match self {
+            FillMode::Temporal => Strategy::Libc,
+            FillMode::Stream(s) => s,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -61,7 +61,7 @@ use crate::error::{Error, StrategyError};
 #[cfg(target_arch = "x86_64")]
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 use crate::handle::{ClearKernel, CopyKernel, OpKernel};
-use crate::strategy::{Hint, Op, Strategy};
+use crate::strategy::{FillMode, Hint, Op, Strategy};
 
 pub use bands::Bands;
 use bands::Compiled;
@@ -496,27 +496,6 @@ impl Runs for CheckedClearKernel {
     fn batch(req: &Request) -> Self {
         let pick = Policy::here().kernel::<ClearKernel>(req).strategy();
         twin(pick, req.mean_run())
-    }
-}
-
-/// How a fill stores: temporal stores, or windows streamed with a
-/// non-temporal copy kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FillMode {
-    /// Ordinary stores through the cache (elements built in place).
-    Temporal,
-    /// Streams windows with this non-temporal copy strategy.
-    Stream(Strategy),
-}
-
-impl FillMode {
-    /// The strategy name reports use: the NT kernel, or `Temporal`'s
-    /// stand-in `Libc` (element copies go through `copy_from_slice`).
-    pub fn strategy(self) -> Strategy {
-        match self {
-            FillMode::Temporal => Strategy::Libc,
-            FillMode::Stream(s) => s,
-        }
     }
 }
 

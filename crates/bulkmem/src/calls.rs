@@ -5,10 +5,10 @@
 
 use crate::auto::{self, Request};
 use crate::error::{BatchError, CopyError, StrategyError};
-use crate::extent::{check_lengths, validate_extents, Extent};
+use crate::extent::{check_lengths, validate_extents};
 use crate::handle::{ClearKernel, CopyKernel, Fence};
 use crate::kernels;
-use crate::plan::{self, exposed, exposed_mut, Run};
+use crate::plan::{self, exposed, exposed_mut, Extent};
 use crate::strategy::{Hint, Op, Options, Strategy};
 
 /// The concrete strategy `opts` means for `req`, or why it cannot run.
@@ -187,13 +187,13 @@ pub fn copy_batch_with(
     ops: &mut [(&mut [u8], &[u8])],
 ) -> Result<Strategy, BatchError> {
     check_lengths(ops)?;
-    let (total, count) = plan::shape(ops.iter().map(|(d, s)| Run {
+    let (total, count) = plan::shape(ops.iter().map(|(d, s)| Extent {
         dst: d.as_ptr() as *mut u8,
         src: s.as_ptr(),
         len: d.len(),
     }));
     let k = auto::kernel::<CopyKernel>(opts.strategy, &batch(Op::Copy, total, count, opts.hint))?;
-    let runs = ops.iter_mut().map(|(d, s)| Run {
+    let runs = ops.iter_mut().map(|(d, s)| Extent {
         dst: exposed_mut(d.as_mut_ptr()),
         src: exposed(s.as_ptr()),
         len: d.len(),
@@ -221,7 +221,7 @@ fn batch(op: Op, total: usize, runs: usize, hint: Hint) -> Request {
 /// # Safety
 /// Every run's `src` readable and `dst` writable for its `len`, no
 /// destination overlapping anything else.
-unsafe fn copy_runs(k: CopyKernel, runs: impl Iterator<Item = Run>) {
+unsafe fn copy_runs(k: CopyKernel, runs: impl Iterator<Item = Extent>) {
     let fence = Fence::new();
     let kernel = k.unfenced(&fence);
     #[cfg(target_arch = "x86_64")]
@@ -253,7 +253,7 @@ unsafe fn copy_runs(k: CopyKernel, runs: impl Iterator<Item = Run>) {
 ///
 /// # Safety
 /// Every run's `dst` writable for its `len`.
-unsafe fn clear_runs(k: ClearKernel, runs: impl Iterator<Item = Run>) {
+unsafe fn clear_runs(k: ClearKernel, runs: impl Iterator<Item = Extent>) {
     let fence = Fence::new();
     let kernel = k.unfenced(&fence);
     for r in plan::coalesce(runs) {
@@ -270,13 +270,13 @@ pub fn clear_batch(ops: &mut [&mut [u8]]) -> Result<Strategy, BatchError> {
 
 /// As [`clear_batch`] with a strategy or hint.
 pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy, BatchError> {
-    let (total, count) = plan::shape(ops.iter().map(|d| Run {
+    let (total, count) = plan::shape(ops.iter().map(|d| Extent {
         dst: d.as_ptr() as *mut u8,
         src: core::ptr::null(),
         len: d.len(),
     }));
     let k = auto::kernel::<ClearKernel>(opts.strategy, &batch(Op::Clear, total, count, opts.hint))?;
-    let runs = ops.iter_mut().map(|d| Run {
+    let runs = ops.iter_mut().map(|d| Extent {
         dst: exposed_mut(d.as_mut_ptr()),
         src: core::ptr::null(),
         len: d.len(),
@@ -298,7 +298,7 @@ pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy
 /// duration of the call, and nothing else accessing the destinations.
 pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, BatchError> {
     validate_extents(Op::Copy, ops)?;
-    let runs = ops.iter().map(|e| Run {
+    let runs = ops.iter().map(|e| Extent {
         dst: e.dst,
         src: e.src,
         len: e.len,
@@ -319,7 +319,7 @@ pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Ba
 /// nothing else accessing them.
 pub unsafe fn clear_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, BatchError> {
     validate_extents(Op::Clear, ops)?;
-    let runs = ops.iter().map(|e| Run {
+    let runs = ops.iter().map(|e| Extent {
         dst: e.dst,
         src: core::ptr::null(),
         len: e.len,

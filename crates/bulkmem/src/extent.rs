@@ -5,34 +5,13 @@
 //! batches too, without needing the engine.
 
 use crate::error::BatchError;
-use crate::plan::Run;
+use crate::plan::Extent;
 use crate::strategy::Op;
-
-/// One extent given by address, for memory that is not a Rust slice (a
-/// mapping of another process's pages, a migration target). `src` is ignored
-/// by clears.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Extent {
-    /// First byte of the destination; null (or `dst + len` wrapping) is
-    /// refused unless `len` is 0.
-    pub dst: *mut u8,
-    /// First byte of the source, checked as `dst` for copies; ignored (may
-    /// be null) for clears.
-    pub src: *const u8,
-    /// Bytes to copy or zero.
-    pub len: usize,
-}
-
-// SAFETY: an Extent is only a description; whoever passes it to the unsafe
-// `*_extents` methods vouches for the memory it names.
-unsafe impl Send for Extent {}
-// SAFETY: as above; the engine only reads the fields.
-unsafe impl Sync for Extent {}
 
 /// A batch as the caller gave it: extent `i` as a run (src null for clears).
 pub(crate) trait Batch {
     fn count(&self) -> usize;
-    fn get(&self, i: usize) -> Run;
+    fn get(&self, i: usize) -> Extent;
 
     /// Counts the runs (as [`next_run`] gives them) and their bytes,
     /// calling `mark(extent, at)` for every `window`-th run (a power of
@@ -73,7 +52,7 @@ pub(crate) fn next_run<B: Batch + ?Sized>(
     i: &mut usize,
     n: usize,
     coalesce: bool,
-) -> Option<(usize, Run)> {
+) -> Option<(usize, Extent)> {
     if coalesce {
         while *i < n && b.get(*i).len == 0 {
             *i += 1;
@@ -106,9 +85,9 @@ impl Batch for Raw<'_> {
     fn count(&self) -> usize {
         self.0.len()
     }
-    fn get(&self, i: usize) -> Run {
+    fn get(&self, i: usize) -> Extent {
         let e = self.0[i];
-        Run {
+        Extent {
             dst: e.dst,
             src: if self.1 == Op::Copy {
                 e.src
@@ -178,7 +157,7 @@ fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
     a.0 < b.1 && b.0 < a.1
 }
 
-fn conflicts_pair(op: Op, a: Run, b: Run, same: bool) -> bool {
+fn conflicts_pair(op: Op, a: Extent, b: Extent, same: bool) -> bool {
     if a.len == 0 || b.len == 0 {
         return false;
     }

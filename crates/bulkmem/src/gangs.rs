@@ -73,15 +73,15 @@ fn fits(spans: &[Span]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Run;
+    use crate::plan::Extent;
 
-    fn run(dst: usize, src: usize, len: usize) -> Run {
-        Run::at(dst, src, len)
+    fn run(dst: usize, src: usize, len: usize) -> Extent {
+        Extent::at(dst, src, len)
     }
 
     /// What `walk` did: `1` for a span alone, `4` for a gang, with the
     /// runs each covered and the gang's requests.
-    fn walked(runs: &[Run], spans: &[(usize, usize, usize)]) -> Vec<(usize, Vec<usize>, usize)> {
+    fn walked(runs: &[Extent], spans: &[(usize, usize, usize)]) -> Vec<(usize, Vec<usize>, usize)> {
         let log = std::cell::RefCell::new(Vec::new());
         walk(
             spans
@@ -101,7 +101,7 @@ mod tests {
     #[test]
     fn four_of_one_length_on_lines_make_a_gang() {
         let page = |i: usize| run(0x10_0000 + i * 4096, 0x90_0000 + i * 4096, 4096);
-        let runs: Vec<Run> = (0..10).map(page).collect();
+        let runs: Vec<Extent> = (0..10).map(page).collect();
         let all: Vec<(usize, usize, usize)> = (0..10).map(|i| (i, 0, 4096)).collect();
         // Two gangs (the first requests the second's sources), then two
         // spans alone.
@@ -139,7 +139,7 @@ mod tests {
         let at =
             |i: usize, len: usize| run(0x1000_0000 + i * 2 * len, 0x9000_0000 + i * 2 * len, len);
         for (len, gang) in [(GANG_MAX, true), (GANG_MAX + 64, false), (2 << 20, false)] {
-            let runs: Vec<Run> = (0..4).map(|i| at(i, len)).collect();
+            let runs: Vec<Extent> = (0..4).map(|i| at(i, len)).collect();
             let all: Vec<(usize, usize, usize)> = (0..4).map(|i| (i, 0, len)).collect();
             assert_eq!(walked(&runs, &all)[0].0 == 4, gang, "{len}");
         }
@@ -148,7 +148,7 @@ mod tests {
     #[test]
     fn requests_stop_at_a_page_and_at_the_gang() {
         let big = |i: usize| run(0x100_0000 + i * 65536, 0x900_0000 + i * 65536, 65536);
-        let runs: Vec<Run> = (0..8).map(big).collect();
+        let runs: Vec<Extent> = (0..8).map(big).collect();
         let all: Vec<(usize, usize, usize)> = (0..8).map(|i| (i, 0, 65536)).collect();
         assert_eq!(walked(&runs, &all)[0].2, GANG_PREFETCH);
         // Small extents request no more than themselves.

@@ -3,27 +3,41 @@
 //! copies, in the source) are merged, so a batch of adjacent folios becomes
 //! one long run, and empty extents are dropped.
 
-/// A contiguous piece of work. `src` is null for clears.
+/// One extent given by address, for memory that is not a Rust slice (a
+/// mapping of another process's pages, a migration target). `src` is ignored
+/// by clears. Inside the library the same type is a run: one extent, or
+/// several that continue each other, merged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Run {
+pub struct Extent {
+    /// First byte of the destination; null (or `dst + len` wrapping) is
+    /// refused unless `len` is 0.
     pub dst: *mut u8,
+    /// First byte of the source, checked as `dst` for copies; ignored (may
+    /// be null) for clears.
     pub src: *const u8,
+    /// Bytes to copy or zero.
     pub len: usize,
 }
 
-impl Run {
-    /// A run at plain addresses, for tests of code that only looks at
+// SAFETY: an Extent is only a description; whoever passes it to the unsafe
+// `*_extents` methods vouches for the memory it names.
+unsafe impl Send for Extent {}
+// SAFETY: as above; the engine only reads the fields.
+unsafe impl Sync for Extent {}
+
+impl Extent {
+    /// An extent at plain addresses, for tests of code that only looks at
     /// them.
     #[cfg(test)]
-    pub(crate) fn at(dst: usize, src: usize, len: usize) -> Run {
-        Run {
+    pub(crate) fn at(dst: usize, src: usize, len: usize) -> Extent {
+        Extent {
             dst: dst as *mut u8,
             src: src as *const u8,
             len,
         }
     }
 
-    pub(crate) fn continued_by(&self, next: &Run) -> bool {
+    pub(crate) fn continued_by(&self, next: &Extent) -> bool {
         let src_ok = if self.src.is_null() {
             next.src.is_null()
         } else {
@@ -56,7 +70,7 @@ impl Span {
     };
 
     /// `[from, to)` of `run`, which is run (or extent) `i`.
-    pub(crate) fn of(i: usize, run: Run, from: usize, to: usize) -> Span {
+    pub(crate) fn of(i: usize, run: Extent, from: usize, to: usize) -> Span {
         Span {
             run: i,
             from,
@@ -85,22 +99,22 @@ impl Span {
 /// Iterator adaptor that merges continuing extents; see [`coalesce`].
 pub struct Coalesce<I> {
     inner: I,
-    pending: Option<Run>,
+    pending: Option<Extent>,
 }
 
 /// Merges consecutive runs that continue each other. Only neighbours in the
 /// given order merge: nothing is sorted, so nothing allocates.
-pub fn coalesce<I: IntoIterator<Item = Run>>(runs: I) -> Coalesce<I::IntoIter> {
+pub fn coalesce<I: IntoIterator<Item = Extent>>(runs: I) -> Coalesce<I::IntoIter> {
     Coalesce {
         inner: runs.into_iter(),
         pending: None,
     }
 }
 
-impl<I: Iterator<Item = Run>> Iterator for Coalesce<I> {
-    type Item = Run;
+impl<I: Iterator<Item = Extent>> Iterator for Coalesce<I> {
+    type Item = Extent;
 
-    fn next(&mut self) -> Option<Run> {
+    fn next(&mut self) -> Option<Extent> {
         for r in self.inner.by_ref() {
             if r.len == 0 {
                 continue;
@@ -116,7 +130,7 @@ impl<I: Iterator<Item = Run>> Iterator for Coalesce<I> {
 }
 
 /// Total bytes and number of runs after coalescing.
-pub fn shape<I: IntoIterator<Item = Run>>(runs: I) -> (usize, usize) {
+pub fn shape<I: IntoIterator<Item = Extent>>(runs: I) -> (usize, usize) {
     coalesce(runs).fold((0, 0), |(t, n), r| (t + r.len, n + 1))
 }
 
@@ -135,8 +149,8 @@ pub(crate) fn exposed(p: *const u8) -> *const u8 {
 mod tests {
     use super::*;
 
-    fn run(dst: usize, src: usize, len: usize) -> Run {
-        Run::at(dst, src, len)
+    fn run(dst: usize, src: usize, len: usize) -> Extent {
+        Extent::at(dst, src, len)
     }
 
     #[test]
@@ -147,7 +161,7 @@ mod tests {
             run(0x3000, 0xc000, 0x1000), // dst continues, src jumps
             run(0x5000, 0xd000, 0x1000), // src continues, dst jumps
         ];
-        let out: Vec<Run> = coalesce(v).collect();
+        let out: Vec<Extent> = coalesce(v).collect();
         assert_eq!(
             out,
             vec![
@@ -166,7 +180,7 @@ mod tests {
             run(0x1010, 0, 0x20),
             run(0x2000, 0, 0),
         ];
-        let out: Vec<Run> = coalesce(v).collect();
+        let out: Vec<Extent> = coalesce(v).collect();
         assert_eq!(out, vec![run(0x1000, 0, 0x30)]);
         assert_eq!(shape(Vec::new()), (0, 0));
     }

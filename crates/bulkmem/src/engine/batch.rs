@@ -4,7 +4,7 @@
 //! [`crate::extent`], whose validation reads batches without the engine.
 
 pub(super) use crate::extent::{Batch, Raw};
-use crate::plan::Run;
+use crate::plan::Extent;
 // Pointers for writing are rebuilt from exposed addresses: a merged run
 // spans several borrows (see lib.rs).
 use crate::plan::{exposed, exposed_mut};
@@ -16,8 +16,8 @@ impl Batch for FillShape {
     fn count(&self) -> usize {
         1
     }
-    fn get(&self, _: usize) -> Run {
-        Run {
+    fn get(&self, _: usize) -> Extent {
+        Extent {
             dst: self.0,
             src: core::ptr::null(),
             len: self.1,
@@ -32,9 +32,9 @@ impl Batch for CopySlices<'_, '_> {
     fn count(&self) -> usize {
         self.0.len()
     }
-    fn get(&self, i: usize) -> Run {
+    fn get(&self, i: usize) -> Extent {
         let (d, s) = &self.0[i];
-        Run {
+        Extent {
             dst: exposed_mut(d.as_ptr()),
             src: exposed(s.as_ptr()),
             len: d.len(),
@@ -46,8 +46,8 @@ impl Batch for ClearSlices<'_, '_> {
     fn count(&self) -> usize {
         self.0.len()
     }
-    fn get(&self, i: usize) -> Run {
-        Run {
+    fn get(&self, i: usize) -> Extent {
+        Extent {
             dst: exposed_mut(self.0[i].as_ptr()),
             src: core::ptr::null(),
             len: self.0[i].len(),

@@ -18,9 +18,9 @@ use crate::auto::Request;
 use crate::checked::fault_log::FaultLog;
 use crate::control::Control;
 use crate::error::Error;
-use crate::extent::Extent;
 use crate::fault::CheckedReport;
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
+use crate::plan::Extent;
 use crate::strategy::Op;
 
 impl Engine {

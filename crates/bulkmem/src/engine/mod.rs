@@ -63,9 +63,9 @@ pub use ticket::Ticket;
 // Defined outside the engine so that errors, faults and `uffd` can name them
 // without depending on it; re-exported here, where callers look for them.
 pub use crate::control::{CancelToken, Control, Progress};
-pub use crate::extent::Extent;
 #[cfg(target_arch = "x86_64")]
 pub use crate::fault::{CheckedReport, Outcome};
+pub use crate::plan::Extent;
 pub use crate::report::Report;
 
 /// Default largest chunk: the kernel's extent-clearing patches' bound on uninterrupted work.

@@ -159,7 +159,8 @@ impl<B: Batch> Iterator for Spans<'_, B> {
 mod tests {
     use super::*;
     use crate::extent::tests::ext;
-    use crate::extent::{Extent, Raw};
+    use crate::extent::Raw;
+    use crate::plan::Extent;
     use crate::strategy::Op;
 
     /// Every span of `[p0, p1)` as (extent, from, len, dst).

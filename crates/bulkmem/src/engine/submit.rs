@@ -28,8 +28,9 @@ use super::ticket::{Shared, Ticket};
 use super::Engine;
 use crate::control::{CancelToken, Control, Progress};
 use crate::error::Error;
-use crate::extent::{validate, Extent, Raw};
+use crate::extent::{validate, Raw};
 use crate::fill::Plan;
+use crate::plan::Extent;
 use crate::report::Report;
 use crate::strategy::Op;
 

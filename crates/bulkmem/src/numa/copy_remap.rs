@@ -24,8 +24,8 @@ use std::io;
 
 use crate::engine::{CancelToken, Control, Engine, Progress};
 use crate::error::Error;
-use crate::extent::Extent;
 use crate::mapping::Mapping;
+use crate::plan::Extent;
 use crate::strategy::{Hint, Strategy};
 
 use super::maps::{self, Vma};

@@ -32,7 +32,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::extent::Extent;
+use crate::plan::Extent;
 use crate::strategy::Op;
 use crate::Error;
 

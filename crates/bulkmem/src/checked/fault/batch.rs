@@ -11,7 +11,7 @@ use crate::checked::mc::handler;
 use crate::error::Error;
 use crate::extent::check_lengths;
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel, Fence};
-use crate::plan::{Run, Span};
+use crate::plan::{Extent, Span};
 use crate::strategy::{Hint, Op, Strategy};
 
 /// Copies every `(dst, src)` pair on the calling thread, surviving SIGBUS:
@@ -40,9 +40,9 @@ pub fn copy_batch_checked(
     // Filled in one go; a fault overwrites its extent's entry.
     let mut out = vec![Outcome::Done; ops.len()];
     if let Some(gang) = k.gang() {
-        let runs: Vec<Run> = ops
+        let runs: Vec<Extent> = ops
             .iter_mut()
-            .map(|(d, s)| Run {
+            .map(|(d, s)| Extent {
                 dst: d.as_mut_ptr(),
                 src: s.as_ptr(),
                 len: d.len(),

@@ -7,8 +7,8 @@
 //! the enum's order: a compile-time check holds them together) and one
 //! kernel file under `kernels/` (see docs/design.md, "Strategies").
 
-use crate::cpu::{self, Feature, Features};
 use crate::kernels::{libc_mem, per_page, portable, ClearFn, CopyFn};
+use crate::machine::cpu::{self, Feature, Features};
 use crate::strategy::{Op, Strategy};
 
 #[cfg(target_arch = "x86_64")]

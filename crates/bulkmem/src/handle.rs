@@ -23,10 +23,10 @@
 
 use std::marker::PhantomData;
 
-use crate::cpu;
 use crate::descriptor::{self, Descriptor};
 use crate::error::StrategyError;
 use crate::kernels::{self, ClearFn, CopyFn};
+use crate::machine::cpu;
 use crate::strategy::{Op, Strategy};
 
 /// One concrete strategy's copy kernel, checked against this CPU (after

@@ -272,7 +272,7 @@ mod tests {
     }
 
     use super::*;
-    use crate::cpu::Features;
+    use crate::machine::cpu::Features;
 
     #[test]
     fn names_round_trip() {

@@ -4,7 +4,7 @@
 //! the profile and `auto` to hold its choices against.
 
 use super::Machine;
-use crate::cpu::{Features, Vendor};
+use crate::machine::cpu::{Features, Vendor};
 
 const MIB: usize = 1 << 20;
 

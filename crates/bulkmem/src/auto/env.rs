@@ -17,7 +17,7 @@
 
 use std::sync::OnceLock;
 
-use crate::cpu::{self, Features};
+use crate::machine::cpu::{self, Features};
 use crate::strategy::{Op, Strategy};
 
 /// The validated overrides.

@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::profile::{Identity, Profile, FORMAT};
-use crate::cpu;
+use crate::machine::cpu;
 use crate::machine::environment;
 
 /// Why `auto` follows a profile or the built-in rules.

@@ -56,11 +56,11 @@ mod twin;
 
 use std::sync::OnceLock;
 
-use crate::cpu::{self, Features, Vendor};
 use crate::error::{Error, StrategyError};
 #[cfg(target_arch = "x86_64")]
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 use crate::handle::{ClearKernel, CopyKernel, OpKernel};
+use crate::machine::cpu::{self, Features, Vendor};
 use crate::strategy::{FillMode, Hint, Op, Strategy};
 
 pub use bands::Bands;

@@ -69,7 +69,7 @@
 //!
 //! See docs/design.md ("Choosing a primitive") for the measurements.
 
-use crate::cpu::{Features, Vendor};
+use crate::machine::cpu::{Features, Vendor};
 use crate::strategy::{Hint, Op, Strategy};
 
 use super::{Choice, Machine, Request};

@@ -247,7 +247,7 @@ fn hot_samples(
 
 /// Arenas for cold `op` batches of up to `total` bytes on this machine.
 pub(super) fn cold_arenas(op: Op, total: usize) -> Result<ColdArenas, Error> {
-    ColdArenas::new(op, total, crate::cpu::info().llc_bytes(), true).map_err(|e| {
+    ColdArenas::new(op, total, crate::machine::cpu::info().llc_bytes(), true).map_err(|e| {
         Error::Calibration {
             what: format!("cannot map the arenas of a {total}-byte batch: {e}"),
         }

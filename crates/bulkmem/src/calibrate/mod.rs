@@ -126,7 +126,7 @@ pub fn rules_choice(op: Op, shape: Shape, size: usize) -> Strategy {
 /// under a second), not from the LLC the CPU reports.
 pub fn ladder_here(opts: &CalibrateOptions) -> Result<Ladder, Error> {
     if let Some(c) = opts.cpu {
-        crate::placement::pin_to(c).map_err(|e| Error::Calibration {
+        crate::machine::placement::pin_to(c).map_err(|e| Error::Calibration {
             what: format!("cannot pin to CPU {c}: {e}"),
         })?;
     }

@@ -535,7 +535,9 @@ mod tests {
         let back = Profile::parse(&p.to_toml()).unwrap();
         assert_eq!(back.cells.len(), p.cells.len());
         assert_eq!(back.cpu, Identity::this());
-        assert!(back.check_runs_on(&crate::cpu::info().features).is_ok());
+        assert!(back
+            .check_runs_on(&crate::machine::cpu::info().features)
+            .is_ok());
         assert_eq!(summary(&p).len(), 6);
     }
 }

@@ -17,7 +17,7 @@ pub fn read_pages(buf: &[u8], page: usize, order: &[usize]) -> u64 {
     let mut sum = 0u64;
     let mut j = 0;
     #[cfg(target_arch = "x86_64")]
-    let four_at_once = crate::cpu::facts().features.avx2 && page.is_multiple_of(64);
+    let four_at_once = crate::machine::cpu::facts().features.avx2 && page.is_multiple_of(64);
     while j < order.len() {
         #[cfg(target_arch = "x86_64")]
         if four_at_once && j + 4 <= order.len() {

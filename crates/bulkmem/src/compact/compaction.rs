@@ -10,11 +10,11 @@ use super::map::PAGE;
 use super::pages::{self, FAILED, MAPPED};
 use super::shared::Shared;
 use super::{registry, setup, Fill, Mode, Options, Producer, Stats};
+use crate::error::Error;
 use crate::uffd::ioctl::{
     IOCTL_BIT_MOVE, IOCTL_BIT_ZEROPAGE, UFFD_FEATURE_MOVE, UFFD_FEATURE_SIGBUS,
 };
 use crate::uffd::{check_aligned, open_with};
-use crate::Error;
 
 /// What this process can do (see [`support`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -210,15 +210,15 @@ impl Options {
         self
     }
 
-    fn check(&self) -> Result<(), crate::Error> {
+    fn check(&self) -> Result<(), crate::error::Error> {
         if !(1..=64).contains(&self.workers) {
-            return Err(crate::Error::Config(format!(
+            return Err(crate::error::Error::Config(format!(
                 "compact: {} collector threads (1 to 64)",
                 self.workers
             )));
         }
         if !(1..=collect::MAX_BATCH).contains(&self.pages_per_batch()) {
-            return Err(crate::Error::Config(format!(
+            return Err(crate::error::Error::Config(format!(
                 "compact: a batch of {} pages (1 to {})",
                 self.batch,
                 collect::MAX_BATCH

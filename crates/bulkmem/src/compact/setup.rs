@@ -15,10 +15,10 @@
 
 use std::io;
 
+use crate::error::Error;
 use crate::uffd::ioctl::{
     UffdioRange, UffdioRegister, UFFDIO_REGISTER, UFFDIO_REGISTER_MODE_MISSING, UFFDIO_UNREGISTER,
 };
-use crate::Error;
 
 const GIB: usize = 1 << 30;
 

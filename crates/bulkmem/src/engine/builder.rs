@@ -8,12 +8,13 @@ use super::pool::Pool;
 use super::serial::Serial;
 use super::{Engine, DEFAULT_CHUNK, INLINE_MAX, SPLIT_ALIGN};
 use crate::error::Error;
+use crate::machine::cpu;
+use crate::machine::placement::{self, Placement};
+use crate::machine::placement::{max_threads, MAX_THREADS};
+use crate::machine::topology::Topology;
 use crate::offload::Offload;
-use crate::placement::{self, Placement};
-use crate::placement::{max_threads, MAX_THREADS};
+use crate::strategy::Options;
 use crate::strategy::{Hint, Strategy};
-use crate::topology::Topology;
-use crate::{cpu, Options};
 
 /// Builds an [`Engine`].
 #[derive(Clone, Debug)]

@@ -13,6 +13,7 @@ use super::pool::{lock, panic_message, Inside};
 use super::serial::{stack_addr, Serial};
 use super::stream::Stream;
 use super::{Engine, MIN_CHUNK};
+use crate::auto::Request;
 #[cfg(target_arch = "x86_64")]
 use crate::checked::fault_log::FaultLog;
 use crate::control::{Control, Progress};
@@ -25,7 +26,6 @@ use crate::kernels;
 use crate::offload::{Offload, Piece};
 use crate::report::Report;
 use crate::strategy::{Hint, Op, Strategy};
-use crate::Request;
 
 /// What a worker runs over each piece of a chunk: a kernel (run unfenced
 /// under the chunk's [`Fence`]) or a fill's piece writer.

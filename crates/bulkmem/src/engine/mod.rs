@@ -45,10 +45,10 @@ use crate::auto::Request;
 use crate::error::{BatchError, EngineError, Error};
 use crate::extent::validate;
 use crate::handle::{ClearKernel, CopyKernel};
+use crate::machine::placement::Placement;
 use crate::offload::Offload;
-use crate::placement::Placement;
+use crate::strategy::Options;
 use crate::strategy::{Hint, Op, Strategy};
-use crate::Options;
 use batch::{Batch, ClearSlices, CopySlices, Raw};
 use job::{request, Work};
 use pool::Pool;
@@ -56,15 +56,15 @@ use serial::{stack_addr, Serial, SerialGuard};
 use stream::Marks;
 use submit::Submitter;
 
-pub use crate::placement::{max_threads, MAX_THREADS};
+pub use crate::machine::placement::{max_threads, MAX_THREADS};
 pub use builder::{allowed_cpus, EngineBuilder};
 pub use serial::STALL;
 pub use ticket::Ticket;
 // Defined outside the engine so that errors, faults and `uffd` can name them
 // without depending on it; re-exported here, where callers look for them.
-pub use crate::control::{CancelToken, Control, Progress};
 #[cfg(target_arch = "x86_64")]
-pub use crate::fault::{CheckedReport, Outcome};
+pub use crate::checked::fault::{CheckedReport, Outcome};
+pub use crate::control::{CancelToken, Control, Progress};
 pub use crate::plan::Extent;
 pub use crate::report::Report;
 

@@ -45,7 +45,7 @@ impl Pool {
                     .name(format!("bulkmem-{i}@cpu{cpu}"))
                     .spawn(move || {
                         let pinned = if pin {
-                            crate::placement::pin_to(cpu)
+                            crate::machine::placement::pin_to(cpu)
                         } else {
                             Ok(())
                         };

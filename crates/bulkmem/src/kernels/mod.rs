@@ -81,7 +81,7 @@ pub(crate) fn nt_copy_interleaves() -> bool {
     match NT_COPY_SHAPE.load(Ordering::Relaxed) {
         FORCED_STREAM => false,
         FORCED_INTERLEAVE => true,
-        _ => crate::cpu::facts().vendor == crate::cpu::Vendor::Intel,
+        _ => crate::machine::cpu::facts().vendor == crate::machine::cpu::Vendor::Intel,
     }
 }
 

@@ -73,7 +73,7 @@ pub fn near_ahead(dst: *const u8, src: *const u8) -> bool {
 #[cold]
 #[inline(never)]
 pub unsafe fn copy_near_ahead(dst: *mut u8, src: *const u8, len: usize) {
-    if crate::cpu::features().avx2 {
+    if crate::machine::cpu::features().avx2 {
         // SAFETY: the CPU has AVX2; forwarded contract.
         unsafe { super::avx2::copy(dst, src, len) }
     } else {

@@ -321,7 +321,7 @@ fn prepare_region(
 /// live on; streaming, since the old pages are never read again.
 fn engine_on(node: &Node, threads: Option<usize>) -> Result<Engine, Error> {
     let cpus = if node.cpus.is_empty() {
-        crate::cpu::info().topology.online_cpus.clone()
+        crate::machine::cpu::info().topology.online_cpus.clone()
     } else {
         node.cpus.clone()
     };

@@ -23,9 +23,9 @@ mod sys;
 mod vm_flags;
 
 use crate::error::Error;
-use crate::topology::parse_cpu_list;
+use crate::machine::topology::parse_cpu_list;
 
-pub use crate::topology::{Node, Nodes};
+pub use crate::machine::topology::{Node, Nodes};
 pub use copy_remap::{migrate_by_copy, CopyOptions, CopyReport};
 pub use move_pages::{
     migrate, node_of_pages, MigrateOptions, MigrateReport, PageStatus, DEFAULT_BATCH,

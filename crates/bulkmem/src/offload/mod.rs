@@ -128,11 +128,11 @@ impl std::fmt::Debug for Offload {
 /// Each channel is a thread per batch: no more than an engine may have
 /// workers ([`crate::placement::max_threads`]).
 fn check_channels(n: usize) -> Result<(), Error> {
-    let max = crate::placement::max_threads();
+    let max = crate::machine::placement::max_threads();
     if n > max {
         return Err(Error::Config(format!(
             "offload: {n} channels is more than the limit of {max} (64 per online CPU, at least {})",
-            crate::placement::MAX_THREADS
+            crate::machine::placement::MAX_THREADS
         )));
     }
     Ok(())

@@ -32,9 +32,9 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use crate::error::Error;
 use crate::plan::Extent;
 use crate::strategy::Op;
-use crate::Error;
 
 pub(crate) mod ioctl;
 

@@ -1,7 +1,7 @@
 //! What a profile holds: the machine it was measured on and its cells,
 //! and the limits every profile keeps.
 
-use crate::cpu::{self, Facts};
+use crate::machine::cpu::{self, Facts};
 use crate::strategy::{Op, Strategy};
 
 use super::super::Request;

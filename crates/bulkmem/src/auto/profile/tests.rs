@@ -4,7 +4,7 @@
 use super::lookup::key;
 use super::*;
 use crate::auto::{Machine, Overrides, Policy, Request};
-use crate::cpu::{Features, Vendor};
+use crate::machine::cpu::{Features, Vendor};
 use crate::strategy::{Hint, Op, Strategy};
 
 pub(crate) fn identity() -> Identity {

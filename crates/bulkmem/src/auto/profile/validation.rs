@@ -73,7 +73,7 @@ impl Profile {
     /// Checks that this CPU (with `features`) runs every strategy every
     /// cell names: a profile that names one it cannot run is refused as a
     /// whole, so `auto` never follows it to an instruction the CPU lacks.
-    pub fn check_runs_on(&self, features: &crate::cpu::Features) -> Result<(), String> {
+    pub fn check_runs_on(&self, features: &crate::machine::cpu::Features) -> Result<(), String> {
         for c in &self.cells {
             let named = [c.winner, c.choice]
                 .into_iter()

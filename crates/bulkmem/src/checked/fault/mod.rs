@@ -562,7 +562,7 @@ mod tests {
                     };
                     assert!(list.contains(&c), "{op} {len} {hint:?}: {c}");
                     let pick = crate::calls::resolve(
-                        crate::Options::hint(hint),
+                        crate::strategy::Options::hint(hint),
                         &Request::single(op, len, hint),
                     )
                     .unwrap();

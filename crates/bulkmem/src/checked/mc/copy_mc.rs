@@ -232,7 +232,7 @@ extern "C" {
 /// called wherever a checked string routine is handed out, before any
 /// runs.
 pub(crate) fn route_near_ahead() {
-    if crate::cpu::features().avx2 {
+    if crate::machine::cpu::features().avx2 {
         // SAFETY: a byte of this object's data, only ever set to 1 here
         // (idempotently, so racing writers agree) and read by the
         // routines; a byte store is atomic on x86.

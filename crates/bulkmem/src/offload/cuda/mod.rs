@@ -589,7 +589,7 @@ mod tests {
             .expect("open without a driver");
         assert!(e.contains("libcuda.so.1"), "{e}");
         match super::super::Offload::gpu(GpuOptions::default()) {
-            Err(crate::Error::NotSupportedHere { what }) => {
+            Err(crate::error::Error::NotSupportedHere { what }) => {
                 assert!(what.contains("libcuda.so.1"), "{what}")
             }
             other => panic!("expected NotSupportedHere, got {other:?}"),

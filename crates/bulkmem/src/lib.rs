@@ -53,6 +53,8 @@ mod descriptor;
 pub mod engine;
 mod error;
 mod extent;
+#[cfg(target_arch = "x86_64")]
+pub mod fault;
 #[cfg(all(test, target_arch = "x86_64"))]
 mod fence_check;
 mod fill;
@@ -73,15 +75,12 @@ pub mod uffd;
 mod units;
 
 // The machine facts live together in `machine/`; these are their stable
-// paths (`bulkmem::cpu::info()`, `bulkmem::topology::Topology`), which
-// code inside the crate uses too, so the grouping can change beneath them.
+// public paths (`bulkmem::cpu::info()`, `bulkmem::topology::Topology`).
+// Code inside the crate names `machine::cpu` and the like (the layering
+// check refuses the root's re-exports there).
 #[cfg(feature = "test-hooks")]
 pub use machine::cpuid_cache;
 pub use machine::{cpu, placement, topology};
-// Likewise the copies that survive a bad page live together in `checked/`;
-// `bulkmem::fault` stays their public path.
-#[cfg(target_arch = "x86_64")]
-pub use checked::fault;
 
 pub use auto::{Choice, Machine, Request};
 pub use calls::{

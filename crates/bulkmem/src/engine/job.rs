@@ -14,11 +14,11 @@ use super::serial::{stack_addr, Serial};
 use super::stream::Stream;
 use super::{Engine, MIN_CHUNK};
 use crate::auto::Request;
-#[cfg(target_arch = "x86_64")]
-use crate::checked::fault_log::FaultLog;
 use crate::control::{Control, Progress};
 use crate::error::EngineError;
 use crate::extent::Batch;
+#[cfg(target_arch = "x86_64")]
+use crate::fault::log::FaultLog;
 #[cfg(target_arch = "x86_64")]
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 use crate::handle::{ClearKernel, CopyKernel, Fence};

@@ -22,10 +22,11 @@
 //! batch's chunk stream and the loop that works it), `batch` (the shapes a
 //! batch arrives in), `fill_job` (fills on the workers), `submit` with
 //! `ticket` (batches run in the background, [`Ticket`]) and `checked` (the
-//! batches that survive a bad page: the engine's side of `crate::checked`,
-//! whose `fault_log` its workers record faults in). The types a batch reports
-//! with live in `crate::report` and `crate::extent`, so that the rest of
-//! the crate can name them without depending on the engine.
+//! batches that survive a bad page: the engine's side of `crate::fault`,
+//! whose `log` its workers record faults in). The types a batch reports
+//! with live in `crate::report`, `crate::control` and `crate::plan`, so
+//! that the rest of the crate can name them without depending on the
+//! engine.
 
 mod batch;
 mod builder;
@@ -62,9 +63,9 @@ pub use serial::STALL;
 pub use ticket::Ticket;
 // Defined outside the engine so that errors, faults and `uffd` can name them
 // without depending on it; re-exported here, where callers look for them.
-#[cfg(target_arch = "x86_64")]
-pub use crate::checked::fault::{CheckedReport, Outcome};
 pub use crate::control::{CancelToken, Control, Progress};
+#[cfg(target_arch = "x86_64")]
+pub use crate::fault::{CheckedReport, Outcome};
 pub use crate::plan::Extent;
 pub use crate::report::Report;
 

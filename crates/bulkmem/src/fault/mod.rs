@@ -66,6 +66,7 @@
 
 mod batch;
 mod calls;
+pub(crate) mod log;
 mod outcome;
 
 pub use batch::{clear_batch_checked, copy_batch_checked};

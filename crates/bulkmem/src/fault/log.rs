@@ -7,9 +7,9 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use crate::checked::fault::{self, Fault, Outcome};
 use crate::checked::mc::copy_mc_gang::McGang;
 use crate::checked::mc::extable::RawFault;
+use crate::fault::{self, Fault, Outcome};
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel, Unfenced};
 use crate::kernels::gang::{Gang, GANG};
 use crate::plan::Span;

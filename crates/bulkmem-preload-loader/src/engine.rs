@@ -11,16 +11,16 @@
 //! dynamic loader would leave its lock taken. It opens on a stack of the
 //! loader's ([`crate::own_stack`]), never in a process the preload must
 //! stay out of ([`crate::stay_out`]), and says why it could not only
-//! where a `BULKMEM_*` variable asked for the preload ([`crate::asked`]):
-//! a daemon's stderr may be its data file.
+//! where a `BULKMEM_*` variable asked for the preload
+//! ([`crate::services::warn`]): a daemon's stderr may be its data file.
+//! The engine once open is `opened.rs`'s, which code below this (the
+//! signal handlers) reads without reaching the code that opens it.
 
 use core::ffi::{c_char, c_void, CStr};
-use core::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use crate::abi::{self, Engine, Loader};
-use crate::{sys, thread};
-
-static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(core::ptr::null_mut());
+use crate::{opened, sys, thread};
 
 const CLOSED: u8 = 0;
 const OPENING: u8 = 1;
@@ -29,19 +29,10 @@ const OPEN: u8 = 2;
 const NEVER: u8 = 3;
 static STATE: AtomicU8 = AtomicU8::new(CLOSED);
 
-/// The engine, if it is open.
-#[inline]
-pub fn loaded() -> Option<&'static Engine> {
-    let e = ENGINE.load(Ordering::Acquire);
-    // SAFETY: set once to the engine's static table, never unloaded
-    // (RTLD_NODELETE).
-    unsafe { e.as_ref() }
-}
-
 /// The engine, opened now if it is not and this thread may.
 #[inline]
 pub fn get() -> Option<&'static Engine> {
-    loaded().or_else(open)
+    opened::loaded().or_else(open)
 }
 
 /// No opening from now on (a sandbox that may forbid opening files).
@@ -73,13 +64,13 @@ fn open() -> Option<&'static Engine> {
     let mut e: *const Engine = core::ptr::null();
     crate::own_stack::on_own_stack(open_on_stack, (&mut e as *mut *const Engine).cast());
     if !e.is_null() {
-        ENGINE.store(e.cast_mut(), Ordering::Release);
+        opened::ENGINE.store(e.cast_mut(), Ordering::Release);
         // The engine has stored its MIN.
         crate::small::publish();
     }
     STATE.store(if e.is_null() { NEVER } else { OPEN }, Ordering::Release);
     sys::sigprocmask_raw(sys::SIG_SETMASK, old);
-    loaded()
+    opened::loaded()
 }
 
 type AttachFn = unsafe extern "C" fn(*const Loader) -> *const Engine;
@@ -87,7 +78,7 @@ type AttachFn = unsafe extern "C" fn(*const Loader) -> *const Engine;
 /// [`open_now`] on the set-up stack, into `*out` (a `*const Engine`).
 extern "C" fn open_on_stack(out: *mut c_void) {
     // SAFETY: `open` passes its local, alive for this call.
-    unsafe { *out.cast::<*const Engine>() = open_now(&crate::LOADER) };
+    unsafe { *out.cast::<*const Engine>() = open_now(&crate::services::LOADER) };
 }
 
 fn open_now(loader: &'static Loader) -> *const Engine {
@@ -112,7 +103,7 @@ fn open_now(loader: &'static Loader) -> *const Engine {
     let e = unsafe { attach(loader) };
     // SAFETY: null or the engine's static table.
     if unsafe { e.as_ref() }.is_none_or(|e| e.version != abi::VERSION) {
-        crate::warn(&[
+        crate::services::warn(&[
             b"bulkmem preload: warning: its engine did not attach (built from another ",
             b"interface, or its start failed); ",
             b"every call goes to the C library\n",
@@ -133,7 +124,7 @@ fn cannot(what: &[u8]) {
         // SAFETY: a NUL-terminated string owned by the C library.
         unsafe { CStr::from_ptr(why.cast_const() as *const c_char) }.to_bytes()
     };
-    crate::warn(&[
+    crate::services::warn(&[
         b"bulkmem preload: warning: ",
         what,
         b" (",

@@ -30,9 +30,11 @@ mod c_library;
 mod calls;
 mod engine;
 mod next;
+mod opened;
 mod own_stack;
 mod route;
 mod sandbox;
+mod services;
 mod signals;
 mod small;
 mod stay_out;
@@ -42,37 +44,8 @@ mod thread;
 use core::ffi::{c_int, CStr};
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use abi::Loader;
-
-/// Whether the engine is to read the `BULKMEM_PRELOAD_*` variables.
-static READ_ENV: AtomicBool = AtomicBool::new(false);
 /// False when switched off (`BULKMEM_PRELOAD=off`).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
-/// Whether a `BULKMEM_PRELOAD*` variable was set (and read: not under
-/// `AT_SECURE`): only then may the preload write a warning to fd 2, which
-/// in a daemon may be a file of its own.
-static ASKED: AtomicBool = AtomicBool::new(false);
-
-/// A warning on stderr where a `BULKMEM_*` variable asked for the
-/// preload, best effort; nothing otherwise.
-pub(crate) fn warn(parts: &[&[u8]]) {
-    if ASKED.load(Ordering::Relaxed) {
-        sys::warn(parts);
-    }
-}
-
-/// What the engine is given.
-pub static LOADER: Loader = Loader {
-    version: abi::VERSION,
-    read_env: &READ_ENV,
-    thread: thread::thread_for_engine,
-    min: &calls::MIN,
-    c_library: next::c_function,
-    take_faults: signals::take_faults,
-    faults_ours: signals::faults_ours,
-    on_own_stack: own_stack::on_own_stack,
-    on_valgrind: sys::running_on_valgrind,
-};
 
 /// Tells a program (and the tests) that the preload is loaded and active:
 /// switched on, its engine opened (now, if it was not).
@@ -86,7 +59,7 @@ pub extern "C" fn bulkmem_preload_active() -> c_int {
 /// its call.
 #[no_mangle]
 pub extern "C" fn bulkmem_preload_helpers_started() -> u64 {
-    engine::loaded().map_or(0, |e| (e.helpers_started)())
+    opened::loaded().map_or(0, |e| (e.helpers_started)())
 }
 
 /// Whether a panic inside the engine is caught there (1), for the test
@@ -145,7 +118,7 @@ extern "C" fn init() {
         (true, false)
     } else {
         let asked = var(c"BULKMEM_PRELOAD").is_some() || SETTINGS.iter().any(|n| var(n).is_some());
-        ASKED.store(asked, Ordering::Relaxed);
+        services::ASKED.store(asked, Ordering::Relaxed);
         match switch() {
             Some(false) => return,
             Some(true) => (true, SETTINGS.iter().any(|n| var(n).is_some())),
@@ -154,7 +127,7 @@ extern "C" fn init() {
     };
     ACTIVE.store(on, Ordering::Relaxed);
     if eager {
-        READ_ENV.store(true, Ordering::Relaxed);
+        services::READ_ENV.store(true, Ordering::Relaxed);
         // The engine publishes its MIN; if it cannot be opened, every call
         // stays with the C library.
         let _ = engine::get();

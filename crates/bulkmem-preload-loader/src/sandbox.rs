@@ -11,7 +11,7 @@
 
 use core::ffi::{c_int, c_ulong, c_void};
 
-use crate::{engine, next, sys};
+use crate::{engine, next, opened, sys};
 
 type PrctlFn = unsafe extern "C" fn(c_int, c_ulong, c_ulong, c_ulong, c_ulong) -> c_int;
 type IntFn = unsafe extern "C" fn(c_int) -> c_int;
@@ -58,7 +58,7 @@ pub unsafe extern "C" fn unshare(flags: c_int) -> c_int {
     if p.is_null() {
         return fail_nosys();
     }
-    if let Some(e) = engine::loaded() {
+    if let Some(e) = opened::loaded() {
         // SAFETY: the C library's unshare and the caller's argument.
         return unsafe { (e.unshare)(p, flags) };
     }
@@ -74,7 +74,7 @@ pub unsafe extern "C" fn setns(fd: c_int, nstype: c_int) -> c_int {
     if p.is_null() {
         return fail_nosys();
     }
-    if let Some(e) = engine::loaded() {
+    if let Some(e) = opened::loaded() {
         // SAFETY: the C library's setns and the caller's arguments.
         return unsafe { (e.setns)(p, fd, nstype) };
     }

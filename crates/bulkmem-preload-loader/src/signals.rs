@@ -35,7 +35,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::abi::HANDLER_REACH;
 use crate::sys::{self, Sigaction};
-use crate::{engine, next, thread};
+use crate::{next, opened, thread};
 
 mod faults;
 
@@ -112,7 +112,7 @@ extern "C" fn decide(sig: c_int, info: *mut c_void, ctx: *mut c_void, frame: usi
 /// run on while the handler does, which may never come back; and the copy
 /// path must know it runs inside the handler until it returns or leaves.
 fn enter(ctx: *mut c_void, frame: usize) {
-    if let Some(e) = engine::loaded() {
+    if let Some(e) = opened::loaded() {
         (e.stop_for_handler)(ctx);
     }
     let alt = altstack_bottom(ctx, frame);

@@ -28,7 +28,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::{enter, forward_sigaction, real_handler, tramp, Flavour, HANDLERS};
 use crate::sys::{self, KernelSigaction, Sigaction};
-use crate::{engine, next};
+use crate::{next, opened};
 
 /// The index of SIGSEGV (0) and SIGBUS (1) in the views.
 pub fn slot(sig: c_int) -> Option<usize> {
@@ -256,7 +256,7 @@ pub fn on_fault(k: usize, sig: c_int, info: *mut c_void, ctx: *mut c_void, frame
         // SAFETY: the kernel's siginfo for this signal.
         unsafe { info.cast::<c_int>().add(2).read() }
     };
-    if let Some(e) = engine::loaded() {
+    if let Some(e) = opened::loaded() {
         // SAFETY: the kernel's siginfo and ucontext for this signal.
         if unsafe { (e.fault_resume)(sig, info, ctx) } {
             return 0;

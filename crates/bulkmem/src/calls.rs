@@ -192,7 +192,10 @@ pub fn copy_batch_with(
         src: s.as_ptr(),
         len: d.len(),
     }));
-    let k = auto::kernel::<CopyKernel>(opts.strategy, &batch(Op::Copy, total, count, opts.hint))?;
+    let k = auto::kernel::<CopyKernel>(
+        opts.strategy,
+        &Request::batch(Op::Copy, total, count, opts.hint),
+    )?;
     let runs = ops.iter_mut().map(|(d, s)| Extent {
         dst: exposed_mut(d.as_mut_ptr()),
         src: exposed(s.as_ptr()),
@@ -202,15 +205,6 @@ pub fn copy_batch_with(
     // (src), disjoint by the borrow rules.
     unsafe { copy_runs(k, runs) };
     Ok(k.strategy())
-}
-
-fn batch(op: Op, total: usize, runs: usize, hint: Hint) -> Request {
-    Request {
-        op,
-        total,
-        runs,
-        hint,
-    }
 }
 
 /// Runs `k` unfenced over the coalesced `runs` (four at a time where
@@ -275,7 +269,10 @@ pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy
         src: core::ptr::null(),
         len: d.len(),
     }));
-    let k = auto::kernel::<ClearKernel>(opts.strategy, &batch(Op::Clear, total, count, opts.hint))?;
+    let k = auto::kernel::<ClearKernel>(
+        opts.strategy,
+        &Request::batch(Op::Clear, total, count, opts.hint),
+    )?;
     let runs = ops.iter_mut().map(|d| Extent {
         dst: exposed_mut(d.as_mut_ptr()),
         src: core::ptr::null(),
@@ -304,7 +301,10 @@ pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, Ba
         len: e.len,
     });
     let (total, count) = plan::shape(runs.clone());
-    let k = auto::kernel::<CopyKernel>(opts.strategy, &batch(Op::Copy, total, count, opts.hint))?;
+    let k = auto::kernel::<CopyKernel>(
+        opts.strategy,
+        &Request::batch(Op::Copy, total, count, opts.hint),
+    )?;
     // SAFETY: the caller vouches for each extent; validation found no null
     // pointer and no destination overlapping anything else.
     unsafe { copy_runs(k, runs) };
@@ -325,7 +325,10 @@ pub unsafe fn clear_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, B
         len: e.len,
     });
     let (total, count) = plan::shape(runs.clone());
-    let k = auto::kernel::<ClearKernel>(opts.strategy, &batch(Op::Clear, total, count, opts.hint))?;
+    let k = auto::kernel::<ClearKernel>(
+        opts.strategy,
+        &Request::batch(Op::Clear, total, count, opts.hint),
+    )?;
     // SAFETY: as in copy_extents.
     unsafe { clear_runs(k, runs) };
     Ok(k.strategy())

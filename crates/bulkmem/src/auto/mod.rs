@@ -162,6 +162,16 @@ impl Request {
         }
     }
 
+    /// A batch of `runs` contiguous runs, `total` bytes in all.
+    pub fn batch(op: Op, total: usize, runs: usize, hint: Hint) -> Request {
+        Request {
+            op,
+            total,
+            runs,
+            hint,
+        }
+    }
+
     /// Mean bytes per contiguous run.
     pub fn mean_run(&self) -> usize {
         // Single calls skip the division: it alone costs more than the rest

@@ -110,12 +110,7 @@ impl CalibrateOptions {
 pub fn rules_choice(op: Op, shape: Shape, size: usize) -> Strategy {
     let req = match shape {
         Shape::Single => Request::single(op, size, Hint::Auto),
-        _ => Request {
-            op,
-            total: size,
-            runs: (size / shape.extent()).max(2),
-            hint: Hint::Auto,
-        },
+        _ => Request::batch(op, size, (size / shape.extent()).max(2), Hint::Auto),
     };
     decide(Machine::this(), &req).strategy
 }

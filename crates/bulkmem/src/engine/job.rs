@@ -49,7 +49,6 @@ struct Job<'a, B> {
     /// Chunk boundaries fall on multiples of this from a run's start.
     align: usize,
     stream: Stream<'a, B>,
-    total: usize,
     chunk: usize,
     nchunks: usize,
     next: AtomicUsize,
@@ -192,7 +191,7 @@ impl<B: Batch> Job<'_, B> {
             self.serial.beat();
             let done = self.done.fetch_add(p1 - p0, Ordering::Relaxed) + (p1 - p0);
             if let Some(cb) = self.ctl.progress {
-                let total = self.total;
+                let total = self.stream.total;
                 let mut last = lock(&self.reported);
                 if done > *last {
                     *last = done;
@@ -317,7 +316,6 @@ impl Engine {
             work,
             align,
             stream,
-            total,
             chunk,
             nchunks: total.div_ceil(chunk),
             next: AtomicUsize::new(0),
@@ -390,12 +388,12 @@ impl Engine {
 /// as a batch, not as a single call (whose destination its caller reads
 /// next: docs/design.md, "The whole use").
 pub(super) fn request(op: Op, runs: usize, total: usize, hint: Hint, threads: usize) -> Request {
-    Request {
+    Request::batch(
         op,
         total,
-        runs: if runs == 1 { threads.max(1) } else { runs },
+        if runs == 1 { threads.max(1) } else { runs },
         hint,
-    }
+    )
 }
 
 /// Which extents the first `bytes_done` bytes of the stream complete.

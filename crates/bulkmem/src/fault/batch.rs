@@ -25,12 +25,8 @@ pub fn copy_batch_checked(
     ops: &mut [(&mut [u8], &[u8])],
 ) -> Result<Vec<Outcome>, Error> {
     check_lengths(ops)?;
-    let req = Request {
-        op: Op::Copy,
-        total: ops.iter().map(|(d, _)| d.len()).sum(),
-        runs: ops.len(),
-        hint: Hint::Auto,
-    };
+    let total = ops.iter().map(|(d, _)| d.len()).sum();
+    let req = Request::batch(Op::Copy, total, ops.len(), Hint::Auto);
     let k = auto::kernel::<CheckedCopyKernel>(strategy, &req)?;
     handler::ensure();
     // The unfenced routines fence only when they fault: this fence once
@@ -102,12 +98,8 @@ pub fn clear_batch_checked(
     strategy: Strategy,
     ops: &mut [&mut [u8]],
 ) -> Result<Vec<Outcome>, Error> {
-    let req = Request {
-        op: Op::Clear,
-        total: ops.iter().map(|d| d.len()).sum(),
-        runs: ops.len(),
-        hint: Hint::Auto,
-    };
+    let total = ops.iter().map(|d| d.len()).sum();
+    let req = Request::batch(Op::Clear, total, ops.len(), Hint::Auto);
     let k = auto::kernel::<CheckedClearKernel>(strategy, &req)?;
     handler::ensure();
     let fence = Fence::new();

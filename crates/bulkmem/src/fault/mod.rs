@@ -271,12 +271,7 @@ pub fn checked_single(op: Op, len: usize) -> CheckedKernel {
 /// [`checked_single`].
 #[inline]
 pub fn checked_shared(op: Op, len: usize, threads: usize) -> CheckedKernel {
-    let req = Request {
-        op,
-        total: len,
-        runs: threads.max(1),
-        hint: Hint::Auto,
-    };
+    let req = Request::batch(op, len, threads.max(1), Hint::Auto);
     match op {
         Op::Copy => CheckedKernel::Copy(auto::chosen(&req)),
         Op::Clear => CheckedKernel::Clear(auto::chosen(&req)),

@@ -280,9 +280,9 @@ impl Mover {
         while done < len {
             let n = step.min(len - done);
             report.ioctls += 1;
+            let (dst, src) = ((d + done) as *mut u8, (s + done) as *mut u8);
             // SAFETY: [done, done + n) lies in both ranges the caller vouched for.
-            let (moved, err) =
-                unsafe { self.move_once((d + done) as *mut u8, (s + done) as *mut u8, n, mode) };
+            let (moved, err) = unsafe { self.move_once(dst, src, n, mode) };
             report.count_moved(&holes, done, moved);
             done += moved;
             let Some(e) = err else {

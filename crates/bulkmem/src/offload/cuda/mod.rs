@@ -554,10 +554,10 @@ mod tests {
         if cfg!(target_feature = "crt-static") {
             return false;
         }
+        let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL;
         // SAFETY: a C string literal; a driver that loads stays loaded,
         // as the backend would keep it.
-        let h =
-            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
+        let h = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), flags) };
         !h.is_null()
     }
 

@@ -1,10 +1,10 @@
 //! Benchmark memory: the library's pre-faulted buffers and eviction pass
-//! (`bulkmem::calibrate::toolkit`, as `bulkmem tune` measures), and the
+//! (`bulkmem_calibrate::toolkit`, as `bulkmem tune` measures), and the
 //! regions the move and migrate benches populate and check.
 
 use bulkmem::mapping::Mapping;
 
-pub use bulkmem::calibrate::toolkit::{evict as evict_through, eviction_buffer, prefaulted};
+pub use bulkmem_calibrate::toolkit::{evict as evict_through, eviction_buffer, prefaulted};
 
 const PAGE: usize = 4096;
 const HUGE: usize = 2 << 20;

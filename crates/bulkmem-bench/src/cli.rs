@@ -142,7 +142,7 @@ pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
     let first = cpus[0];
     // Read before pinning: afterwards this thread's affinity is `first`
     // alone, and every other worker would share its CPU.
-    let allowed = bulkmem::engine::allowed_cpus().unwrap_or_else(|| online.clone());
+    let allowed = bulkmem::placement::allowed_cpus().unwrap_or_else(|| online.clone());
     bulkmem::placement::pin_to(first)
         .map_err(|e| runtime(format!("cannot pin to CPU {first}: {e}")))?;
     if named.is_none() {
@@ -159,7 +159,7 @@ pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
 /// CPUs this process may run on (its affinity: taskset, numactl,
 /// cpusets), else every online one.
 pub fn usable_cpus() -> usize {
-    bulkmem::engine::allowed_cpus()
+    bulkmem::placement::allowed_cpus()
         .unwrap_or_else(|| bulkmem::cpu::info().topology.online_cpus.clone())
         .len()
 }
@@ -309,7 +309,7 @@ pub fn parse_hint(s: &str) -> Result<Hint, String> {
         .map_err(|e: bulkmem::ParseNameError| e.to_string())
 }
 
-pub fn parse_placement(s: &str) -> Result<bulkmem::Placement, String> {
+pub fn parse_placement(s: &str) -> Result<bulkmem::placement::Placement, String> {
     s.parse()
         .map_err(|e: bulkmem::ParseNameError| e.to_string())
 }
@@ -347,7 +347,7 @@ mod tests {
     #[test]
     fn measuring_cpus_lists_every_allowed_cpu() {
         let online = bulkmem::cpu::info().topology.online_cpus.clone();
-        let allowed = bulkmem::engine::allowed_cpus().unwrap_or_else(|| online.clone());
+        let allowed = bulkmem::placement::allowed_cpus().unwrap_or_else(|| online.clone());
         let mut want: Vec<usize> = online
             .iter()
             .copied()

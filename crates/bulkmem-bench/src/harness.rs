@@ -2,12 +2,12 @@
 //! caller, then measured in interleaved rounds (every cell once per round,
 //! so drift on a shared machine hits all cells alike), after `warmup`
 //! untimed rounds; each cell's samples become [`Stats`]. The measuring
-//! parts themselves are the library's (`bulkmem::calibrate::toolkit`), the
+//! parts themselves are the library's (`bulkmem_calibrate::toolkit`), the
 //! ones `bulkmem tune` uses.
 
-use bulkmem::calibrate::toolkit;
-pub use bulkmem::calibrate::toolkit::{cpu_time, gbps, pattern as fill_pattern, POISON};
-pub use bulkmem::calibrate::toolkit::{Order, Piece};
+use bulkmem_calibrate::toolkit;
+pub use bulkmem_calibrate::toolkit::{cpu_time, gbps, pattern as fill_pattern, POISON};
+pub use bulkmem_calibrate::toolkit::{Order, Piece};
 
 use bulkmem_report::stats::Stats;
 
@@ -22,7 +22,7 @@ pub struct Rounds {
 
 /// Measures `cells` cells: `measure(i)` runs cell `i` once and returns its
 /// figure (GB/s, or whatever the bench reports), in the library's
-/// interleaved rounds (`bulkmem::calibrate::toolkit::interleave`, as
+/// interleaved rounds (`bulkmem_calibrate::toolkit::interleave`, as
 /// `bulkmem tune` measures), each round starting one cell later
 /// ([`Order::Rotated`]); a failing cell stops the bench with its error.
 pub fn interleave(
@@ -46,7 +46,7 @@ pub fn interleave_in(
 
 /// As [`interleave`], each cell's run cut into `slices` pieces that take
 /// turns with the other cells' pieces within a round
-/// (`bulkmem::calibrate::toolkit::interleave_sliced`): `piece(i)` runs one
+/// (`bulkmem_calibrate::toolkit::interleave_sliced`): `piece(i)` runs one
 /// piece of cell `i`; a round's sample is its pieces' bytes over their
 /// time (GB/s).
 pub fn interleave_sliced(

@@ -1,6 +1,6 @@
 //! The experiments behind `bulkmem bench` and the default report: each
 //! bench's flags, its measuring over the library's toolkit
-//! (`bulkmem::calibrate::toolkit`) and the rows it hands to
+//! (`bulkmem_calibrate::toolkit`) and the rows it hands to
 //! `bulkmem_report`; beside them, the plumbing every subcommand of the
 //! command shares (output flags and where output goes, progress, failures
 //! and their exit codes, the build's provenance). The `bulkmem` binary

@@ -250,7 +250,7 @@ pub fn approx(n: usize) -> String {
 
 /// The eviction buffer of the cold benchmarks (see `bench_mem`).
 pub fn eviction_bytes() -> usize {
-    bulkmem::calibrate::toolkit::eviction_bytes(bulkmem::cpu::info().llc_bytes())
+    bulkmem_calibrate::toolkit::eviction_bytes(bulkmem::cpu::info().llc_bytes())
 }
 
 #[cfg(test)]

@@ -4,9 +4,9 @@
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bulkmem_core::{
-    CancelToken, Control, Engine, Extent, Options, Placement, Progress, Report, Strategy,
-};
+use bulkmem_core::{CancelToken, Control, Engine, Extent, Options, Progress, Report, Strategy};
+
+use bulkmem_core::placement::Placement;
 
 use bulkmem_core::offload::{EmulatedOptions, GpuOptions, Offload};
 

@@ -2,7 +2,9 @@
 
 use std::ffi::{c_int, c_void};
 
-use bulkmem_core::numa::{self, MigrateOptions, Nodes};
+use bulkmem_core::numa::{self, MigrateOptions};
+
+use bulkmem_core::topology::Nodes;
 
 use crate::status::{call, fail, invalid};
 use crate::structs::BmMigrateReport;

@@ -3,7 +3,9 @@
 use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::OnceLock;
 
-use bulkmem_core::{auto, Op, Options, Request, Strategy};
+use bulkmem_core::{auto, Op, Options, Strategy};
+
+use bulkmem_core::auto::Request;
 
 use crate::status::{self, call, disjoint, hint, invalid, region, strategy, Res};
 use crate::structs::BmFault;
@@ -213,8 +215,8 @@ fn report_fault(e: bulkmem_core::Error, out: *mut BmFault) -> status::Fail {
     if let bulkmem_core::Error::Fault(f) = &e {
         if !out.is_null() {
             let side = match f.side {
-                bulkmem_core::Side::Source => 1,
-                bulkmem_core::Side::Destination => 2,
+                bulkmem_core::fault::Side::Source => 1,
+                bulkmem_core::fault::Side::Destination => 2,
             };
             // SAFETY: a non-NULL `f` points to a bm_fault (the contract).
             unsafe {
@@ -268,7 +270,7 @@ pub unsafe extern "C" fn bm_copy_checked(
                     std::slice::from_raw_parts(src.cast::<u8>(), len),
                 )
             };
-            bulkmem_core::copy_checked_with(Strategy::Auto, d, s)
+            bulkmem_core::fault::copy_checked_with(Strategy::Auto, d, s)
                 .map_err(|e| report_fault(e, f))?;
             Ok(0)
         }
@@ -302,7 +304,8 @@ pub unsafe extern "C" fn bm_clear_checked(dst: *mut c_void, len: usize, f: *mut 
         {
             // SAFETY: as in bm_copy_checked.
             let d = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
-            bulkmem_core::clear_checked_with(Strategy::Auto, d).map_err(|e| report_fault(e, f))?;
+            bulkmem_core::fault::clear_checked_with(Strategy::Auto, d)
+                .map_err(|e| report_fault(e, f))?;
             Ok(0)
         }
         #[cfg(not(target_arch = "x86_64"))]

@@ -170,7 +170,10 @@ fn with_value_names(cmd: Command) -> Command {
     let mut strategies: Vec<&'static str> = vec!["all"];
     strategies.extend(bulkmem::Strategy::ALL.iter().map(|s| s.name()));
     let hints: Vec<&'static str> = bulkmem::Hint::ALL.iter().map(|h| h.name()).collect();
-    let placements: Vec<&'static str> = bulkmem::Placement::ALL.iter().map(|p| p.name()).collect();
+    let placements: Vec<&'static str> = bulkmem::placement::Placement::ALL
+        .iter()
+        .map(|p| p.name())
+        .collect();
     let values: [(&str, Vec<&'static str>); 5] = [
         ("strategies", strategies),
         ("regime", vec!["hot", "cold", "both"]),

@@ -5,7 +5,9 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use bulkmem::numa::{self, CopyOptions, MigrateOptions, MigrateReport, Nodes};
+use bulkmem::numa::{self, CopyOptions, MigrateOptions, MigrateReport};
+
+use bulkmem::topology::Nodes;
 
 use bulkmem_bench::arena::{self as regions, PageKind};
 use bulkmem_bench::cli::{check_memory, runtime, twice_the_largest, usage, Failure};
@@ -290,7 +292,7 @@ pub struct MigrateArgs {
 }
 
 pub fn cmd(a: MigrateArgs) -> Result<(), Failure> {
-    let nodes = bulkmem::numa::Nodes::detect();
+    let nodes = bulkmem::topology::Nodes::detect();
     let to =
         a.to.as_deref()
             .map(|t| parse_target(t, &nodes))

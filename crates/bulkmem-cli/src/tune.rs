@@ -1,12 +1,12 @@
-//! `bulkmem tune`: calibrate this machine (`bulkmem::calibrate`,
+//! `bulkmem tune`: calibrate this machine (`bulkmem_calibrate`,
 //! docs/design.md "Calibration") and write the profile `auto` follows.
-//! The measuring and choosing live in the library; this command picks the
+//! The measuring and choosing live in bulkmem-calibrate; this command picks the
 //! path, shows progress and prints what was chosen.
 
 use std::path::{Path, PathBuf};
 
 use bulkmem::auto::{self, Identity, ProfileSetting};
-use bulkmem::calibrate::{self, CalibrateOptions};
+use bulkmem_calibrate::{self as calibrate, CalibrateOptions};
 use clap::Args;
 
 use bulkmem_bench::cli::{progress_bar, runtime, usage, Failure};
@@ -62,13 +62,14 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
     }
     // Where the path came from, for the error that names it.
     let (path, origin) = if a.system {
-        (auto::system_profile_path(&id), "--system")
+        (id.system_profile_path(), "--system")
     } else if let Some(p) = a.out {
         (p, "--out")
     } else if let Some(p) = from_env {
         (p, "BULKMEM_PROFILE")
     } else {
-        let p = auto::default_profile_path(&id)
+        let p = id
+            .profile_path()
             .ok_or_else(|| usage("no place for the profile: give --out FILE (HOME is not set)"))?;
         (p, "the default profile path")
     };
@@ -166,7 +167,7 @@ fn trace_line(
 
 /// Whether `auto` will read what was written, and if not, why.
 fn follow_note(path: &Path, id: &Identity) -> String {
-    if path == auto::system_profile_path(id) {
+    if path == id.system_profile_path() {
         return "every process whose user has no profile of their own follows it from the next process on (`bulkmem info` shows which one it reads)".into();
     }
     match setting() {
@@ -177,7 +178,7 @@ fn follow_note(path: &Path, id: &Identity) -> String {
             "note: BULKMEM_PROFILE={} points elsewhere: auto reads that file",
             p.display()
         ),
-        None if auto::default_profile_path(id).as_deref() != Some(path) => format!(
+        None if id.profile_path().as_deref() != Some(path) => format!(
             "note: auto reads this file only with BULKMEM_PROFILE={}",
             path.display()
         ),

@@ -363,7 +363,7 @@ fn bench_fault_rows_pair_checked_with_auto_and_the_demo_survives() {
 
 #[test]
 fn migrate_commands_explain_a_single_node_and_bad_input() {
-    let nodes = bulkmem::numa::Nodes::detect();
+    let nodes = bulkmem::topology::Nodes::detect();
     if nodes.with_memory.len() == 1 {
         // A skip is exit 77, never a silent success, and writes no JSON.
         let json =
@@ -780,7 +780,7 @@ fn migrate_refuses_a_range_past_the_limit_at_once() {
 fn migrate_walks_a_range_of_several_windows() {
     // 1.5 GiB reserved and never touched but for a page per 64 MiB: the
     // range spans two of migrate's 1 GiB windows and the totals add up.
-    let node = bulkmem::numa::Nodes::detect().with_memory[0].to_string();
+    let node = bulkmem::topology::Nodes::detect().with_memory[0].to_string();
     let len = 3 << 29;
     let mut v: Vec<u8> = Vec::with_capacity(len + 4096);
     let start = (v.as_ptr() as usize).div_ceil(4096) * 4096;
@@ -898,7 +898,7 @@ fn runs_that_need_more_memory_than_is_available_are_refused() {
         (strings(&["bench", "fault", "--demo", &far]), "--demo"),
         (strings(&["bench", "preload", "--size", &far]), "--size"),
     ];
-    if bulkmem::numa::Nodes::detect().with_memory.len() > 1 {
+    if bulkmem::topology::Nodes::detect().with_memory.len() > 1 {
         cases.push((strings(&["bench", "migrate", "--sizes", &far]), "--sizes"));
     }
     for (args, _) in cases.iter_mut() {
@@ -1059,7 +1059,7 @@ fn version_completions_and_man_page_describe_this_build() {
 
 #[test]
 fn copy_places_sources_and_destinations_on_named_nodes() {
-    let node = bulkmem::numa::Nodes::detect().with_memory[0].to_string();
+    let node = bulkmem::topology::Nodes::detect().with_memory[0].to_string();
     let o = bulkmem(&[
         "bench",
         "copy",

@@ -46,7 +46,7 @@ fn the_default_command_takes_the_json_flag_its_last_line_names() {
 
 /// CPUs this process may run on.
 fn usable_cpus() -> usize {
-    bulkmem::engine::allowed_cpus()
+    bulkmem::placement::allowed_cpus()
         .unwrap_or_else(|| bulkmem::cpu::info().topology.online_cpus.clone())
         .len()
 }

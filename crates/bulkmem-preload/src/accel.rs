@@ -110,9 +110,13 @@ fn build() -> bool {
             for h in bulkmem::Hint::ALL {
                 let _ = bulkmem::auto::bands(op, *h);
             }
-            let _ = bulkmem::fault::checked_single(op, 0);
+            let _ = bulkmem::fault::auto_twin(&bulkmem::auto::Request::single(
+                op,
+                0,
+                bulkmem::Hint::Auto,
+            ));
         }
-        let _ = bulkmem::auto::Policy::here().decide(&bulkmem::Request::single(
+        let _ = bulkmem::auto::Policy::here().decide(&bulkmem::auto::Request::single(
             Op::Copy,
             0,
             bulkmem::Hint::Auto,
@@ -165,7 +169,12 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
         let threads = helpers::wanted() + 1;
         // Shared by threads that will not read it: decided as the engine
         // decides a split extent, not as a single call.
-        let k = bulkmem::fault::checked_shared(op, n, threads);
+        let k = bulkmem::fault::auto_twin(&bulkmem::auto::Request::batch(
+            op,
+            n,
+            threads.max(1),
+            bulkmem::Hint::Auto,
+        ));
         // SAFETY: forwarded contract.
         if let Some(upto) = unsafe { helpers::run(k, d, s, n) } {
             return Done {
@@ -175,7 +184,7 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
             };
         }
     }
-    let k = bulkmem::fault::checked_single(op, n);
+    let k = bulkmem::fault::auto_twin(&bulkmem::auto::Request::single(op, n, bulkmem::Hint::Auto));
     let streamed = k.strategy().is_non_temporal();
     // SAFETY: forwarded contract; the routine survives faults, which the
     // caller meets again with the C library.

@@ -59,19 +59,31 @@ pub fn copy_hint(dst: &mut [u8], src: &[u8], hint: Hint) {
     copy_banded(dst, src, hint);
 }
 
-/// For the C interface's `bm_copy`: the copy if `auto`'s one-load table
-/// has this length's kernel (true), else nothing written (false). Never
-/// panics (equal lengths are the caller's to ensure), so it may run
-/// outside the C interface's panic guard and its thread-local state,
-/// which cost a C caller about 15 ns a call.
-#[doc(hidden)]
+/// [`copy`] on its fastest path only: true if `auto` has already settled
+/// the kernel for every length of this one's bit count (a slot of a static
+/// table, filled when the first calls compile this process's policy), and
+/// then the copy is done exactly as [`copy`] does it; false, with nothing
+/// written, if the slot is empty or the lengths differ.
+///
+/// Never panics, allocates, locks or reads a profile: for a caller that
+/// keeps set-up off its hot path (the C interface's `bm_copy` calls it
+/// before entering its panic guard, which costs a C caller about 15 ns)
+/// and calls [`copy`] when this says false.
+///
+/// ```
+/// let src = vec![1u8; 4096];
+/// let mut dst = vec![0u8; 4096];
+/// if !bulkmem::copy_if_direct(&mut dst, &src) {
+///     bulkmem::copy(&mut dst, &src); // settles the table for next time
+/// }
+/// assert_eq!(dst, src);
+/// ```
 #[inline]
 pub fn copy_if_direct(dst: &mut [u8], src: &[u8]) -> bool {
     auto::direct::copy(dst, src).is_some()
 }
 
-/// As [`copy_if_direct`], zeroing (`bm_clear`).
-#[doc(hidden)]
+/// As [`copy_if_direct`], zeroing: [`clear`]'s fastest path only.
 #[inline]
 pub fn clear_if_direct(dst: &mut [u8]) -> bool {
     auto::direct::clear(dst).is_some()

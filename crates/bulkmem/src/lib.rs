@@ -42,7 +42,6 @@
 #![warn(missing_docs)]
 
 pub mod auto;
-pub mod calibrate;
 mod calls;
 #[cfg(target_arch = "x86_64")]
 mod checked;
@@ -50,7 +49,7 @@ mod checked;
 pub mod compact;
 mod control;
 mod descriptor;
-pub mod engine;
+mod engine;
 mod error;
 mod extent;
 #[cfg(target_arch = "x86_64")]
@@ -82,17 +81,13 @@ mod units;
 pub use machine::cpuid_cache;
 pub use machine::{cpu, placement, topology};
 
-pub use auto::{Choice, Machine, Request};
 pub use calls::{
-    clear, clear_batch, clear_batch_with, clear_extents, clear_hint, clear_opts, clear_with, copy,
-    copy_batch, copy_batch_with, copy_extents, copy_hint, copy_opts, copy_with, resolve,
+    clear, clear_batch, clear_batch_with, clear_extents, clear_hint, clear_if_direct, clear_opts,
+    clear_with, copy, copy_batch, copy_batch_with, copy_extents, copy_hint, copy_if_direct,
+    copy_opts, copy_with, resolve,
 };
-#[doc(hidden)]
-pub use calls::{clear_if_direct, copy_if_direct};
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};
 pub use error::{BatchError, CopyError, EngineError, Error, StrategyError};
-#[cfg(target_arch = "x86_64")]
-pub use fault::{clear_checked, clear_checked_with, copy_checked, copy_checked_with, Fault, Side};
 pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, NtWriter};
 #[cfg(target_arch = "x86_64")]
 pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
@@ -101,6 +96,5 @@ pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
 pub use kernels::force_nt_copy_shape;
 #[cfg(all(target_arch = "x86_64", feature = "test-hooks"))]
 pub use kernels::gang::force_gangs;
-pub use machine::placement::Placement;
 pub use strategy::{FillMode, Hint, Op, Options, ParseNameError, Strategy};
 pub use units::{format_bytes, parse_bytes};

@@ -3,7 +3,7 @@
 //! the built-in rules must still choose the same primitive for every
 //! request, or the start-up shortcut changed what `auto` does.
 
-use bulkmem::auto::{rules, Machine, Request, ERMS_MIN_RUN, NT_MIN_RUN, STREAM_FACTOR};
+use bulkmem::auto::{Machine, Policy, Request};
 use bulkmem::cpuid_cache::{self, CacheFacts, CacheSource};
 use bulkmem::topology::Topology;
 use bulkmem::{Hint, Op};
@@ -27,14 +27,10 @@ fn machine(c: &CacheFacts) -> Machine {
 fn lengths(ms: &[&Machine]) -> Vec<usize> {
     let mut v: Vec<usize> = (0..40).map(|b| 1usize << b).collect();
     for m in ms {
-        for e in [
-            NT_MIN_RUN,
-            ERMS_MIN_RUN,
-            m.l1d_bytes / 2 + 1,
-            m.l2_bytes / 2 + 1,
-            STREAM_FACTOR.saturating_mul(m.llc_share()),
-        ] {
-            v.extend([e.saturating_sub(1), e, e + 1]);
+        for op in [Op::Copy, Op::Clear] {
+            for e in Policy::rules(m).edges(op) {
+                v.extend([e.saturating_sub(1), e, e + 1]);
+            }
         }
     }
     v.sort_unstable();
@@ -55,7 +51,7 @@ fn disagreements(a: &Machine, b: &Machine) -> Vec<String> {
                         runs: runs.min(len.max(1)),
                         hint,
                     };
-                    let (x, y) = (rules::decide(a, &req), rules::decide(b, &req));
+                    let (x, y) = (Policy::rules(a).decide(&req), Policy::rules(b).decide(&req));
                     if x.strategy != y.strategy {
                         out.push(format!(
                             "{req:?}: cpuid {} ({}), sysfs {} ({})",

@@ -15,11 +15,15 @@
 
 mod common;
 
-use bulkmem::fault::{self, CHECKED_CLEAR, CHECKED_COPY};
-use bulkmem::{Error, Side, Strategy};
+use bulkmem::fault;
+use bulkmem::fault::Side;
+use bulkmem::{Error, Strategy};
 use common::poison::*;
 use common::{canary, in_both_nt_shapes, require, Guarded, PAGE};
 use proptest::prelude::*;
+
+const CHECKED_COPY: &[Strategy] = fault::checked_strategies(bulkmem::Op::Copy);
+const CHECKED_CLEAR: &[Strategy] = fault::checked_strategies(bulkmem::Op::Clear);
 
 /// Pages in each region: two whole interleaved blocks and some.
 const N: usize = 10;
@@ -307,12 +311,15 @@ fn twins_match_the_reference_around_block_edges() {
 /// single call.
 #[test]
 fn a_shared_call_is_decided_as_a_batch_of_one_run_per_thread() {
-    use bulkmem::fault::{checked_kernel, checked_shared, checked_single};
-    use bulkmem::{Hint, Op, Request};
+    use bulkmem::auto::Request;
+    use bulkmem::fault::{auto_twin, checked_kernel};
+    use bulkmem::{Hint, Op};
+    let shared = |op, len, threads| auto_twin(&Request::batch(op, len, threads, Hint::Auto));
     for op in [Op::Copy, Op::Clear] {
         for len in [1 << 20, 64 << 20, 1 << 30] {
-            let alone = checked_shared(op, len, 1).strategy();
-            assert_eq!(alone, checked_single(op, len).strategy(), "{op} {len}");
+            let alone = shared(op, len, 1).strategy();
+            let single = auto_twin(&Request::single(op, len, Hint::Auto)).strategy();
+            assert_eq!(alone, single, "{op} {len}");
             let req = Request {
                 op,
                 total: len,
@@ -320,7 +327,7 @@ fn a_shared_call_is_decided_as_a_batch_of_one_run_per_thread() {
                 hint: Hint::Auto,
             };
             let batch = checked_kernel(Strategy::Auto, &req).unwrap().strategy();
-            assert_eq!(checked_shared(op, len, 4).strategy(), batch, "{op} {len}");
+            assert_eq!(shared(op, len, 4).strategy(), batch, "{op} {len}");
         }
     }
 }

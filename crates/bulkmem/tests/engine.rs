@@ -743,7 +743,7 @@ fn workers_stay_inside_the_affinity_the_process_was_given() {
             );
         }
         let e = Engine::new().expect("an engine inside a one-CPU affinity");
-        assert_eq!(bulkmem::engine::allowed_cpus(), Some(vec![last]));
+        assert_eq!(bulkmem::placement::allowed_cpus(), Some(vec![last]));
         let a = Engine::builder()
             .cpus(&online)
             .threads(online.len())
@@ -825,8 +825,8 @@ fn an_engine_works_in_a_forked_child_and_drops_cleanly() {
 
 #[test]
 fn absurd_thread_and_channel_counts_are_errors_not_aborts() {
-    let max = bulkmem::engine::max_threads();
-    assert!(max >= bulkmem::engine::MAX_THREADS);
+    let max = bulkmem::placement::max_threads();
+    assert!(max >= 4096, "the documented floor");
     for n in [max + 1, 1 << 40, usize::MAX] {
         let e = Engine::builder().threads(n).build().unwrap_err();
         assert!(

@@ -12,12 +12,16 @@ mod common;
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use bulkmem::fault::{self, CHECKED_CLEAR, CHECKED_COPY};
-use bulkmem::{Error, Side, Strategy};
+use bulkmem::fault;
+use bulkmem::fault::Side;
+use bulkmem::{Error, Strategy};
 use common::poison::*;
 use common::require;
 use common::*;
 use proptest::prelude::*;
+
+const CHECKED_COPY: &[Strategy] = fault::checked_strategies(bulkmem::Op::Copy);
+const CHECKED_CLEAR: &[Strategy] = fault::checked_strategies(bulkmem::Op::Clear);
 
 /// `Auto` and the checked strategies of `list` this host runs; those it
 /// cannot are named by the ignored `the_checked_*_routines_are_tested`.
@@ -321,7 +325,7 @@ fn file_truncated_while_the_copy_runs() {
     let fd_ref = &fd;
     let r = std::thread::scope(|sc| {
         sc.spawn(move || truncate(fd_ref, eof));
-        bulkmem::copy_checked(&mut dst, sr)
+        bulkmem::fault::copy_checked(&mut dst, sr)
     });
     let done = match r {
         Ok(()) => n * PAGE,
@@ -359,7 +363,7 @@ fn many_threads_fault_at_once() {
                     // SAFETY: within src's usable region; the poisoned page
                     // is only touched by the checked copy.
                     let sr = unsafe { std::slice::from_raw_parts((base + off) as *const u8, len) };
-                    let f = bulkmem::copy_checked(&mut dst[..len], sr).unwrap_err();
+                    let f = bulkmem::fault::copy_checked(&mut dst[..len], sr).unwrap_err();
                     assert_eq!((f.offset, f.side), (3 * PAGE - off, Side::Source));
                     assert!(dst[..f.offset]
                         .iter()
@@ -550,8 +554,8 @@ fn engine_batch_fault_ends_only_its_extent() {
                     _ => None,
                 };
                 match (o, want_fault) {
-                    (bulkmem::engine::Outcome::Done, None) => {}
-                    (bulkmem::engine::Outcome::Faulted(f), Some(w)) => {
+                    (bulkmem::fault::Outcome::Done, None) => {}
+                    (bulkmem::fault::Outcome::Faulted(f), Some(w)) => {
                         assert_eq!((f.offset, f.side), w, "{what}: extent {i}")
                     }
                     _ => panic!("{what}: extent {i}: {o:?}, expected fault {want_fault:?}"),
@@ -565,7 +569,7 @@ fn engine_batch_fault_ends_only_its_extent() {
                 extents.iter().zip(&r.extents).any(|(e, o)| {
                     let (a, n) = (e.dst as usize - base, e.len);
                     let upto = match o {
-                        bulkmem::engine::Outcome::Faulted(f) => f.offset,
+                        bulkmem::fault::Outcome::Faulted(f) => f.offset,
                         _ => n,
                     };
                     (a..a + upto).contains(&i)
@@ -609,9 +613,9 @@ fn engine_checked_clear_and_cancelled_batches() {
     let extents = [ext(a), ext(&mut rest[..4 * PAGE])];
     // SAFETY: both extents are in the guarded mapping.
     let r = unsafe { engine.clear_extents_checked(&extents, Default::default()) }.unwrap();
-    assert_eq!(r.extents[0], bulkmem::engine::Outcome::Done);
+    assert_eq!(r.extents[0], bulkmem::fault::Outcome::Done);
     match r.extents[1] {
-        bulkmem::engine::Outcome::Faulted(f) => {
+        bulkmem::fault::Outcome::Faulted(f) => {
             assert_eq!((f.offset, f.side), (PAGE, Side::Destination))
         }
         o => panic!("{o:?}"),
@@ -629,7 +633,7 @@ fn engine_checked_clear_and_cancelled_batches() {
     let r = engine
         .clear_batch_checked(&mut [&mut x[..], &mut y[..]], ctl)
         .unwrap();
-    assert_eq!(r.extents, vec![bulkmem::engine::Outcome::NotStarted; 2]);
+    assert_eq!(r.extents, vec![bulkmem::fault::Outcome::NotStarted; 2]);
     assert!(v[0].iter().all(|&b| b == 1) && v[1].iter().all(|&b| b == 2));
     // Without faults everything is done, with checked strategies only.
     let src = vec![9u8; 3 << 20];
@@ -673,10 +677,10 @@ fn inline_checked_batches_end_only_the_faulted_extent() {
         };
         let mut ops = [(d1, s1), (d0, s0), (d2, s2)];
         let out = fault::copy_batch_checked(s, &mut ops).unwrap();
-        assert_eq!(out[1], bulkmem::engine::Outcome::Done, "{s}");
-        assert_eq!(out[2], bulkmem::engine::Outcome::Done, "{s}");
+        assert_eq!(out[1], bulkmem::fault::Outcome::Done, "{s}");
+        assert_eq!(out[2], bulkmem::fault::Outcome::Done, "{s}");
         match out[0] {
-            bulkmem::engine::Outcome::Faulted(f) => {
+            bulkmem::fault::Outcome::Faulted(f) => {
                 assert_eq!((f.offset, f.side), (3 * PAGE, Side::Source), "{s}")
             }
             o => panic!("{s}: {o:?}"),
@@ -693,7 +697,7 @@ fn inline_checked_batches_end_only_the_faulted_extent() {
     let mut z = [vec![1u8; 3000], vec![2u8; 5000]];
     let [a, b] = &mut z;
     let out = fault::clear_batch_checked(Strategy::Auto, &mut [&mut a[..], &mut b[..]]).unwrap();
-    assert_eq!(out, vec![bulkmem::engine::Outcome::Done; 2]);
+    assert_eq!(out, vec![bulkmem::fault::Outcome::Done; 2]);
     assert!(z.iter().all(|v| v.iter().all(|&x| x == 0)));
     let (mut d, s) = (vec![0u8; 4], vec![0u8; 5]);
     assert!(matches!(
@@ -807,7 +811,7 @@ fn empty_extents_keep_their_places_in_a_checked_engine_batch() {
         // SAFETY: the extents lie in the guarded source and `dst`, which
         // outlive the call; the protected page only raises SIGSEGV.
         let r = unsafe { engine.copy_extents_checked(&extents, Default::default()) }.unwrap();
-        use bulkmem::engine::Outcome::{Done, Faulted};
+        use bulkmem::fault::Outcome::{Done, Faulted};
         assert!(matches!(r.extents[..3], [Done, Done, Done]), "{r:?}");
         assert_eq!(r.extents[4], Done, "{r:?}");
         match r.extents[3] {

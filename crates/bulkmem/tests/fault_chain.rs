@@ -112,7 +112,7 @@ fn checked_copy_faults(map: *mut u8, sig: i32) {
     // SAFETY: the mapping spans 4 pages; past page 0 only the checked copy
     // reads it.
     let src = unsafe { std::slice::from_raw_parts(map, 4 * PAGE) };
-    let f = bulkmem::copy_checked(&mut dst, src).expect_err("page 1 faults");
+    let f = bulkmem::fault::copy_checked(&mut dst, src).expect_err("page 1 faults");
     assert_eq!((f.offset, f.signal), (PAGE, sig), "{f}");
 }
 
@@ -208,7 +208,7 @@ fn story(sig: i32) {
             let mut dst = [0u8; 2 * PAGE];
             // SAFETY: as in checked_copy_faults.
             let src = unsafe { std::slice::from_raw_parts(map, 2 * PAGE) };
-            let survived = bulkmem::copy_checked(&mut dst, src).is_err();
+            let survived = bulkmem::fault::copy_checked(&mut dst, src).is_err();
             if !survived {
                 // SAFETY: _exit is always safe to call.
                 unsafe { libc::_exit(3) };

@@ -10,7 +10,9 @@ mod common;
 
 use std::sync::Mutex;
 
-use bulkmem::engine::{Extent, Outcome};
+use bulkmem::Extent;
+
+use bulkmem::fault::Outcome;
 use bulkmem::{Engine, Strategy};
 use common::{canary, fill_canary, pattern, Guarded, PAGE};
 
@@ -300,7 +302,7 @@ fn a_fault_inside_a_gang_is_reported_as_one_extent_at_a_time_reports_it() {
                             // The copy stops where the source ends, or at
                             // the granule before it.
                             assert!(f.offset <= at && f.offset + 64 > at, "{what}: {f}");
-                            assert_eq!(f.side, bulkmem::Side::Source, "{what}");
+                            assert_eq!(f.side, bulkmem::fault::Side::Source, "{what}");
                         }
                         Outcome::Done if j != bad => {}
                         o => panic!("{what}: extent {j}: {o:?}"),

@@ -7,10 +7,14 @@
 
 mod common;
 
-use bulkmem::fault::{self, CHECKED_CLEAR, CHECKED_COPY};
-use bulkmem::{Error, Side, Strategy};
+use bulkmem::fault;
+use bulkmem::fault::Side;
+use bulkmem::{Error, Strategy};
 use common::poison::*;
 use common::*;
+
+const CHECKED_COPY: &[Strategy] = fault::checked_strategies(bulkmem::Op::Copy);
+const CHECKED_CLEAR: &[Strategy] = fault::checked_strategies(bulkmem::Op::Clear);
 
 /// `n` pattern pages between guard pages with `pages` hardware-poisoned.
 fn hwpoisoned(n: usize, pages: &[usize]) -> Guarded {
@@ -154,7 +158,7 @@ fn hwpoisoned_extent_in_a_two_thread_batch_ends_only_that_extent() {
     let faults: Vec<(usize, usize, i32)> = r.faults().map(|(i, f)| (i, f.offset, f.code)).collect();
     assert_eq!(faults, vec![(5, 3 * PAGE, libc::BUS_MCEERR_AR)]);
     for (k, o) in r.extents.iter().enumerate().filter(|&(k, _)| k != 5) {
-        assert_eq!(*o, bulkmem::engine::Outcome::Done, "extent {k}");
+        assert_eq!(*o, bulkmem::fault::Outcome::Done, "extent {k}");
         let got = &dst[k * ext..(k + 1) * ext];
         assert!(
             got.iter()

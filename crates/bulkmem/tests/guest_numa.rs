@@ -32,7 +32,7 @@ fn on_node0(len: usize, huge: bool) -> Region {
 }
 
 fn two_nodes() {
-    let n = numa::Nodes::detect();
+    let n = bulkmem::topology::Nodes::detect();
     assert_eq!(
         n.with_memory,
         vec![0, 1],

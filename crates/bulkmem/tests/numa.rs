@@ -10,7 +10,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use bulkmem::mapping::Mapping;
-use bulkmem::numa::{self, CopyOptions, MigrateOptions, Nodes, PageStatus};
+use bulkmem::numa::{self, CopyOptions, MigrateOptions, PageStatus};
+use bulkmem::topology::Nodes;
 use bulkmem::Error;
 use common::poison::src_byte;
 use common::region::Region;

@@ -16,10 +16,11 @@ use std::collections::HashSet;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Mutex;
 
-use bulkmem::engine::Outcome;
+use bulkmem::fault::Outcome;
+use bulkmem::fault::Side;
 use bulkmem::mapping::Mapping;
 use bulkmem::uffd::{MoveOptions, Mover};
-use bulkmem::{CancelToken, Control, Engine, Hint, Op, Options, Progress, Side};
+use bulkmem::{CancelToken, Control, Engine, Hint, Op, Options, Progress};
 
 const PAGE: usize = 4096;
 
@@ -94,7 +95,7 @@ fn sigsegv_inside_a_checked_copy_is_reported() {
     // and read only by the checked copy.
     let src = unsafe { std::slice::from_raw_parts(p, 2 * PAGE) };
     let mut dst = vec![0u8; 2 * PAGE];
-    let f = bulkmem::copy_checked(&mut dst, src).unwrap_err();
+    let f = bulkmem::fault::copy_checked(&mut dst, src).unwrap_err();
     assert_eq!(
         (f.signal, f.code, f.side, f.offset, f.addr),
         (libc::SIGSEGV, 1, Side::Source, PAGE, p as usize + PAGE),
@@ -160,7 +161,7 @@ fn a_sigbus_in_a_checked_copy_is_handled_on_a_small_alternate_stack() {
         // SAFETY: the mapping spans 4 pages; past page 0 only the checked
         // copy reads it.
         let src = unsafe { std::slice::from_raw_parts(map as *const u8, 4 * PAGE) };
-        let r = bulkmem::copy_checked(&mut dst, src);
+        let r = bulkmem::fault::copy_checked(&mut dst, src);
         // SAFETY: puts back the stack this thread had (std's).
         assert_eq!(unsafe { libc::sigaltstack(&old, std::ptr::null_mut()) }, 0);
         // The stack grows down: the deepest byte the frame reached.
@@ -284,8 +285,11 @@ fn copy_hint_and_clear_hint_stream_with_non_temporal_kernels() {
     assert_eq!(dst, src);
     let clear = bulkmem::clear_opts(Options::hint(Hint::Stream), &mut dst).unwrap();
     assert!(dst.iter().all(|&b| b == 0));
-    let here =
-        bulkmem::auto::Policy::here().decide(&bulkmem::Request::single(Op::Copy, n, Hint::Stream));
+    let here = bulkmem::auto::Policy::here().decide(&bulkmem::auto::Request::single(
+        Op::Copy,
+        n,
+        Hint::Stream,
+    ));
     for s in [copy, clear, here.strategy] {
         assert!(NON_TEMPORAL.contains(&s.name()), "stream ran {s}");
     }

@@ -9,9 +9,9 @@
 
 use std::path::{Path, PathBuf};
 
+use bulkmem::placement::Placement;
 use bulkmem::placement::{default_threads, place};
 use bulkmem::topology::Topology;
-use bulkmem::Placement;
 
 /// A sysfs tree on disk, removed on drop.
 struct Tree(PathBuf);

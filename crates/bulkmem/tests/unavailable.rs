@@ -51,7 +51,7 @@ fn child_without_avx2() {
         assert_refused(bulkmem::copy_with(s, &mut dst, &src), s, "copy_with");
         assert_refused(bulkmem::clear_with(s, &mut dst), s, "clear_with");
         assert_refused(
-            bulkmem::copy_checked_with(s, &mut dst, &src),
+            bulkmem::fault::copy_checked_with(s, &mut dst, &src),
             s,
             "copy_checked_with",
         );

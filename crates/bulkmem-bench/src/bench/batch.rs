@@ -16,7 +16,8 @@
 use std::time::Instant;
 
 use bulkmem::offload::Offload;
-use bulkmem::{Engine, Op, Placement};
+use bulkmem::placement::Placement;
+use bulkmem::{Engine, Op};
 
 use crate::arena;
 use crate::harness::{fill_pattern, gbps, Rounds, POISON};

@@ -120,7 +120,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
     let (strategies, skipped) = pick_strategies(op, &a.strategies)?;
     let foreign = super::against::load(op, &a.against).map_err(usage)?;
-    let nodes = bulkmem::numa::Nodes::detect();
+    let nodes = bulkmem::topology::Nodes::detect();
     for (flag, node) in [("--src-node", a.src_node), ("--dst-node", a.dst_node)] {
         if let Some(n) = node {
             nodes.target(n).map_err(|e| usage(format!("{flag}: {e}")))?;
@@ -172,7 +172,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         checked: false,
         named_batches: a.cold_calls == "batch",
         hot_bytes: mem::HOT_BYTES,
-        min_run: bulkmem::calibrate::toolkit::MIN_RUN,
+        min_run: bulkmem_calibrate::toolkit::MIN_RUN,
         foreign,
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;

@@ -14,8 +14,9 @@ use std::time::Instant;
 
 use clap::Args;
 
+use bulkmem::auto::Request;
 use bulkmem::{CheckedClearKernel, CheckedCopyKernel, ClearKernel, CopyKernel};
-use bulkmem::{Hint, Op, Options, Request, Strategy};
+use bulkmem::{Hint, Op, Options, Strategy};
 
 use crate::arena;
 use crate::cli::{check_outputs, publish, usage, with_progress, Failure, Output};
@@ -116,7 +117,9 @@ impl Routines {
     fn new(op: Op, size: usize) -> Result<Routines, String> {
         let req = Request::single(op, size, Hint::Auto);
         let kernel = bulkmem::resolve(Options::default(), &req).map_err(|e| e.to_string())?;
-        let twin = bulkmem::fault::checked_form(Strategy::Auto, &req).map_err(|e| e.to_string())?;
+        let twin = bulkmem::fault::checked_kernel(Strategy::Auto, &req)
+            .map_err(|e| e.to_string())?
+            .strategy();
         let named = |s| bulkmem::resolve(Options::strategy(s), &req).map_err(|e| e.to_string());
         let copy_k = if op == Op::Copy {
             kernel
@@ -182,12 +185,12 @@ fn run(
         }
         (Op::Copy, 3) => {
             for _ in 0..reps {
-                bulkmem::copy_checked(dst, src).map_err(|_| fault)?;
+                bulkmem::fault::copy_checked(dst, src).map_err(|_| fault)?;
             }
         }
         (Op::Clear, 3) => {
             for _ in 0..reps {
-                bulkmem::clear_checked(dst).map_err(|_| fault)?;
+                bulkmem::fault::clear_checked(dst).map_err(|_| fault)?;
             }
         }
         (_, 4 | 5) => {

@@ -29,7 +29,7 @@ pub(super) enum Exec {
 /// plan says so ([`Plan::named_batches`]).
 pub(super) fn cells(
     plan: &Plan,
-    req: &bulkmem::Request,
+    req: &bulkmem::auto::Request,
     cold: bool,
 ) -> Result<Vec<(String, Exec)>, String> {
     let mut v: Vec<(String, Exec)> = plan
@@ -43,7 +43,9 @@ pub(super) fn cells(
         })
         .collect();
     if plan.checked {
-        let s = bulkmem::fault::checked_form(Strategy::Auto, req).map_err(|e| e.to_string())?;
+        let s = bulkmem::fault::checked_kernel(Strategy::Auto, req)
+            .map_err(|e| e.to_string())?
+            .strategy();
         v.push(("checked".to_string(), Exec::Checked(s)));
     }
     v.extend(
@@ -80,7 +82,7 @@ impl Exec {
                 .expect("available"),
             Exec::Auto(h) => bulkmem::copy_opts(Options::hint(h), dst, src).expect("equal lengths"),
             Exec::Checked(s) => {
-                bulkmem::copy_checked(dst, src).expect("no fault in a benchmark");
+                bulkmem::fault::copy_checked(dst, src).expect("no fault in a benchmark");
                 s
             }
             Exec::Foreign(f) => {
@@ -102,7 +104,7 @@ impl Exec {
             Exec::Batch(s) => bulkmem::clear_with(s, dst).map(|()| s).expect("available"),
             Exec::Auto(h) => bulkmem::clear_opts(Options::hint(h), dst).expect("clear cannot fail"),
             Exec::Checked(s) => {
-                bulkmem::clear_checked(dst).expect("no fault in a benchmark");
+                bulkmem::fault::clear_checked(dst).expect("no fault in a benchmark");
                 s
             }
             Exec::Foreign(f) => {
@@ -161,13 +163,13 @@ impl Exec {
             (Op::Copy, Exec::Checked(_)) => repeat(
                 reps,
                 dst,
-                |d| bulkmem::copy_checked(d, src).expect("no fault in a benchmark"),
+                |d| bulkmem::fault::copy_checked(d, src).expect("no fault in a benchmark"),
                 after,
             ),
             (Op::Clear, Exec::Checked(_)) => repeat(
                 reps,
                 dst,
-                |d| bulkmem::clear_checked(d).expect("no fault in a benchmark"),
+                |d| bulkmem::fault::clear_checked(d).expect("no fault in a benchmark"),
                 after,
             ),
             (op, Exec::Named(k)) => {
@@ -196,7 +198,7 @@ impl Exec {
             Exec::Checked(s) => {
                 let out =
                     bulkmem::fault::copy_batch_checked(Strategy::Auto, ops).expect("equal lengths");
-                assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
+                assert!(out.iter().all(|o| *o == bulkmem::fault::Outcome::Done));
                 s
             }
             Exec::Named(Kernel::Copy(k)) => {
@@ -228,7 +230,7 @@ impl Exec {
             Exec::Checked(s) => {
                 let out = bulkmem::fault::clear_batch_checked(Strategy::Auto, ops)
                     .expect("auto is valid");
-                assert!(out.iter().all(|o| *o == bulkmem::engine::Outcome::Done));
+                assert!(out.iter().all(|o| *o == bulkmem::fault::Outcome::Done));
                 s
             }
             Exec::Named(Kernel::Clear(k)) => {

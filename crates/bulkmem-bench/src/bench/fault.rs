@@ -1,12 +1,12 @@
 //! `bulkmem bench fault`: what surviving a bad page costs. `checked`
-//! (`bulkmem::copy_checked` or `clear_checked`: the checked twin of what
+//! (`bulkmem::fault::copy_checked` or `clear_checked`: the checked twin of what
 //! auto picks) against the unchecked `auto`, hot and cold, through the
 //! same cells as `bench copy`; then a demonstration: a page in the middle
 //! of a source is poisoned and the checked copy reports where it stopped.
 
 use std::time::Instant;
 
-use bulkmem::engine::Outcome;
+use bulkmem::fault::Outcome;
 use bulkmem::mapping::Mapping;
 use bulkmem::uffd::Mover;
 use bulkmem::{Engine, Extent};
@@ -84,7 +84,7 @@ pub fn demonstration(len: usize) -> Result<String, String> {
     // Pre-faulted, so the time is the copy's and not the page faults'.
     let mut dst = vec![1u8; pages * PAGE];
     let t = Instant::now();
-    let f = match bulkmem::copy_checked(&mut dst, src.bytes()) {
+    let f = match bulkmem::fault::copy_checked(&mut dst, src.bytes()) {
         Ok(()) => return Err("the copy did not notice the poisoned page".into()),
         Err(f) => f,
     };
@@ -209,7 +209,7 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
         checked: true,
         named_batches: false,
         hot_bytes: super::mem::HOT_BYTES,
-        min_run: bulkmem::calibrate::toolkit::MIN_RUN,
+        min_run: bulkmem_calibrate::toolkit::MIN_RUN,
         foreign: Vec::new(),
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;

@@ -32,10 +32,10 @@
 
 use clap::Args;
 
-use bulkmem::calibrate::toolkit::shuffled;
-use bulkmem::calibrate::{read_bandwidth, read_pages};
 use bulkmem::mapping::Mapping;
 use bulkmem::{ClearKernel, Op, Options, Strategy};
+use bulkmem_calibrate::toolkit::shuffled;
+use bulkmem_calibrate::{read_bandwidth, read_pages};
 
 use super::mem::timed;
 use crate::arena;

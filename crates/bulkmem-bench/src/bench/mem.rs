@@ -24,9 +24,9 @@
 //! regimes are `hot.rs`, the cold one `cold.rs`, what the flags give
 //! `args.rs`.
 
-use bulkmem::calibrate::toolkit::{first_wrong, ColdArenas};
 use bulkmem::mapping::Mapping;
 use bulkmem::{Op, Strategy};
+use bulkmem_calibrate::toolkit::{first_wrong, ColdArenas};
 
 use crate::report::Row;
 use bulkmem_report::stats::Stats;
@@ -44,7 +44,7 @@ use hot::{hot_group, HotBufs};
 use plan::{After, Plan, Regime};
 
 /// Bytes a hot run moves at least (by repeating the call): `bulkmem tune`'s.
-pub use bulkmem::calibrate::HOT_BYTES;
+pub use bulkmem_calibrate::HOT_BYTES;
 
 /// Called as work proceeds with (done, of, label); the unit is one
 /// (regime, size) group of cells.
@@ -154,7 +154,7 @@ fn row(
 
 /// Fails unless `dst` holds `src` (copy) or zeros (clear).
 /// Checks `dst` after `op` (every byte, or the library's sample where
-/// `sparse`: `bulkmem::calibrate::toolkit::first_wrong`).
+/// `sparse`: `bulkmem_calibrate::toolkit::first_wrong`).
 fn verify(
     op: Op,
     s: &str,
@@ -177,7 +177,7 @@ fn verify(
 /// Runs `work` on every worker at once, worker i pinned to `cpus[i % n]`
 /// (worker 0 on the calling thread, already pinned): the library's
 /// `toolkit::timed_on`.
-pub(super) use bulkmem::calibrate::toolkit::timed_on as timed;
+pub(super) use bulkmem_calibrate::toolkit::timed_on as timed;
 
 #[cfg(test)]
 mod tests {
@@ -241,8 +241,8 @@ mod tests {
             for r in rows.iter().filter(|r| r.strategy == "checked") {
                 let s: Strategy = r.chose.parse().unwrap();
                 let list = match op {
-                    Op::Copy => bulkmem::fault::CHECKED_COPY,
-                    Op::Clear => bulkmem::fault::CHECKED_CLEAR,
+                    Op::Copy => bulkmem::fault::checked_strategies(Op::Copy),
+                    Op::Clear => bulkmem::fault::checked_strategies(Op::Clear),
                 };
                 assert!(list.contains(&s), "{r:?}");
                 assert!(r.hint.is_none() && r.gbps.median > 0.0);

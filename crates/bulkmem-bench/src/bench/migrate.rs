@@ -14,7 +14,8 @@
 use std::time::Instant;
 
 use bulkmem::mapping::Mapping;
-use bulkmem::numa::{self, CopyOptions, MigrateOptions, Nodes};
+use bulkmem::numa::{self, CopyOptions, MigrateOptions};
+use bulkmem::topology::Nodes;
 
 use crate::arena::{self as regions, PageKind};
 use crate::harness::{interleave_in, Order, Rounds};
@@ -276,7 +277,7 @@ pub const SKIPPED: u8 = 77;
 
 pub fn cmd(a: BenchMigrateArgs, quiet: bool) -> Result<(), Failure> {
     check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
-    let nodes = bulkmem::numa::Nodes::detect();
+    let nodes = bulkmem::topology::Nodes::detect();
     let pair = match a.nodes.as_deref() {
         Some(s) => crate::cli::parse_node_flag("--nodes", s, &nodes).map_err(usage)?,
         None => nodes.with_memory.iter().copied().take(2).collect(),

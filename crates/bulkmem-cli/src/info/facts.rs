@@ -4,8 +4,10 @@
 
 use serde::Serialize;
 
+use bulkmem::auto::Machine;
+use bulkmem::auto::Request;
 use bulkmem::topology::{CacheKind, Topology};
-use bulkmem::{auto, Hint, Machine, Op, Request, Strategy};
+use bulkmem::{auto, Hint, Op, Strategy};
 
 use super::streams::{streams_from, StreamsFrom, BATCH_EXTENT};
 use super::SIZES;
@@ -159,7 +161,7 @@ pub(super) fn gather() -> Info {
         model: i.model,
         caches: caches(t),
         llc_domains: t.llc_domains.clone(),
-        allowed_cpus: bulkmem::engine::allowed_cpus().unwrap_or_else(|| t.online_cpus.clone()),
+        allowed_cpus: bulkmem::placement::allowed_cpus().unwrap_or_else(|| t.online_cpus.clone()),
         numa_nodes: numa_nodes(),
         huge_page_sizes: t.huge_page_sizes.clone(),
         strategies,
@@ -261,7 +263,7 @@ fn caches(t: &Topology) -> Vec<Cache> {
 
 /// Read now, not from the cached topology: free memory moves.
 fn numa_nodes() -> Vec<NodeInfo> {
-    bulkmem::numa::Nodes::detect()
+    bulkmem::topology::Nodes::detect()
         .nodes
         .into_iter()
         .map(|n| NodeInfo {
@@ -282,8 +284,8 @@ fn checked() -> Checked {
             .collect()
     };
     Checked {
-        copy: runnable(bulkmem::fault::CHECKED_COPY),
-        clear: runnable(bulkmem::fault::CHECKED_CLEAR),
+        copy: runnable(bulkmem::fault::checked_strategies(Op::Copy)),
+        clear: runnable(bulkmem::fault::checked_strategies(Op::Clear)),
     }
 }
 

@@ -4,7 +4,11 @@
 
 use serde::Serialize;
 
-use bulkmem::{auto, Hint, Machine, Op, Request};
+use bulkmem::{auto, Hint, Op};
+
+use bulkmem::auto::Machine;
+
+use bulkmem::auto::Request;
 
 /// The smallest size from which the built-in rules choose non-temporal
 /// stores (hint auto), per kind of call; `null`: never (up to 1 TiB).
@@ -27,7 +31,8 @@ pub(super) const BATCH_EXTENT: usize = 2 << 20;
 /// from a threshold on (larger never streams less), so a bisection finds it.
 fn first_streaming(unit: usize, request: impl Fn(usize) -> Request) -> Option<usize> {
     let streams = |n: usize| {
-        auto::decide(Machine::this(), &request(n * unit))
+        auto::Policy::rules(Machine::this())
+            .decide(&request(n * unit))
             .strategy
             .is_non_temporal()
     };

@@ -209,7 +209,7 @@ fn auto_lines(o: &mut String, info: &Info) {
                 "             (measured with --quick: fewer sizes and runs)"
             );
         }
-        for line in bulkmem::calibrate::summary(profile) {
+        for line in bulkmem_calibrate::summary(profile) {
             let _ = writeln!(o, "             {line}");
         }
     } else {

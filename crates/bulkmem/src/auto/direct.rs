@@ -253,7 +253,7 @@ mod tests {
     fn filled_checked_slots_hold_the_banded_twins() {
         use crate::auto::{chosen, Request};
         let (src, mut dst) = (vec![7u8; 64], vec![0u8; 64]);
-        crate::copy_checked(&mut dst, &src).unwrap();
+        crate::fault::copy_checked(&mut dst, &src).unwrap();
         let mut filled = 0;
         for bits in 1..40usize {
             let (shortest, longest) = (1usize << (bits - 1), (1usize << bits) - 1);

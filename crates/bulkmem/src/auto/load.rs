@@ -145,41 +145,58 @@ fn fmt_age(d: Duration) -> String {
     }
 }
 
-/// Where `bulkmem tune` writes, and `auto` looks for, the profile of the CPU
-/// `id` under the environment's `XDG_CACHE_HOME`/`HOME` (ignoring
-/// `BULKMEM_PROFILE`).
-pub fn default_profile_path(id: &Identity) -> Option<PathBuf> {
-    if environment::is_secure() {
-        return None;
+impl Identity {
+    /// Where `bulkmem tune` writes, and `auto` looks for, this CPU's
+    /// profile under the environment's `XDG_CACHE_HOME`/`HOME` (ignoring
+    /// `BULKMEM_PROFILE`); `None` under AT_SECURE or with neither set.
+    pub fn profile_path(&self) -> Option<PathBuf> {
+        if environment::is_secure() {
+            return None;
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(|h| PathBuf::from(h).join(".cache"))
+            })?;
+        Some(
+            base.join("bulkmem")
+                .join(format!("profile-{}.toml", self.key())),
+        )
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache"))
-        })?;
-    Some(
-        base.join("bulkmem")
-            .join(format!("profile-{}.toml", id.key())),
-    )
+
+    /// Where `bulkmem tune --system` writes, and `auto` looks after the
+    /// user's, the profile of this CPU that every user and daemon of the
+    /// machine shares: under [`SYSTEM_PROFILE_DIR`].
+    pub fn system_profile_path(&self) -> PathBuf {
+        Path::new(SYSTEM_PROFILE_DIR).join(format!("profile-{}.toml", self.key()))
+    }
 }
 
-/// Where `bulkmem tune --system` writes, and `auto` looks after the
-/// user's, the profile every user and daemon of this machine shares.
+/// The directory of the system-wide profiles (`bulkmem tune --system`).
 pub const SYSTEM_PROFILE_DIR: &str = "/var/cache/bulkmem";
 
-/// The system-wide profile of the CPU `id` under [`SYSTEM_PROFILE_DIR`].
-pub fn system_profile_path(id: &Identity) -> PathBuf {
-    Path::new(SYSTEM_PROFILE_DIR).join(format!("profile-{}.toml", id.key()))
-}
+impl Profile {
+    /// Reads the profile at `path` and checks it against the CPU `id` and
+    /// this bulkmem: the profile, or why not.
+    ///
+    /// Only a regular file of at most 1 MiB is read, opened without
+    /// blocking (a FIFO, a device or `/dev/zero` is refused after one
+    /// `fstat`, before any read), and no message quotes its text: the
+    /// status names the file, the line or cell, and what is wrong.
+    pub fn load(path: &Path, id: &Identity) -> Result<Profile, ProfileStatus> {
+        load_checked(path, id, Trust::Anyone)
+    }
 
-/// The system-wide profile at `path`: as [`load_profile`], and only if root
-/// owns it and neither its group nor others may write it (any user could
-/// otherwise choose every process's kernels, setuid ones included).
-pub fn load_system_profile(path: &Path, id: &Identity) -> Result<Profile, ProfileStatus> {
-    load_checked(path, id, Trust::RootOnly)
+    /// The system-wide profile at `path`: as [`Profile::load`], and only if
+    /// root owns it and neither its group nor others may write it (any
+    /// user could otherwise choose every process's kernels, setuid ones
+    /// included).
+    pub fn load_system(path: &Path, id: &Identity) -> Result<Profile, ProfileStatus> {
+        load_checked(path, id, Trust::RootOnly)
+    }
 }
 
 /// Who may own a profile file that is read.
@@ -189,17 +206,6 @@ enum Trust {
     Anyone,
     /// The system path: root, not group- or world-writable.
     RootOnly,
-}
-
-/// Reads the profile at `path` and checks it against the CPU `id` and this
-/// bulkmem: the profile, or why not.
-///
-/// Only a regular file of at most [`MAX_BYTES`] is read, opened without
-/// blocking (a FIFO, a device or `/dev/zero` is refused after one `fstat`,
-/// before any read), and no message quotes its text: the status names the
-/// file, the line or cell, and what is wrong.
-pub fn load_profile(path: &Path, id: &Identity) -> Result<Profile, ProfileStatus> {
-    load_checked(path, id, Trust::Anyone)
 }
 
 fn load_checked(path: &Path, id: &Identity, trust: Trust) -> Result<Profile, ProfileStatus> {
@@ -251,7 +257,7 @@ fn load_checked(path: &Path, id: &Identity, trust: Trust) -> Result<Profile, Pro
 }
 
 /// The largest profile read: `bulkmem tune` writes about 20 KiB.
-pub const MAX_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_BYTES: u64 = 1 << 20;
 
 /// Reads `path` if it is a regular file of at most [`MAX_BYTES`]. The open
 /// does not block (`O_NONBLOCK`: a FIFO with no writer would hang every
@@ -339,12 +345,8 @@ fn loaded() -> &'static (Option<Profile>, ProfileStatus) {
         } else {
             environment::var_os("BULKMEM_PROFILE").and_then(|v| profile_setting(&v))
         };
-        let user = if secure {
-            None
-        } else {
-            default_profile_path(&id)
-        };
-        resolve(secure, setting, user, &system_profile_path(&id), &id)
+        let user = if secure { None } else { id.profile_path() };
+        resolve(secure, setting, user, &id.system_profile_path(), &id)
     })
 }
 
@@ -360,7 +362,7 @@ fn resolve(
     system: &Path,
     id: &Identity,
 ) -> (Option<Profile>, ProfileStatus) {
-    let from_system = |otherwise: ProfileStatus| match load_system_profile(system, id) {
+    let from_system = |otherwise: ProfileStatus| match Profile::load_system(system, id) {
         Ok(p) => tuned(p, system.to_path_buf()),
         Err(_) => (None, otherwise),
     };
@@ -382,7 +384,7 @@ fn resolve(
 }
 
 fn load_at(path: PathBuf, id: &Identity) -> (Option<Profile>, ProfileStatus) {
-    match load_profile(&path, id) {
+    match Profile::load(&path, id) {
         Ok(p) => tuned(p, path),
         Err(status) => (None, status),
     }
@@ -438,13 +440,13 @@ mod tests {
         let good = with_version(hand());
         let p = temp("good.toml", &good.to_toml());
         assert_eq!(
-            load_profile(&p, &id).unwrap(),
+            Profile::load(&p, &id).unwrap(),
             Profile::parse(&good.to_toml()).unwrap()
         );
 
         let missing = std::env::temp_dir().join("bulkmem-no-such-dir/profile.toml");
         assert_eq!(
-            load_profile(&missing, &id),
+            Profile::load(&missing, &id),
             Err(ProfileStatus::Missing {
                 path: missing.clone()
             })
@@ -481,7 +483,7 @@ mod tests {
         ];
         for (name, body, ok) in cases {
             let p = temp(&format!("{name}.toml"), &body);
-            let st = load_profile(&p, &id).unwrap_err();
+            let st = Profile::load(&p, &id).unwrap_err();
             assert!(ok(&st), "{name}: {st}");
             assert_eq!(st.path(), Some(p.as_path()));
             assert!(st.to_string().contains("built-in rules"), "{st}");
@@ -489,7 +491,7 @@ mod tests {
         let p = temp("binary.toml", "");
         std::fs::write(&p, [0xff, 0xfe, 0x00]).unwrap();
         assert!(matches!(
-            load_profile(&p, &id),
+            Profile::load(&p, &id),
             Err(ProfileStatus::Invalid { .. })
         ));
     }
@@ -503,7 +505,7 @@ mod tests {
         let root = unsafe { libc::geteuid() } == 0;
         for (mode, ok) in [(0o644, root), (0o664, false), (0o646, false)] {
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
-            match load_system_profile(&p, &id) {
+            match Profile::load_system(&p, &id) {
                 Ok(_) => assert!(ok, "mode {mode:o} accepted"),
                 Err(st) => {
                     assert!(!ok, "mode {mode:o} refused: {st}");
@@ -512,9 +514,11 @@ mod tests {
             }
         }
         // The user's own path takes any owner and mode.
-        assert!(load_profile(&p, &id).is_ok());
-        assert!(system_profile_path(&id).starts_with(SYSTEM_PROFILE_DIR));
-        assert!(system_profile_path(&id).ends_with(format!("profile-{}.toml", id.key())));
+        assert!(Profile::load(&p, &id).is_ok());
+        assert!(id.system_profile_path().starts_with(SYSTEM_PROFILE_DIR));
+        assert!(id
+            .system_profile_path()
+            .ends_with(format!("profile-{}.toml", id.key())));
     }
 
     #[test]
@@ -589,7 +593,7 @@ mod tests {
     #[test]
     fn default_path_is_keyed_by_the_cpu() {
         let id = identity();
-        if let Some(p) = default_profile_path(&id) {
+        if let Some(p) = id.profile_path() {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
             assert_eq!(name, format!("profile-{}.toml", id.key()));
             assert!(p.parent().unwrap().ends_with("bulkmem"));

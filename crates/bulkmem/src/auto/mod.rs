@@ -16,8 +16,8 @@
 //!    `BULKMEM_PROFILE=FILE` names another file, `BULKMEM_PROFILE=off`
 //!    ignores profiles. A missing, corrupt, foreign or outdated profile is
 //!    never fatal: [`profile_status`] says why the rules are used.
-//! 3. **Built-in rules** ([`rules`]): a few measured rules keyed on CPU
-//!    features and cache sizes.
+//! 3. **Built-in rules** ([`Policy::rules`]): a few measured rules keyed on
+//!    CPU features and cache sizes.
 //!
 //! Everything is resolved once per process, lazily and thread-safely: a
 //! single call then costs a short scan of precompiled length bands
@@ -27,7 +27,7 @@
 //! One verb per question:
 //!
 //! - [`Policy::decide`]: which strategy, and why, for a request: the steps
-//!   above, a pure function of the policy's values ([`rules::decide`] is
+//!   above, a pure function of the policy's values ([`Policy::rules`] is
 //!   the last step alone, for a machine that was never tuned).
 //! - [`Policy::kernel`]: that decision as a kernel this CPU runs, typed by
 //!   the operation ([`CopyKernel`] or [`ClearKernel`]).
@@ -38,7 +38,7 @@
 //! - Inside the crate, `kernel` (a named strategy or `Auto`) and `chosen`
 //!   (`Auto`): the handle, or its checked twin, that runs for a request in
 //!   this process; every call path asks one of these two.
-//! - [`libc_twin`]: the checked routine that stands in for glibc's.
+//! - [`Machine::libc_twin`]: the checked routine that stands in for glibc's.
 
 mod bands;
 mod cover;
@@ -50,7 +50,7 @@ mod load;
 mod profile;
 #[cfg(test)]
 mod property_tests;
-pub mod rules;
+mod rules;
 mod toml;
 mod twin;
 
@@ -70,14 +70,11 @@ pub use env::Overrides;
 #[cfg(feature = "test-hooks")]
 pub use load::profile_loads;
 pub use load::{
-    default_profile_path, load_profile, load_system_profile, profile, profile_setting,
-    profile_status, system_profile_path, ProfileSetting, ProfileStatus, MAX_BYTES,
-    SYSTEM_PROFILE_DIR,
+    profile, profile_setting, profile_status, ProfileSetting, ProfileStatus, SYSTEM_PROFILE_DIR,
 };
-pub use profile::{Cell, Identity, Profile, Shape, FORMAT, MAX_CELLS, SMALL_EXTENT_MAX};
-pub use rules::{decide, ERMS_MIN_RUN, NT_MIN_RUN, STREAM_CAP, STREAM_FACTOR};
-pub use twin::libc_twin;
-use twin::libc_twin_edges;
+pub use profile::{Cell, Identity, Profile, Shape, FORMAT};
+use rules::{decide, STREAM_CAP, STREAM_FACTOR};
+use twin::{libc_twin, libc_twin_edges};
 #[cfg(target_arch = "x86_64")]
 pub(crate) use twin::{twin, Twin};
 
@@ -128,11 +125,18 @@ impl Machine {
     }
 
     /// The total from which the built-in rules stream with hint `Auto`:
-    /// [`STREAM_FACTOR`] shares, at most [`STREAM_CAP`].
+    /// two shares, at most 64 MiB (`rules.rs` says why).
     pub fn stream_from(&self) -> usize {
         STREAM_FACTOR
             .saturating_mul(self.llc_share())
             .min(STREAM_CAP)
+    }
+
+    /// What glibc's `memcpy`/`memset` run for `len` bytes on this machine,
+    /// as the strategy whose checked twin stands in for `libc` (streaming,
+    /// `rep movsb` or vector loops, from glibc's own thresholds).
+    pub fn libc_twin(&self, op: Op, len: usize) -> Strategy {
+        libc_twin(self, op, len)
     }
 }
 
@@ -218,7 +222,18 @@ impl Policy<'static> {
     }
 }
 
-impl Policy<'_> {
+impl<'a> Policy<'a> {
+    /// The built-in rules alone on `machine`: no profile, no overrides.
+    /// What a profile departs from only where it measured better.
+    pub fn rules(machine: &'a Machine) -> Policy<'a> {
+        static NONE: Overrides = Overrides::NONE;
+        Policy {
+            machine,
+            profile: None,
+            overrides: &NONE,
+        }
+    }
+
     /// What `auto` does with `req` under this policy.
     pub fn decide(&self, req: &Request) -> Choice {
         if let Some(strategy) = self.overrides.forced(req.op) {

@@ -96,7 +96,7 @@ fn find_stand_in<T: Twin>(pick: Strategy) -> T {
 /// default `x86_non_temporal_threshold`; `memset` streams from there too
 /// since glibc 2.40), `rep movsb`/`rep stosb` from its `rep_movsb_threshold`
 /// (2 KiB) with ERMS, vector loops below.
-pub fn libc_twin(m: &Machine, op: Op, len: usize) -> Strategy {
+pub(super) fn libc_twin(m: &Machine, op: Op, len: usize) -> Strategy {
     let f = &m.features;
     let [nt, erms] = libc_twin_edges(m);
     match op {

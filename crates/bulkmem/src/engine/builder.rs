@@ -1,6 +1,7 @@
-//! How an engine is configured and started: [`EngineBuilder`], and the CPUs
-//! this thread may run on ([`allowed_cpus`]). Separate from the engine's
-//! batch paths, which never look at configuration once it is built.
+//! How an engine is configured and started: [`EngineBuilder`], within the
+//! CPUs this thread may run on ([`allowed_cpus`]). Separate from the
+//! engine's batch paths, which never look at configuration once it is
+//! built.
 
 use std::sync::Mutex;
 
@@ -9,7 +10,7 @@ use super::serial::Serial;
 use super::{Engine, DEFAULT_CHUNK, INLINE_MAX, SPLIT_ALIGN};
 use crate::error::Error;
 use crate::machine::cpu;
-use crate::machine::placement::{self, Placement};
+use crate::machine::placement::{self, allowed_cpus, Placement};
 use crate::machine::placement::{max_threads, MAX_THREADS};
 use crate::machine::topology::Topology;
 use crate::offload::Offload;
@@ -95,7 +96,7 @@ impl EngineBuilder {
     }
 
     /// Batches of at most this many bytes run on the calling thread
-    /// (default [`INLINE_MAX`]); 0 sends every batch to the workers.
+    /// (default 4 MiB); 0 sends every batch to the workers.
     pub fn inline_max(mut self, bytes: usize) -> Self {
         self.inline_max = bytes;
         self
@@ -269,23 +270,5 @@ impl EngineBuilder {
             gangs: self.gangs,
             submitter: Mutex::new(None),
         })
-    }
-}
-
-/// The CPUs this thread may run on (`sched_getaffinity`: taskset, numactl,
-/// container cpusets), ascending; `None` if the kernel will not say.
-pub fn allowed_cpus() -> Option<Vec<usize>> {
-    // SAFETY: cpu_set_t is plain data (zeroed = empty); sched_getaffinity
-    // writes at most its size into it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return None;
-        }
-        Some(
-            (0..8 * std::mem::size_of::<libc::cpu_set_t>())
-                .filter(|&c| libc::CPU_ISSET(c, &set))
-                .collect(),
-        )
     }
 }

@@ -26,7 +26,7 @@ use crate::strategy::Op;
 impl Engine {
     /// As [`Engine::copy_batch_with`], surviving SIGBUS: a fault ends only
     /// the extent it hit (see [`Outcome`](crate::fault::Outcome)). Uses the checked form of the
-    /// engine's strategy ([`crate::fault::checked_form`]); a strategy without one
+    /// engine's strategy ([`crate::fault::checked_kernel`]); a strategy without one
     /// is refused ([`Error::NotChecked`]) before anything is written.
     pub fn copy_batch_checked(
         &self,

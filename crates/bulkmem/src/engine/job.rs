@@ -23,7 +23,8 @@ use crate::fault::log::FaultLog;
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 use crate::handle::{ClearKernel, CopyKernel, Fence};
 use crate::kernels;
-use crate::offload::{Offload, Piece};
+use crate::offload::Offload;
+use crate::plan::Extent;
 use crate::report::Report;
 use crate::strategy::{Hint, Op, Strategy};
 
@@ -113,9 +114,11 @@ impl<B: Batch> Job<'_, B> {
         self.work_with(&|p0, p1| {
             let pieces = self.pieces(p0, p1);
             let bytes: usize = pieces.iter().map(|p| p.len).sum();
-            let registered =
-                o.0.registry
-                    .covers(pieces.iter().flat_map(|p| [(p.src, p.len), (p.dst, p.len)]));
+            let registered = o.0.registry.covers(
+                pieces
+                    .iter()
+                    .flat_map(|p| [(p.src as usize, p.len), (p.dst as usize, p.len)]),
+            );
             if registered {
                 let mut ch = lock(&o.0.channels[channel]);
                 // SAFETY: the pieces lie in runs the submitter validated
@@ -136,12 +139,12 @@ impl<B: Batch> Job<'_, B> {
     }
 
     /// The pieces of stream positions `[p0, p1)`, for a channel.
-    fn pieces(&self, p0: usize, p1: usize) -> Vec<Piece> {
+    fn pieces(&self, p0: usize, p1: usize) -> Vec<Extent> {
         self.stream
             .spans(p0, p1)
-            .map(|s| Piece {
-                dst: s.dst as usize,
-                src: s.src as usize,
+            .map(|s| Extent {
+                dst: s.dst,
+                src: s.src,
                 len: s.len,
             })
             .collect()

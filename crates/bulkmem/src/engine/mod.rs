@@ -1,23 +1,5 @@
-//! The batch engine (the kernel's multi-threaded migration patches): collect the batch, copy it all with several
-//! pinned threads spread across cache domains, then finish.
-//!
-//! A batch is validated before anything is written, coalesced into runs,
-//! and cut into chunks of at most [`EngineBuilder::chunk`] bytes (32 MiB by
-//! default, the kernel's extent-clearing patches' latency bound). Chunks are cut from the batch as one
-//! stream, so a chunk may hold thousands of 4 KiB extents or one piece of a
-//! 1 GiB extent: both shapes balance, because workers take chunks one at a
-//! time from a shared counter. Between chunks a worker checks the cancel
-//! token and reports progress (the user-space `cond_resched`).
-//!
-//! Because workers take chunks in increasing order and always finish the one
-//! they took, what is done when a batch stops early is always a prefix of
-//! the stream: [`Report`] says exactly which extents are complete.
-//!
-//! Workers are created once, pinned, and reused. One batch runs at a time
-//! per engine; other callers wait for it. Submitting a batch allocates only
-//! when it is larger than every batch before it (the scratch buffers grow).
-//!
-//! Here: the [`Engine`] and its unchecked batch entry points. Beside it:
+//! The batch engine: the [`Engine`] (whose documentation is the
+//! user's account of it) and its unchecked batch entry points. Beside it:
 //! `builder` (configuration, CPUs), `pool` (the worker threads), `job` (one
 //! batch's chunk stream and the loop that works it), `batch` (the shapes a
 //! batch arrives in), `fill_job` (fills on the workers), `submit` with
@@ -57,31 +39,45 @@ use serial::{stack_addr, Serial, SerialGuard};
 use stream::Marks;
 use submit::Submitter;
 
-pub use crate::machine::placement::{max_threads, MAX_THREADS};
-pub use builder::{allowed_cpus, EngineBuilder};
-pub use serial::STALL;
+pub use builder::EngineBuilder;
 pub use ticket::Ticket;
 // Defined outside the engine so that errors, faults and `uffd` can name them
 // without depending on it; re-exported here, where callers look for them.
 pub use crate::control::{CancelToken, Control, Progress};
-#[cfg(target_arch = "x86_64")]
-pub use crate::fault::{CheckedReport, Outcome};
 pub use crate::plan::Extent;
 pub use crate::report::Report;
 
 /// Default largest chunk: the kernel's extent-clearing patches' bound on uninterrupted work.
-pub const DEFAULT_CHUNK: usize = 32 << 20;
+pub(crate) const DEFAULT_CHUNK: usize = 32 << 20;
 /// Chunks never get smaller than this when balancing a small batch.
-pub const MIN_CHUNK: usize = 256 << 10;
+pub(crate) const MIN_CHUNK: usize = 256 << 10;
 /// Batches up to this size run on the calling thread: waking a worker costs
 /// ~30 us on the VM measured (a 2 MiB batch sent to workers ran at 0.6-0.8x
 /// the per-page loop), about what 4 MiB takes to copy.
-pub const INLINE_MAX: usize = 4 << 20;
+pub(crate) const INLINE_MAX: usize = 4 << 20;
 /// Chunk boundaries inside a run fall on this alignment relative to the run,
 /// so pieces keep the run's alignment.
 const SPLIT_ALIGN: usize = 4096;
 
-/// A pool of pinned workers that executes batches. See the module docs.
+/// A pool of pinned workers that executes batches (the kernel's
+/// multi-threaded migration patches): collect the batch, copy it all with
+/// several pinned threads spread across cache domains, then finish.
+///
+/// A batch is validated before anything is written, coalesced into runs,
+/// and cut into chunks of at most [`EngineBuilder::chunk`] bytes (32 MiB by
+/// default, the kernel's extent-clearing patches' latency bound). Chunks are cut from the batch as one
+/// stream, so a chunk may hold thousands of 4 KiB extents or one piece of a
+/// 1 GiB extent: both shapes balance, because workers take chunks one at a
+/// time from a shared counter. Between chunks a worker checks the cancel
+/// token and reports progress (the user-space `cond_resched`).
+///
+/// Because workers take chunks in increasing order and always finish the one
+/// they took, what is done when a batch stops early is always a prefix of
+/// the stream: [`Report`] says exactly which extents are complete.
+///
+/// Workers are created once, pinned, and reused. One batch runs at a time
+/// per engine; other callers wait for it. Submitting a batch allocates only
+/// when it is larger than every batch before it (the scratch buffers grow).
 ///
 /// Build one once (starting its threads costs far more than a batch) and
 /// submit batches to it from any thread; batches run one at a time.
@@ -309,7 +305,7 @@ impl Engine {
     /// engine's callbacks or kernels ([`EngineError::Reentrant`]: that batch holds
     /// the marker and waits for this thread, so waiting here would never
     /// end), or another thread's inline batch has stalled for
-    /// [`STALL`] ([`EngineError::Busy`]). A marker left by a call of this thread
+    /// a second ([`EngineError::Busy`]). A marker left by a call of this thread
     /// that a callback abandoned (`longjmp`) is taken over: see `serial`.
     /// Called first thing by every batch entry point, so that its stack
     /// address is that of the entry point's frame.

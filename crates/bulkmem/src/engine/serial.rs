@@ -41,7 +41,7 @@ use crate::error::EngineError;
 
 /// How long a waiter lets an inline batch on another thread go without a
 /// heartbeat before giving up with [`EngineError::Busy`].
-pub const STALL: Duration = Duration::from_secs(1);
+pub(crate) const STALL: Duration = Duration::from_secs(1);
 
 /// How often a waiter looks at the heartbeat.
 const POLL: Duration = Duration::from_millis(20);

@@ -169,7 +169,7 @@ pub enum EngineError {
     Reentrant,
     /// Another thread's batch on this engine, run on that thread, made no
     /// progress for `stalled_ms` milliseconds (at least
-    /// [`engine::STALL`](crate::engine::STALL)): refused instead of waiting
+    /// a second): refused instead of waiting
     /// for ever; nothing written.
     Busy {
         /// How long the other batch had made no progress.

@@ -91,7 +91,7 @@ pub enum Error {
     Reentrant,
     /// Another thread's batch on this engine, run on that thread, made no
     /// progress for `stalled_ms` milliseconds (at least
-    /// [`engine::STALL`](crate::engine::STALL)): most likely one of its
+    /// a second): most likely one of its
     /// callbacks never returned (a C `longjmp` out of it). Refused instead
     /// of waiting for ever; nothing written.
     Busy {
@@ -99,7 +99,7 @@ pub enum Error {
         stalled_ms: u64,
     },
     /// The strategy has no checked (fault-surviving) form; see
-    /// `fault::CHECKED_COPY` / `CHECKED_CLEAR`.
+    /// `fault::checked_strategies`.
     NotChecked {
         /// The strategy asked for.
         strategy: Strategy,
@@ -153,7 +153,7 @@ pub enum Error {
         /// Whether the original memory is unchanged.
         intact: bool,
     },
-    /// Calibration (`auto::calibrate`) could not measure: a buffer could
+    /// Calibration (`bulkmem tune`, the bulkmem-calibrate crate) could not measure: a buffer could
     /// not be mapped, or a strategy wrote wrong bytes (its numbers would
     /// be meaningless).
     Calibration {

@@ -8,7 +8,7 @@ use crate::handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 
 impl CheckedCopyKernel {
     /// Copies `src` into `dst`, stopping at the first byte that cannot be
-    /// read or written: as [`copy_checked`](crate::copy_checked) with this
+    /// read or written: as [`copy_checked`](super::copy_checked) with this
     /// routine.
     ///
     /// # Panics
@@ -119,11 +119,14 @@ impl CheckedKernel {
     }
 }
 
-/// For the C interface's `bm_copy_checked`: the checked copy if its
-/// twin's slot in `auto`'s one-load table is filled, else `None` with
-/// nothing written. Never panics (see `copy_if_direct`); `dst` and `src`
-/// of one length.
-#[doc(hidden)]
+/// [`copy_checked`](super::copy_checked)'s fastest path only, as
+/// [`copy_if_direct`](crate::copy_if_direct) is [`copy`](crate::copy)'s:
+/// `Some` with the checked copy's result if `auto` has already settled the
+/// checked twin for this length's bit count, `None` with nothing written if
+/// not (or if the lengths differ). Never panics, allocates or reads a
+/// profile (the C interface's `bm_copy_checked` calls it outside its panic
+/// guard); like every checked call it installs the fault handler first if
+/// none has ([`install`](super::install): once a process, under a lock).
 #[inline]
 pub fn copy_checked_if_direct(dst: &mut [u8], src: &[u8]) -> Option<Result<(), Fault>> {
     if dst.len() != src.len() {
@@ -135,8 +138,8 @@ pub fn copy_checked_if_direct(dst: &mut [u8], src: &[u8]) -> Option<Result<(), F
     Some(unsafe { copy_exact(r, dst.as_mut_ptr(), src.as_ptr(), dst.len()) })
 }
 
-/// As [`copy_checked_if_direct`], zeroing (`bm_clear_checked`).
-#[doc(hidden)]
+/// As [`copy_checked_if_direct`], zeroing: [`clear_checked`](super::clear_checked)'s fastest
+/// path only.
 #[inline]
 pub fn clear_checked_if_direct(dst: &mut [u8]) -> Option<Result<(), Fault>> {
     let r = auto::direct::checked_clear(dst.len())?;

@@ -12,7 +12,7 @@
 //!
 //! ```no_run
 //! # let (mut dst, src) = (vec![0u8; 4096], vec![0u8; 4096]);
-//! match bulkmem::copy_checked(&mut dst, &src) {
+//! match bulkmem::fault::copy_checked(&mut dst, &src) {
 //!     Ok(()) => {}
 //!     Err(f) => eprintln!("{f}; bytes 0..{} are copied", f.offset),
 //! }
@@ -156,10 +156,15 @@ pub fn chain_to(signal: i32, action: &libc::sigaction) -> Result<(), Error> {
     }
 }
 
-/// The strategies that have a checked copy routine of their own.
-pub const CHECKED_COPY: &[Strategy] = &descriptor::CHECKED_COPY;
-/// The strategies that have a checked clear routine of their own.
-pub const CHECKED_CLEAR: &[Strategy] = &descriptor::CHECKED_CLEAR;
+/// The strategies that have a checked routine of their own for `op`
+/// (the others run a stand-in: [`checked_kernel`]). A `const fn`, so a
+/// list can be named in a constant.
+pub const fn checked_strategies(op: Op) -> &'static [Strategy] {
+    match op {
+        Op::Copy => &descriptor::CHECKED_COPY,
+        Op::Clear => &descriptor::CHECKED_CLEAR,
+    }
+}
 
 /// Copies `src` into `dst`, stopping at the first byte that cannot be read
 /// or written. Runs the checked twin of what `auto` picks for this length.
@@ -167,7 +172,7 @@ pub const CHECKED_CLEAR: &[Strategy] = &descriptor::CHECKED_CLEAR;
 /// ```
 /// let src = vec![5u8; 1 << 20];
 /// let mut dst = vec![0u8; 1 << 20];
-/// match bulkmem::copy_checked(&mut dst, &src) {
+/// match bulkmem::fault::copy_checked(&mut dst, &src) {
 ///     Ok(()) => assert_eq!(dst, src),
 ///     // Only a fault (a poisoned page, a file mapping truncated under
 ///     // the reader, an unmapped page) ends up here; the copy stopped at
@@ -183,7 +188,7 @@ pub fn copy_checked(dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {
     assert_eq!(
         dst.len(),
         src.len(),
-        "bulkmem::copy_checked: lengths differ"
+        "bulkmem::fault::copy_checked: lengths differ"
     );
     if let Some(r) = auto::direct::checked_copy(dst.len()) {
         // SAFETY: two valid, disjoint slices of one length; the routine
@@ -218,7 +223,7 @@ fn clear_checked_banded(dst: &mut [u8]) -> Result<(), Fault> {
 }
 
 /// As [`copy_checked`] with a named strategy (`Auto` or one of
-/// [`CHECKED_COPY`]); a fault is returned as [`Error::Fault`].
+/// [`checked_strategies`]); a fault is returned as [`Error::Fault`].
 pub fn copy_checked_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Result<(), Error> {
     if dst.len() != src.len() {
         return Err(Error::LengthMismatch {
@@ -233,7 +238,7 @@ pub fn copy_checked_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Resu
 }
 
 /// As [`clear_checked`] with a named strategy (`Auto` or one of
-/// [`CHECKED_CLEAR`]).
+/// [`checked_strategies`]).
 pub fn clear_checked_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Error> {
     let req = Request::single(Op::Clear, dst.len(), Hint::Auto);
     let k = auto::kernel::<CheckedClearKernel>(strategy, &req)?;
@@ -250,40 +255,19 @@ pub fn checked_kernel(strategy: Strategy, req: &Request) -> Result<CheckedKernel
     })
 }
 
-/// The checked twin `auto` runs for one call of `len` bytes (hint `Auto`):
-/// a length-band lookup, as [`copy_checked`] makes. Infallible and free of
-/// anything to drop, for callers that must not unwind through code of
-/// their own (an `LD_PRELOAD` shim).
+/// The checked twin `auto` runs for `req`: [`checked_kernel`]`(Strategy::Auto,
+/// req)`, which cannot fail, as a value. For a single call a length-band
+/// lookup, as [`copy_checked`] makes; for a call several threads share,
+/// each writing its part, ask with `Request::batch(op, len, threads, hint)`,
+/// as the engine decides an extent its workers split. Infallible and free of anything
+/// to drop, for callers that must not unwind through code of their own
+/// (an `LD_PRELOAD` shim).
 #[inline]
-pub fn checked_single(op: Op, len: usize) -> CheckedKernel {
-    let req = Request::single(op, len, Hint::Auto);
-    match op {
-        Op::Copy => CheckedKernel::Copy(auto::chosen(&req)),
-        Op::Clear => CheckedKernel::Clear(auto::chosen(&req)),
+pub fn auto_twin(req: &Request) -> CheckedKernel {
+    match req.op {
+        Op::Copy => CheckedKernel::Copy(auto::chosen(req)),
+        Op::Clear => CheckedKernel::Clear(auto::chosen(req)),
     }
-}
-
-/// The checked twin `auto` runs for one call of `len` bytes that
-/// `threads` threads share, each writing its part (hint `Auto`): decided
-/// as a batch of one run per thread, as the engine decides an extent its
-/// workers split, since the threads that write the destination do not
-/// read it next. Infallible and free of anything to drop, as
-/// [`checked_single`].
-#[inline]
-pub fn checked_shared(op: Op, len: usize, threads: usize) -> CheckedKernel {
-    let req = Request::batch(op, len, threads.max(1), Hint::Auto);
-    match op {
-        Op::Copy => CheckedKernel::Copy(auto::chosen(&req)),
-        Op::Clear => CheckedKernel::Clear(auto::chosen(&req)),
-    }
-}
-
-/// The checked strategy that runs for `strategy` on `req`: itself if it
-/// has a checked form (and the CPU can run it), else for `Auto` the
-/// checked routine closest to what auto would pick (the policy's stand-in;
-/// see `crate::auto`).
-pub fn checked_form(strategy: Strategy, req: &Request) -> Result<Strategy, Error> {
-    checked_kernel(strategy, req).map(|k| k.strategy())
 }
 
 /// Runs `k` and, after a fault, the byte-wise routine from where `k`
@@ -550,12 +534,10 @@ mod tests {
         for len in [0usize, 64, 4096, 2 << 20, 256 << 20] {
             for hint in [Hint::Auto, Hint::Reuse, Hint::Stream] {
                 for op in [Op::Copy, Op::Clear] {
-                    let c = checked_form(Strategy::Auto, &Request::single(op, len, hint)).unwrap();
-                    let list = if op == Op::Copy {
-                        CHECKED_COPY
-                    } else {
-                        CHECKED_CLEAR
-                    };
+                    let c = checked_kernel(Strategy::Auto, &Request::single(op, len, hint))
+                        .unwrap()
+                        .strategy();
+                    let list = checked_strategies(op);
                     assert!(list.contains(&c), "{op} {len} {hint:?}: {c}");
                     let pick = crate::calls::resolve(
                         crate::strategy::Options::hint(hint),
@@ -563,7 +545,7 @@ mod tests {
                     )
                     .unwrap();
                     let want = match pick {
-                        Strategy::Libc => auto::libc_twin(auto::Machine::this(), op, len),
+                        Strategy::Libc => auto::Machine::this().libc_twin(op, len),
                         Strategy::Portable => c,
                         s => s,
                     };
@@ -572,7 +554,7 @@ mod tests {
             }
         }
         assert!(matches!(
-            checked_form(Strategy::Clzero, &Request::single(Op::Copy, 64, Hint::Auto)),
+            checked_kernel(Strategy::Clzero, &Request::single(Op::Copy, 64, Hint::Auto)),
             Err(Error::NotChecked { .. })
         ));
     }

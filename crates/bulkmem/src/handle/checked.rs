@@ -12,7 +12,7 @@ use crate::strategy::{Op, Strategy};
 
 /// The checked twin of one strategy's copy, checked against this CPU when
 /// made: [`CopyKernel`](crate::CopyKernel)'s counterpart for copies that
-/// survive a bad page. [`crate::fault::checked_single`] gives the twin
+/// survive a bad page. [`crate::fault::auto_twin`] gives the twin
 /// `auto` runs for a call.
 ///
 /// ```

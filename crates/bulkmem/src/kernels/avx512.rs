@@ -5,7 +5,7 @@
 
 use core::arch::x86_64::*;
 
-use super::vector::{vector_kernels, Vector};
+use super::vector::{vector_kernels, vector_register, Vector};
 
 /// Mask of the low `n` lanes, `n <= 64`.
 #[inline(always)]
@@ -49,50 +49,17 @@ unsafe fn zero_masked(dst: *mut u8, n: usize) {
     unsafe { _mm512_mask_storeu_epi8(dst.cast(), low(n), _mm512_setzero_si512()) }
 }
 
-/// A ZMM register.
-#[derive(Clone, Copy)]
-pub(super) struct Zmm(__m512i);
-
-// SAFETY (every method): the caller runs with AVX-512F and BW and owns the
-// bytes named, as `Vector` requires.
-impl Vector for Zmm {
-    const BYTES: usize = 64;
-
-    #[inline(always)]
-    fn zero() -> Zmm {
-        // SAFETY: see above.
-        Zmm(unsafe { _mm512_setzero_si512() })
-    }
-    #[inline(always)]
-    unsafe fn load(src: *const u8) -> Zmm {
-        // SAFETY: see above.
-        Zmm(unsafe { _mm512_loadu_si512(src.cast()) })
-    }
-    #[inline(always)]
-    unsafe fn store(dst: *mut u8, v: Zmm) {
-        // SAFETY: see above.
-        unsafe { _mm512_store_si512(dst.cast(), v.0) }
-    }
-    #[inline(always)]
-    unsafe fn store_unaligned(dst: *mut u8, v: Zmm) {
-        // SAFETY: see above.
-        unsafe { _mm512_storeu_si512(dst.cast(), v.0) }
-    }
-    #[inline(always)]
-    unsafe fn stream(dst: *mut u8, v: Zmm) {
-        // SAFETY: see above.
-        unsafe { _mm512_stream_si512(dst.cast(), v.0) }
-    }
-    #[inline(always)]
-    unsafe fn copy_small(dst: *mut u8, src: *const u8, n: usize) {
-        // SAFETY: see above.
-        unsafe { copy_masked(dst, src, n) }
-    }
-    #[inline(always)]
-    unsafe fn zero_small(dst: *mut u8, n: usize) {
-        // SAFETY: see above.
-        unsafe { zero_masked(dst, n) }
-    }
-}
+vector_register!(
+    Zmm(__m512i),
+    64,
+    [
+        _mm512_setzero_si512,
+        _mm512_loadu_si512,
+        _mm512_store_si512,
+        _mm512_storeu_si512,
+        _mm512_stream_si512
+    ],
+    [copy_masked, zero_masked]
+);
 
 vector_kernels!(Zmm, "avx512f,avx512bw");

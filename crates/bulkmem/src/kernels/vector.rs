@@ -224,6 +224,65 @@ pub(super) unsafe fn clear_nt_unfenced<V: Vector>(dst: *mut u8, len: usize) {
     }
 }
 
+/// One width's register and its [`Vector`] impl: `name(raw)`, its bytes,
+/// the intrinsics `[zero, load, store, store_unaligned, stream]` and the
+/// routines for up to 64 bytes `[copy, zero]`. The only lines a width
+/// writes (`avx2.rs`, `avx512.rs`) beside [`vector_kernels`].
+macro_rules! vector_register {
+    (
+        $name:ident($raw:ty), $bytes:literal,
+        [$zero:ident, $load:ident, $store:ident, $storeu:ident, $stream:ident],
+        [$copy_small:path, $zero_small:path] $(,)?
+    ) => {
+        /// A vector register of this width.
+        #[derive(Clone, Copy)]
+        pub(super) struct $name($raw);
+
+        // SAFETY (every method): the caller runs with the width's features
+        // and owns the bytes named, as `Vector` requires.
+        impl Vector for $name {
+            const BYTES: usize = $bytes;
+
+            #[inline(always)]
+            fn zero() -> $name {
+                // SAFETY: see above.
+                $name(unsafe { $zero() })
+            }
+            #[inline(always)]
+            unsafe fn load(src: *const u8) -> $name {
+                // SAFETY: see above.
+                $name(unsafe { $load(src.cast()) })
+            }
+            #[inline(always)]
+            unsafe fn store(dst: *mut u8, v: $name) {
+                // SAFETY: see above.
+                unsafe { $store(dst.cast(), v.0) }
+            }
+            #[inline(always)]
+            unsafe fn store_unaligned(dst: *mut u8, v: $name) {
+                // SAFETY: see above.
+                unsafe { $storeu(dst.cast(), v.0) }
+            }
+            #[inline(always)]
+            unsafe fn stream(dst: *mut u8, v: $name) {
+                // SAFETY: see above.
+                unsafe { $stream(dst.cast(), v.0) }
+            }
+            #[inline(always)]
+            unsafe fn copy_small(dst: *mut u8, src: *const u8, n: usize) {
+                // SAFETY: see above.
+                unsafe { $copy_small(dst, src, n) }
+            }
+            #[inline(always)]
+            unsafe fn zero_small(dst: *mut u8, n: usize) {
+                // SAFETY: see above.
+                unsafe { $zero_small(dst, n) }
+            }
+        }
+    };
+}
+pub(super) use vector_register;
+
 /// The six kernels of one width: the four bodies above for `$v`, and the
 /// non-temporal ones again with their closing fence, each a function
 /// compiled with `$features`.

@@ -185,10 +185,10 @@ pub fn pin_to(cpu: usize) -> std::io::Result<()> {
 }
 
 /// The floor of [`max_threads`], whatever the CPU count.
-pub const MAX_THREADS: usize = 4096;
+pub(crate) const MAX_THREADS: usize = 4096;
 
 /// The most worker threads (or offload channels) an engine may have: 64
-/// per online CPU, and at least [`MAX_THREADS`]. Far beyond any useful
+/// per online CPU, and at least 4096. Far beyond any useful
 /// count; it exists so that a garbage count (a negative number cast to
 /// `size_t`, say) is an error instead of an allocation that aborts.
 pub fn max_threads() -> usize {
@@ -200,10 +200,28 @@ pub fn max_threads() -> usize {
         .max(MAX_THREADS)
 }
 
+/// The CPUs this thread may run on (`sched_getaffinity`: taskset, numactl,
+/// container cpusets), ascending; `None` if the kernel will not say.
+pub fn allowed_cpus() -> Option<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data (zeroed = empty); sched_getaffinity
+    // writes at most its size into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        Some(
+            (0..8 * std::mem::size_of::<libc::cpu_set_t>())
+                .filter(|&c| libc::CPU_ISSET(c, &set))
+                .collect(),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::numa::Node;
+    use crate::machine::topology::Node;
 
     /// 2 nodes x 2 LLC domains x 2 cores x 2 SMT threads, Linux numbering
     /// (siblings are cpu and cpu + 8).

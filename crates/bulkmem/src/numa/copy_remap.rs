@@ -32,7 +32,7 @@ use super::maps::{self, Vma};
 use super::move_pages::check_range;
 use super::sys::{self, mask_of};
 use super::vm_flags::{advise_like, compare_flags, flag_meaning, lock_like};
-use super::{Node, Nodes};
+use crate::machine::topology::{Node, Nodes};
 
 const HUGE: usize = 2 << 20;
 /// Free memory the target node must keep beyond the copy: binding a

@@ -25,11 +25,9 @@ mod vm_flags;
 use crate::error::Error;
 use crate::machine::topology::parse_cpu_list;
 
-pub use crate::machine::topology::{Node, Nodes};
+use crate::machine::topology::{Node, Nodes};
 pub use copy_remap::{migrate_by_copy, CopyOptions, CopyReport};
-pub use move_pages::{
-    migrate, node_of_pages, MigrateOptions, MigrateReport, PageStatus, DEFAULT_BATCH,
-};
+pub use move_pages::{migrate, node_of_pages, MigrateOptions, MigrateReport, PageStatus};
 
 /// Parses a node list the way numactl does: `1`, `0,2`, `0-3`, `all`
 /// (every node with memory).

@@ -16,7 +16,7 @@ const PAGE: usize = 4096;
 /// calls, far larger ones hold more folios isolated from the LRU at once.
 /// Measured in the two-node guest (TCG, 64 MiB of 4 KiB pages): 16 pages
 /// per call 0.250 s, 64: 0.233 s, 512, 4096 and 16384: 0.226-0.227 s.
-pub const DEFAULT_BATCH: usize = 512;
+pub(crate) const DEFAULT_BATCH: usize = 512;
 
 /// What happened to one page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub enum PageStatus {
 /// Options of [`migrate`].
 ///
 /// Start from [`MigrateOptions::default`] (the caller's pages,
-/// [`DEFAULT_BATCH`] pages per call, 8 retries, MPOL_MF_MOVE_ALL asked for)
+/// 512 pages per call, 8 retries, MPOL_MF_MOVE_ALL asked for)
 /// and set what you need with the methods of the same names:
 /// `MigrateOptions::default().pid(pid)`.
 #[derive(Clone, Copy, Debug)]
@@ -44,7 +44,7 @@ pub enum PageStatus {
 pub struct MigrateOptions {
     /// Process whose pages to move; 0 is the caller.
     pub pid: i32,
-    /// Pages per system call (see [`DEFAULT_BATCH`]).
+    /// Pages per system call (default 512, as the kernel batches them).
     pub batch_pages: usize,
     /// Extra attempts for pages the kernel reports busy (EBUSY, EAGAIN).
     pub retries: usize,

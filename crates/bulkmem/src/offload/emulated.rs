@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Backend, Channel, Piece, EMULATED_DELAY_PER_MIB};
+use super::{Backend, Channel, EMULATED_DELAY_PER_MIB};
+use crate::plan::Extent;
 
 /// How [`super::Offload::emulated`] channels behave.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,7 +57,7 @@ struct Emulated {
 }
 
 impl Channel for Emulated {
-    unsafe fn copy(&mut self, pieces: &[Piece]) -> Result<(), String> {
+    unsafe fn copy(&mut self, pieces: &[Extent]) -> Result<(), String> {
         let call = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let bytes: usize = pieces.iter().map(|p| p.len).sum();
         let mib = bytes as f64 / f64::from(1u32 << 20);
@@ -66,14 +67,14 @@ impl Channel for Emulated {
             // so does this one, to prove the CPU redo overwrites it.
             if let Some(p) = pieces.first() {
                 // SAFETY: the caller's contract: p.dst is writable for p.len.
-                unsafe { core::ptr::write_bytes(p.dst as *mut u8, 0xEE, p.len.min(64)) };
+                unsafe { core::ptr::write_bytes(p.dst, 0xEE, p.len.min(64)) };
             }
             return Err(format!("emulated failure on call {call}"));
         }
         for p in pieces {
             // SAFETY: the caller's contract: readable source, writable
             // destination, not overlapping.
-            unsafe { core::ptr::copy_nonoverlapping(p.src as *const u8, p.dst as *mut u8, p.len) };
+            unsafe { core::ptr::copy_nonoverlapping(p.src, p.dst, p.len) };
         }
         Ok(())
     }

@@ -30,20 +30,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::Error;
+use crate::plan::Extent;
 
 pub use emulated::EmulatedOptions;
 pub(crate) use registry::Registry;
-
-/// One piece of a chunk for a channel: `len` bytes from `src` to `dst`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Piece {
-    /// Destination address.
-    pub dst: usize,
-    /// Source address.
-    pub src: usize,
-    /// Bytes.
-    pub len: usize,
-}
 
 /// A copy engine: copies pieces of registered host memory.
 pub trait Channel: Send {
@@ -55,7 +45,7 @@ pub trait Channel: Send {
     /// Every piece's source is readable and destination writable for its
     /// length, registered with this channel's backend, and no destination
     /// overlaps another piece's source or destination.
-    unsafe fn copy(&mut self, pieces: &[Piece]) -> Result<(), String>;
+    unsafe fn copy(&mut self, pieces: &[Extent]) -> Result<(), String>;
 }
 
 /// What registering memory means to a backend (pinning it, for a GPU).
@@ -324,4 +314,4 @@ pub struct GpuInfo {
 
 /// How long [`EmulatedOptions`] channels take per MiB by default: slow
 /// enough that CPU workers take chunks meanwhile.
-pub const EMULATED_DELAY_PER_MIB: Duration = Duration::from_micros(200);
+pub(crate) const EMULATED_DELAY_PER_MIB: Duration = Duration::from_micros(200);

@@ -10,9 +10,9 @@ pub(crate) const UFFD_FEATURE_MOVE: u64 = 1 << 16;
 pub(crate) const UFFDIO_REGISTER_MODE_MISSING: u64 = 1 << 0;
 pub(crate) const UFFDIO_COPY_MODE_DONTWAKE: u64 = 1 << 0;
 /// Don't wake threads waiting on a fault in the destination.
-pub const UFFDIO_MOVE_MODE_DONTWAKE: u64 = 1 << 0;
+pub(crate) const UFFDIO_MOVE_MODE_DONTWAKE: u64 = 1 << 0;
 /// Skip source holes instead of failing with `ENOENT`.
-pub const UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES: u64 = 1 << 1;
+pub(crate) const UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES: u64 = 1 << 1;
 /// The bit of `UffdioRegister::ioctls` saying `UFFDIO_MOVE` is allowed on
 /// the registered range.
 pub(crate) const IOCTL_BIT_MOVE: u64 = 1 << 0x05;

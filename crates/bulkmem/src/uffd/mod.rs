@@ -41,7 +41,7 @@ pub(crate) mod ioctl;
 use crate::move_report::hole_map;
 pub use crate::move_report::{MoveFailure, MoveOptions, MoveReport};
 use ioctl::*;
-pub use ioctl::{UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES, UFFDIO_MOVE_MODE_DONTWAKE};
+use ioctl::{UFFDIO_MOVE_MODE_ALLOW_SRC_HOLES, UFFDIO_MOVE_MODE_DONTWAKE};
 
 const PAGE: usize = 4096;
 

@@ -1,8 +1,9 @@
 //! Helpers for the fault tests: a source pattern, regions with poisoned
 //! pages, and whole-region checks that leave out unreadable pages.
 
+use bulkmem::fault::Fault;
 use bulkmem::uffd::Mover;
-use bulkmem::{Error, Fault};
+use bulkmem::Error;
 
 use super::{canary, Guarded, PAGE};
 

@@ -44,7 +44,7 @@ pub struct BatchArgs {
     offload: Option<OffloadSpec>,
     /// spread: round-robin over LLC domains; fill: one domain first.
     #[arg(long, value_delimiter = ',', default_value = "spread", value_parser = crate::cli::parse_placement)]
-    placement: Vec<bulkmem::Placement>,
+    placement: Vec<bulkmem::placement::Placement>,
     /// scattered: shuffled folios that do not coalesce; adjacent: in order.
     #[arg(long, value_delimiter = ',', value_enum, default_value = "scattered")]
     layout: Vec<Layout>,

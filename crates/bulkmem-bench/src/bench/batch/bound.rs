@@ -44,7 +44,7 @@ pub fn bounds(
             })
             .collect());
     }
-    let allowed = bulkmem::engine::allowed_cpus()
+    let allowed = bulkmem::placement::allowed_cpus()
         .unwrap_or_else(|| bulkmem::cpu::info().topology.online_cpus.clone());
     let mut cpus = vec![first];
     cpus.extend(allowed.into_iter().filter(|&c| c != first));

@@ -4,9 +4,9 @@
 
 use std::time::Instant;
 
-use bulkmem::calibrate::toolkit::scattered_pairs;
 use bulkmem::mapping::Mapping;
 use bulkmem::{ClearKernel, CopyKernel, Op, Strategy};
+use bulkmem_calibrate::toolkit::scattered_pairs;
 
 use super::{distinct, Config, Layout, Plan, Shape};
 use crate::arena;

@@ -3,10 +3,10 @@
 //! run's extents as one batch, named strategies as the plan says. Each
 //! row's batch runs twice a round, cooled before each.
 
-use bulkmem::calibrate::toolkit::{
+use bulkmem::{Op, Strategy};
+use bulkmem_calibrate::toolkit::{
     bench_pieces, poison, scattered, scattered_pairs, ColdArenas, FULL_CHECK,
 };
-use bulkmem::{Op, Strategy};
 
 use super::{row, timed, verify, Plan, Regime};
 use crate::bench::exec::{cells, Exec};
@@ -26,7 +26,7 @@ pub(super) fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result
     let total = count * size;
     let sparse = total > FULL_CHECK;
     let per_thread = count.div_ceil(plan.threads);
-    let batch = bulkmem::Request {
+    let batch = bulkmem::auto::Request {
         op: plan.op,
         total: per_thread * size,
         runs: per_thread,

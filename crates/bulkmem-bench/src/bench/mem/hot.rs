@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use bulkmem::calibrate::toolkit::{
-    bench_pieces, poison, reps_lasting, slices, warm_calls, FULL_CHECK,
-};
 use bulkmem::mapping::Mapping;
 use bulkmem::{Op, Strategy};
+use bulkmem_calibrate::toolkit::{
+    bench_pieces, poison, reps_lasting, slices, warm_calls, FULL_CHECK,
+};
 
 use super::{place, row, timed, verify, After, Plan, Regime};
 use crate::arena;
@@ -41,7 +41,7 @@ impl HotPair {
         match after {
             After::Nothing => exec.repeated(op, dst, src, reps, |_| Ok(())),
             After::Read => exec.repeated(op, dst, src, reps, |d| {
-                std::hint::black_box(bulkmem::calibrate::read_once(d));
+                std::hint::black_box(bulkmem_calibrate::read_once(d));
                 Ok(())
             }),
             After::Pipe => {
@@ -91,7 +91,7 @@ pub(super) fn hot_group(
 ) -> Result<Vec<Row>, String> {
     let cells = cells(
         plan,
-        &bulkmem::Request::single(plan.op, size, plan.hint),
+        &bulkmem::auto::Request::single(plan.op, size, plan.hint),
         false,
     )?;
     let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();

@@ -65,7 +65,7 @@ pub struct Plan {
     /// CPUs to pin worker i to (`cpus[i % len]`); worker 0 is the caller.
     pub cpus: Vec<usize>,
     pub thp: bool,
-    /// Also measure `checked` (`bulkmem::copy_checked`, the fault-surviving
+    /// Also measure `checked` (`bulkmem::fault::copy_checked`, the fault-surviving
     /// routine standing in for what auto picks; `bench fault`).
     pub checked: bool,
     /// Cold cells call named strategies through the library's batch call

@@ -49,4 +49,4 @@ mod model;
 pub(crate) mod tests;
 mod validation;
 
-pub use model::{Cell, Identity, Profile, Shape, FORMAT, MAX_CELLS, SMALL_EXTENT_MAX};
+pub use model::{Cell, Identity, Profile, Shape, FORMAT, MAX_CELLS};

@@ -144,7 +144,7 @@ impl Identity {
 pub enum Shape {
     /// One contiguous call, measured hot (the same buffers every call).
     Single,
-    /// A batch of runs shorter than [`SMALL_EXTENT_MAX`], measured as
+    /// A batch of runs shorter than 32 KiB, measured as
     /// cache-cold 4 KiB extents.
     SmallExtents,
     /// A batch of longer runs, measured as cache-cold 2 MiB extents.

@@ -39,11 +39,6 @@ pub struct Cache {
     pub shared_cpus: Vec<usize>,
 }
 
-/// The former name of [`Node`], kept so code
-/// written against it still compiles: a node is read from sysfs in one
-/// place, [`Nodes::read`].
-pub type NumaNode = Node;
-
 /// The layout of the machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {

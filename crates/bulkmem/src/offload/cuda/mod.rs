@@ -30,7 +30,8 @@ mod driver;
 
 use driver::*;
 
-use super::{Backend, Channel, GpuInfo, GpuOptions, Piece};
+use super::{Backend, Channel, GpuInfo, GpuOptions};
+use crate::plan::Extent;
 
 /// The GPUs the driver sees, or why there are none to see.
 pub(crate) fn devices() -> Result<Vec<GpuInfo>, String> {
@@ -173,7 +174,7 @@ struct Slice {
 
 /// Splits `pieces` into slices of at most `staging` bytes, in order, and
 /// gives each a staging buffer in rotation; empty pieces have no slices.
-fn plan(pieces: &[Piece], staging: usize, depth: usize) -> Vec<Slice> {
+fn plan(pieces: &[Extent], staging: usize, depth: usize) -> Vec<Slice> {
     assert!(
         staging > 0 && depth > 0,
         "staging and depth must be nonzero"
@@ -283,15 +284,15 @@ impl GpuChannel {
     /// # Safety
     /// As [`Channel::copy`] for `pieces`; `slices` planned from them with
     /// this channel's staging size and depth; the context current.
-    unsafe fn enqueue(&self, pieces: &[Piece], slices: &[Slice]) -> Result<(), String> {
+    unsafe fn enqueue(&self, pieces: &[Extent], slices: &[Slice]) -> Result<(), String> {
         let drv = self.shared.drv;
         let depth = self.bufs.len();
         for (i, s) in slices.iter().enumerate() {
             let p = pieces[s.piece];
             let b = s.buffer;
             let (buf, loaded, drained) = (self.bufs[b], self.loaded[b], self.drained[b]);
-            let src = ptr::with_exposed_provenance::<c_void>(p.src + s.offset);
-            let dst = ptr::with_exposed_provenance_mut::<c_void>(p.dst + s.offset);
+            let src = p.src.wrapping_add(s.offset).cast::<c_void>();
+            let dst = p.dst.wrapping_add(s.offset).cast::<c_void>();
             // Earlier calls synchronized both streams before returning, so
             // a buffer's first use in this call has nothing to wait for.
             if i >= depth {
@@ -358,7 +359,7 @@ impl GpuChannel {
 }
 
 impl Channel for GpuChannel {
-    unsafe fn copy(&mut self, pieces: &[Piece]) -> Result<(), String> {
+    unsafe fn copy(&mut self, pieces: &[Extent]) -> Result<(), String> {
         let slices = plan(pieces, self.staging, self.bufs.len());
         if slices.is_empty() {
             return Ok(());
@@ -449,10 +450,10 @@ pub(crate) fn open(opts: &GpuOptions) -> Result<Opened, String> {
 mod tests {
     use super::*;
 
-    fn piece(len: usize) -> Piece {
-        Piece {
-            dst: 0x10_0000,
-            src: 0x20_0000,
+    fn piece(len: usize) -> Extent {
+        Extent {
+            dst: 0x10_0000 as *mut u8,
+            src: 0x20_0000 as *const u8,
             len,
         }
     }
@@ -524,7 +525,7 @@ mod tests {
     #[test]
     fn plan_covers_every_byte_once() {
         let lens = [0, 1, 4095, 4096, 4097, 3 * 4096, 3 * 4096 + 7, 100_000];
-        let pieces: Vec<Piece> = lens.iter().map(|&l| piece(l)).collect();
+        let pieces: Vec<Extent> = lens.iter().map(|&l| piece(l)).collect();
         let s = plan(&pieces, 4096, 4);
         for (i, &len) in lens.iter().enumerate() {
             let mut next = 0;
@@ -638,9 +639,9 @@ mod tests {
         let mut pieces = Vec::new();
         let mut off = 5; // unaligned on purpose
         for &len in &lens {
-            pieces.push(Piece {
-                dst: base + half + off,
-                src: base + off,
+            pieces.push(Extent {
+                dst: (base + half + off) as *mut u8,
+                src: (base + off) as *const u8,
                 len,
             });
             off += len + 4099;
@@ -662,7 +663,7 @@ mod tests {
         r.expect("copy on a fresh thread");
         let s = m.as_slice();
         for p in &pieces {
-            let (so, d) = (p.src - base, p.dst - base);
+            let (so, d) = (p.src as usize - base, p.dst as usize - base);
             assert!(s[so..so + p.len] == s[d..d + p.len], "piece {p:?}");
         }
         backend.unregister(base, 2 * half).expect("unregister");

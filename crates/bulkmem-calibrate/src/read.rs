@@ -18,7 +18,7 @@
 pub fn read_bandwidth(buf: &[u8]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
-        let f = &crate::machine::cpu::facts().features;
+        let f = &bulkmem::cpu::facts().features;
         if f.avx512f {
             // SAFETY: the CPU has AVX-512F (checked above).
             return unsafe { vector::sum_avx512(buf) };
@@ -133,7 +133,7 @@ mod tests {
     fn every_width_agrees_at_odd_lengths_and_alignments() {
         let buf = bytes(5000);
         #[cfg(target_arch = "x86_64")]
-        let f = &crate::machine::cpu::facts().features;
+        let f = &bulkmem::cpu::facts().features;
         let lengths = [0, 1, 7, 8, 9, 127, 128, 129, 255, 256, 257, 1000, 4093];
         for start in [0, 1, 3, 8, 13, 64, 65] {
             for len in lengths {

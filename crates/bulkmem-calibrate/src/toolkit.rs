@@ -10,8 +10,8 @@ use std::io;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use crate::mapping::Mapping;
-use crate::strategy::Op;
+use bulkmem::mapping::Mapping;
+use bulkmem::Op;
 
 mod score;
 mod sliced;
@@ -416,7 +416,7 @@ pub fn timed_on<W: Send>(
             let (barrier, work) = (&barrier, &work);
             let cpu = cpus[(i + 1) % cpus.len()];
             scope.spawn(move || {
-                let _ = crate::machine::placement::pin_to(cpu);
+                let _ = bulkmem::placement::pin_to(cpu);
                 barrier.wait();
                 work(w);
             });
@@ -589,7 +589,7 @@ mod tests {
 
     #[test]
     fn timed_runs_every_worker_once_on_its_cpu() {
-        let cpu = crate::machine::placement::current_cpu();
+        let cpu = bulkmem::placement::current_cpu();
         for n in [1, 3] {
             let mut workers: Vec<Vec<usize>> = vec![Vec::new(); n];
             timed_on(&mut workers, &[cpu], |w| w.push(w.len()));

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use super::ladder::Ladder;
 use super::measure;
-use super::HOT_BYTES;
-use crate::auto::Shape;
-use crate::strategy::Strategy;
+use super::measure::HOT_BYTES;
+use bulkmem::auto::Shape;
+use bulkmem::Strategy;
 
 /// Where a calibration is, for a progress display.
 #[derive(Clone, Copy, Debug)]

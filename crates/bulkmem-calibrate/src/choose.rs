@@ -33,8 +33,8 @@
 //!    cell ([`break_tie`]; by more than KEEP only where it streams and the
 //!    choice does not, or the other way round).
 
-use crate::auto::{Cell, Shape};
-use crate::strategy::{Op, Strategy};
+use bulkmem::auto::{Cell, Machine, Policy, Request, Shape};
+use bulkmem::{Hint, Op, Strategy};
 
 /// Keep the rules' (or else the previous size's) choice while it scores at
 /// least this fraction of the top.
@@ -365,11 +365,11 @@ pub const TIE_FLOOR: f64 = 0.85;
 
 /// Whether `s` leaves a destination of `size` bytes in the cache: not a
 /// streaming kernel, and for `libc` not past glibc's non-temporal
-/// threshold on this machine (what [`libc_twin`](crate::auto::libc_twin)
+/// threshold on this machine (what [`Machine::libc_twin`](bulkmem::auto::Machine::libc_twin)
 /// says it runs there).
 fn allocates(op: Op, size: usize, s: Strategy) -> bool {
     let runs = match s {
-        Strategy::Libc => crate::auto::libc_twin(crate::auto::Machine::this(), op, size),
+        Strategy::Libc => bulkmem::auto::Machine::this().libc_twin(op, size),
         s => s,
     };
     !runs.is_non_temporal()
@@ -501,6 +501,16 @@ pub fn break_tie(c: &mut Cell, alone: &Measured) -> bool {
         return true;
     }
     false
+}
+
+/// The built-in rules' choice on this machine for a cell (no profile, no
+/// overrides): what a profile departs from only where it measured better.
+pub fn rules_choice(op: Op, shape: Shape, size: usize) -> Strategy {
+    let req = match shape {
+        Shape::Single => Request::single(op, size, Hint::Auto),
+        _ => Request::batch(op, size, (size / shape.extent()).max(2), Hint::Auto),
+    };
+    Policy::rules(Machine::this()).decide(&req).strategy
 }
 
 #[cfg(test)]

@@ -3,14 +3,17 @@
 //! differ, then a re-check of each cell's strong candidates, interleaved
 //! anew, so one noisy pass cannot decide a cell.
 
-use super::progress::{cost, Tick, Tracker, DISPUTE_COST, RECHECK_COST, TIE_COST};
-use super::{
-    break_tie, candidates, choose, disputed as disputed_by, levelled, measure, recheck,
-    rules_choice, settle_dispute, steady_near_top, ties, toolkit, Ladder, Measured, Step,
+use super::choose::{
+    break_tie, candidates, choose, disputed as disputed_by, recheck, rules_choice, settle_dispute,
+    steady_near_top, ties, Measured,
 };
-use crate::auto::{Cell, Identity, Profile, Shape, FORMAT};
-use crate::error::Error;
-use crate::strategy::{Op, Strategy};
+use super::ladder::{ladder_here, CalibrateOptions, Ladder};
+use super::level::levelled;
+use super::progress::{cost, Step, Tick, Tracker, DISPUTE_COST, RECHECK_COST, TIE_COST};
+use super::{measure, toolkit};
+use bulkmem::auto::{Cell, Identity, Profile, Shape, FORMAT};
+use bulkmem::Error;
+use bulkmem::{Op, Strategy};
 
 /// The largest single call whose ties a quick calibration breaks: its
 /// budget is 20 s, and a tie-break (three 10 ms runs) cost it 0.05-0.25 s
@@ -30,7 +33,7 @@ pub const QUICK_TIES: usize = 4 << 20;
 /// 0.67-0.91x of `avx2` in `bench`).
 pub const DISPUTES_UPTO: usize = 4 << 20;
 
-/// [`calibrate`](super::calibrate) over an explicit ladder.
+/// [`calibrate`] over an explicit ladder.
 pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<Profile, Error> {
     let mut tracker = Tracker::new(l, progress);
     let mut step = |t: Tick| tracker.tick(t);
@@ -315,7 +318,7 @@ impl Row<'_> {
                 "tie-break {} {} {}",
                 self.op,
                 self.shape.name(),
-                crate::units::format_bytes(size)
+                bulkmem::format_bytes(size)
             );
             (self.step)(Tick::Cell(label.clone(), cost));
             // Tie-breaks run at least MIN_RUN, as `bench` times its hot
@@ -362,7 +365,7 @@ impl Row<'_> {
             let label = format!(
                 "{prefix}{op} {} {}",
                 shape.name(),
-                crate::units::format_bytes(size)
+                bulkmem::format_bytes(size)
             );
             (self.step)(Tick::Cell(label.clone(), weight * cost(shape, size)));
             let s = strategies(size);
@@ -403,10 +406,22 @@ impl Row<'_> {
     }
 }
 
+/// Measures every strategy this CPU runs, for both operations, on the
+/// ladder `opts` describes, on the calling thread, and returns the profile
+/// (not yet written: see [`write_profile`]). `progress` is called before
+/// each cell and once at the end. Takes from seconds (`quick`) to a few
+/// minutes, and maps up to twice the ladder's top in memory.
+pub fn calibrate(
+    opts: &CalibrateOptions,
+    progress: &mut dyn FnMut(Step<'_>),
+) -> Result<Profile, Error> {
+    measure_ladder(&ladder_here(opts)?, progress)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::summary;
     use super::*;
+    use crate::summary;
 
     #[test]
     fn crossovers_are_bisected_only_between_far_cells_that_differ() {
@@ -513,7 +528,7 @@ mod tests {
                 "{} {} {}",
                 c.op,
                 c.shape.name(),
-                crate::units::format_bytes(c.size)
+                bulkmem::format_bytes(c.size)
             );
             assert_eq!(traced.iter().filter(|t| **t == label).count(), 1, "{label}");
             let again = format!("re-check {label}");
@@ -535,9 +550,7 @@ mod tests {
         let back = Profile::parse(&p.to_toml()).unwrap();
         assert_eq!(back.cells.len(), p.cells.len());
         assert_eq!(back.cpu, Identity::this());
-        assert!(back
-            .check_runs_on(&crate::machine::cpu::info().features)
-            .is_ok());
+        assert!(back.check_runs_on(&bulkmem::cpu::info().features).is_ok());
         assert_eq!(summary(&p).len(), 6);
     }
 }

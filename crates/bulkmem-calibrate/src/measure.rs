@@ -31,12 +31,12 @@ use super::toolkit::{
     self, first_wrong, gbps, lower_quartile, paired_ratio, pattern, poison, read_once, scattered,
     scattered_pairs, ColdArenas, Piece, Race, FULL_CHECK, POISON,
 };
-use crate::auto::Shape;
-use crate::calls::{clear_batch_with, copy_batch_with};
-use crate::error::Error;
-use crate::handle::Kernel;
-use crate::mapping::Mapping;
-use crate::strategy::{Op, Options, Strategy};
+use bulkmem::auto::Shape;
+use bulkmem::mapping::Mapping;
+use bulkmem::Error;
+use bulkmem::Kernel;
+use bulkmem::{clear_batch_with, copy_batch_with};
+use bulkmem::{Op, Options, Strategy};
 
 /// Bytes a hot run moves at least (by repeating the call), up to
 /// `MAX_REPS` calls.
@@ -247,7 +247,7 @@ fn hot_samples(
 
 /// Arenas for cold `op` batches of up to `total` bytes on this machine.
 pub(super) fn cold_arenas(op: Op, total: usize) -> Result<ColdArenas, Error> {
-    ColdArenas::new(op, total, crate::machine::cpu::info().llc_bytes(), true).map_err(|e| {
+    ColdArenas::new(op, total, bulkmem::cpu::info().llc_bytes(), true).map_err(|e| {
         Error::Calibration {
             what: format!("cannot map the arenas of a {total}-byte batch: {e}"),
         }

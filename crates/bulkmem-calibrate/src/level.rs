@@ -2,7 +2,7 @@
 //! sizes measure as the last ones did, so the climb can stop there.
 
 use super::choose::Measured;
-use crate::strategy::Strategy;
+use bulkmem::Strategy;
 
 /// A ladder stops climbing only past this size and twice the thread's
 /// cache: below, the caches still shape every figure. The cache measured
@@ -64,8 +64,8 @@ pub const LEVEL_TIE: f64 = 0.04;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auto::Shape;
-    use crate::strategy::Op;
+    use bulkmem::auto::Shape;
+    use bulkmem::Op;
 
     fn cell(size: usize, g: &[(Strategy, f64)]) -> Measured {
         Measured {

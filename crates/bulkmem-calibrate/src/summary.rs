@@ -2,9 +2,9 @@
 //! as bands, each with why it was chosen where it was not simply the
 //! fastest.
 
-use super::rules_choice;
-use crate::auto::{Cell, Profile, Shape};
-use crate::strategy::{Op, Strategy};
+use super::choose::rules_choice;
+use bulkmem::auto::{Cell, Profile, Shape};
+use bulkmem::{Op, Strategy};
 
 /// The profile's choices as bands, one line per (op, shape):
 /// `copy single     64+ avx2 (1.51x libc) | 16K+ rep-movsb ...`.
@@ -25,7 +25,7 @@ pub fn summary(p: &Profile) -> Vec<String> {
                 last = Some(c.choice);
                 parts.push(format!(
                     "{}+ {}{}",
-                    crate::units::format_bytes(c.size),
+                    bulkmem::format_bytes(c.size),
                     c.choice,
                     why(c)
                 ));

@@ -2,7 +2,9 @@
 //! batches from 1 MiB, geometric up to a top past every cache a thread was
 //! measured to get, capped by the machine's memory.
 
-use crate::auto::Shape;
+use super::cache_edge;
+use bulkmem::auto::Shape;
+use bulkmem::Error;
 
 /// The sizes calibration measures.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -141,6 +143,71 @@ pub(super) fn physical_memory() -> usize {
     } else {
         8 << 30
     }
+}
+
+/// How to calibrate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CalibrateOptions {
+    /// Fewer sizes (x4 steps) and runs (3); the profile records it.
+    pub quick: bool,
+    /// Runs per cell (scored by their lower quartile); `None`: 7, or 3
+    /// with `quick`.
+    pub runs: Option<usize>,
+    /// Pin the calling thread to this CPU for the measurement (it stays
+    /// pinned afterwards); `None` measures where the thread runs.
+    pub cpu: Option<usize>,
+}
+
+impl CalibrateOptions {
+    /// The full calibration (x2 steps for single calls, 7 runs).
+    pub fn full() -> CalibrateOptions {
+        CalibrateOptions {
+            quick: false,
+            runs: None,
+            cpu: None,
+        }
+    }
+
+    /// The quick calibration.
+    pub fn quick() -> CalibrateOptions {
+        CalibrateOptions {
+            quick: true,
+            ..CalibrateOptions::full()
+        }
+    }
+
+    /// Sets the runs per cell.
+    pub fn runs(mut self, runs: usize) -> CalibrateOptions {
+        self.runs = Some(runs.max(1));
+        self
+    }
+
+    /// Sets the CPU to measure on.
+    pub fn cpu(mut self, cpu: usize) -> CalibrateOptions {
+        self.cpu = Some(cpu);
+        self
+    }
+}
+
+/// The ladder [`calibrate`] measures with `opts` on this machine, on the
+/// CPU `opts` names (the calling thread is pinned there first): its top
+/// from the cache this thread gets, measured ([`cache_edge::find`], well
+/// under a second), not from the LLC the CPU reports.
+pub fn ladder_here(opts: &CalibrateOptions) -> Result<Ladder, Error> {
+    if let Some(c) = opts.cpu {
+        bulkmem::placement::pin_to(c).map_err(|e| Error::Calibration {
+            what: format!("cannot pin to CPU {c}: {e}"),
+        })?;
+    }
+    let memory = physical_memory();
+    let edge = cache_edge::find(memory_cap(memory) / 4)?;
+    let mut l = ladder(edge.edge, memory, opts.quick);
+    if let Some(r) = opts.runs {
+        l.runs = r.max(1);
+        l.small_runs = l.runs;
+    }
+    Ok(l)
 }
 
 #[cfg(test)]

@@ -11,9 +11,9 @@
 use std::time::Instant;
 
 use super::toolkit::{self, gbps};
-use crate::error::Error;
-use crate::handle::CopyKernel;
-use crate::strategy::Strategy;
+use bulkmem::CopyKernel;
+use bulkmem::Error;
+use bulkmem::Strategy;
 
 /// The first size tried.
 const FROM: usize = 256 << 10;

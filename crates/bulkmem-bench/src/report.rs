@@ -77,7 +77,7 @@ pub fn write_json(path: &Path, rows: &[Row]) -> Result<(), String> {
 
 /// `tuned` when `auto` follows a profile in this process, else `built-in`.
 pub fn auto_kind() -> &'static str {
-    if bulkmem::auto::is_tuned() {
+    if bulkmem::auto::profile().is_some() {
         "tuned"
     } else {
         "built-in"

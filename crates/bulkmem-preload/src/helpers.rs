@@ -13,8 +13,8 @@
 //!   start with every asynchronous signal blocked (inherited from the
 //!   starting thread), and run only checked routines, whose faults the
 //!   loader's trampoline hands to bulkmem first, which turns them into a
-//!   recorded offset: the bytes from the first fault on are copied
-//!   afterwards by the caller with the C library's routine, so the fault
+//!   failed chunk: the bytes from that chunk on are copied afterwards by
+//!   the caller with the C library's routine, so the fault
 //!   happens again on the calling thread, where glibc's copy would take it.
 //!   (Where the program has no handler for the fault, the kernel has its
 //!   `SIG_DFL`, and a fault on a helper kills the process as the C
@@ -43,9 +43,9 @@
 
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
-use bulkmem::CheckedKernel;
+use bulkmem::{CheckedKernel, Chunks, Latch};
 
 use crate::config::THREADS;
 use crate::raw_thread::{self, RawThread};
@@ -61,7 +61,7 @@ const STACK: usize = 256 << 10;
 
 /// Helper threads alive in the process (started, not yet past their last
 /// touch of a job): what [`without_threads`] waits for.
-static ACTIVE: AtomicU32 = AtomicU32::new(0);
+static ACTIVE: Latch = Latch::new(0);
 /// When a helper last left (CLOCK_MONOTONIC, ns): a joined thread is still
 /// in its thread group for a moment, and a call that needs a
 /// single-threaded process may have to try again.
@@ -102,17 +102,13 @@ struct Job {
     src: *const u8,
     len: usize,
     chunk: usize,
-    nchunks: usize,
-    /// The next chunk to take.
-    next: AtomicUsize,
-    /// Set by a handler on the caller: take no more chunks.
-    stop: AtomicBool,
-    /// Offset of the first fault recorded (usize::MAX: none).
-    fault: AtomicUsize,
-    /// Chunks done, one flag each.
-    done: Box<[AtomicBool]>,
-    /// Helpers inside the chunk loop (a futex word).
-    running: AtomicU32,
+    /// Handed out in order (the engine's workers take theirs the same
+    /// way); stopped by a handler on the caller, failed at the first chunk
+    /// that faulted, which the caller then copies from its start with the
+    /// C library, faulting again at the same byte.
+    chunks: Chunks,
+    /// Helpers inside the chunk loop.
+    running: Latch,
     helpers: [Option<RawThread>; MAX_HELPERS],
     started: usize,
 }
@@ -123,20 +119,12 @@ struct Job {
 unsafe impl Sync for Job {}
 
 impl Job {
-    /// Takes and runs chunks until none is left or the job is stopped.
+    /// Takes and runs chunks until none is left, the job is stopped, or
+    /// the next would come after a fault (the C library copies from the
+    /// fault on anyway).
     fn work(&self) {
-        loop {
-            if self.stop.load(Ordering::Relaxed) {
-                return;
-            }
-            let c = self.next.fetch_add(1, Ordering::Relaxed);
-            if c >= self.nchunks {
-                return;
-            }
+        while let Some(c) = self.chunks.claim() {
             let from = c * self.chunk;
-            if self.fault.load(Ordering::Relaxed) <= from {
-                continue; // the C library copies from the fault on anyway
-            }
             let n = self.chunk.min(self.len - from);
             // SAFETY: [from, from + n) lies in the call's ranges, valid
             // (or faulting, which the checked routine survives) and
@@ -147,24 +135,16 @@ impl Job {
                     CheckedKernel::Clear(k) => k.clear_raw(self.dst.add(from), n),
                 }
             };
-            match r {
-                Ok(()) => self.done[c].store(true, Ordering::Relaxed),
-                Err(f) => {
-                    self.fault.fetch_min(from + f.offset, Ordering::Relaxed);
-                }
+            if r.is_err() {
+                self.chunks.fail(c);
             }
         }
     }
 
-    /// The bytes from 0 that are certainly done: up to the first chunk not
-    /// done, and never past the first fault.
+    /// The bytes from 0 that are certainly done, once no helper runs: the
+    /// chunks claimed, each finished, up to the first that faulted.
     fn prefix(&self) -> usize {
-        let gap = self
-            .done
-            .iter()
-            .position(|d| !d.load(Ordering::Acquire))
-            .map_or(self.len, |c| c * self.chunk);
-        gap.min(self.fault.load(Ordering::Acquire))
+        self.chunks.done().saturating_mul(self.chunk).min(self.len)
     }
 }
 
@@ -190,60 +170,16 @@ unsafe fn join_and_free(job: *mut Job) {
 
 /// A helper thread's whole life: chunks until none is left or the job is
 /// stopped. Runs without a C library thread of its own ([`RawThread`]):
-/// atomics, checked routines and raw `futex` calls only.
+/// atomics, checked routines and latches (raw `futex` calls) only.
 extern "C" fn helper(arg: *mut c_void) {
     cancel::unblock_raw(!cancel::all_but_faults());
     // SAFETY: the job outlives every helper: its caller frees it after
     // joining them.
     let j = unsafe { &*arg.cast::<Job>() };
     j.work();
-    if j.running.fetch_sub(1, Ordering::Release) == 1 {
-        futex_wake(&j.running);
-    }
+    j.running.count_down();
     LAST_EXIT.store(now_ns(), Ordering::Relaxed);
-    if ACTIVE.fetch_sub(1, Ordering::Release) == 1 {
-        futex_wake(&ACTIVE);
-    }
-}
-
-/// Wakes the waiters on `word` (no `errno`: a helper has none of its own).
-fn futex_wake(word: &AtomicU32) {
-    // SAFETY: FUTEX_WAKE on a word that outlives the call (the job, freed
-    // only after its helpers are joined, or a static).
-    unsafe {
-        raw_thread::syscall(
-            libc::SYS_futex,
-            &[
-                word.as_ptr() as usize,
-                (libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG) as usize,
-                i32::MAX as usize,
-            ],
-        )
-    };
-}
-
-/// Waits until `word` is 0 (async-signal-safe: no lock, no allocation, no
-/// `errno`).
-fn futex_wait_zero(word: &AtomicU32) {
-    loop {
-        let v = word.load(Ordering::Acquire);
-        if v == 0 {
-            return;
-        }
-        // SAFETY: FUTEX_WAIT on a live word with the value just read; a
-        // change in between returns at once (EAGAIN).
-        unsafe {
-            raw_thread::syscall(
-                libc::SYS_futex,
-                &[
-                    word.as_ptr() as usize,
-                    (libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG) as usize,
-                    v as usize,
-                    0,
-                ],
-            )
-        };
-    }
+    ACTIVE.count_down();
 }
 
 /// Helpers a call would like: none where threads are off, forbidden, or
@@ -367,7 +303,7 @@ pub unsafe fn run(
     // first; all but SIGCANCEL, which waits until the copy is complete.
     cancel::set_raw(old_mask | cancel::CANCEL);
     j.work();
-    futex_wait_zero(&j.running);
+    j.running.wait();
     let done = j.prefix();
     cancel::block_raw(cancel::all_but_synchronous());
     current().set(std::ptr::null_mut());
@@ -389,19 +325,14 @@ fn new_job(
     let chunk = (len / (threads * 8))
         .clamp(CHUNK_MIN, CHUNK_MAX)
         .next_multiple_of(4096);
-    let nchunks = len.div_ceil(chunk);
     Box::into_raw(Box::new(Job {
         kernel,
         dst,
         src,
         len,
         chunk,
-        nchunks,
-        next: AtomicUsize::new(0),
-        stop: AtomicBool::new(false),
-        fault: AtomicUsize::new(usize::MAX),
-        done: (0..nchunks).map(|_| AtomicBool::new(false)).collect(),
-        running: AtomicU32::new(0),
+        chunks: Chunks::new(len.div_ceil(chunk)),
+        running: Latch::new(0),
         helpers: [const { None }; MAX_HELPERS],
         started: 0,
     }))
@@ -418,11 +349,11 @@ fn new_job(
 fn start(j: &mut Job, job: *mut Job, take: usize) {
     let old = cancel::block_raw(!0);
     for _ in 0..take {
-        j.running.fetch_add(1, Ordering::Relaxed);
-        ACTIVE.fetch_add(1, Ordering::Relaxed);
+        j.running.add(1);
+        ACTIVE.add(1);
         let Some(t) = RawThread::spawn(STACK, helper, job.cast()) else {
-            j.running.fetch_sub(1, Ordering::Relaxed);
-            ACTIVE.fetch_sub(1, Ordering::Relaxed);
+            j.running.count_down();
+            ACTIVE.count_down();
             break;
         };
         j.helpers[j.started] = Some(t);
@@ -444,15 +375,15 @@ pub extern "C" fn stop_for_handler(uc: *mut c_void) {
     // SAFETY: the call that set CURRENT holds its reference until it
     // clears CURRENT, and it cannot run while this handler does.
     let j = unsafe { &*job };
-    j.stop.store(true, Ordering::Relaxed);
-    futex_wait_zero(&j.running);
+    j.chunks.stop();
+    j.running.wait();
     cancel::allow_in_handler(uc);
 }
 
 /// In a child of `fork`: no helper of the parent's exists here, and no
 /// call is starting or stopping them.
 pub extern "C" fn after_fork_in_child() {
-    ACTIVE.store(0, Ordering::Relaxed);
+    ACTIVE.forget();
     IN_USE.store(0, Ordering::Relaxed);
     FORBID.store(0, Ordering::Relaxed);
     raw_thread::forget_all();
@@ -470,9 +401,9 @@ pub fn without_threads<R>(forbid: bool, careful: bool, f: impl FnOnce(bool) -> R
     }
     FORBID.fetch_add(1, Ordering::AcqRel);
     let recent = now_ns().saturating_sub(LAST_EXIT.load(Ordering::Relaxed)) < 50_000_000;
-    let had = ACTIVE.load(Ordering::Acquire) != 0 || recent;
+    let had = ACTIVE.count() != 0 || recent;
     if !careful {
-        futex_wait_zero(&ACTIVE);
+        ACTIVE.wait();
     }
     let r = f(had);
     FORBID.fetch_sub(1, Ordering::AcqRel);

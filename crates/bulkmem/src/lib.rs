@@ -45,6 +45,7 @@ pub mod auto;
 mod calls;
 #[cfg(target_arch = "x86_64")]
 mod checked;
+mod chunks;
 #[cfg(target_arch = "x86_64")]
 pub mod compact;
 mod control;
@@ -61,6 +62,7 @@ mod fill;
 mod gangs;
 mod handle;
 mod kernels;
+mod latch;
 mod machine;
 pub mod mapping;
 mod move_report;
@@ -86,6 +88,7 @@ pub use calls::{
     clear_with, copy, copy_batch, copy_batch_with, copy_extents, copy_hint, copy_if_direct,
     copy_opts, copy_with, resolve,
 };
+pub use chunks::Chunks;
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};
 pub use error::{BatchError, CopyError, EngineError, Error, StrategyError};
 pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, NtWriter};
@@ -96,5 +99,6 @@ pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
 pub use kernels::force_nt_copy_shape;
 #[cfg(all(target_arch = "x86_64", feature = "test-hooks"))]
 pub use kernels::gang::force_gangs;
+pub use latch::Latch;
 pub use strategy::{FillMode, Hint, Op, Options, ParseNameError, Strategy};
 pub use units::{format_bytes, parse_bytes};

@@ -546,12 +546,6 @@ pub(crate) fn element_copy() -> CopyKernel {
         .unwrap_or_else(|_| CopyKernel::baseline())
 }
 
-/// Whether `auto` in this process follows a tuned profile (for labels:
-/// `auto (tuned)` / `auto (built-in)`).
-pub fn is_tuned() -> bool {
-    profile().is_some()
-}
-
 #[cfg(test)]
 mod tests {
     use super::cpu_fixtures::{intel_emr, zen5};

@@ -6,7 +6,7 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::pool::{lock, panic_message, Inside};
@@ -14,6 +14,7 @@ use super::serial::{stack_addr, Serial};
 use super::stream::Stream;
 use super::{Engine, MIN_CHUNK};
 use crate::auto::Request;
+use crate::chunks::Chunks;
 use crate::control::{Control, Progress};
 use crate::error::EngineError;
 use crate::extent::Batch;
@@ -51,16 +52,13 @@ struct Job<'a, B> {
     align: usize,
     stream: Stream<'a, B>,
     chunk: usize,
-    nchunks: usize,
-    next: AtomicUsize,
+    /// Handed out in order; stopped when a callback (progress, or a fill's
+    /// patch) panicked, and failed at the chunk a panic cut short, so the
+    /// report's prefix ends before it.
+    chunks: Chunks,
+    /// Bytes done, for progress.
     done: AtomicUsize,
-    /// Set when a callback (progress, or a fill's patch) panicked: everyone
-    /// stops.
-    stop: AtomicBool,
     panic: Mutex<Option<String>>,
-    /// The first chunk a panic cut short (`usize::MAX`: none): chunks before
-    /// it are complete, so the report's prefix ends there.
-    failed: AtomicUsize,
     /// The largest `done` delivered to the progress callback; callbacks run
     /// one at a time under this lock, so `done` only grows.
     reported: Mutex<usize>,
@@ -165,15 +163,12 @@ impl<B: Batch> Job<'_, B> {
     fn take_chunks(&self, run_chunk: &(dyn Fn(usize, usize) + Sync)) {
         let mut took_any = false;
         loop {
-            if self.stop.load(Ordering::Relaxed)
-                || self.ctl.cancel.is_some_and(|c| c.is_cancelled())
-            {
+            if self.ctl.cancel.is_some_and(|c| c.is_cancelled()) {
                 break;
             }
-            let k = self.next.fetch_add(1, Ordering::Relaxed);
-            if k >= self.nchunks {
+            let Some(k) = self.chunks.claim() else {
                 break;
-            }
+            };
             if !took_any {
                 took_any = true;
                 self.workers.fetch_add(1, Ordering::Relaxed);
@@ -188,7 +183,7 @@ impl<B: Batch> Job<'_, B> {
             let ran = catch_unwind(AssertUnwindSafe(|| run_chunk(p0, p1)));
             if let Err(e) = ran {
                 self.fail(&*e);
-                self.failed.fetch_min(k, Ordering::Relaxed);
+                self.chunks.fail(k);
                 break;
             }
             self.serial.beat();
@@ -210,7 +205,7 @@ impl<B: Batch> Job<'_, B> {
 
     fn fail(&self, e: &(dyn Any + Send)) {
         lock(&self.panic).get_or_insert_with(|| panic_message(e));
-        self.stop.store(true, Ordering::Relaxed);
+        self.chunks.stop();
     }
 
     /// Runs the work over stream positions `[p0, p1)`: one dispatch on the
@@ -320,12 +315,9 @@ impl Engine {
             align,
             stream,
             chunk,
-            nchunks: total.div_ceil(chunk),
-            next: AtomicUsize::new(0),
+            chunks: Chunks::new(total.div_ceil(chunk)),
             done: AtomicUsize::new(0),
-            stop: AtomicBool::new(false),
             panic: Mutex::new(None),
-            failed: AtomicUsize::new(usize::MAX),
             reported: Mutex::new(0),
             engine: self.id(),
             workers: AtomicUsize::new(0),
@@ -368,12 +360,7 @@ impl Engine {
         } else {
             self.dispatch(&|| job.work());
         }
-        let taken = job
-            .next
-            .load(Ordering::Relaxed)
-            .min(job.nchunks)
-            .min(job.failed.load(Ordering::Relaxed));
-        let bytes_done = job.boundary(taken);
+        let bytes_done = job.boundary(job.chunks.done());
         let report = completion(stream.batch, bytes_done, total, strategy, &job);
         match job.panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Some(message) => Err(EngineError::WorkerPanicked {
@@ -431,7 +418,7 @@ fn completion<B: Batch>(
         extents_done,
         partial,
         cancelled: bytes_done < total && job.ctl.cancel.is_some_and(|c| c.is_cancelled()),
-        chunks: job.nchunks,
+        chunks: job.chunks.count(),
         workers: job.workers.load(Ordering::Relaxed),
         offloaded: job.offloaded.load(Ordering::Relaxed),
         offload_redone: job.redone.load(Ordering::Relaxed),

@@ -9,6 +9,7 @@ use std::thread::JoinHandle;
 
 use super::Engine;
 use crate::error::Error;
+use crate::latch::Latch;
 
 /// The worker threads of one process. A child made by `fork()` has the
 /// engine but none of its threads: [`Engine::dispatch`] starts a new pool
@@ -25,11 +26,10 @@ impl Pool {
             slot: Mutex::new(Slot {
                 generation: 0,
                 job: 0,
-                active: 0,
                 shutdown: false,
             }),
             wake: Condvar::new(),
-            idle: Condvar::new(),
+            finished: Latch::new(0),
         });
         let mut pool = Pool {
             pid: std::process::id(),
@@ -109,19 +109,26 @@ pub(super) fn spawn_error(e: &std::io::Error) -> Error {
 /// What the workers run: every worker calls it once per generation.
 type Task<'w> = &'w (dyn Fn() + Sync);
 
+/// The generation handshake. To hand out a job, the dispatcher (under
+/// the slot's lock) stores the job's address, raises `finished` by the
+/// number of workers and bumps `generation`, then wakes every worker
+/// (`wake`) and waits on `finished` without the lock. A worker sleeps on
+/// `wake` until the generation differs from the last one it ran, runs the
+/// job once, and counts `finished` down as its last touch of the job, so
+/// the dispatcher returns (and the job may be dropped) only after every
+/// worker is past it. One dispatch at a time: the engine's pool lock.
 struct Shared {
     slot: Mutex<Slot>,
     wake: Condvar,
-    idle: Condvar,
+    /// Workers that have not finished the current generation.
+    finished: Latch,
 }
 
 struct Slot {
     generation: u64,
-    /// Address of the current job's [`Task`] reference; valid while
-    /// `active > 0`.
+    /// Address of the current job's [`Task`] reference; valid until
+    /// `finished` is zero.
     job: usize,
-    /// Workers that have not yet finished the current generation.
-    active: usize,
     shutdown: bool,
 }
 
@@ -192,15 +199,11 @@ fn worker_loop(shared: &Shared) {
             slot.job
         };
         // SAFETY: the submitter published the job with this generation and
-        // keeps it alive until every worker has decremented `active` below;
-        // this worker does not touch it after that.
+        // keeps it alive until every worker has counted `finished` down
+        // below; this worker does not touch it after that.
         let job: Task<'_> = unsafe { *(job as *const Task<'_>) };
         job();
-        let mut slot = lock(&shared.slot);
-        slot.active -= 1;
-        if slot.active == 0 {
-            shared.idle.notify_all();
-        }
+        shared.finished.count_down();
     }
 }
 
@@ -224,13 +227,13 @@ impl Engine {
             }
         }
         let shared = &pool.shared;
-        let mut slot = lock(&shared.slot);
-        slot.job = &job as *const Task<'_> as usize;
-        slot.generation += 1;
-        slot.active = pool.workers.len();
-        shared.wake.notify_all();
-        while slot.active > 0 {
-            slot = shared.idle.wait(slot).unwrap_or_else(|e| e.into_inner());
+        {
+            let mut slot = lock(&shared.slot);
+            slot.job = &job as *const Task<'_> as usize;
+            shared.finished.add(pool.workers.len() as u32);
+            slot.generation += 1;
         }
+        shared.wake.notify_all();
+        shared.finished.wait();
     }
 }

@@ -1,0 +1,163 @@
+//! The one way a thread here waits until others are done: a count of the
+//! parties still working, which a waiter sleeps on until it reaches zero.
+//! The engine's pool waits on one for its workers, the `LD_PRELOAD`
+//! library's calls for their helper threads.
+//!
+//! The sleep/wake protocol, beside the code as rayon-core keeps its own:
+//!
+//! - the count is raised ([`Latch::add`]) before the parties it counts can
+//!   run, by the thread that starts them;
+//! - a party's last act on the shared work is [`Latch::count_down`]: a
+//!   `Release` decrement, and the one that reaches zero wakes every
+//!   sleeper (`FUTEX_WAKE`). Nothing the party did before is then unseen;
+//! - a waiter ([`Latch::wait`]) reads the count (`Acquire`); at zero it
+//!   returns, else it sleeps with `FUTEX_WAIT` on the value it read, which
+//!   returns at once if the count moved in between, so a wake between the
+//!   read and the sleep is never lost, and reads again (a spurious wake
+//!   costs one more read).
+//!
+//! No lock, no allocation, and the system call is made directly on x86-64,
+//! never touching `errno`: a thread without the C library's per-thread
+//! state (the preload's helpers) or a signal handler may use a latch. The
+//! word is a futex word: the latch must not move while anyone sleeps on it
+//! (it is borrowed for as long).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A count of unfinished parties that [`Latch::wait`] sleeps on until it
+/// is zero; see the module docs for the protocol.
+///
+/// ```
+/// use bulkmem::Latch;
+///
+/// let done = Latch::new(0);
+/// std::thread::scope(|s| {
+///     done.add(2);
+///     for _ in 0..2 {
+///         s.spawn(|| {
+///             // ... this party's share of the work ...
+///             done.count_down();
+///         });
+///     }
+///     done.wait();
+///     assert_eq!(done.count(), 0);
+/// });
+/// ```
+#[derive(Debug)]
+pub struct Latch {
+    count: AtomicU32,
+}
+
+impl Latch {
+    /// A latch counting `count` parties.
+    pub const fn new(count: u32) -> Latch {
+        Latch {
+            count: AtomicU32::new(count),
+        }
+    }
+
+    /// Counts `n` more parties, before they can run.
+    pub fn add(&self, n: u32) {
+        self.count.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// One party is done with the work; the last one wakes the waiters.
+    pub fn count_down(&self) {
+        if self.count.fetch_sub(1, Ordering::Release) == 1 {
+            futex(&self.count, libc::FUTEX_WAKE, i32::MAX as u32);
+        }
+    }
+
+    /// Parties still counted.
+    pub fn count(&self) -> u32 {
+        self.count.load(Ordering::Acquire)
+    }
+
+    /// Returns once the count is zero; what every party did before its
+    /// [`Latch::count_down`] is then visible.
+    pub fn wait(&self) {
+        loop {
+            let v = self.count.load(Ordering::Acquire);
+            if v == 0 {
+                return;
+            }
+            futex(&self.count, libc::FUTEX_WAIT, v);
+        }
+    }
+
+    /// Sets the count to zero without waking anyone: for the child of a
+    /// `fork`, where the parties counted do not exist.
+    pub fn forget(&self) {
+        self.count.store(0, Ordering::Relaxed);
+    }
+}
+
+/// `futex(word, op | FUTEX_PRIVATE_FLAG, val)` with no timeout; its result
+/// is not needed (a wait that returns for any reason reads the count
+/// again).
+fn futex(word: &AtomicU32, op: libc::c_int, val: u32) {
+    let op = (op | libc::FUTEX_PRIVATE_FLAG) as usize;
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: FUTEX_WAIT/WAKE on a live, aligned word, no timeout; the
+    // `syscall` instruction clobbers rcx and r11 only.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") libc::SYS_futex as isize => _,
+            in("rdi") word.as_ptr(),
+            in("rsi") op,
+            in("rdx") val as usize,
+            in("r10") 0usize,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        )
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    // SAFETY: as above, through the C library (which may set `errno`).
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), op, val, 0usize);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_latch_at_zero_does_not_wait() {
+        Latch::new(0).wait();
+        let l = Latch::new(1);
+        l.count_down();
+        l.wait();
+        assert_eq!(l.count(), 0);
+    }
+
+    #[test]
+    fn the_waiter_sees_every_partys_work() {
+        use std::sync::atomic::AtomicUsize;
+        for _ in 0..200 {
+            let (l, sum) = (Latch::new(0), AtomicUsize::new(0));
+            std::thread::scope(|s| {
+                l.add(4);
+                for i in 1..=4 {
+                    let (l, sum) = (&l, &sum);
+                    s.spawn(move || {
+                        sum.fetch_add(i, Ordering::Relaxed);
+                        l.count_down();
+                    });
+                }
+                l.wait();
+                assert_eq!(sum.load(Ordering::Relaxed), 10);
+                assert_eq!(l.count(), 0);
+            });
+        }
+    }
+
+    #[test]
+    fn forget_empties_the_count() {
+        let l = Latch::new(3);
+        l.forget();
+        l.wait();
+    }
+}

@@ -38,13 +38,13 @@ pub fn ensure_preload() {
     static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| {
         let o = Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "-p", "bulkmem-preload"])
+            .args(["build", "--quiet", "-p", "bulkmem-preload-engine"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .output()
             .expect("run cargo");
         assert!(
             o.status.success(),
-            "cargo build -p bulkmem-preload: {}",
+            "cargo build -p bulkmem-preload-engine: {}",
             stderr(&o)
         );
     });

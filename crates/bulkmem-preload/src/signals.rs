@@ -14,7 +14,7 @@
 //! `posix_spawn` see the program's own.
 //!
 //! The trampoline records the handler's signal frame in this thread's
-//! state ([`crate::abi::PerThread::enter_handler`]), stops the helper
+//! state ([`bulkmem_preload_abi::abi::PerThread::enter_handler`]), stops the helper
 //! threads of a call this thread is in, and *jumps* to the program's
 //! handler: the handler runs in the frame the kernel made, returns to the
 //! C library's `__restore_rt` and backtraces as without the preload. The
@@ -33,9 +33,9 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::abi::HANDLER_REACH;
-use crate::sys::{self, Sigaction};
 use crate::{next, opened, thread};
+use bulkmem_preload_abi::abi::HANDLER_REACH;
+use bulkmem_preload_abi::sys::{self, Sigaction};
 
 mod faults;
 

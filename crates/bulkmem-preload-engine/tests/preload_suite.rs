@@ -27,7 +27,13 @@ fn library() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
         let o = Command::new(env!("CARGO"))
-            .args(["build", "--release", "--quiet", "-p", "bulkmem-preload"])
+            .args([
+                "build",
+                "--release",
+                "--quiet",
+                "-p",
+                "bulkmem-preload-engine",
+            ])
             .current_dir(here())
             .output()
             .expect("run cargo");
@@ -576,19 +582,39 @@ fn without_its_engine_every_call_goes_to_the_c_library() {
         );
     }
 
-    // A loader built from another interface (its hash given by hand here;
-    // build.rs gives both stages the hash of abi.rs) beside the real
+    // A loader built from another interface (its version given by hand
+    // here; each stage otherwise hashes abi.rs itself) beside the real
     // engine: refused, said once, the C library for every call.
     let other = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("preload-other");
     std::fs::create_dir_all(&other).expect("make a folder");
     let loader = other.join("libbulkmem_preload.so");
-    let o = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
-        .args(["--edition", "2021", "--crate-type", "cdylib"])
-        .args(["--crate-name", "bulkmem_preload", "-C", "panic=abort"])
+    let abi = other.join("libbulkmem_preload_abi.rlib");
+    let rustc = || {
+        let mut c = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()));
+        c.args(["--edition", "2021", "-C", "panic=abort"]);
+        c
+    };
+    let o = rustc()
+        .args([
+            "--crate-type",
+            "rlib",
+            "--crate-name",
+            "bulkmem_preload_abi",
+        ])
+        .arg("-o")
+        .arg(&abi)
+        .arg(here().join("../bulkmem-preload-abi/src/lib.rs"))
+        .env("BULKMEM_PRELOAD_ABI", "1")
+        .output()
+        .expect("run rustc");
+    assert!(o.status.success(), "rustc: {}", text(&o));
+    let o = rustc()
+        .args(["--crate-type", "cdylib", "--crate-name", "bulkmem_preload"])
+        .arg("--extern")
+        .arg(format!("bulkmem_preload_abi={}", abi.display()))
         .arg("-o")
         .arg(&loader)
-        .arg(here().join("../bulkmem-preload-loader/src/lib.rs"))
-        .env("BULKMEM_PRELOAD_ABI", "1")
+        .arg(here().join("../bulkmem-preload/src/lib.rs"))
         .output()
         .expect("run rustc");
     assert!(o.status.success(), "rustc: {}", text(&o));

@@ -7,7 +7,7 @@
 //! allocate or lock (a signal handler, or a call from inside `malloc`, may
 //! make one).
 
-use crate::abi::PerThread;
+use bulkmem_preload_abi::abi::PerThread;
 
 core::arch::global_asm!(
     ".pushsection .tbss,\"awT\",@nobits",

@@ -20,7 +20,8 @@ use core::sync::atomic::Ordering;
 use crate::calls::{
     FORTIFIED, MEMCPY, MEMCPY_CHK, MEMMOVE, MEMMOVE_CHK, MEMPCPY, MEMSET, MEMSET_CHK, MIN,
 };
-use crate::{engine, next, small, sys};
+use crate::{engine, next, small};
+use bulkmem_preload_abi::sys;
 
 /// Where a call of `call` with `n` bytes (`destlen`: the fortified forms'
 /// object size) goes: the C library's function or its stand-in, a stand-in

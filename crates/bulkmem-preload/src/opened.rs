@@ -4,7 +4,7 @@
 
 use core::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::abi::Engine;
+use bulkmem_preload_abi::abi::Engine;
 
 /// The engine's table, null until it is open.
 pub static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(core::ptr::null_mut());

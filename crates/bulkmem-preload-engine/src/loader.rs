@@ -1,5 +1,5 @@
 //! The loader's side of the interface (`libbulkmem_preload.so`, the first
-//! stage, crates/bulkmem-preload-loader): its table, given once to
+//! stage, crates/bulkmem-preload): its table, given once to
 //! [`crate::bulkmem_preload_engine_attach`], and what the engine reads
 //! through it: each thread's state (inside a handler, inside bulkmem), the
 //! kernel's actions for SIGSEGV and SIGBUS, the set-up stack.
@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 
-use crate::abi::{Loader, PerThread};
+use bulkmem_preload_abi::abi::{Loader, PerThread};
 
 static LOADER: AtomicPtr<Loader> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -84,12 +84,8 @@ pub fn faults_ours() -> bool {
 /// The loader declares the C library's types and constants itself (it is
 /// built without the `libc` crate): checked against `libc` here, at
 /// compile time. Its direct system calls (`call`) serve the engine too.
-#[path = "../../bulkmem-preload-loader/src/sys.rs"]
-#[allow(dead_code, clashing_extern_declarations)]
-pub mod loader_sys;
-
 const _: () = {
-    use loader_sys as s;
+    use bulkmem_preload_abi::sys as s;
     use std::mem::{offset_of, size_of};
     assert!(size_of::<s::Sigaction>() == size_of::<libc::sigaction>());
     assert!(offset_of!(s::Sigaction, sa_mask) == offset_of!(libc::sigaction, sa_mask));

@@ -31,7 +31,8 @@
 use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
-use crate::{c_library, calls, sys};
+use crate::{c_library, calls};
+use bulkmem_preload_abi::sys;
 
 /// The longest copy done here. Up to 512 bytes, 16 AVX2 registers hold
 /// it all, loaded at once; longer ones take a loop of 128-byte blocks.

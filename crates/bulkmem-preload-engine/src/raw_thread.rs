@@ -82,7 +82,7 @@ extern "C" {
 /// System calls made directly, never touching `errno` (the loader's: a
 /// helper has no `errno` of its own, and a copy must leave the caller's as
 /// it was).
-pub use crate::loader::loader_sys::call as syscall;
+pub use bulkmem_preload_abi::sys::call as syscall;
 
 /// This thread's id (the kernel's).
 pub fn gettid() -> u32 {

@@ -13,10 +13,13 @@
 //! program: every entry point catches panics.
 //!
 //! **The loader** (`libbulkmem_preload.so`, the file programs preload)
-//! is crates/bulkmem-preload-loader, a `no_std` library that must be built
-//! with `-C panic=abort`: a cargo profile cannot give one crate of a
-//! workspace its own panic strategy, so this script runs rustc on it and
-//! puts the result beside the engine, in target/<profile>/.
+//! is crates/bulkmem-preload, a `no_std` library that must be built with
+//! `-C panic=abort`, and so must the crate it shares with this one
+//! (crates/bulkmem-preload-abi): a cargo profile cannot give one crate of
+//! a workspace its own panic strategy, so this script runs rustc on both
+//! and puts the library beside the engine, in target/<profile>/. Each
+//! stage computes the interface's version from the shared file itself
+//! (`abi::VERSION`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,19 +28,34 @@ fn main() {
     println!("cargo:rustc-link-lib=static:+whole-archive,-bundle=gcc_eh");
     println!("cargo:rerun-if-changed=build.rs");
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
-    let src = manifest.join("../bulkmem-preload-loader/src");
+    let src = manifest.join("../bulkmem-preload/src");
+    let abi_src = manifest.join("../bulkmem-preload-abi/src");
     println!("cargo:rerun-if-changed={}", src.display());
+    println!("cargo:rerun-if-changed={}", abi_src.display());
     if std::env::var("CARGO_CFG_TARGET_ARCH").as_deref() != Ok("x86_64") {
         // The loader is x86_64 assembly where it matters; no preload
         // elsewhere.
         println!("cargo:warning=the preload's loader is built for x86_64 only");
         return;
     }
-    let abi = interface_hash(&src.join("abi.rs"));
-    println!("cargo:rustc-env=BULKMEM_PRELOAD_ABI={abi}");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets it"));
+    let abi = out.join("libbulkmem_preload_abi.rlib");
+    rustc(
+        &abi_src.join("lib.rs"),
+        "rlib",
+        "bulkmem_preload_abi",
+        &abi,
+        &[],
+    );
     let built = out.join("libbulkmem_preload.so");
-    build_loader(&src.join("lib.rs"), &built, abi);
+    let extern_abi = format!("bulkmem_preload_abi={}", abi.display());
+    rustc(
+        &src.join("lib.rs"),
+        "cdylib",
+        "bulkmem_preload",
+        &built,
+        &["--extern", &extern_abi],
+    );
     // OUT_DIR is target/[TRIPLE/]PROFILE/build/PACKAGE-HASH/out.
     let Some(profile_dir) = out.ancestors().nth(3) else {
         panic!("unexpected OUT_DIR {}", out.display());
@@ -51,24 +69,15 @@ fn main() {
         .unwrap_or_else(|e| panic!("cannot write {}: {e}", dest.display()));
 }
 
-/// The interface's version: FNV-1a of `abi.rs`, which both stages compile.
-fn interface_hash(abi: &Path) -> u32 {
-    let text = std::fs::read(abi).unwrap_or_else(|e| panic!("cannot read {}: {e}", abi.display()));
-    // Never 0, which marks a loader built without this script.
-    text.iter()
-        .fold(0x811c_9dc5_u32, |h, &b| {
-            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
-        })
-        .max(1)
-}
-
-fn build_loader(lib_rs: &Path, output: &Path, abi: u32) {
+/// Compiles the crate rooted at `lib_rs` as the loader needs it (no
+/// unwinding, optimised whatever the profile), into `output`.
+fn rustc(lib_rs: &Path, crate_type: &str, name: &str, output: &Path, extra: &[&str]) {
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let target = std::env::var("TARGET").expect("cargo sets it");
     let debug = std::env::var("DEBUG").as_deref() == Ok("true");
     let mut cmd = Command::new(rustc);
-    cmd.args(["--edition", "2021", "--crate-type", "cdylib"])
-        .args(["--crate-name", "bulkmem_preload", "--target", &target])
+    cmd.args(["--edition", "2021", "--crate-type", crate_type])
+        .args(["--crate-name", name, "--target", &target])
         .args([
             "-C",
             "panic=abort",
@@ -88,19 +97,16 @@ fn build_loader(lib_rs: &Path, output: &Path, abi: u32) {
         // of the command, say), not for this library.
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("RUSTFLAGS")
-        .env("BULKMEM_PRELOAD_ABI", abi.to_string());
+        .args(extra);
     let result = cmd
         .output()
-        .unwrap_or_else(|e| panic!("cannot run rustc for the preload's loader: {e}"));
+        .unwrap_or_else(|e| panic!("cannot run rustc for {name}: {e}"));
     let stderr = String::from_utf8_lossy(&result.stderr);
     if result.status.success() {
         for line in stderr.lines().filter(|l| l.starts_with("warning")) {
-            println!("cargo:warning=preload loader: {line}");
+            println!("cargo:warning={name}: {line}");
         }
         return;
     }
-    panic!(
-        "building the preload's loader ({}) failed:\n{stderr}",
-        lib_rs.display()
-    );
+    panic!("building {name} ({}) failed:\n{stderr}", lib_rs.display());
 }

@@ -19,8 +19,9 @@
 use core::ffi::{c_char, c_void, CStr};
 use core::sync::atomic::{AtomicU8, Ordering};
 
-use crate::abi::{self, Engine, Loader};
-use crate::{opened, sys, thread};
+use crate::{opened, thread};
+use bulkmem_preload_abi::abi::{self, Engine, Loader};
+use bulkmem_preload_abi::sys;
 
 const CLOSED: u8 = 0;
 const OPENING: u8 = 1;

@@ -4,8 +4,9 @@
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use crate::abi::{self, Loader};
-use crate::{calls, next, own_stack, signals, sys, thread};
+use crate::{calls, next, own_stack, signals, thread};
+use bulkmem_preload_abi::abi::{self, Loader};
+use bulkmem_preload_abi::sys;
 
 /// Whether the engine is to read the `BULKMEM_PRELOAD_*` variables.
 pub static READ_ENV: AtomicBool = AtomicBool::new(false);

@@ -18,7 +18,7 @@
 
 use core::ffi::c_long;
 
-use crate::sys;
+use bulkmem_preload_abi::sys;
 
 /// What the engine may take of an address-space or data limit: its
 /// mapping (about 10 MiB), helper stacks (256 KiB each) and its tables,

@@ -1,24 +1,38 @@
 //! The interface between the preload's two stages, compiled into both:
-//! the loader (`libbulkmem_preload.so`, this crate) and the engine
-//! (`libbulkmem_preload_engine.so`, crates/bulkmem-preload), which the
-//! loader opens at the first call that needs it. Plain C layouts only: the
-//! two are separate shared objects, each with its own copy of everything
-//! Rust.
+//! the loader (`libbulkmem_preload.so`, crates/bulkmem-preload) and the
+//! engine (`libbulkmem_preload_engine.so`, crates/bulkmem-preload-engine),
+//! which the loader opens at the first call that needs it. Plain C layouts
+//! only: the two are separate shared objects, each with its own copy of
+//! everything Rust.
 
 use core::cell::Cell;
 use core::ffi::{c_int, c_ulong, c_void, CStr};
 use core::sync::atomic::{AtomicBool, AtomicUsize};
 
-/// Both tables start with it: a hash of this file's text, which the
-/// preload's build script gives both compilations
-/// (`BULKMEM_PRELOAD_ABI`). A loader and an engine built from different
-/// interfaces (a hand-copied file, an old one left beside a new one)
-/// refuse each other, and the calls go to the C library. (0 where cargo
-/// builds the loader's crate alone, for its lints: never loaded.)
+/// Both tables start with it: a hash (FNV-1a, never 0) of this file's
+/// text, computed where each stage is compiled. A loader and an engine
+/// built from different interfaces (a hand-copied file, an old one left
+/// beside a new one) refuse each other, and the calls go to the C library.
+/// `BULKMEM_PRELOAD_ABI` at compile time overrides it (the test of a
+/// mismatched pair builds a loader so).
 pub const VERSION: u32 = match option_env!("BULKMEM_PRELOAD_ABI") {
     Some(v) => decimal(v),
-    None => 0,
+    None => fnv1a(include_bytes!("abi.rs")),
 };
+
+const fn fnv1a(text: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    let mut i = 0;
+    while i < text.len() {
+        h = (h ^ text[i] as u32).wrapping_mul(0x0100_0193);
+        i += 1;
+    }
+    if h == 0 {
+        1
+    } else {
+        h
+    }
+}
 
 const fn decimal(s: &str) -> u32 {
     let b = s.as_bytes();

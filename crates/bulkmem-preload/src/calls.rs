@@ -7,7 +7,8 @@
 
 use core::sync::atomic::AtomicUsize;
 
-use crate::{abi, next};
+use crate::next;
+use bulkmem_preload_abi::abi;
 
 /// Calls below this take the C library; `usize::MAX` until the constructor
 /// has decided (and when switched off), 0 when the engine counts every

@@ -8,8 +8,9 @@
 
 use core::ffi::c_void;
 
-use crate::abi::SETUP_STACK;
-use crate::{sys, thread};
+use crate::thread;
+use bulkmem_preload_abi::abi::SETUP_STACK;
+use bulkmem_preload_abi::sys;
 
 const GUARD: usize = 4096;
 

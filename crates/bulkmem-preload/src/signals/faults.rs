@@ -27,8 +27,8 @@ use core::ffi::{c_int, c_void};
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use super::{enter, forward_sigaction, real_handler, tramp, Flavour, HANDLERS};
-use crate::sys::{self, KernelSigaction, Sigaction};
 use crate::{next, opened};
+use bulkmem_preload_abi::sys::{self, KernelSigaction, Sigaction};
 
 /// The index of SIGSEGV (0) and SIGBUS (1) in the views.
 pub fn slot(sig: c_int) -> Option<usize> {

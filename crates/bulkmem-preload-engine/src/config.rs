@@ -26,7 +26,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub const DEFAULT_MIN: usize = crate::abi::DEFAULT_MIN;
+pub const DEFAULT_MIN: usize = bulkmem_preload_abi::abi::DEFAULT_MIN;
 pub const DEFAULT_MT_MIN: usize = 16 << 20;
 
 /// Calls below this are small. The loader's own threshold (its `MIN`,

@@ -1,7 +1,9 @@
-//! The C library's functions and constants this stage uses, declared here:
-//! it is compiled without cargo (see Cargo.toml), so without the `libc`
-//! crate. x86_64 Linux, glibc. The engine checks these against `libc` at
-//! compile time (`crates/bulkmem-preload/src/loader.rs`).
+//! The C library's functions and constants the loader uses, declared here:
+//! the loader is compiled without cargo (see crates/bulkmem-preload's
+//! Cargo.toml), so without the `libc` crate. x86_64 Linux, glibc. The
+//! engine checks these against `libc` at compile time
+//! (`crates/bulkmem-preload-engine/src/loader.rs`) and makes its direct
+//! system calls with [`call`].
 
 use core::ffi::{c_char, c_int, c_long, c_ulong, c_void};
 

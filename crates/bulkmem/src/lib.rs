@@ -55,8 +55,6 @@ mod error;
 mod extent;
 #[cfg(target_arch = "x86_64")]
 pub mod fault;
-#[cfg(all(test, target_arch = "x86_64"))]
-mod fence_check;
 mod fill;
 #[cfg(target_arch = "x86_64")]
 mod gangs;

@@ -9,8 +9,8 @@
 use proptest::prelude::{any, prop, prop_assert, prop_oneof, proptest, Just, ProptestConfig};
 use proptest::strategy::Strategy as Gen;
 
-use super::bands::Compiled;
-use super::*;
+use crate::auto::bands::Compiled;
+use crate::auto::*;
 use crate::handle::Kernel;
 
 const NAMES: &[&str] = &[

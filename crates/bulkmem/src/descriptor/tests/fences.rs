@@ -598,264 +598,260 @@ impl Analysis<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::sync::OnceLock;
+use std::sync::OnceLock;
 
-    use super::*;
-    use crate::descriptor::row;
-    use crate::error::Error;
-    use crate::fill::{self, NtWriter};
-    use crate::strategy::{FillMode, Hint, Strategy};
+use crate::descriptor::row;
+use crate::error::Error;
+use crate::fill::{self, NtWriter};
+use crate::strategy::{FillMode, Hint, Strategy};
 
-    impl Image {
-        /// Whether runtime address `at` lies in the function that starts
-        /// at runtime address `f`.
-        fn in_function(&self, f: usize, at: usize) -> bool {
-            let (f, at) = (f as u64 - self.bias, at as u64 - self.bias);
-            self.symbol(f)
-                .is_some_and(|s| s.start == f && (s.start..s.end).contains(&at))
+impl Image {
+    /// Whether runtime address `at` lies in the function that starts
+    /// at runtime address `f`.
+    fn in_function(&self, f: usize, at: usize) -> bool {
+        let (f, at) = (f as u64 - self.bias, at as u64 - self.bias);
+        self.symbol(f)
+            .is_some_and(|s| s.start == f && (s.start..s.end).contains(&at))
+    }
+}
+
+fn image() -> &'static Image {
+    static IMAGE: OnceLock<Image> = OnceLock::new();
+    IMAGE.get_or_init(Image::load)
+}
+
+/// `(name, fenced, unfenced)` for every kernel of the rows marked
+/// `non_temporal` or not, as `Kernel::new` hands them out.
+fn kernels(non_temporal: bool) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    for &s in Strategy::ALL {
+        let d = row(s);
+        if d.non_temporal != non_temporal {
+            continue;
+        }
+        if let Some(k) = &d.copy {
+            out.push((format!("{s} copy"), k.fenced as usize, k.unfenced as usize));
+        }
+        if let Some(k) = &d.clear {
+            out.push((format!("{s} clear"), k.fenced as usize, k.unfenced as usize));
         }
     }
+    out
+}
 
-    fn image() -> &'static Image {
-        static IMAGE: OnceLock<Image> = OnceLock::new();
-        IMAGE.get_or_init(Image::load)
+#[test]
+fn every_path_from_a_streaming_store_to_a_return_fences() {
+    let nt = kernels(true);
+    for want in [
+        "avx2-nt copy",
+        "avx2-nt clear",
+        "avx512-nt copy",
+        "avx512-nt clear",
+        "clzero clear",
+    ] {
+        assert!(nt.iter().any(|k| k.0 == want), "{want} is not checked");
     }
-
-    /// `(name, fenced, unfenced)` for every kernel of the rows marked
-    /// `non_temporal` or not, as `Kernel::new` hands them out.
-    fn kernels(non_temporal: bool) -> Vec<(String, usize, usize)> {
-        let mut out = Vec::new();
-        for &s in Strategy::ALL {
-            let d = row(s);
-            if d.non_temporal != non_temporal {
-                continue;
-            }
-            if let Some(k) = &d.copy {
-                out.push((format!("{s} copy"), k.fenced as usize, k.unfenced as usize));
-            }
-            if let Some(k) = &d.clear {
-                out.push((format!("{s} clear"), k.fenced as usize, k.unfenced as usize));
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn every_path_from_a_streaming_store_to_a_return_fences() {
-        let nt = kernels(true);
-        for want in [
-            "avx2-nt copy",
-            "avx2-nt clear",
-            "avx512-nt copy",
-            "avx512-nt clear",
-            "clzero clear",
-        ] {
-            assert!(nt.iter().any(|k| k.0 == want), "{want} is not checked");
-        }
-        for (name, fenced, _) in nt {
-            let r = image().check(fenced, false);
-            assert!(
-                !r.weak_stores.is_empty(),
-                "{name} ({}): no non-temporal store found, so no fence was checked",
-                r.entry
-            );
-            assert!(
-                r.unfenced_exits.is_empty(),
-                "{name} ({}) returns with non-temporal stores not fenced:\n{}",
-                r.entry,
-                lines(&r.unfenced_exits)
-            );
-            assert!(r.clean_exit, "{name} ({}): no path returns", r.entry);
-        }
-    }
-
-    /// The analysis itself: the kernels without their fence must be seen
-    /// to return unfenced, or a deleted fence would pass unseen.
-    #[test]
-    fn the_unfenced_kernels_are_seen_to_return_unfenced() {
-        for (name, _, unfenced) in kernels(true) {
-            let r = image().check(unfenced, false);
-            assert!(!r.weak_stores.is_empty(), "{name} ({})", r.entry);
-            assert!(
-                !r.unfenced_exits.is_empty(),
-                "{name} ({}): no unfenced return found in a kernel without a fence",
-                r.entry
-            );
-        }
-    }
-
-    /// A row marked temporal needs no fence only if it streams nothing.
-    #[test]
-    fn temporal_kernels_issue_no_streaming_stores() {
-        for (name, k, _) in kernels(false) {
-            let r = image().check(k, false);
-            assert!(r.weak_stores.is_empty(), "{name}: {:?}", r.weak_stores);
-        }
-    }
-
-    /// `(name, fenced, unfenced)` for every checked twin of the rows
-    /// marked `non_temporal` or not.
-    fn checked(non_temporal: bool) -> Vec<(String, usize, usize)> {
-        let mut out = Vec::new();
-        for &s in Strategy::ALL {
-            let d = row(s);
-            if d.non_temporal != non_temporal {
-                continue;
-            }
-            if let Some((f, u)) = d.copy.as_ref().and_then(|k| k.checked.own) {
-                out.push((format!("{s} checked copy"), f as usize, u as usize));
-            }
-            if let Some((f, u)) = d.clear.as_ref().and_then(|k| k.checked.own) {
-                out.push((format!("{s} checked clear"), f as usize, u as usize));
-            }
-        }
-        out
-    }
-
-    /// The checked twins as the kernels: the fenced form fences on every
-    /// path to its return, the unfenced one is seen not to.
-    #[test]
-    fn the_checked_streaming_twins_fence_and_their_unfenced_forms_do_not() {
-        let nt = checked(true);
-        for want in [
-            "avx2-nt checked copy",
-            "avx2-nt checked clear",
-            "avx512-nt checked copy",
-            "avx512-nt checked clear",
-            "clzero checked clear",
-        ] {
-            assert!(nt.iter().any(|k| k.0 == want), "{want} is not checked");
-        }
-        for (name, fenced, unfenced) in nt {
-            let r = image().check(fenced, false);
-            assert!(!r.weak_stores.is_empty(), "{name} ({})", r.entry);
-            assert!(
-                r.unfenced_exits.is_empty(),
-                "{name} ({}) returns with non-temporal stores not fenced:\n{}",
-                r.entry,
-                lines(&r.unfenced_exits)
-            );
-            assert!(r.clean_exit, "{name} ({}): no path returns", r.entry);
-            let r = image().check(unfenced, false);
-            assert!(
-                !r.unfenced_exits.is_empty(),
-                "{name} ({}): no unfenced return found in a routine without a fence",
-                r.entry
-            );
-        }
-        for (name, k, _) in checked(false) {
-            let r = image().check(k, false);
-            assert!(r.weak_stores.is_empty(), "{name}: {:?}", r.weak_stores);
-        }
-    }
-
-    /// A fault ends a non-temporal routine through its fixup, which the
-    /// signal handler jumps to (no control-flow edge leads there): each
-    /// such fixup, entered with streaming stores pending, fences before it
-    /// returns, in the fenced and the unfenced forms alike.
-    #[test]
-    fn every_fixup_of_a_streaming_twin_fences() {
-        let entries = crate::checked::mc::entries();
-        let mut seen = 0;
-        for (name, fenced, unfenced) in checked(true) {
-            for f in [fenced, unfenced] {
-                let fixups: BTreeSet<usize> = entries
-                    .iter()
-                    .map(|e| e[2])
-                    .filter(|&fix| image().in_function(f, fix))
-                    .collect();
-                assert!(!fixups.is_empty(), "{name}: no fixups found");
-                for fix in fixups {
-                    seen += 1;
-                    let r = image().check(fix, true);
-                    assert!(
-                        r.unfenced_exits.is_empty(),
-                        "{name}: the fixup at {fix:#x} returns unfenced:\n{}",
-                        lines(&r.unfenced_exits)
-                    );
-                }
-            }
-        }
-        assert!(seen >= 10, "only {seen} fixups checked");
-    }
-
-    type Fill = fn(&mut [u8], &[u8]) -> Result<FillMode, Error>;
-    type FillHint = fn(&mut [u8], &[u8], Hint) -> Result<FillMode, Error>;
-
-    /// `fill_with` and `fill_with_hint` as instantiated for a closure `P`
-    /// (a closure, not a fn pointer, so the analysis sees its code).
-    fn patched<P: FnMut(usize, &mut [u8])>(_: P) -> [(&'static str, usize); 2] {
-        type With<P> = fn(&mut [u8], &[u8], P) -> Result<FillMode, Error>;
-        type WithHint<P> = fn(&mut [u8], &[u8], Hint, P) -> Result<FillMode, Error>;
-        [
-            ("fill_with", fill::fill_with::<P> as With<P> as usize),
-            (
-                "fill_with_hint",
-                fill::fill_with_hint::<P> as WithHint<P> as usize,
-            ),
-        ]
-    }
-
-    fn lines(set: &BTreeSet<String>) -> String {
-        set.iter().cloned().collect::<Vec<_>>().join("\n")
-    }
-
-    /// The fills stream through the kernel's pointer, which the analysis
-    /// takes for an unfenced kernel, and fence once in their shared body.
-    #[test]
-    fn fills_fence_after_their_streamed_windows() {
-        for (name, f) in [
-            ("fill", fill::fill as Fill as usize),
-            ("fill_hint", fill::fill_hint as FillHint as usize),
-        ] {
-            let r = image().check(f, false);
-            assert!(
-                !r.pointer_calls.is_empty(),
-                "{name} ({}): no kernel call found",
-                r.entry
-            );
-            assert!(
-                r.unfenced_exits.is_empty(),
-                "{name} ({}) returns with its streamed stores not fenced:\n{}",
-                r.entry,
-                lines(&r.unfenced_exits)
-            );
-        }
-        // The patched fills also assemble elements through a pointer, to
-        // a temporal copy (`auto::element_copy`) the analysis cannot tell
-        // from a streaming one, so their temporal path looks unfenced. Their
-        // fence is the one body's checked above; here: it is there.
-        for (name, f) in patched(|i, e: &mut [u8]| e[0] = i as u8) {
-            let r = image().check(f, false);
-            assert!(
-                !r.pointer_calls.is_empty(),
-                "{name} ({}): no kernel call found",
-                r.entry
-            );
-            assert!(!r.fences.is_empty(), "{name} ({}): no fence", r.entry);
-        }
-    }
-
-    #[test]
-    fn caller_saved_names_the_clobbered_registers() {
-        use Register::*;
-        let regs = [RAX, RCX, RDX, RSI, RDI, R8, R9, R10, R11];
-        assert_eq!(CALLER_SAVED, regs.map(bit).iter().fold(0, |m, b| m | b));
-    }
-
-    #[test]
-    fn the_drains_fence() {
-        // Entered dirty: the stores it must order were issued before.
-        let r = image().check(fill::nt_drain as fn() as usize, true);
-        assert!(r.unfenced_exits.is_empty(), "nt_drain: {r:#?}");
-        // Its fence is conditional (on the writer having streamed): the
-        // fence must be reachable and lead to a return.
-        let r = image().check(NtWriter::drain as fn(&mut NtWriter) as usize, true);
+    for (name, fenced, _) in nt {
+        let r = image().check(fenced, false);
         assert!(
-            !r.fences.is_empty() && r.clean_exit,
-            "NtWriter::drain: {r:#?}"
+            !r.weak_stores.is_empty(),
+            "{name} ({}): no non-temporal store found, so no fence was checked",
+            r.entry
+        );
+        assert!(
+            r.unfenced_exits.is_empty(),
+            "{name} ({}) returns with non-temporal stores not fenced:\n{}",
+            r.entry,
+            lines(&r.unfenced_exits)
+        );
+        assert!(r.clean_exit, "{name} ({}): no path returns", r.entry);
+    }
+}
+
+/// The analysis itself: the kernels without their fence must be seen
+/// to return unfenced, or a deleted fence would pass unseen.
+#[test]
+fn the_unfenced_kernels_are_seen_to_return_unfenced() {
+    for (name, _, unfenced) in kernels(true) {
+        let r = image().check(unfenced, false);
+        assert!(!r.weak_stores.is_empty(), "{name} ({})", r.entry);
+        assert!(
+            !r.unfenced_exits.is_empty(),
+            "{name} ({}): no unfenced return found in a kernel without a fence",
+            r.entry
         );
     }
+}
+
+/// A row marked temporal needs no fence only if it streams nothing.
+#[test]
+fn temporal_kernels_issue_no_streaming_stores() {
+    for (name, k, _) in kernels(false) {
+        let r = image().check(k, false);
+        assert!(r.weak_stores.is_empty(), "{name}: {:?}", r.weak_stores);
+    }
+}
+
+/// `(name, fenced, unfenced)` for every checked twin of the rows
+/// marked `non_temporal` or not.
+fn checked(non_temporal: bool) -> Vec<(String, usize, usize)> {
+    let mut out = Vec::new();
+    for &s in Strategy::ALL {
+        let d = row(s);
+        if d.non_temporal != non_temporal {
+            continue;
+        }
+        if let Some((f, u)) = d.copy.as_ref().and_then(|k| k.checked.own) {
+            out.push((format!("{s} checked copy"), f as usize, u as usize));
+        }
+        if let Some((f, u)) = d.clear.as_ref().and_then(|k| k.checked.own) {
+            out.push((format!("{s} checked clear"), f as usize, u as usize));
+        }
+    }
+    out
+}
+
+/// The checked twins as the kernels: the fenced form fences on every
+/// path to its return, the unfenced one is seen not to.
+#[test]
+fn the_checked_streaming_twins_fence_and_their_unfenced_forms_do_not() {
+    let nt = checked(true);
+    for want in [
+        "avx2-nt checked copy",
+        "avx2-nt checked clear",
+        "avx512-nt checked copy",
+        "avx512-nt checked clear",
+        "clzero checked clear",
+    ] {
+        assert!(nt.iter().any(|k| k.0 == want), "{want} is not checked");
+    }
+    for (name, fenced, unfenced) in nt {
+        let r = image().check(fenced, false);
+        assert!(!r.weak_stores.is_empty(), "{name} ({})", r.entry);
+        assert!(
+            r.unfenced_exits.is_empty(),
+            "{name} ({}) returns with non-temporal stores not fenced:\n{}",
+            r.entry,
+            lines(&r.unfenced_exits)
+        );
+        assert!(r.clean_exit, "{name} ({}): no path returns", r.entry);
+        let r = image().check(unfenced, false);
+        assert!(
+            !r.unfenced_exits.is_empty(),
+            "{name} ({}): no unfenced return found in a routine without a fence",
+            r.entry
+        );
+    }
+    for (name, k, _) in checked(false) {
+        let r = image().check(k, false);
+        assert!(r.weak_stores.is_empty(), "{name}: {:?}", r.weak_stores);
+    }
+}
+
+/// A fault ends a non-temporal routine through its fixup, which the
+/// signal handler jumps to (no control-flow edge leads there): each
+/// such fixup, entered with streaming stores pending, fences before it
+/// returns, in the fenced and the unfenced forms alike.
+#[test]
+fn every_fixup_of_a_streaming_twin_fences() {
+    let entries = crate::checked::mc::entries();
+    let mut seen = 0;
+    for (name, fenced, unfenced) in checked(true) {
+        for f in [fenced, unfenced] {
+            let fixups: BTreeSet<usize> = entries
+                .iter()
+                .map(|e| e[2])
+                .filter(|&fix| image().in_function(f, fix))
+                .collect();
+            assert!(!fixups.is_empty(), "{name}: no fixups found");
+            for fix in fixups {
+                seen += 1;
+                let r = image().check(fix, true);
+                assert!(
+                    r.unfenced_exits.is_empty(),
+                    "{name}: the fixup at {fix:#x} returns unfenced:\n{}",
+                    lines(&r.unfenced_exits)
+                );
+            }
+        }
+    }
+    assert!(seen >= 10, "only {seen} fixups checked");
+}
+
+type Fill = fn(&mut [u8], &[u8]) -> Result<FillMode, Error>;
+type FillHint = fn(&mut [u8], &[u8], Hint) -> Result<FillMode, Error>;
+
+/// `fill_with` and `fill_with_hint` as instantiated for a closure `P`
+/// (a closure, not a fn pointer, so the analysis sees its code).
+fn patched<P: FnMut(usize, &mut [u8])>(_: P) -> [(&'static str, usize); 2] {
+    type With<P> = fn(&mut [u8], &[u8], P) -> Result<FillMode, Error>;
+    type WithHint<P> = fn(&mut [u8], &[u8], Hint, P) -> Result<FillMode, Error>;
+    [
+        ("fill_with", fill::fill_with::<P> as With<P> as usize),
+        (
+            "fill_with_hint",
+            fill::fill_with_hint::<P> as WithHint<P> as usize,
+        ),
+    ]
+}
+
+fn lines(set: &BTreeSet<String>) -> String {
+    set.iter().cloned().collect::<Vec<_>>().join("\n")
+}
+
+/// The fills stream through the kernel's pointer, which the analysis
+/// takes for an unfenced kernel, and fence once in their shared body.
+#[test]
+fn fills_fence_after_their_streamed_windows() {
+    for (name, f) in [
+        ("fill", fill::fill as Fill as usize),
+        ("fill_hint", fill::fill_hint as FillHint as usize),
+    ] {
+        let r = image().check(f, false);
+        assert!(
+            !r.pointer_calls.is_empty(),
+            "{name} ({}): no kernel call found",
+            r.entry
+        );
+        assert!(
+            r.unfenced_exits.is_empty(),
+            "{name} ({}) returns with its streamed stores not fenced:\n{}",
+            r.entry,
+            lines(&r.unfenced_exits)
+        );
+    }
+    // The patched fills also assemble elements through a pointer, to
+    // a temporal copy (`auto::element_copy`) the analysis cannot tell
+    // from a streaming one, so their temporal path looks unfenced. Their
+    // fence is the one body's checked above; here: it is there.
+    for (name, f) in patched(|i, e: &mut [u8]| e[0] = i as u8) {
+        let r = image().check(f, false);
+        assert!(
+            !r.pointer_calls.is_empty(),
+            "{name} ({}): no kernel call found",
+            r.entry
+        );
+        assert!(!r.fences.is_empty(), "{name} ({}): no fence", r.entry);
+    }
+}
+
+#[test]
+fn caller_saved_names_the_clobbered_registers() {
+    use Register::*;
+    let regs = [RAX, RCX, RDX, RSI, RDI, R8, R9, R10, R11];
+    assert_eq!(CALLER_SAVED, regs.map(bit).iter().fold(0, |m, b| m | b));
+}
+
+#[test]
+fn the_drains_fence() {
+    // Entered dirty: the stores it must order were issued before.
+    let r = image().check(fill::nt_drain as fn() as usize, true);
+    assert!(r.unfenced_exits.is_empty(), "nt_drain: {r:#?}");
+    // Its fence is conditional (on the writer having streamed): the
+    // fence must be reachable and lead to a return.
+    let r = image().check(NtWriter::drain as fn(&mut NtWriter) as usize, true);
+    assert!(
+        !r.fences.is_empty() && r.clean_exit,
+        "NtWriter::drain: {r:#?}"
+    );
 }

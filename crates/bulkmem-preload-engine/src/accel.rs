@@ -179,7 +179,7 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
         if let Some(upto) = unsafe { helpers::run(k, d, s, n) } {
             return Done {
                 upto,
-                path: Path::Engine,
+                path: Path::Helpers,
                 streamed: k.strategy().is_non_temporal(),
             };
         }

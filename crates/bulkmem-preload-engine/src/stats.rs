@@ -33,7 +33,7 @@ pub enum Path {
     /// bulkmem's `auto` on the calling thread.
     Cpu,
     /// bulkmem's helper threads beside the calling thread.
-    Engine,
+    Helpers,
     /// Above the threshold but sent to the C library: overlapping memmove,
     /// non-zero memset, re-entered, or bulkmem not ready.
     Passed,
@@ -50,7 +50,7 @@ pub enum Kind {
 const PATHS: [(&str, &str, Path); 4] = [
     ("small (C library)", "small", Path::Small),
     ("bulkmem auto", "cpu", Path::Cpu),
-    ("bulkmem threads", "threads", Path::Engine),
+    ("bulkmem threads", "threads", Path::Helpers),
     ("large, C library", "passed", Path::Passed),
 ];
 const KINDS: [(&str, Kind); 2] = [("copy", Kind::Copy), ("set", Kind::Set)];

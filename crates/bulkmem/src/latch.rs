@@ -1,7 +1,8 @@
 //! The one way a thread here waits until others are done: a count of the
 //! parties still working, which a waiter sleeps on until it reaches zero.
-//! The engine's pool waits on one for its workers, the `LD_PRELOAD`
-//! library's calls for their helper threads.
+//! The engine's pool waits on one for its workers, a submitted batch's
+//! ticket for the batch (with a deadline, [`Latch::wait_until`]), the
+//! `LD_PRELOAD` library's calls for their helper threads.
 //!
 //! The sleep/wake protocol, beside the code as rayon-core keeps its own:
 //!
@@ -23,6 +24,7 @@
 //! (it is borrowed for as long).
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 /// A count of unfinished parties that [`Latch::wait`] sleeps on until it
 /// is zero; see the module docs for the protocol.
@@ -64,7 +66,7 @@ impl Latch {
     /// One party is done with the work; the last one wakes the waiters.
     pub fn count_down(&self) {
         if self.count.fetch_sub(1, Ordering::Release) == 1 {
-            futex(&self.count, libc::FUTEX_WAKE, i32::MAX as u32);
+            futex(&self.count, libc::FUTEX_WAKE, i32::MAX as u32, None);
         }
     }
 
@@ -81,7 +83,22 @@ impl Latch {
             if v == 0 {
                 return;
             }
-            futex(&self.count, libc::FUTEX_WAIT, v);
+            futex_for(&self.count, v, None);
+        }
+    }
+
+    /// As [`Latch::wait`], giving up at `deadline`: whether the count
+    /// reached zero.
+    pub fn wait_until(&self, deadline: Instant) -> bool {
+        loop {
+            let v = self.count.load(Ordering::Acquire);
+            if v == 0 {
+                return true;
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                return false;
+            };
+            futex_for(&self.count, v, Some(left));
         }
     }
 
@@ -92,14 +109,25 @@ impl Latch {
     }
 }
 
-/// `futex(word, op | FUTEX_PRIVATE_FLAG, val)` with no timeout; its result
-/// is not needed (a wait that returns for any reason reads the count
-/// again).
-fn futex(word: &AtomicU32, op: libc::c_int, val: u32) {
+/// Sleeps while `word` holds `v`, at most `left` (a relative timeout, as
+/// FUTEX_WAIT takes it).
+fn futex_for(word: &AtomicU32, v: u32, left: Option<Duration>) {
+    let ts = left.map(|d| libc::timespec {
+        tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    });
+    futex(word, libc::FUTEX_WAIT, v, ts.as_ref());
+}
+
+/// `futex(word, op | FUTEX_PRIVATE_FLAG, val, timeout)`; its result is
+/// not needed (a wait that returns for any reason reads the count again).
+fn futex(word: &AtomicU32, op: libc::c_int, val: u32, timeout: Option<&libc::timespec>) {
     let op = (op | libc::FUTEX_PRIVATE_FLAG) as usize;
+    let timeout = timeout.map_or(std::ptr::null(), |t| t as *const libc::timespec);
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: FUTEX_WAIT/WAKE on a live, aligned word, no timeout; the
-    // `syscall` instruction clobbers rcx and r11 only.
+    // SAFETY: FUTEX_WAIT/WAKE on a live, aligned word, with a live
+    // timespec or none; the `syscall` instruction clobbers rcx and r11
+    // only.
     unsafe {
         core::arch::asm!(
             "syscall",
@@ -107,7 +135,7 @@ fn futex(word: &AtomicU32, op: libc::c_int, val: u32) {
             in("rdi") word.as_ptr(),
             in("rsi") op,
             in("rdx") val as usize,
-            in("r10") 0usize,
+            in("r10") timeout,
             lateout("rcx") _,
             lateout("r11") _,
             options(nostack),
@@ -116,7 +144,7 @@ fn futex(word: &AtomicU32, op: libc::c_int, val: u32) {
     #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: as above, through the C library (which may set `errno`).
     unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), op, val, 0usize);
+        libc::syscall(libc::SYS_futex, word.as_ptr(), op, val, timeout);
     }
 }
 
@@ -152,6 +180,17 @@ mod tests {
                 assert_eq!(l.count(), 0);
             });
         }
+    }
+
+    #[test]
+    fn a_timed_wait_gives_up_and_then_sees_the_count_reach_zero() {
+        let l = Latch::new(1);
+        assert!(!l.wait_until(Instant::now() + Duration::from_millis(5)));
+        std::thread::scope(|s| {
+            s.spawn(|| l.count_down());
+            assert!(l.wait_until(Instant::now() + Duration::from_secs(60)));
+        });
+        assert!(l.wait_until(Instant::now()));
     }
 
     #[test]

@@ -7,14 +7,15 @@
 //! outcome, so several waiters all get it).
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::pool::{lock, Inside};
 use super::Engine;
 use crate::control::{CancelToken, Progress};
 use crate::error::Error;
+use crate::latch::Latch;
 use crate::report::Report;
 
 /// What [`Ticket::wait`] returns in a child made by `fork()` for a ticket
@@ -30,11 +31,10 @@ pub(super) struct Shared {
     /// Bytes in chunks finished so far (the progress callback's `done`).
     pub(super) done_bytes: AtomicUsize,
     pub(super) total: usize,
-    /// Set (inside `result`'s lock) once `result` holds the outcome: lets
-    /// `is_done` answer without a lock.
-    done: AtomicBool,
+    /// Counted down once `result` holds the outcome: what waiters sleep on,
+    /// and what `is_done` reads without a lock.
+    finished: Latch,
     result: Mutex<Option<Result<Report, Error>>>,
-    finished: Condvar,
     /// Written once, on completion; never read, so it stays readable.
     fd: OwnedFd,
 }
@@ -59,9 +59,8 @@ impl Shared {
             cancel: CancelToken::linked(parent),
             done_bytes: AtomicUsize::new(0),
             total,
-            done: AtomicBool::new(false),
+            finished: Latch::new(1),
             result: Mutex::new(None),
-            finished: Condvar::new(),
             fd,
         }))
     }
@@ -71,11 +70,8 @@ impl Shared {
     /// reports is written and visible (its workers have drained their
     /// stores and been joined through the pool's lock).
     pub(super) fn finish(&self, outcome: Result<Report, Error>) {
-        let mut r = lock(&self.result);
-        *r = Some(outcome);
-        self.done.store(true, Ordering::Release);
-        drop(r);
-        self.finished.notify_all();
+        *lock(&self.result) = Some(outcome);
+        self.finished.count_down();
         let one = 1u64;
         // SAFETY: writes the 8 bytes of a live u64 to this state's own
         // eventfd. It cannot fail: the counter is written once, far from
@@ -152,7 +148,7 @@ impl Ticket<'_> {
 
     /// Whether the batch is done (its outcome is ready).
     pub fn is_done(&self) -> bool {
-        self.shared.done.load(Ordering::Acquire)
+        self.shared.finished.count() == 0
     }
 
     /// Asks the batch to stop: if it has not started it never will; if it
@@ -182,27 +178,18 @@ impl Ticket<'_> {
         if !self.is_done() && Inside::current() == self.engine.id() {
             return Some(Err(Error::Reentrant));
         }
-        let mut r = lock(&self.shared.result);
-        loop {
-            if let Some(outcome) = &*r {
-                return Some(outcome.clone());
+        let done = match deadline {
+            None => {
+                self.shared.finished.wait();
+                true
             }
-            r = match deadline {
-                None => self
-                    .shared
-                    .finished
-                    .wait(r)
-                    .unwrap_or_else(|e| e.into_inner()),
-                Some(d) => {
-                    let left = d.checked_duration_since(Instant::now())?;
-                    self.shared
-                        .finished
-                        .wait_timeout(r, left)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0
-                }
-            };
-        }
+            Some(d) => self.shared.finished.wait_until(d),
+        };
+        done.then(|| {
+            lock(&self.shared.result)
+                .clone()
+                .expect("the outcome is stored before the latch opens")
+        })
     }
 }
 

@@ -55,6 +55,7 @@ impl KernelSigaction {
 
 /// `rt_sigaction` as the raw system call: reaches the kernel whoever
 /// interposes `sigaction`, and is async-signal-safe. Returns 0 or -errno.
+#[inline]
 pub fn rt_sigaction(
     sig: c_int,
     act: Option<&KernelSigaction>,
@@ -73,6 +74,7 @@ pub fn rt_sigaction(
 }
 
 /// The handler the kernel has for `sig` now (`SIG_ERR` if it cannot say).
+#[inline]
 pub fn kernel_handler(sig: c_int) -> usize {
     let mut cur = KernelSigaction::DEFAULT;
     if rt_sigaction(sig, None, Some(&mut cur)) == 0 {
@@ -211,6 +213,7 @@ pub unsafe fn call(n: c_long, args: &[usize]) -> isize {
     r
 }
 
+#[inline]
 pub fn set_errno(e: c_int) {
     // SAFETY: errno is this thread's.
     unsafe { *__errno_location() = e };
@@ -219,6 +222,7 @@ pub fn set_errno(e: c_int) {
 /// `rt_sigprocmask` with the kernel's 8-byte set, as the raw system call:
 /// glibc's `sigprocmask` drops its own signals (SIGCANCEL) from any set,
 /// so restoring a saved mask with it would unblock a blocked SIGCANCEL.
+#[inline]
 pub fn sigprocmask_raw(how: c_int, set: u64) -> u64 {
     let mut old = 0u64;
     // SAFETY: valid 8-byte sets for the kernel, on this thread.

@@ -42,7 +42,15 @@ pub unsafe fn clear(dst: *mut u8, len: usize) {
     let mut i = 0;
     // SAFETY: (all stores) within [0, len) by the loop bounds.
     unsafe {
-        while i + 32 <= len {
+        // A line per step: with 32 bytes a step, the hot 4 KiB and 2 MiB
+        // clears of one build swung between 28 and 57 GB/s from run to run
+        // on the Zen 4 VM (the loop's code placement, it seemed); a line
+        // per step measured 54-57 GB/s every time.
+        while i + 64 <= len {
+            write_unaligned(dst.add(i) as *mut [u64; 8], [0; 8]);
+            i += 64;
+        }
+        if i + 32 <= len {
             write_unaligned(dst.add(i) as *mut [u64; 4], [0; 4]);
             i += 32;
         }

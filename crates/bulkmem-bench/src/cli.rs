@@ -11,7 +11,7 @@ use bulkmem::{Hint, Op, Strategy};
 
 use crate::harness::Rounds;
 use crate::preflight::{self, times, Need};
-use crate::report::{self, Row};
+use crate::results::{self, Row};
 use crate::size::fmt_size;
 use bulkmem_report::chart;
 use bulkmem_report::table::{Format, Table};
@@ -273,7 +273,7 @@ pub fn publish(
         crate::out::print(&text)?;
     }
     if let Some(path) = out.json.as_deref() {
-        report::write_json(path, rows).map_err(runtime)?;
+        results::write_json(path, rows).map_err(runtime)?;
     }
     let Some((path, what, x_label, style)) = plot else {
         return Ok(());

@@ -16,6 +16,6 @@ pub mod out;
 pub mod preflight;
 pub mod preload_cmd;
 pub mod provenance;
-pub mod report;
+pub mod results;
 pub mod size;
 pub mod version;

@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::harness::{interleave, Rounds};
-use crate::report::{pivot, Pivot, Row};
+use crate::results::{pivot, Pivot, Row};
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;
 
@@ -357,7 +357,7 @@ pub fn bench(
         }
     }
     progress(done, of, "done");
-    crate::report::add_speedups_over(&mut rows, "off");
+    crate::results::add_speedups_over(&mut rows, "off");
     Ok(rows)
 }
 

@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-pub use bulkmem_report::report::SCHEMA;
+pub use bulkmem_report::document::SCHEMA;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Provenance {

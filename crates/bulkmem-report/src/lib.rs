@@ -6,7 +6,7 @@
 
 pub mod chart;
 pub mod compare;
-pub mod report;
+pub mod document;
 pub mod row_csv;
 pub mod size;
 pub mod stats;

@@ -3,7 +3,7 @@
 //! spreadsheets and scripts (the text tables' `median±stdev 1.20x` cells
 //! are for people). GB/s is 10^9 bytes per second; sizes are bytes.
 
-use crate::report::Row;
+use crate::document::Row;
 use crate::table::csv_records;
 
 /// A column: its header and the field of a row (empty where it has none).
@@ -96,7 +96,7 @@ pub fn csv(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::FillCell;
+    use crate::document::FillCell;
     use crate::stats::Stats;
 
     fn row(strategy: &str, samples: &[f64]) -> Row {

@@ -21,7 +21,7 @@ use bulkmem::{Engine, Op};
 
 use crate::arena;
 use crate::harness::{fill_pattern, gbps, Rounds, POISON};
-use crate::report::Row;
+use crate::results::Row;
 
 mod args;
 mod bound;
@@ -296,7 +296,7 @@ mod tests {
             let mut p = plan();
             p.op = op;
             let mut rows = run(&p, bulkmem::placement::current_cpu(), &mut |_, _, _| {}).unwrap();
-            crate::report::add_speedups(&mut rows);
+            crate::results::add_speedups(&mut rows);
             assert_eq!(
                 rows.len(),
                 2 * 2 * 3,

@@ -29,7 +29,7 @@ use clap::Args;
 use crate::cli::{
     check_memory, check_outputs, publish, usage, with_progress, Failure, Measure, Output, Style,
 };
-use crate::report::{CompactCell, Row};
+use crate::results::{CompactCell, Row};
 use crate::size::{self, fmt_size};
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::{fixed, Table};

@@ -15,7 +15,7 @@ use crate::cli::{
 };
 use crate::harness::Rounds;
 use crate::out;
-use crate::report::{self, Row};
+use crate::results::{self, Row};
 use crate::size::{self, fmt_size};
 use bulkmem_report::table;
 
@@ -176,13 +176,13 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         foreign,
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
-    let again = report::to_remeasure(&rows, a.remeasure_below);
+    let again = results::to_remeasure(&rows, a.remeasure_below);
     if !again.is_empty() {
         with_progress(quiet, again.len(), |p| {
             mem::remeasure(&plan, &mut rows, &again, p)
         })?;
     }
-    report::add_speedups_over(&mut rows, baseline);
+    results::add_speedups_over(&mut rows, baseline);
     let style = |r: &Row| {
         let color = plan
             .strategies
@@ -193,7 +193,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     };
     publish(
         &a.out,
-        &report::tables_over(&rows, &skipped, baseline),
+        &results::tables_over(&rows, &skipped, baseline),
         &rows,
         a.plot
             .as_deref()
@@ -269,14 +269,14 @@ pub fn default_report(quiet: bool, json: Option<&Path>) -> Result<(), Failure> {
             foreign: Vec::new(),
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
-        report::add_speedups_over(&mut rows, BASELINE);
-        print(&table::text(&report::tables_over(
+        results::add_speedups_over(&mut rows, BASELINE);
+        print(&table::text(&results::tables_over(
             &rows, &skipped, BASELINE,
         )))?;
         all.extend(rows);
     }
     let mut text = String::from("\n");
-    for line in report::summary(&all) {
+    for line in results::summary(&all) {
         text += &line;
         text.push('\n');
     }
@@ -289,7 +289,7 @@ pub fn default_report(quiet: bool, json: Option<&Path>) -> Result<(), Failure> {
     );
     print(&text)?;
     match json {
-        Some(path) => report::write_json(path, &all).map_err(runtime),
+        Some(path) => results::write_json(path, &all).map_err(runtime),
         None => Ok(()),
     }
 }

@@ -21,7 +21,7 @@ use bulkmem::{Hint, Op, Options, Strategy};
 use crate::arena;
 use crate::cli::{check_outputs, publish, usage, with_progress, Failure, Output};
 use crate::harness::{fill_pattern, interleave, Rounds};
-use crate::report::Row;
+use crate::results::Row;
 use crate::size::{self, fmt_size};
 use bulkmem_report::table::Table;
 
@@ -277,7 +277,7 @@ pub fn cmd(a: DispatchArgs, quiet: bool) -> Result<(), Failure> {
             }
         }
         progress(a.sizes.len(), a.sizes.len(), "done");
-        crate::report::add_speedups_over(&mut rows, "kernel");
+        crate::results::add_speedups_over(&mut rows, "kernel");
         Ok(rows)
     })?;
     let mut t = table(op, &a.sizes, &rows);

@@ -23,7 +23,7 @@ use bulkmem::{Hint, Op, Strategy};
 
 use super::mem::plan::Plan;
 use super::mem::{self, Regimes};
-use crate::report::{self, Row};
+use crate::results::{self, Row};
 use crate::size;
 use std::path::Path;
 
@@ -213,7 +213,7 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
         foreign: Vec::new(),
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
-    report::add_speedups_over(&mut rows, "auto");
+    results::add_speedups_over(&mut rows, "auto");
     let style = |r: &Row| {
         Some((
             r.strategy.clone(),
@@ -223,7 +223,7 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
     };
     publish(
         &a.out,
-        &report::tables_over(&rows, &[], "auto"),
+        &results::tables_over(&rows, &[], "auto"),
         &rows,
         a.plot
             .as_deref()

@@ -22,7 +22,7 @@ use bulkmem::{Control, Engine, Hint};
 
 use crate::arena;
 use crate::harness::{gbps, interleave, Rounds};
-use crate::report::{FillCell, Row};
+use crate::results::{FillCell, Row};
 
 mod args;
 mod table;
@@ -225,7 +225,7 @@ mod tests {
         plan64.elements = vec![64];
         plan64.sizes = vec![64 << 10, 2 << 20];
         let mut rows = run(&plan64, &mut |_, _, _| {}).unwrap();
-        crate::report::add_speedups_over(&mut rows, BASELINE);
+        crate::results::add_speedups_over(&mut rows, BASELINE);
         assert_eq!(rows.len(), 2 * STRATEGIES.len());
         for r in &rows {
             assert!(r.gbps.median > 0.0, "{r:?}");

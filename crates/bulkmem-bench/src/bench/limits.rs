@@ -45,7 +45,7 @@ use crate::cli::{
 };
 use crate::harness::{gbps, interleave, Rounds};
 use crate::preflight::{times, Need};
-use crate::report::{pivot, Pivot, Row};
+use crate::results::{pivot, Pivot, Row};
 use crate::size::{self, fmt_size};
 use bulkmem_report::stats::Stats;
 

@@ -28,7 +28,7 @@ use bulkmem::mapping::Mapping;
 use bulkmem::{Op, Strategy};
 use bulkmem_calibrate::toolkit::{first_wrong, ColdArenas};
 
-use crate::report::Row;
+use crate::results::Row;
 use bulkmem_report::stats::Stats;
 
 mod again;

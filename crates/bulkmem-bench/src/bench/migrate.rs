@@ -19,7 +19,7 @@ use bulkmem::topology::Nodes;
 
 use crate::arena::{self as regions, PageKind};
 use crate::harness::{interleave_in, Order, Rounds};
-use crate::report::{pivot, MigrateCell, Pivot, Row};
+use crate::results::{pivot, MigrateCell, Pivot, Row};
 use crate::size::fmt_size;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;
@@ -211,7 +211,7 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
         }
     }
     progress(n, plan.groups(), "done");
-    crate::report::add_speedups_over(&mut rows, "move_pages");
+    crate::results::add_speedups_over(&mut rows, "move_pages");
     Ok(rows)
 }
 

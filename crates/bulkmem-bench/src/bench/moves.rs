@@ -19,7 +19,7 @@ use bulkmem::uffd::{MoveOptions, Mover};
 
 use crate::arena::{populate, region, PageKind};
 use crate::harness::{interleave, Rounds};
-use crate::report::{by_strategy, MoveCell, Row};
+use crate::results::{by_strategy, MoveCell, Row};
 use crate::size::fmt_size;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;
@@ -107,7 +107,7 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
         }
     }
     progress(n, plan.groups(), "done");
-    crate::report::add_speedups_over(&mut rows, "per-page-ioctl");
+    crate::results::add_speedups_over(&mut rows, "per-page-ioctl");
     Ok(rows)
 }
 

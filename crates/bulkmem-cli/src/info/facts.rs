@@ -11,7 +11,7 @@ use bulkmem::{auto, Hint, Op, Strategy};
 
 use super::streams::{streams_from, StreamsFrom, BATCH_EXTENT};
 use super::SIZES;
-use bulkmem_bench::report;
+use bulkmem_bench::results;
 
 #[derive(Serialize)]
 pub(super) struct Cache {
@@ -45,7 +45,7 @@ pub(super) struct AutoChoice {
 #[derive(Serialize)]
 pub(super) struct Info {
     pub(super) bulkmem: &'static str,
-    pub(super) machine: report::Machine,
+    pub(super) machine: results::Machine,
     pub(super) family: u32,
     pub(super) model: u32,
     pub(super) caches: Vec<Cache>,
@@ -156,7 +156,7 @@ pub(super) fn gather() -> Info {
     let choices = choices();
     Info {
         bulkmem: env!("CARGO_PKG_VERSION"),
-        machine: report::Machine::this(),
+        machine: results::Machine::this(),
         family: i.family,
         model: i.model,
         caches: caches(t),
@@ -176,7 +176,7 @@ pub(super) fn gather() -> Info {
 fn profile_info(m: &Machine) -> ProfileInfo {
     let status = auto::profile_status();
     ProfileInfo {
-        auto: report::auto_kind(),
+        auto: results::auto_kind(),
         status: status.to_string(),
         path: status.path().map(|p| p.display().to_string()),
         age_s: match status {

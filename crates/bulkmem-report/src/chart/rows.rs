@@ -2,7 +2,7 @@
 //! caller's choice (a regime for most benches, an element size for fill).
 
 use super::{Panel, Point, Series};
-use crate::report::Row;
+use crate::document::Row;
 
 /// How one row is drawn: its line's name, colour index and dash; `None`
 /// leaves the row out of the plot.

@@ -25,7 +25,7 @@ mod tests;
 pub use judge::{fails, outcome, FailOn, Outcome};
 pub use render::{percent, render};
 
-use crate::report::{Document, Row, SCHEMA};
+use crate::document::{Document, Row, SCHEMA};
 use crate::size::fmt_size;
 
 /// The fields that say which cell a row is: what the bench was asked to

@@ -15,7 +15,7 @@ use crate::cli::{
 };
 use crate::failure::runtime;
 use crate::preflight::{self, eviction_bytes, times, Need};
-use crate::report::{self, Row};
+use crate::results::{self, Row};
 use crate::size::{self, fmt_size};
 
 #[derive(Args)]
@@ -155,7 +155,7 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
     let bounds =
         bound::bounds(plan.op, &plan.threads, &plan.folios, first, a.bound).map_err(runtime)?;
     let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, first, p))?;
-    report::add_speedups(&mut rows);
+    results::add_speedups(&mut rows);
     bound::attach(&mut rows, &bounds);
     let style = |r: &Row| tables::style(&plan, r);
     let what = format!("batch {}", plan.op);

@@ -12,7 +12,7 @@ use bulkmem::Op;
 
 use crate::bench::limits;
 use crate::harness::Rounds;
-use crate::report::Row;
+use crate::results::Row;
 
 /// Bytes per thread of the quick measurement: past any LLC share.
 const SIZE: usize = 256 << 20;

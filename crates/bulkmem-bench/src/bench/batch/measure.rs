@@ -11,7 +11,7 @@ use bulkmem_calibrate::toolkit::scattered_pairs;
 use super::{distinct, Config, Layout, Plan, Shape};
 use crate::arena;
 use crate::harness::{cpu_time, gbps, interleave, POISON};
-use crate::report::{BatchCell, Row};
+use crate::results::{BatchCell, Row};
 use bulkmem_report::stats::Stats;
 
 /// One shape's folios: copy pairs, or (for clears) destinations alone,

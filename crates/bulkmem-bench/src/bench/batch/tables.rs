@@ -1,7 +1,7 @@
 //! The tables of `bench batch`.
 
 use super::Plan;
-use crate::report::{pivot, Pivot, Row};
+use crate::results::{pivot, Pivot, Row};
 use crate::size::fmt_size;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;

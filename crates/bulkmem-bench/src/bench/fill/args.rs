@@ -68,7 +68,7 @@ pub fn cmd(a: FillArgs, quiet: bool) -> Result<(), Failure> {
     };
     measuring_cpus(None)?;
     let mut rows = with_progress(quiet, plan.groups(), |p| run(&plan, p))?;
-    crate::report::add_speedups_over(&mut rows, BASELINE);
+    crate::results::add_speedups_over(&mut rows, BASELINE);
     publish(&a.out, &table(&rows), &rows, None)?;
     match a.plot.as_deref() {
         Some(p) => plot_panels(p, "fill", PLOT_X, &panels(&rows)),

@@ -2,7 +2,7 @@
 //! (a point) per element and region size.
 
 use super::{BASELINE, STRATEGIES};
-use crate::report::{by_strategy, Row};
+use crate::results::{by_strategy, Row};
 use crate::size::fmt_size;
 use bulkmem_report::chart::{self, Panel};
 use bulkmem_report::table::Table;
@@ -51,7 +51,7 @@ pub(super) fn panels(rows: &[Row]) -> Vec<Panel> {
 mod tests {
     use super::*;
     use crate::bench::fill::HOT_MAX;
-    use crate::report::FillCell;
+    use crate::results::FillCell;
 
     /// A fill result as `run` orders it: element, then size, then strategy;
     /// each row's GB/s is its element size, so a point shows its origin.

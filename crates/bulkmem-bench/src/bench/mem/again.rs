@@ -8,10 +8,10 @@
 use bulkmem::Strategy;
 
 use super::{run, Plan, Progress, Regime};
-use crate::report::{Remeasure, Remeasured, RemeasuredRow, Row};
+use crate::results::{Remeasure, Remeasured, RemeasuredRow, Row};
 use crate::size::fmt_size;
 
-/// Measures each of `cells` (from [`to_remeasure`](crate::report::to_remeasure)
+/// Measures each of `cells` (from [`to_remeasure`](crate::results::to_remeasure)
 /// over `rows`) again, auto and the rows ahead of it, as `plan` measured
 /// them, and records that on its auto row ([`Row::remeasured`]).
 /// `progress` counts the cells.

@@ -11,7 +11,7 @@ use bulkmem_calibrate::toolkit::{
 use super::{row, timed, verify, Plan, Regime};
 use crate::bench::exec::{cells, Exec};
 use crate::harness::{interleave_sliced, Piece};
-use crate::report::Row;
+use crate::results::Row;
 
 /// The threads' extents in about the order a run touched them (the
 /// threads go through their parts side by side), which is what the

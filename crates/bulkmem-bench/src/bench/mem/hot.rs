@@ -15,7 +15,7 @@ use crate::arena;
 use crate::bench::exec::{cells, Exec};
 use crate::bench::pipe_sink::PipeSink;
 use crate::harness::{fill_pattern, interleave_sliced, Piece, POISON};
-use crate::report::Row;
+use crate::results::Row;
 
 /// One thread's hot buffers of one size, and where its destination goes
 /// after each call.

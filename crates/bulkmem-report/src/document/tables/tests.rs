@@ -123,7 +123,7 @@ fn the_summary_names_cells_where_auto_trails_with_why_and_what_to_do() {
         let m = row.gbps.median;
         row.gbps = Stats::of(&[m, m * 1.01, m * 0.99, m, m * 1.02]).unwrap();
     }
-    crate::report::add_speedups(&mut v);
+    crate::document::add_speedups(&mut v);
     let s = summary(&v).join("\n");
     assert!(
         s.contains("auto trails the best row by more than 10% at cold 4K 0.50x (chose avx2, avx512-nt won)"),

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use bulkmem_report::report::*;
+pub use bulkmem_report::document::*;
 
 use crate::provenance::{self, Provenance};
 use bulkmem_report::table::Table;
@@ -84,10 +84,10 @@ pub fn auto_kind() -> &'static str {
     }
 }
 
-/// [`bulkmem_report::report::tables_over`], saying beside `auto`'s rows
+/// [`bulkmem_report::document::tables_over`], saying beside `auto`'s rows
 /// what it followed in this process.
 pub fn tables_over(rows: &[Row], unavailable: &[String], baseline: &str) -> Vec<Table> {
-    bulkmem_report::report::tables_over(rows, unavailable, baseline, auto_kind())
+    bulkmem_report::document::tables_over(rows, unavailable, baseline, auto_kind())
 }
 
 #[cfg(test)]

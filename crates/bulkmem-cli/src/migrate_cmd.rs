@@ -238,10 +238,10 @@ pub fn self_test(size: usize, to: Option<usize>) -> Result<String, String> {
                         format!("{} moved, {} already there", r.moved, r.already)
                     } else {
                         let opts = CopyOptions::default().threads(2);
+                        let at = map.as_mut_ptr();
                         // SAFETY: our own region, untouched by anyone else.
-                        let r =
-                            unsafe { numa::migrate_by_copy(map.as_mut_ptr(), size, dest, opts) }
-                                .map_err(|e| e.to_string())?;
+                        let r = unsafe { numa::migrate_by_copy(at, size, dest, opts) }
+                            .map_err(|e| e.to_string())?;
                         format!("copied on CPUs {:?} with {}", r.cpus, r.strategy)
                     };
                     let secs = t.elapsed().as_secs_f64();

@@ -57,10 +57,10 @@ fn region(bad: Bad, page: usize) -> (Guarded, Option<bulkmem::uffd::Mover>) {
         }
         Bad::Protected => {
             let (g, _) = plain();
+            let at = g.start().wrapping_add(page * PAGE).cast();
             // SAFETY: a page of the guarded mapping, only touched through
             // checked routines (and the checks below skip it).
-            let rc =
-                unsafe { libc::mprotect(g.start().add(page * PAGE).cast(), PAGE, libc::PROT_NONE) };
+            let rc = unsafe { libc::mprotect(at, PAGE, libc::PROT_NONE) };
             assert_eq!(rc, 0);
             (g, None)
         }

@@ -228,9 +228,9 @@ fn raw_extents_are_validated_before_anything_is_written() {
         src: base.cast_const(),
         len: 200,
     };
+    let batch = [ext(40960, 0, 10), inside];
     // SAFETY: as above.
-    let err =
-        unsafe { e.copy_extents(&[ext(40960, 0, 10), inside], Control::default()) }.unwrap_err();
+    let err = unsafe { e.copy_extents(&batch, Control::default()) }.unwrap_err();
     assert_eq!(
         err,
         EngineError::Batch(BatchError::Overlap { index: 1, with: 1 })

@@ -289,9 +289,9 @@ fn shared_destination_past_eof_faults_and_the_file_holds_the_prefix() {
             // The file (read with pread, not the mapping) holds the copy up
             // to EOF and its old bytes before d_off.
             let mut back = vec![0u8; eof];
+            let into = back.as_mut_ptr().cast();
             // SAFETY: reading into our own buffer.
-            let got =
-                unsafe { libc::pread(fd.as_raw_fd(), back.as_mut_ptr().cast(), eof, 0) } as usize;
+            let got = unsafe { libc::pread(fd.as_raw_fd(), into, eof, 0) } as usize;
             assert_eq!(got, eof);
             for (i, &b) in back.iter().enumerate() {
                 let want = if i < d_off {

@@ -83,10 +83,9 @@ fn copy_and_remap_moves_256m_to_node1_and_back() {
     for (to, from) in [(1usize, 0i32), (0, 1)] {
         assert_eq!(r.pages_on(from), pages);
         let t = Instant::now();
+        let opts = CopyOptions::default().threads(2);
         // SAFETY: our own region, no other users.
-        let rep =
-            unsafe { numa::migrate_by_copy(r.ptr, r.len, to, CopyOptions::default().threads(2)) }
-                .unwrap();
+        let rep = unsafe { numa::migrate_by_copy(r.ptr, r.len, to, opts) }.unwrap();
         eprintln!(
             "migrate_by_copy 256 MiB 4K pages {from}->{to}: {:.3} s, {} thread(s) on CPUs {:?}, {} (TCG)",
             t.elapsed().as_secs_f64(),

@@ -147,9 +147,9 @@ fn one(
             }
         }
         "one-ioctl" => {
+            let (to, from) = (dst.as_mut_ptr(), src.as_mut_ptr());
             // SAFETY: our fresh mappings; dst is registered.
-            let (moved, err) =
-                unsafe { mover.move_once(dst.as_mut_ptr(), src.as_mut_ptr(), size, 0) };
+            let (moved, err) = unsafe { mover.move_once(to, from, size, 0) };
             if moved != size {
                 return Err(format!(
                     "one UFFDIO_MOVE moved {moved} of {size} bytes: errno {err:?}"

@@ -34,6 +34,7 @@ use bulkmem_report::stats::Stats;
 mod again;
 mod args;
 mod cold;
+mod exec;
 mod hot;
 pub(crate) mod plan;
 

@@ -9,7 +9,6 @@ pub mod batch;
 pub mod compact;
 pub mod copy;
 pub mod dispatch;
-mod exec;
 pub mod fault;
 pub mod fill;
 pub mod limits;

@@ -41,7 +41,6 @@
 //! - [`Machine::libc_twin`]: the checked routine that stands in for glibc's.
 
 mod bands;
-mod cover;
 #[cfg(test)]
 mod cpu_fixtures;
 pub(crate) mod direct;

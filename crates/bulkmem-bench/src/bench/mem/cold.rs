@@ -8,8 +8,8 @@ use bulkmem_calibrate::toolkit::{
     bench_pieces, poison, scattered, scattered_pairs, ColdArenas, FULL_CHECK,
 };
 
+use super::exec::{cells, Exec};
 use super::{row, timed, verify, Plan, Regime};
-use crate::bench::exec::{cells, Exec};
 use crate::harness::{interleave_sliced, Piece};
 use crate::results::Row;
 

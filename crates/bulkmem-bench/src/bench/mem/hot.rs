@@ -10,9 +10,9 @@ use bulkmem_calibrate::toolkit::{
     bench_pieces, poison, reps_lasting, slices, warm_calls, FULL_CHECK,
 };
 
+use super::exec::{cells, Exec};
 use super::{place, row, timed, verify, After, Plan, Regime};
 use crate::arena;
-use crate::bench::exec::{cells, Exec};
 use crate::bench::pipe_sink::PipeSink;
 use crate::harness::{fill_pattern, interleave_sliced, Piece, POISON};
 use crate::results::Row;

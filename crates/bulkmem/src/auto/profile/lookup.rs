@@ -1,8 +1,8 @@
 //! How `auto` finds the cell that covers a request, and what the profile
 //! picks there for each hint.
 
-use super::super::cover::edge;
 use super::super::{rules::NT_MIN_RUN, Choice, Request};
+use super::cover::edge;
 use super::{Cell, Profile, Shape};
 use crate::strategy::{Hint, Op};
 

@@ -42,6 +42,7 @@
 //! are apart so that every check of a value, and every message about one,
 //! is in one place whatever the file looked like.
 
+mod cover;
 mod format;
 mod lookup;
 mod model;

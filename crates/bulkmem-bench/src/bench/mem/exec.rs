@@ -4,8 +4,8 @@
 
 use bulkmem::{Hint, Kernel, Op, Options, Strategy};
 
-use super::against::Foreign;
-use super::mem::plan::Plan;
+use super::super::against::Foreign;
+use super::plan::Plan;
 
 /// How one call executes: a resolved kernel, the same through the
 /// library's batch call, `auto` with a hint, the checked routine of a

@@ -63,15 +63,9 @@ pub fn set_raw(mask: u64) {
 /// The kernel mask of every signal but those a faulting instruction
 /// raises.
 pub fn all_but_synchronous() -> u64 {
-    let sync = [
-        libc::SIGSEGV,
-        libc::SIGBUS,
-        libc::SIGFPE,
-        libc::SIGILL,
-        libc::SIGTRAP,
-        libc::SIGSYS,
-    ];
-    sync.iter().fold(!0u64, |m, &s| m & !(1u64 << (s - 1)))
+    bulkmem::fault::SYNCHRONOUS_SIGNALS
+        .iter()
+        .fold(!0u64, |m, &s| m & !(1u64 << (s - 1)))
 }
 
 /// The kernel mask of every signal but SIGSEGV and SIGBUS, the faults a

@@ -17,6 +17,13 @@
 //!   read and the sleep is never lost, and reads again (a spurious wake
 //!   costs one more read).
 //!
+//! Waiting for *work* is another thing, and keeps its lock and condvar:
+//! the pool's idle workers until a batch comes, the submission thread
+//! until a ticket is queued, a caller until the engine's batch lock frees
+//! (`engine/serial.rs`). Those sleepers hold a queue or a lock anyway; a
+//! latch is for the one who waits on parties it started, which may be a
+//! thread that can take no lock at all.
+//!
 //! No lock, no allocation, and the system call is made directly on x86-64,
 //! never touching `errno`: a thread without the C library's per-thread
 //! state (the preload's helpers) or a signal handler may use a latch. The

@@ -127,10 +127,9 @@ fn a_reservation_is_filled_part_by_part() {
 
 #[test]
 fn drop_unmaps_and_into_raw_does_not() {
-    // In a child, which has no other threads to map something into the
-    // hole between the drop and the check.
     // SAFETY: the child only makes system calls and exits; it never
-    // returns into the test harness.
+    // returns into the test harness. A child, which has no other threads
+    // to map something into the hole between the drop and the check.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {

@@ -16,11 +16,8 @@
 
 use core::mem::MaybeUninit;
 
-/// The signals a faulting instruction raises, delivered to the thread
-/// that ran it: no thread may block them, since a fault while its signal
-/// is blocked kills the process whatever handler is installed (public as
-/// `bulkmem::fault::SYNCHRONOUS_SIGNALS`, for threads the library does
-/// not start: a caller's own workers, the preload's helpers).
+/// The signals a faulting instruction raises; public (and explained) as
+/// `bulkmem::fault::SYNCHRONOUS_SIGNALS`.
 pub const SYNCHRONOUS: [libc::c_int; 6] = [
     libc::SIGSEGV,
     libc::SIGBUS,

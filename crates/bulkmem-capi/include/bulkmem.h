@@ -500,54 +500,113 @@ void bm_mover_free(bm_mover *m);
 
 /* ---- concurrent compaction (userfaultfd SIGBUS mode) -------------------- */
 
-/* A moving collector's heap compacted while its mutators run (see the
- * library's docs, bulkmem::compact). In the pause, bm_compact_prepare
- * moves the heap's pages to a from-space and leaves an empty to-space at
- * the heap's addresses; a mutator touching a page not built yet takes a
- * SIGBUS, which bulkmem's handler serves by calling `produce` for that
- * page and mapping it; the access is then retried. Collector threads
- * (bm_compact_start) build the rest; bm_compact_finish waits for the last
- * page and drains.
+/* A moving collector's heap compacted while its mutators run (the guide:
+ * docs/guide/moves.md; the library's docs, bulkmem::compact). In the
+ * pause, bm_compact_prepare moves the heap's pages to a from-space and
+ * leaves an empty to-space at the heap's addresses; a mutator touching a
+ * page not built yet takes a SIGBUS, which bulkmem's handler serves by
+ * calling `produce` for that page and mapping it; the access is then
+ * retried. Collector threads (bm_compact_start) build the rest;
+ * bm_compact_finish waits for the last page and drains.
  *
- * `produce` runs on collector threads and inside SIGBUS handlers on
- * mutator threads, concurrently for different pages: it must be
- * async-signal-safe, read only the from-space and the collector's own
- * tables, write the 4096 bytes at `out`, not touch the to-space, and use
- * little stack. It returns what it left:
- *   BM_FILL_BUILT  `out` holds the page
- *   BM_FILL_ZERO   the page is zeros (`out` ignored)
- *   BM_FILL_SAME   the page is from-space page `page` unchanged, read by
- *                  no other page (`out` ignored; moved back, not copied)
- * `first_source` (may be NULL) returns the lowest from-space page that
- * to-space pages `page`.. read, never decreasing: the from-space below it
- * is unmapped once every lower page is built.
+ * The producer's contract:
+ *   produce(ctx, page, from_space, out)
+ *     `page` is the index of the to-space page to build (its address is
+ *     heap + page * 4096); `from_space` is the address of the heap's pages
+ *     as they were in the pause (the old object at heap + off is now at
+ *     from_space + off). Write the page's 4096 bytes at `out` and return
+ *     what you left:
+ *       BM_FILL_BUILT  `out` holds the page
+ *       BM_FILL_ZERO   the page is zeros, free space (`out` ignored)
+ *       BM_FILL_SAME   the page is from-space page `page` unchanged, read
+ *                      by no other page (`out` ignored): moved back, not
+ *                      copied, where the kernel can move pages.
+ *                      BM_COMPACT_AUTO moves only such pages (and whole
+ *                      2 MiB runs with huge pages); a heap whose pages all
+ *                      change moves nothing, and copies every page.
+ *     It runs on collector threads and inside SIGBUS handlers on mutator
+ *     threads, on the alternate signal stack if the thread has one,
+ *     concurrently for different pages, never twice for one page. So it
+ *     must be async-signal-safe: read the from-space and your own tables
+ *     (built before the pause ends, unchanged during the session), write
+ *     `out`; memcpy and memset are fine; no malloc, locks, stdio, or deep
+ *     stack (a few KiB are left on a typical alternate stack); never touch
+ *     the to-space (that fault cannot be served from inside the handler:
+ *     the process dies).
+ *   first_source(ctx, page)  (may be NULL: the from-space is kept whole)
+ *     the lowest from-space page that to-space pages `page`, page+1, ...
+ *     read, never decreasing as `page` grows. For pages past the last
+ *     live object (trailing free space) return the heap's page count: they
+ *     read nothing. The from-space below it is released once every page
+ *     below `page` is built.
+ *   last_source(ctx, page)  (bm_compact_space only; may be NULL)
+ *     one past the highest from-space page that to-space pages 0..page
+ *     read, never decreasing. With it, the from-space read only by pages
+ *     mutators built ahead of the collector is released at once, so random
+ *     mutators do not hold the heap twice.
  *
- * Threads touching the heap must leave SIGBUS unblocked; a system call
- * on an unbuilt page fails with EFAULT (call bm_compact_ensure first);
- * fork() during a session builds every page first. */
+ * Mutators:
+ *   - may run from the moment bm_compact_prepare returns, across
+ *     bm_compact_finish and after it; threads touching the heap must leave
+ *     SIGBUS unblocked.
+ *   - a system call on an unbuilt page fails with EFAULT (the kernel does
+ *     not fault it in): call bm_compact_ensure on the range first. The
+ *     same call makes an allocation buffer present and writable with one
+ *     ioctl per run, so a thread filling it takes no fault per page.
+ *   - fork() during a session builds every page first.
+ * Signals: bulkmem installs one SIGBUS/SIGSEGV handler (at the first
+ * prepare); a handler the program installed before is chained to for every
+ * fault that is not a session's or a checked copy's, under the mask the
+ * kernel would have given it. A runtime that installs its own afterwards
+ * keeps the action sigaction() returns (bulkmem's) and calls it first for
+ * every SIGBUS it does not own, as shown at bm_copy_checked; otherwise the
+ * first mutator fault kills the process. bulkmem's handler blocks every
+ * other signal while it serves a page, so a handler of the program's, a
+ * siglongjmp or an asynchronous cancellation happens after the page is
+ * mapped, never inside.
+ * The heap: page-aligned, mapped throughout, readable and writable
+ * (prepare refuses a hole, PROT_NONE or read-only memory, or a range
+ * overlapping a live session, saying why in bm_last_error). It may span
+ * several mappings; it becomes private anonymous memory (a MAP_SHARED or
+ * hugetlb heap is compacted into it, pages copied), and mlockall's
+ * MCL_FUTURE keeps applying to it. */
 typedef struct bm_compaction bm_compaction;
 
 #define BM_FILL_BUILT 0
 #define BM_FILL_ZERO 1
 #define BM_FILL_SAME 2
 
-#define BM_COMPACT_AUTO 0u /* move where it saves work, else copy */
+#define BM_COMPACT_AUTO 0u /* move BM_FILL_SAME pages where the kernel can, copy the rest */
 #define BM_COMPACT_COPY 1u /* UFFDIO_COPY every page */
-#define BM_COMPACT_MOVE 2u /* UFFDIO_MOVE (Linux >= 6.8); EBUSY pages copied */
+#define BM_COMPACT_MOVE 2u /* UFFDIO_MOVE (Linux >= 6.8) where the kernel can, else copy */
+
+#define BM_COMPACT_HUGE_ON 1u  /* bm_compact_options.huge_pages: MADV_HUGEPAGE */
+#define BM_COMPACT_HUGE_OFF 2u /* MADV_NOHUGEPAGE; 0: no advice, the system's policy */
 
 typedef int (*bm_produce_fn)(void *ctx, size_t page, const void *from_space,
                              void *out);
 typedef size_t (*bm_first_source_fn)(void *ctx, size_t page);
+typedef size_t (*bm_last_source_fn)(void *ctx, size_t page);
 
 typedef struct bm_compact_options {
     unsigned mode;       /* BM_COMPACT_AUTO, _COPY or _MOVE */
     unsigned workers;    /* collector threads (0: 1) */
     unsigned batch;      /* pages built per ioctl (0: 64; at most 512) */
-    unsigned huge_pages; /* nonzero: advise huge pages for the to-space */
+    unsigned huge_pages; /* 0, BM_COMPACT_HUGE_ON or BM_COMPACT_HUGE_OFF */
 } bm_compact_options;
 
+/* One space of a session: a heap, or a part of one. */
+typedef struct bm_compact_space {
+    void *heap;                      /* page-aligned */
+    size_t len;                      /* a multiple of 4096 */
+    bm_produce_fn produce;
+    bm_first_source_fn first_source; /* may be NULL */
+    bm_last_source_fn last_source;   /* may be NULL */
+    void *ctx;                       /* passed to the three callbacks */
+} bm_compact_space;
+
 typedef struct bm_compact_stats {
-    size_t pages;          /* pages in the heap */
+    size_t pages;          /* pages in the heap (all spaces) */
     size_t by_collector;   /* pages the collector threads built */
     size_t by_mutators;    /* pages built in fault handlers or by ensure */
     size_t faults;         /* faults served */
@@ -557,8 +616,9 @@ typedef struct bm_compact_stats {
     size_t moved;          /* pages moved (UFFDIO_MOVE) */
     size_t copied;         /* pages copied (UFFDIO_COPY) */
     size_t zeroed;         /* zero pages mapped (UFFDIO_ZEROPAGE) */
-    size_t move_fallbacks; /* moves refused with EBUSY, copied instead */
-    size_t eexist;         /* pages found mapped already (EEXIST) */
+    size_t move_fallbacks; /* moves the kernel refused, copied instead */
+    size_t eexist;         /* pages found populated behind the session's
+                              back (EEXIST), replaced with the built page */
     size_t released;       /* bytes of from-space released early */
     size_t failed;         /* pages the kernel refused, built in place */
     double pause_us;       /* bm_compact_prepare's duration */
@@ -574,24 +634,35 @@ typedef struct bm_compact_stats {
 int bm_compact_supported(void);
 
 /* In the collector's pause: prepares the compaction of the page-aligned
- * heap [heap, heap+len) (one readable, writable mapping; align it to
- * 1 GiB for a pause that does not grow with it). `opts` may be NULL.
- * NULL with errno set on failure, the heap untouched. */
+ * heap [heap, heap+len) (see above; align it to 1 GiB for a pause that
+ * does not grow with it). `opts` may be NULL. NULL with errno set on
+ * failure (bm_last_error says why), the heap untouched. */
 bm_compaction *bm_compact_prepare(void *heap, size_t len,
                                   bm_produce_fn produce,
                                   bm_first_source_fn first_source, void *ctx,
                                   const bm_compact_options *opts);
 
+/* As bm_compact_prepare, for the `n` spaces of `list` in one pause (a
+ * moving space and the arena of its roots; parts of one heap): built in
+ * the order given by one set of collector threads. If one is refused,
+ * none is touched. */
+bm_compaction *bm_compact_prepare_spaces(const bm_compact_space *list,
+                                         size_t n,
+                                         const bm_compact_options *opts);
+
 /* Starts the collector threads (without it, bm_compact_finish builds what
  * the mutators have not, on the calling thread). */
 int bm_compact_start(bm_compaction *c);
 
-/* Builds every unbuilt page of [addr, addr+len) now, on this thread:
- * before handing heap memory to a system call. */
+/* Builds every unbuilt page of [addr, addr+len) now, on this thread, free
+ * space mapped writable with one ioctl per run: before handing heap
+ * memory to a system call, or for an allocation buffer about to be
+ * filled. */
 int bm_compact_ensure(bm_compaction *c, const void *addr, size_t len);
 
 /* Waits for every page, drains the handlers, unregisters, releases the
- * from-space and frees `c`; *stats (may be NULL) says what was done. */
+ * from-space and frees `c`; *stats (may be NULL) says what was done.
+ * Mutators may keep running throughout. */
 int bm_compact_finish(bm_compaction *c, bm_compact_stats *stats);
 
 /* Compacts entirely inside the pause with no userfaultfd (where

@@ -3,16 +3,16 @@
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
-use bulkmem_core::compact::{self, Compaction, Fill, Mode, Options, Producer, Stats, PAGE};
+use bulkmem_core::compact::{self, Compaction, Fill, Mode, Options, Producer, Space, Stats, PAGE};
 
 use crate::status::{call, call_ptr, invalid, Res};
-use crate::structs::{BmCompactOptions, BmCompactStats};
+use crate::structs::{BmCompactOptions, BmCompactSpace, BmCompactStats};
 
 /// `int produce(void *ctx, size_t page, const void *from_space, void *out)`:
 /// returns `BM_FILL_BUILT`, `BM_FILL_ZERO` or `BM_FILL_SAME`.
 pub type ProduceFn = unsafe extern "C" fn(*mut c_void, usize, *const c_void, *mut c_void) -> c_int;
-/// `size_t first_source(void *ctx, size_t page)`.
-pub type FirstSourceFn = unsafe extern "C" fn(*mut c_void, usize) -> usize;
+/// `size_t first_source(void *ctx, size_t page)`, and `last_source`.
+pub type SourceFn = unsafe extern "C" fn(*mut c_void, usize) -> usize;
 
 /// The C view of a session's statistics.
 fn c_stats(s: &Stats) -> BmCompactStats {
@@ -43,7 +43,8 @@ fn c_stats(s: &Stats) -> BmCompactStats {
 /// The collector's callbacks and context.
 struct CProducer {
     produce: ProduceFn,
-    first_source: Option<FirstSourceFn>,
+    first_source: Option<SourceFn>,
+    last_source: Option<SourceFn>,
     ctx: *mut c_void,
 }
 
@@ -67,6 +68,13 @@ impl Producer for CProducer {
 
     fn first_source(&self, page: usize) -> usize {
         self.first_source.map_or(0, |f| {
+            // SAFETY: as above.
+            unsafe { f(self.ctx, page) }
+        })
+    }
+
+    fn last_source(&self, page: usize) -> usize {
+        self.last_source.map_or(usize::MAX, |f| {
             // SAFETY: as above.
             unsafe { f(self.ctx, page) }
         })
@@ -99,18 +107,29 @@ fn options(o: *const BmCompactOptions) -> Res<Options> {
     if o.batch != 0 {
         opts = opts.batch(o.batch as usize);
     }
-    Ok(opts.huge_pages(o.huge_pages != 0))
+    Ok(match o.huge_pages {
+        0 => opts,
+        1 => opts.huge_pages(true),
+        2 => opts.huge_pages(false),
+        h => {
+            return Err(invalid(format!(
+                "unknown huge_pages {h} (0: the system's policy, BM_COMPACT_HUGE_ON or _OFF)"
+            )))
+        }
+    })
 }
 
 fn producer(
     produce: Option<ProduceFn>,
-    first_source: Option<FirstSourceFn>,
+    first_source: Option<SourceFn>,
+    last_source: Option<SourceFn>,
     ctx: *mut c_void,
 ) -> Res<CProducer> {
     let produce = produce.ok_or_else(|| invalid("the produce callback is NULL"))?;
     Ok(CProducer {
         produce,
         first_source,
+        last_source,
         ctx,
     })
 }
@@ -130,15 +149,39 @@ pub unsafe extern "C" fn bm_compact_prepare(
     heap: *mut c_void,
     len: usize,
     produce: Option<ProduceFn>,
-    first_source: Option<FirstSourceFn>,
+    first_source: Option<SourceFn>,
     ctx: *mut c_void,
     opts: *const BmCompactOptions,
 ) -> *mut BmCompaction {
     call_ptr(|| {
-        let p = producer(produce, first_source, ctx)?;
+        let p = producer(produce, first_source, None, ctx)?;
         let opts = options(opts)?;
         // SAFETY: the header's contract: the caller's pause.
         let s = unsafe { Compaction::prepare(heap.cast(), len, Arc::new(p), opts) }?;
+        Ok(Box::into_raw(Box::new(BmCompaction(s))))
+    })
+}
+
+pub unsafe extern "C" fn bm_compact_prepare_spaces(
+    spaces: *const BmCompactSpace,
+    n: usize,
+    opts: *const BmCompactOptions,
+) -> *mut BmCompaction {
+    call_ptr(|| {
+        if spaces.is_null() || n == 0 {
+            return Err(invalid("no spaces (NULL or n == 0)"));
+        }
+        // SAFETY: the caller's array of n spaces (the contract).
+        let given = unsafe { std::slice::from_raw_parts(spaces, n) };
+        let mut list = Vec::with_capacity(n);
+        for (i, sp) in given.iter().enumerate() {
+            let p = producer(sp.produce, sp.first_source, sp.last_source, sp.ctx)
+                .map_err(|_| invalid(format!("space {i}: the produce callback is NULL")))?;
+            list.push(Space::new(sp.heap.cast(), sp.len, Arc::new(p)));
+        }
+        let opts = options(opts)?;
+        // SAFETY: the header's contract: the caller's pause.
+        let s = unsafe { Compaction::prepare_spaces(list, opts) }?;
         Ok(Box::into_raw(Box::new(BmCompaction(s))))
     })
 }
@@ -188,13 +231,13 @@ pub unsafe extern "C" fn bm_compact_stop_the_world(
     heap: *mut c_void,
     len: usize,
     produce: Option<ProduceFn>,
-    first_source: Option<FirstSourceFn>,
+    first_source: Option<SourceFn>,
     ctx: *mut c_void,
     opts: *const BmCompactOptions,
     out: *mut BmCompactStats,
 ) -> c_int {
     call(|| {
-        let p = producer(produce, first_source, ctx)?;
+        let p = producer(produce, first_source, None, ctx)?;
         let opts = options(opts)?;
         // SAFETY: the header's contract: the caller's pause.
         let stats = unsafe { compact::stop_the_world(heap.cast(), len, &p, opts) }?;

@@ -65,6 +65,7 @@ exports! {
     bm_mover_free => crate::mover::bm_mover_free;
     bm_compact_supported => crate::compact::bm_compact_supported;
     bm_compact_prepare => crate::compact::bm_compact_prepare;
+    bm_compact_prepare_spaces => crate::compact::bm_compact_prepare_spaces;
     bm_compact_start => crate::compact::bm_compact_start;
     bm_compact_ensure => crate::compact::bm_compact_ensure;
     bm_compact_finish => crate::compact::bm_compact_finish;

@@ -82,6 +82,28 @@ pub struct BmCompactOptions {
     pub huge_pages: c_uint,
 }
 
+/// The C `bm_compact_space`.
+#[repr(C)]
+pub struct BmCompactSpace {
+    pub heap: *mut std::ffi::c_void,
+    pub len: usize,
+    /// `bm_produce_fn` (the suite includes this file alone: the
+    /// callback types are spelled out).
+    pub produce: Option<
+        unsafe extern "C" fn(
+            *mut std::ffi::c_void,
+            usize,
+            *const std::ffi::c_void,
+            *mut std::ffi::c_void,
+        ) -> std::ffi::c_int,
+    >,
+    /// `bm_first_source_fn`.
+    pub first_source: Option<unsafe extern "C" fn(*mut std::ffi::c_void, usize) -> usize>,
+    /// `bm_last_source_fn`.
+    pub last_source: Option<unsafe extern "C" fn(*mut std::ffi::c_void, usize) -> usize>,
+    pub ctx: *mut std::ffi::c_void,
+}
+
 /// The C `bm_compact_stats`.
 #[repr(C)]
 #[derive(Default)]

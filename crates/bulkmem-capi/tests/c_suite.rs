@@ -446,6 +446,8 @@ fn rust_layouts() -> Vec<Layout> {
         structs::BmMoveReport => "bm_move_report": moved, copied, holes, failures, ioctls;
         structs::BmMigrateReport => "bm_migrate_report": moved, already, not_present, failed;
         structs::BmCompactOptions => "bm_compact_options": mode, workers, batch, huge_pages;
+        structs::BmCompactSpace => "bm_compact_space": heap, len, produce, first_source,
+            last_source, ctx;
         structs::BmCompactStats => "bm_compact_stats": pages, by_collector, by_mutators, faults,
             waits, refaults, ioctls, moved, copied, zeroed, move_fallbacks, eexist, released,
             failed, pause_us, stall_p50_us, stall_p99_us, stall_p999_us, stall_max_us;

@@ -118,7 +118,17 @@ impl Latch {
 
 /// Sleeps while `word` holds `v`, at most `left` (a relative timeout, as
 /// FUTEX_WAIT takes it).
-fn futex_for(word: &AtomicU32, v: u32, left: Option<Duration>) {
+/// Wakes every thread sleeping on `word` ([`futex_for`]); for other
+/// sleep protocols of the crate (a compaction's page waits), which keep
+/// their own words.
+pub(crate) fn wake_all(word: &AtomicU32) {
+    futex(word, libc::FUTEX_WAKE, i32::MAX as u32, None);
+}
+
+/// Sleeps on `word` while it holds `v`, for at most `left` (for ever
+/// without): returns at once if it holds something else, and may return
+/// early for no reason. Async-signal-safe.
+pub(crate) fn futex_for(word: &AtomicU32, v: u32, left: Option<Duration>) {
     let ts = left.map(|d| libc::timespec {
         tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,

@@ -40,6 +40,27 @@ pub(crate) fn asynchronous() -> libc::sigset_t {
     }
 }
 
+/// Every signal but the synchronous ones, glibc's internal signals
+/// (cancellation, `setxid`) included, set bit by bit: `sigaddset` refuses
+/// those, and a signal handler that must not be interrupted by anything
+/// the program can send needs them blocked too (`sa_mask` is passed to
+/// the kernel as it is). The kernel ignores SIGKILL's and SIGSTOP's bits.
+pub(crate) fn asynchronous_all() -> libc::sigset_t {
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set; the bits are written
+    // through its first word, signal s at bit s - 1 as the kernel reads
+    // it (x86-64: 64 signals in one u64).
+    unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        let mut bits = u64::MAX;
+        for s in SYNCHRONOUS {
+            bits &= !(1u64 << (s - 1));
+        }
+        set.as_mut_ptr().cast::<u64>().write(bits);
+        set.assume_init()
+    }
+}
+
 /// Runs `spawn` with every asynchronous signal blocked in this thread, so
 /// that the threads it starts inherit the mask, then restores this
 /// thread's own.

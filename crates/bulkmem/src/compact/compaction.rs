@@ -5,11 +5,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::collect::{self, Cursor};
+use super::collect::{self, Cursor, Part};
 use super::map::PAGE;
-use super::pages::{self, FAILED, MAPPED};
-use super::shared::Shared;
-use super::{registry, setup, Fill, Mode, Options, Producer, Stats};
+use super::pages::{FAILED, MAPPED};
+use super::shared::{Place, Shared};
+use super::stats::Counters;
+use super::stop::build_in_place;
+use super::vmas::{self, Vma};
+use super::{registry, setup, Mode, Options, Producer, Stats};
 use crate::error::Error;
 use crate::uffd::ioctl::{
     IOCTL_BIT_MOVE, IOCTL_BIT_ZEROPAGE, UFFD_FEATURE_MOVE, UFFD_FEATURE_SIGBUS,
@@ -26,7 +29,8 @@ pub struct Support {
 
 /// Whether concurrent compaction works in this process: an error saying
 /// why not (no userfaultfd, refused by the sysctl or a seccomp filter, no
-/// SIGBUS mode), else what it supports.
+/// SIGBUS mode), else what it supports. The kernel is asked once per
+/// process; a filter installed afterwards makes `prepare` fail, saying so.
 pub fn support() -> Result<Support, Error> {
     let offered = offered()?;
     if offered & UFFD_FEATURE_SIGBUS == 0 {
@@ -54,12 +58,32 @@ fn offered() -> Result<u64, Error> {
     Ok(o)
 }
 
-/// A concurrent compaction of one heap (see the module docs).
+/// One heap, or one part of a heap, that a session compacts: its pages
+/// and the producer that builds them (see [`Compaction::prepare_spaces`]).
+pub struct Space {
+    heap: *mut u8,
+    len: usize,
+    producer: Arc<dyn Producer>,
+}
+
+impl Space {
+    /// The page-aligned range `heap..heap + len`, built by `producer`.
+    pub fn new(heap: *mut u8, len: usize, producer: Arc<dyn Producer>) -> Space {
+        Space {
+            heap,
+            len,
+            producer,
+        }
+    }
+}
+
+/// A concurrent compaction of one heap, or of several spaces in one pause
+/// (see the module docs).
 pub struct Compaction {
-    shared: Arc<Shared>,
-    cursor: Arc<Cursor>,
-    slot: usize,
+    parts: Vec<Arc<Part>>,
+    counters: Arc<Counters>,
     workers: Vec<JoinHandle<()>>,
+    pages: usize,
     pause: Duration,
     done: bool,
     /// The process that prepared it: a forked child's copy of the session
@@ -67,11 +91,37 @@ pub struct Compaction {
     owner: libc::pid_t,
 }
 
+/// A space flipped in this pause, kept to undo it if a later one fails.
+struct Flipped {
+    part: Arc<Part>,
+    pieces: Vec<Vma>,
+}
+
+impl Flipped {
+    /// Puts the heap back as it was (nothing was built in its to-space).
+    ///
+    /// # Safety
+    /// Inside the pause that flipped it.
+    unsafe fn undo(self) {
+        let s = &self.part.shared;
+        setup::unregister(s.fd(), s.base, s.n * PAGE);
+        registry::leave(self.part.slot);
+        // SAFETY: the caller's pause; the to-space holds nothing.
+        unsafe { setup::unflip(s.base, s.from, s.n * PAGE, &self.pieces) };
+    }
+}
+
 impl Compaction {
-    /// Prepares the compaction of `heap..heap + len` (page-aligned, one
-    /// mapping, readable and writable), inside the collector's pause: the
-    /// heap's pages move to a from-space, and its addresses read as the
-    /// to-space `producer` builds, a page at a time, from then on.
+    /// Prepares the compaction of `heap..heap + len` (page-aligned,
+    /// readable and writable throughout), inside the collector's pause:
+    /// the heap's pages move to a from-space, and its addresses read as
+    /// the to-space `producer` builds, a page at a time, from then on.
+    ///
+    /// Refused, the heap untouched, with the reason: a range with a hole
+    /// or running past its mapping, memory the program protected
+    /// (`PROT_NONE`, read-only), a range overlapping a live session's heap
+    /// or from-space, a process without room for a second heap's worth of
+    /// address space.
     ///
     /// # Safety
     /// No thread touches the heap during the call. Afterwards no Rust
@@ -84,15 +134,39 @@ impl Compaction {
         producer: Arc<dyn Producer>,
         opts: Options,
     ) -> Result<Compaction, Error> {
+        // SAFETY: forwarded contract.
+        unsafe { Compaction::prepare_spaces(vec![Space::new(heap, len, producer)], opts) }
+    }
+
+    /// As [`Compaction::prepare`], for several spaces in one pause (a
+    /// moving space and the arena holding its roots; the parts of a heap
+    /// a generational collector compacts): each is checked, moved aside
+    /// and registered, and one set of collector threads builds them in the
+    /// order given. A space may be any page-aligned part of a mapping;
+    /// compacting the same part again and again leaves the process's
+    /// mappings as they were after the first time. If one space is
+    /// refused, none is touched.
+    ///
+    /// # Safety
+    /// As [`Compaction::prepare`], for every space.
+    pub unsafe fn prepare_spaces(spaces: Vec<Space>, opts: Options) -> Result<Compaction, Error> {
         opts.check()?;
-        let base = heap as usize;
-        check_aligned("heap", base, len)?;
-        if len == 0 {
+        if spaces.is_empty() {
             return Err(Error::BadRange {
-                addr: base,
-                len,
-                why: "the heap is empty".into(),
+                addr: 0,
+                len: 0,
+                why: "no space to compact was given".into(),
             });
+        }
+        for sp in &spaces {
+            check_aligned("heap", sp.heap as usize, sp.len)?;
+            if sp.len == 0 {
+                return Err(Error::BadRange {
+                    addr: sp.heap as usize,
+                    len: 0,
+                    why: "the heap is empty".into(),
+                });
+            }
         }
         let offered = support()?;
         if opts.mode == Mode::Move && !offered.moves {
@@ -105,44 +179,34 @@ impl Compaction {
             want |= UFFD_FEATURE_MOVE;
         }
         let (fd, features) = open_with(want)?;
+        let fd = Arc::new(fd);
         crate::checked::mc::handler::ensure();
         crate::checked::mc::handler::set_server(registry::serve);
         registry::complete_before_fork();
 
         let t0 = Instant::now();
-        // SAFETY: the caller stops every thread that could touch the heap.
-        let from = unsafe { setup::flip(base, len, opts.huge_pages) }?;
-        let undo = |e: Error| {
-            // SAFETY: nothing was built in the to-space yet.
-            unsafe { setup::unflip(base, from, len) };
-            e
-        };
-        let fd_raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
-        let ioctls = setup::register(fd_raw, base, len).map_err(undo)?;
-        if ioctls & IOCTL_BIT_ZEROPAGE == 0 {
-            return Err(undo(Error::NotSupportedHere {
-                what: "UFFDIO_ZEROPAGE on the to-space".into(),
-            }));
+        let counters = Arc::new(Counters::new());
+        let can_move = features & UFFD_FEATURE_MOVE != 0 && opts.mode != Mode::Copy;
+        let mut flipped: Vec<Flipped> = Vec::with_capacity(spaces.len());
+        for sp in spaces {
+            // SAFETY: the caller's pause.
+            match unsafe { flip_one(sp, &fd, opts, &counters, can_move) } {
+                Ok(f) => flipped.push(f),
+                Err(e) => {
+                    for f in flipped.into_iter().rev() {
+                        // SAFETY: the same pause; nothing was built.
+                        unsafe { f.undo() };
+                    }
+                    return Err(e);
+                }
+            }
         }
-        let can_move = features & UFFD_FEATURE_MOVE != 0 && ioctls & IOCTL_BIT_MOVE != 0;
-        let shared =
-            Shared::new(fd, base, len / PAGE, from, producer, opts, can_move).map_err(|e| {
-                undo(Error::Config(format!(
-                    "compact: cannot map the session's buffers: {e}"
-                )))
-            })?;
-        let shared = Arc::new(shared);
-        let Some(slot) = registry::enter(Arc::as_ptr(&shared), base, len) else {
-            return Err(undo(Error::Config(format!(
-                "compact: {} sessions are live already",
-                registry::SLOTS
-            ))));
-        };
+        let pages = flipped.iter().map(|f| f.part.shared.n).sum();
         Ok(Compaction {
-            shared,
-            cursor: Arc::new(Cursor::new()),
-            slot,
+            parts: flipped.into_iter().map(|f| f.part).collect(),
+            counters,
             workers: Vec::new(),
+            pages,
             pause: t0.elapsed(),
             done: false,
             // SAFETY: getpid has no arguments and cannot fail.
@@ -157,12 +221,13 @@ impl Compaction {
         if !self.workers.is_empty() {
             return Ok(());
         }
-        for w in 0..self.shared.opts.workers {
-            let (s, c) = (Arc::clone(&self.shared), Arc::clone(&self.cursor));
+        let workers = self.parts[0].shared.opts.workers;
+        for w in 0..workers {
+            let parts = self.parts.clone();
             let spawn = || {
                 std::thread::Builder::new()
                     .name("bulkmem-compact".into())
-                    .spawn(move || collect::work(&s, &c, w))
+                    .spawn(move || collect::work(&parts, w))
             };
             let h = crate::threads::quiet(spawn).map_err(|e| {
                 Error::Config(format!("compact: cannot start a collector thread: {e}"))
@@ -173,39 +238,39 @@ impl Compaction {
     }
 
     /// Builds every page of `addr..addr + len` that is not built yet, on
-    /// this thread: for memory about to be handed to the kernel, which
-    /// fails with `EFAULT` on an unbuilt page instead of faulting it in.
+    /// this thread, mapping each run of free space (pages the producer
+    /// says are zeros) writable with one ioctl:
+    ///
+    /// * before handing heap memory to the kernel (`read` into it), which
+    ///   fails with `EFAULT` on an unbuilt page instead of faulting it in;
+    /// * for an allocation buffer a mutator is about to fill: its pages
+    ///   then take no fault at all (without it, one SIGBUS each).
+    ///
+    /// The range must lie in one of the session's spaces.
     pub fn ensure(&self, addr: *const u8, len: usize) -> Result<(), Error> {
-        let s = &self.shared;
-        let (a, end) = (addr as usize, (addr as usize).saturating_add(len));
-        if len == 0 {
-            return Ok(());
-        }
-        if !s.contains(a) || !s.contains(end - 1) {
-            return Err(Error::BadRange {
-                addr: a,
-                len,
-                why: "the range is not inside the session's heap".into(),
-            });
-        }
-        for p in (a - s.base) / PAGE..=(end - 1 - s.base) / PAGE {
-            if !s.make_present(p, false) {
-                return Err(failed(s));
-            }
-        }
-        Ok(())
+        ensure_in(&self.parts, addr, len)
     }
 
-    /// The from-space: the heap's pages as they were in the pause (below
-    /// what has been released).
+    /// [`Compaction::ensure`] for other threads: a cheap handle mutator
+    /// threads keep to make their allocation buffers present while the
+    /// collector's thread owns the session (and finishes it). After the
+    /// session has finished every page is present, and it returns at once.
+    pub fn ensurer(
+        &self,
+    ) -> impl Fn(*const u8, usize) -> Result<(), Error> + Send + Sync + 'static {
+        let parts = self.parts.clone();
+        move |addr, len| ensure_in(&parts, addr, len)
+    }
+
+    /// The from-space of the session's first space: its pages as they
+    /// were in the pause (below what has been released).
     pub fn from_space(&self) -> *const u8 {
-        self.shared.from as *const u8
+        self.parts[0].shared.from as *const u8
     }
 
     /// Faults served so far (cheap: one atomic load).
     pub fn faults(&self) -> u64 {
-        self.shared
-            .counters
+        self.counters
             .faults
             .load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -213,19 +278,20 @@ impl Compaction {
     /// A cheap reader of [`Compaction::faults`] that can outlive the session
     /// (for a mutator thread timing its own accesses).
     pub fn fault_counter(&self) -> impl Fn() -> u64 + Send + Sync + 'static {
-        let s = Arc::clone(&self.shared);
-        move || s.counters.faults.load(std::sync::atomic::Ordering::Relaxed)
+        let c = Arc::clone(&self.counters);
+        move || c.faults.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// What the session has done so far.
     pub fn stats(&self) -> Stats {
-        self.shared.counters.snapshot(self.shared.n, self.pause)
+        self.counters.snapshot(self.pages, self.pause)
     }
 
     /// Waits for every page to be built and mapped, then drains: the
     /// to-space is unregistered, the handlers still serving it finish,
     /// and the from-space is unmapped. Pages the kernel refused to map are
-    /// built in place (counted in [`Stats::failed`]).
+    /// built in place (counted in [`Stats::failed`]). Mutators may go on
+    /// running throughout, and after.
     pub fn finish(mut self) -> Result<Stats, Error> {
         self.drain()
     }
@@ -239,38 +305,27 @@ impl Compaction {
             std::mem::forget(std::mem::take(&mut self.workers));
             return Ok(self.stats());
         }
-        let s = &self.shared;
         if self.workers.is_empty() {
-            collect::work(s, &self.cursor, 0);
+            collect::work(&self.parts, 0);
         }
         let mut panicked = false;
         for h in self.workers.drain(..) {
             panicked |= h.join().is_err();
         }
-        // Pages mutators hold are theirs to finish.
-        for p in 0..s.n {
-            let mut spins = 0;
-            while !matches!(s.pages.load(p), MAPPED | FAILED) {
-                pages::backoff(&mut spins);
+        for part in &self.parts {
+            let s = &part.shared;
+            // Pages mutators hold are theirs to finish.
+            for p in 0..s.n {
+                s.pages.wait_while(p, |st| !matches!(st, MAPPED | FAILED));
             }
-        }
-        setup::unregister(s.fd(), s.base, s.n * PAGE);
-        registry::leave(self.slot);
-        // Unregistered now: what the kernel refused is written in place.
-        for p in (0..s.n).filter(|&p| s.pages.load(p) == FAILED) {
-            // SAFETY: an unregistered page of the to-space, ours to write.
-            let out = unsafe { &mut *((s.base + p * PAGE) as *mut [u8; PAGE]) };
-            build_in_place(&*s.producer, p, s.from, out);
-        }
-        let done = s.released.load(std::sync::atomic::Ordering::Relaxed);
-        if done < s.n {
-            // SAFETY: the rest of our from-space; nothing reads it now.
-            unsafe {
-                libc::munmap(
-                    (s.from + done * PAGE) as *mut libc::c_void,
-                    (s.n - done) * PAGE,
-                )
-            };
+            setup::unregister(s.fd(), s.base, s.n * PAGE);
+            registry::leave(part.slot);
+            // Unregistered now: what the kernel refused is written in place.
+            for p in (0..s.n).filter(|&p| s.pages.load(p) == FAILED) {
+                write_failed(s, p);
+                s.pages.set(p, MAPPED);
+            }
+            s.from_space.unmap();
         }
         if panicked {
             return Err(Error::Config(
@@ -279,6 +334,126 @@ impl Compaction {
         }
         Ok(self.stats())
     }
+}
+
+fn ensure_in(parts: &[Arc<Part>], addr: *const u8, len: usize) -> Result<(), Error> {
+    let (a, end) = (addr as usize, (addr as usize).saturating_add(len));
+    if len == 0 {
+        return Ok(());
+    }
+    let Some(part) = parts
+        .iter()
+        .find(|p| p.shared.contains(a) && p.shared.contains(end - 1))
+    else {
+        return Err(Error::BadRange {
+            addr: a,
+            len,
+            why: "the range is not inside one of the session's heaps".into(),
+        });
+    };
+    let s = &part.shared;
+    if !s.make_range_present((a - s.base) / PAGE, (end - 1 - s.base) / PAGE + 1) {
+        return Err(failed(s));
+    }
+    Ok(())
+}
+
+/// Builds page `p`, which the kernel refused to map, into the to-space
+/// once it is unregistered: through /proc/self/mem, which writes even
+/// where the program made the heap read-only during the session, else
+/// directly.
+fn write_failed(s: &Shared, p: usize) {
+    use std::os::unix::fs::FileExt;
+    let mut page = vec![0u8; PAGE];
+    let out: &mut [u8; PAGE] = (&mut page[..]).try_into().expect("one page");
+    build_in_place(&*s.producer, p, s.from, out);
+    let dst = s.base + p * PAGE;
+    let through_mem = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/mem")
+        .and_then(|f| f.write_at(&page, dst as u64))
+        .is_ok_and(|n| n == PAGE);
+    if !through_mem {
+        // SAFETY: an unregistered page of the to-space, ours to write.
+        unsafe { std::ptr::copy_nonoverlapping(page.as_ptr(), dst as *mut u8, PAGE) };
+    }
+}
+
+/// Checks, moves aside and registers one space, inside the pause.
+///
+/// # Safety
+/// The caller's pause: nothing touches the space.
+unsafe fn flip_one(
+    sp: Space,
+    fd: &Arc<std::os::fd::OwnedFd>,
+    opts: Options,
+    counters: &Arc<Counters>,
+    can_move: bool,
+) -> Result<Flipped, Error> {
+    let (base, len) = (sp.heap as usize, sp.len);
+    let slot = registry::reserve(base, len).map_err(|r| r.error(base, len))?;
+    let cancel = |e: Error| {
+        registry::cancel(slot);
+        e
+    };
+    let pieces = vmas::covering(base, len).map_err(|e| {
+        cancel(Error::BadRange {
+            addr: base,
+            len,
+            why: format!("cannot read the process's mappings (/proc/self/maps): {e}"),
+        })
+    })?;
+    if let Some(why) = vmas::unfit(&pieces, base, len) {
+        return Err(cancel(Error::BadRange {
+            addr: base,
+            len,
+            why,
+        }));
+    }
+    let fd_raw = std::os::fd::AsRawFd::as_raw_fd(&**fd);
+    // SAFETY: the caller's pause.
+    let (from, ioctls) =
+        unsafe { setup::flip(base, len, &pieces, fd_raw, opts.huge_pages) }.map_err(cancel)?;
+    registry::set_from(slot, from, len);
+    let undo = |e: Error| {
+        setup::unregister(fd_raw, base, len);
+        // SAFETY: nothing was built in the to-space yet.
+        unsafe { setup::unflip(base, from, len, &pieces) };
+        cancel(e)
+    };
+    if ioctls & IOCTL_BIT_ZEROPAGE == 0 {
+        return Err(undo(Error::NotSupportedHere {
+            what: "UFFDIO_ZEROPAGE on the to-space".into(),
+        }));
+    }
+    let moves = can_move
+        && ioctls & IOCTL_BIT_MOVE != 0
+        && pieces.iter().all(Vma::movable)
+        && super::kernel::moves_are_safe();
+    let place = Place {
+        base,
+        n: len / PAGE,
+        from,
+        producer: sp.producer,
+        moves,
+    };
+    let shared = match Shared::new(Arc::clone(fd), place, opts, Arc::clone(counters)) {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            return Err(undo(Error::Config(format!(
+                "compact: cannot map the session's buffers: {e}"
+            ))))
+        }
+    };
+    registry::publish(slot, Arc::as_ptr(&shared));
+    Ok(Flipped {
+        part: Arc::new(Part {
+            shared,
+            cursor: Cursor::new(),
+            slot,
+        }),
+        pieces,
+    })
 }
 
 impl Drop for Compaction {
@@ -301,103 +476,25 @@ fn failed(s: &Shared) -> Error {
     }
 }
 
-/// Builds page `p` straight into `out` (a to-space page that is ordinary
-/// memory): the path without userfaultfd.
-fn build_in_place(producer: &dyn Producer, p: usize, from: usize, out: &mut [u8; PAGE]) {
-    match producer.produce(p, from as *const u8, out) {
-        Fill::Built => {}
-        Fill::Zero => out.fill(0),
-        Fill::Same => {
-            // SAFETY: from-space page p, which the producer says is this
-            // page unchanged.
-            let src = unsafe { &*((from + p * PAGE) as *const [u8; PAGE]) };
-            out.copy_from_slice(src);
-        }
-    }
-}
-
-/// Compacts `heap..heap + len` entirely inside the caller's pause, with
-/// no userfaultfd: the heap's pages move to a from-space, and every page
-/// is built straight into the fresh to-space. The path where [`support`]
-/// says no; the from-space is released as it empties, as in a session.
-///
-/// # Safety
-/// As [`Compaction::prepare`]; no thread touches the heap until it returns.
-pub unsafe fn stop_the_world(
-    heap: *mut u8,
-    len: usize,
-    producer: &dyn Producer,
-    opts: Options,
-) -> Result<Stats, Error> {
-    opts.check()?;
-    let base = heap as usize;
-    check_aligned("heap", base, len)?;
-    let t0 = Instant::now();
-    // SAFETY: the caller's pause.
-    let from = unsafe { setup::flip(base, len, opts.huge_pages) }?;
-    let n = len / PAGE;
-    let mut released = 0;
-    for p in 0..n {
-        // SAFETY: page p of the fresh, unregistered to-space.
-        let out = unsafe { &mut *((base + p * PAGE) as *mut [u8; PAGE]) };
-        build_in_place(producer, p, from, out);
-        let upto = producer.first_source(p + 1).min(n) / 512 * 512;
-        if p + 1 < n && upto > released {
-            // SAFETY: from-space no later page reads (the producer's word).
-            unsafe {
-                libc::munmap(
-                    (from + released * PAGE) as *mut libc::c_void,
-                    (upto - released) * PAGE,
-                )
-            };
-            released = upto;
-        }
-    }
-    // SAFETY: the rest of our from-space.
-    unsafe {
-        libc::munmap(
-            (from + released * PAGE) as *mut libc::c_void,
-            (n - released) * PAGE,
-        )
-    };
-    let mut stats = super::stats::Counters::new().snapshot(n, t0.elapsed());
-    stats.by_collector = n as u64;
-    stats.released = (released * PAGE) as u64;
-    Ok(stats)
-}
-
 impl Compaction {
-    /// For tests of the `EEXIST` path: builds page `page` and maps it
-    /// behind the session's back, as a second mapper would, leaving its
-    /// state alone. The session then finds it mapped when it maps it.
+    /// For tests of stray pages: maps a page of 0xA5 bytes at page `page`
+    /// of the first space behind the session's back, as a thread touching
+    /// the heap in the pause would have populated it, leaving the page's
+    /// state alone. The session must replace it with the built page.
     /// (Feature `test-hooks`.)
     #[cfg(feature = "test-hooks")]
     pub fn map_behind(&self, page: usize) -> Result<(), Error> {
-        let s = &self.shared;
-        let mut buf = vec![0u8; PAGE];
-        let out: &mut [u8; PAGE] = (&mut buf[..]).try_into().expect("one page");
-        let src = match s.producer.produce(page, s.from as *const u8, out) {
-            Fill::Built => buf.as_ptr() as usize,
-            Fill::Zero => {
-                buf.fill(0);
-                buf.as_ptr() as usize
-            }
-            Fill::Same => s.from + page * PAGE,
-        };
+        let s = &self.parts[0].shared;
+        let buf = vec![0xA5u8; PAGE];
+        let dst = s.base + page * PAGE;
+        let t = s.target(&s.counters.mutators, super::map::Present::Keep);
         // SAFETY: a registered to-space page and a readable source page.
         match unsafe {
-            super::map::run(
-                s.fd(),
-                &s.counters.mutators,
-                super::map::Via::Copy,
-                s.base + page * PAGE,
-                src,
-                PAGE,
-            )
+            super::map::run(&t, super::map::Via::Copy, dst, buf.as_ptr() as usize, PAGE)
         } {
             super::map::Mapped::Failed { errno, .. } => Err(Error::Ioctl {
                 op: "UFFDIO_COPY",
-                addr: s.base + page * PAGE,
+                addr: dst,
                 errno,
                 report: Box::default(),
             }),

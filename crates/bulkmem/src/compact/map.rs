@@ -3,7 +3,7 @@
 //! that the collector and the signal path behave alike. Async-signal-safe:
 //! ioctls, atomics and `sched_yield` only.
 
-use core::sync::atomic::AtomicU64;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use super::stats::{Counters, Side};
 use crate::uffd::ioctl::{
@@ -29,7 +29,8 @@ pub(crate) enum Via {
 /// How a run ended.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Mapped {
-    /// Every page is mapped (by this call, or found mapped: `EEXIST`).
+    /// Every page is mapped (by this call, or, for [`Present::Keep`],
+    /// found mapped: `EEXIST`).
     Done,
     /// The range is no longer registered (`ENOENT` from COPY or ZEROPAGE):
     /// the session is finishing, and the access can simply be retried.
@@ -99,18 +100,59 @@ unsafe fn once(fd: i32, via: Via, dst: usize, src: usize, len: usize) -> (usize,
     }
 }
 
-/// Maps `len` bytes at `dst` from `src` with `via`, counting into `c`.
+/// What an `EEXIST` means to the caller of [`run`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Present {
+    /// The caller owns the page, so nobody in the session mapped it: the
+    /// page was populated behind the session's back and does not hold the
+    /// built content. It is dropped and mapped again (counted in
+    /// `Side::eexist`).
+    Replace,
+    /// The caller only wants the page there (a refault): what is there
+    /// stands.
+    Keep,
+}
+
+/// `MADV_DONTNEED_LOCKED` (Linux 5.18): `MADV_DONTNEED` for `VM_LOCKED`
+/// memory, which plain `MADV_DONTNEED` refuses with `EINVAL`.
+pub(crate) const MADV_DONTNEED_LOCKED: libc::c_int = 24;
+
+/// Drops the pages of `addr..addr + len` (locked or not). False if the
+/// kernel refused both ways.
+pub(crate) fn drop_pages(addr: usize, len: usize) -> bool {
+    // SAFETY: madvise on the session's own mappings; the pages' content
+    // is not needed (the caller's word). Async-signal-safe.
+    unsafe {
+        libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) == 0
+            || libc::madvise(addr as *mut libc::c_void, len, MADV_DONTNEED_LOCKED) == 0
+    }
+}
+
+/// `EAGAIN` answers to a move, without progress, before the page is
+/// copied instead.
+const MOVE_AGAIN: u32 = 16;
+
+/// Where [`run`] maps and what it may do there: the session's
+/// userfaultfd, the side its counts go to, the session's permission to
+/// move (`moves`: a move the kernel refuses for the pair of mappings,
+/// `EINVAL` for a mapping locked on one side only, different protections
+/// or a shared, file or hugetlb source, clears it, and that page and every
+/// later one are copied), and what an `EEXIST` means.
+pub(crate) struct Target<'a> {
+    pub fd: i32,
+    pub side: &'a Side,
+    pub moves: &'a AtomicBool,
+    pub present: Present,
+}
+
+/// Maps `len` bytes at `dst` from `src` with `via`. A move refused for
+/// one page (`EBUSY`: pinned, or shared after fork; an `EAGAIN` that
+/// persists) copies that page.
 ///
 /// # Safety
 /// As [`once`]; a Move leaves the source pages it moved empty.
-pub(crate) unsafe fn run(
-    fd: i32,
-    c: &Side,
-    via: Via,
-    dst: usize,
-    src: usize,
-    len: usize,
-) -> Mapped {
+pub(crate) unsafe fn run(t: &Target, via: Via, dst: usize, src: usize, len: usize) -> Mapped {
+    let (fd, c, present) = (t.fd, t.side, t.present);
     let count = |n: usize| {
         let field: &AtomicU64 = match via {
             Via::Copy => &c.copied,
@@ -119,7 +161,7 @@ pub(crate) unsafe fn run(
         };
         Counters::add(field, (n / PAGE) as u64);
     };
-    let (mut done, mut again) = (0, 0);
+    let (mut done, mut again, mut replaced_at) = (0, 0, usize::MAX);
     while done < len {
         Counters::add(&c.ioctls, 1);
         // SAFETY: [done, len) lies in both ranges the caller vouched for.
@@ -127,8 +169,18 @@ pub(crate) unsafe fn run(
         count(n);
         done += n;
         let Some(e) = err else { continue };
+        if n > 0 {
+            again = 0;
+        }
         let (d, s) = (dst + done, src + done);
-        match e {
+        // One page copied in place of a move.
+        let copy_one = || {
+            Counters::add(&c.move_fallbacks, 1);
+            // SAFETY: one page of both ranges.
+            unsafe { run(t, Via::Copy, d, s, PAGE) }
+        };
+        let step = match e {
+            libc::EAGAIN if via == Via::Move && n == 0 && again >= MOVE_AGAIN => copy_one(),
             libc::EAGAIN => {
                 if n == 0 {
                     again += 1;
@@ -137,32 +189,40 @@ pub(crate) unsafe fn run(
                     }
                     // SAFETY: no arguments; async-signal-safe.
                     unsafe { libc::sched_yield() };
-                } else {
-                    again = 0;
                 }
                 continue;
             }
-            // Someone mapped this page first; theirs stands.
-            libc::EEXIST => Counters::add(&c.eexist, 1),
-            // A pinned source page, or one shared after fork: copy it.
-            libc::EBUSY if via == Via::Move => {
-                Counters::add(&c.move_fallbacks, 1);
-                // SAFETY: one page of both ranges.
-                match unsafe { run(fd, c, Via::Copy, d, s, PAGE) } {
-                    Mapped::Done => {}
-                    other => return shift(other, done),
+            libc::EEXIST if present == Present::Keep => Mapped::Done,
+            // Populated behind the session's back: drop it and map the
+            // built page (once; a second EEXIST at the same page fails).
+            libc::EEXIST => {
+                if replaced_at == d || !drop_pages(d, PAGE) {
+                    return Mapped::Failed { at: done, errno: e };
                 }
+                Counters::add(&c.eexist, 1);
+                replaced_at = d;
+                continue;
+            }
+            libc::EBUSY if via == Via::Move => copy_one(),
+            // The pair of mappings cannot move at all: copy from here on.
+            libc::EINVAL if via == Via::Move => {
+                t.moves.store(false, Relaxed);
+                Counters::add(&c.move_fallbacks, ((len - done) / PAGE) as u64);
+                // SAFETY: the rest of both ranges.
+                let r = unsafe { run(t, Via::Copy, d, s, len - done) };
+                return shift(r, done);
             }
             // A source hole (never touched): its content is zeros.
             libc::ENOENT if via == Via::Move => {
                 // SAFETY: one registered destination page.
-                match unsafe { run(fd, c, Via::Zero, d, 0, PAGE) } {
-                    Mapped::Done => {}
-                    other => return shift(other, done),
-                }
+                unsafe { run(t, Via::Zero, d, 0, PAGE) }
             }
             libc::ENOENT => return Mapped::Unregistered,
             _ => return Mapped::Failed { at: done, errno: e },
+        };
+        match step {
+            Mapped::Done => {}
+            other => return shift(other, done),
         }
         done += PAGE;
         again = 0;

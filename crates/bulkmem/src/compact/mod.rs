@@ -60,35 +60,64 @@
 //! userfaultfd at all, and [`crate::uffd::Mover`] still moves pages.
 //!
 //! # What the program must know
+//! * The heap must be mapped throughout, readable and writable: `prepare`
+//!   refuses a range with a hole or running past its mapping, memory the
+//!   program protected (`PROT_NONE`, read-only: compaction would silently
+//!   make it writable), and a range overlapping a live session's heap or
+//!   from-space, saying which and where. It may span several mappings
+//!   (parts advised or locked differently); each moves at its offset.
 //! * Threads that touch the heap during a session must leave SIGBUS
 //!   unblocked, and bulkmem's handler must be in front (it installs it;
 //!   see [`crate::fault::reinstall`] for programs that install their own
 //!   after it: theirs is chained for every fault that is not a session's).
+//!   The handler blocks every other signal while it serves a page: a
+//!   signal handler of the program's that reads the heap, a `siglongjmp`
+//!   out of a time-out, an asynchronous `pthread_cancel` all happen once
+//!   the page is mapped, never with it half-built.
 //! * The kernel does not take faults for us: a system call handed an
 //!   unbuilt page (`read` into the heap, `write` from it) fails with
-//!   `EFAULT`. Call [`Compaction::ensure`] on the range first.
+//!   `EFAULT`. Call [`Compaction::ensure`] on the range first. The same
+//!   call makes a mutator's allocation buffer present and writable with
+//!   one ioctl per run of free pages, so filling it takes no fault per
+//!   page ([`Compaction::ensurer`] gives mutator threads a handle).
+//! * Mutators may keep running across [`Compaction::finish`] and after.
 //! * `fork` during a session first builds every page (a `pthread_atfork`
 //!   handler), so the child gets a whole heap; the from-space is not
 //!   inherited, and the child's copy of the `Compaction` does nothing when
 //!   finished or dropped.
 //! * The heap becomes a private anonymous mapping, readable and writable,
-//!   whatever it was (a `MAP_SHARED` or file mapping is compacted into
-//!   anonymous memory); `mlock` and other `madvise` advice on it are not
-//!   carried over.
+//!   whatever it was (a `MAP_SHARED`, file or hugetlb mapping is compacted
+//!   into anonymous memory, its pages copied, never moved). Under
+//!   `mlockall(MCL_FUTURE)` the to-space is locked as the heap was; an
+//!   `mlock` of the heap alone and other `madvise` advice are not carried
+//!   over (see [`Options::huge_pages`]).
+//! * A page found populated behind the session's back (`EEXIST`: a thread
+//!   touched the heap in the pause) is not taken for built: it is dropped
+//!   and the built page mapped in its place ([`Stats::eexist`]). A move the
+//!   kernel refuses (`EINVAL`, `EBUSY`, a persisting `EAGAIN`) is a copy.
+//! * Several spaces (a moving space and the arena of its roots, parts of a
+//!   heap) compact in one pause with [`Compaction::prepare_spaces`]; a part
+//!   of a mapping compacted again and again leaves the mappings as the
+//!   first time did.
 
 mod collect;
 mod compaction;
+mod kernel;
 mod map;
 mod pages;
 mod registry;
+mod release;
 mod setup;
 mod shared;
 mod stats;
+mod stop;
+mod vmas;
 
 #[cfg(feature = "test-hooks")]
 pub use compaction::late_fault;
-pub use compaction::{stop_the_world, support, Compaction, Support};
+pub use compaction::{support, Compaction, Space, Support};
 pub use stats::{Histogram, Stats};
+pub use stop::stop_the_world;
 
 /// The size of a page the session builds and maps.
 pub const PAGE: usize = map::PAGE;
@@ -125,12 +154,25 @@ pub trait Producer: Send + Sync {
 
     /// The lowest from-space page that to-space pages `page..` read. Must
     /// not decrease as `page` grows (it does not for a sliding compactor).
-    /// The session unmaps the from-space below it once every page below
+    /// The session releases the from-space below it once every page below
     /// `page` is built. The default, 0, keeps the whole from-space until
     /// `finish`.
     fn first_source(&self, page: usize) -> usize {
         let _ = page;
         0
+    }
+
+    /// One past the highest from-space page that to-space pages `..=page`
+    /// read (for a sliding compactor, the from-space page after the one
+    /// holding the last byte that lands in page `page`). Must not decrease
+    /// as `page` grows. With it, the from-space that only a run of pages
+    /// mutators built ahead of the collector read is released at once
+    /// (`last_source(first - 1)..first_source(end)` for the run
+    /// `first..end`), so that random mutators do not hold the heap twice.
+    /// The default, `usize::MAX`, releases nothing early.
+    fn last_source(&self, page: usize) -> usize {
+        let _ = page;
+        usize::MAX
     }
 }
 
@@ -142,7 +184,10 @@ pub enum Mode {
     Copy,
     /// `UFFDIO_MOVE` of the staging pages and of unchanged from-space
     /// pages (Linux 6.8); a page the kernel refuses to move (`EBUSY`:
-    /// pinned, shared after fork) is copied.
+    /// pinned, shared after fork; `EINVAL`: a locked, shared, file or
+    /// hugetlb heap, one made read-only) is copied, and where the kernel
+    /// could move a swapped-out page wrongly (before the 2025 swap-cache
+    /// fixes, with swap on) nothing is moved.
     Move,
     /// Moves where a move saves work (unchanged from-space pages, whole
     /// 2 MiB runs out of huge-page staging), copies otherwise and where
@@ -157,7 +202,7 @@ pub struct Options {
     mode: Mode,
     workers: usize,
     batch: usize,
-    huge_pages: bool,
+    huge_pages: Option<bool>,
 }
 
 impl Default for Options {
@@ -166,7 +211,7 @@ impl Default for Options {
             mode: Mode::Auto,
             workers: 1,
             batch: 0,
-            huge_pages: false,
+            huge_pages: None,
         }
     }
 }
@@ -197,16 +242,21 @@ impl Options {
     /// The batch in effect.
     pub(crate) fn pages_per_batch(&self) -> usize {
         match self.batch {
-            0 if self.huge_pages => collect::MAX_BATCH,
+            0 if self.huge_pages == Some(true) => collect::MAX_BATCH,
             0 => 64,
             b => b,
         }
     }
 
     /// Advise huge pages for the to-space and the staging buffers
-    /// (default off: `MADV_NOHUGEPAGE`).
+    /// (`true`: `MADV_HUGEPAGE`) or advise against them (`false`:
+    /// `MADV_NOHUGEPAGE`). Without this call the to-space gets no advice:
+    /// the system's policy applies, and a space that is part of a larger
+    /// mapping merges back into it when the session ends. A heap the
+    /// program advised (`MADV_HUGEPAGE`) keeps its advice only if this
+    /// says so: the to-space is a fresh mapping.
     pub fn huge_pages(mut self, huge: bool) -> Options {
-        self.huge_pages = huge;
+        self.huge_pages = Some(huge);
         self
     }
 

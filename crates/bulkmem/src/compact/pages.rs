@@ -13,6 +13,7 @@
 //! pages cost nothing until touched: the pause does not grow with them.
 
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use std::time::Duration;
 
 use crate::mapping::Mapping;
 
@@ -27,7 +28,29 @@ pub(crate) struct Pages {
     /// `n` state bytes, then `n` staging slot numbers (u32, aligned).
     words: Mapping,
     n: usize,
+    waits: [Waiters; WAIT_SLOTS],
 }
+
+/// Futex words threads waiting for another's step sleep on: page `p`'s
+/// waiters use slot `p % WAIT_SLOTS`, so a page costs no word of its own.
+const WAIT_SLOTS: usize = 64;
+
+/// One wait slot, on a cache line of its own.
+#[repr(align(64))]
+struct Waiters {
+    /// Bumped by an owner that publishes a step while someone sleeps here.
+    seq: AtomicU32,
+    /// Threads between announcing themselves and leaving.
+    sleepers: AtomicU32,
+}
+
+/// Spins before sleeping: a page is built and mapped in a few
+/// microseconds, and a sleep costs its owner a wake-up system call.
+const SPINS: u32 = 64;
+
+/// A sleeper looks again after this long even unwoken (a guard, not part
+/// of the protocol).
+const NAP: Duration = Duration::from_millis(10);
 
 impl Pages {
     pub fn new(n: usize) -> std::io::Result<Pages> {
@@ -35,7 +58,16 @@ impl Pages {
         let words = Mapping::options()
             .noreserve(true)
             .map(states + 4 * n.max(1))?;
-        Ok(Pages { words, n })
+        Ok(Pages {
+            words,
+            n,
+            waits: [const {
+                Waiters {
+                    seq: AtomicU32::new(0),
+                    sleepers: AtomicU32::new(0),
+                }
+            }; WAIT_SLOTS],
+        })
     }
 
     fn state(&self, p: usize) -> &AtomicU8 {
@@ -65,9 +97,49 @@ impl Pages {
             .is_ok()
     }
 
-    /// Publishes the owner's step (the page's content, its mapping).
+    /// Publishes the owner's step (the page's content, its mapping), and
+    /// wakes whoever sleeps on it.
+    ///
+    /// The protocol: the owner stores the state, then reads its slot's
+    /// sleeper count; a waiter counts itself in, reads the slot's
+    /// sequence, then reads the state, and sleeps only if it is unchanged
+    /// (all sequentially consistent). Either the waiter sees the new
+    /// state, or the owner sees the waiter and bumps the sequence before
+    /// waking, so the waiter's sleep returns at once or is woken: no wake
+    /// is lost. Without sleepers, publishing costs one load.
     pub fn set(&self, p: usize, s: u8) {
-        self.state(p).store(s, Ordering::Release);
+        self.state(p).store(s, Ordering::SeqCst);
+        let w = &self.waits[p % WAIT_SLOTS];
+        if w.sleepers.load(Ordering::SeqCst) != 0 {
+            w.seq.fetch_add(1, Ordering::SeqCst);
+            crate::latch::wake_all(&w.seq);
+        }
+    }
+
+    /// Waits while page `p`'s state satisfies `busy` (another thread
+    /// holds it): spins briefly, then sleeps until its owner publishes a
+    /// step ([`Pages::set`]). Returns the state that ended the wait.
+    /// Async-signal-safe: atomics and `futex`.
+    pub fn wait_while(&self, p: usize, busy: impl Fn(u8) -> bool) -> u8 {
+        let mut spins = 0;
+        loop {
+            let s = self.state(p).load(Ordering::SeqCst);
+            if !busy(s) {
+                return s;
+            }
+            if spins < SPINS {
+                spins += 1;
+                core::hint::spin_loop();
+                continue;
+            }
+            let w = &self.waits[p % WAIT_SLOTS];
+            w.sleepers.fetch_add(1, Ordering::SeqCst);
+            let seq = w.seq.load(Ordering::SeqCst);
+            if busy(self.state(p).load(Ordering::SeqCst)) {
+                crate::latch::futex_for(&w.seq, seq, Some(NAP));
+            }
+            w.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     /// Where a STAGED page waits in the collector's staging area (written
@@ -79,19 +151,6 @@ impl Pages {
     pub fn staged_at(&self, p: usize) -> usize {
         self.slot(p).load(Ordering::Relaxed) as usize
     }
-}
-
-/// Waits a little for another thread's step: spins first (a page is built
-/// in well under a microsecond), then yields the CPU, so that on a machine
-/// with fewer CPUs than threads the owner gets to run.
-pub(crate) fn backoff(spins: &mut u32) {
-    if *spins < 64 {
-        core::hint::spin_loop();
-    } else {
-        // SAFETY: sched_yield has no arguments and is async-signal-safe.
-        unsafe { libc::sched_yield() };
-    }
-    *spins = spins.saturating_add(1);
 }
 
 #[cfg(test)]
@@ -112,5 +171,27 @@ mod tests {
             (STAGED, 42, 43)
         );
         assert_eq!(p.load(6), UNPRODUCED);
+    }
+
+    #[test]
+    fn a_waiter_sleeps_until_the_owner_publishes_and_is_woken() {
+        for page in [5, 5 + WAIT_SLOTS, 999] {
+            let p = Pages::new(1000).unwrap();
+            assert!(p.claim(page, UNPRODUCED, PRODUCING));
+            std::thread::scope(|s| {
+                let w = s.spawn(|| p.wait_while(page, |st| st == PRODUCING));
+                // The waiter is asleep (counted in its slot) before the
+                // owner publishes: the wake must reach it.
+                while p.waits[page % WAIT_SLOTS].sleepers.load(Ordering::SeqCst) == 0 {
+                    std::thread::yield_now();
+                }
+                p.set(page, MAPPED);
+                assert_eq!(w.join().unwrap(), MAPPED);
+            });
+            assert_eq!(
+                p.waits[page % WAIT_SLOTS].sleepers.load(Ordering::SeqCst),
+                0
+            );
+        }
     }
 }

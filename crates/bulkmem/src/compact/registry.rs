@@ -9,6 +9,7 @@
 //! (docs/design.md, "Concurrent compaction": the drain).
 
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
+use std::sync::Mutex;
 
 use super::shared::Shared;
 
@@ -19,6 +20,10 @@ struct Slot {
     claimed: AtomicBool,
     base: AtomicUsize,
     len: AtomicUsize,
+    /// The session's from-space, once it has one: no other session may
+    /// take it for a heap.
+    from: AtomicUsize,
+    from_len: AtomicUsize,
     session: AtomicPtr<Shared>,
     inflight: AtomicUsize,
 }
@@ -29,6 +34,8 @@ impl Slot {
             claimed: AtomicBool::new(false),
             base: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
+            from: AtomicUsize::new(0),
+            from_len: AtomicUsize::new(0),
             session: AtomicPtr::new(core::ptr::null_mut()),
             inflight: AtomicUsize::new(0),
         }
@@ -37,23 +44,106 @@ impl Slot {
 
 static TABLE: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
 
-/// Publishes `session` (covering `base..base + len`) to the handler;
-/// `None` when every slot is taken.
-pub(crate) fn enter(session: *const Shared, base: usize, len: usize) -> Option<usize> {
+/// Serialises reservations, so that two `prepare`s of overlapping heaps
+/// cannot both find the other's range free. Never taken by a handler.
+static RESERVE: Mutex<()> = Mutex::new(());
+
+/// Why a heap cannot have a slot.
+pub(crate) enum Refused {
+    /// It overlaps a live session's heap (`from == false`) or from-space.
+    Overlap { base: usize, len: usize, from: bool },
+    /// Every slot is taken.
+    Full,
+}
+
+impl Refused {
+    /// The error `prepare` returns for the heap at `base..base + len`.
+    pub(crate) fn error(self, base: usize, len: usize) -> crate::error::Error {
+        use crate::error::Error;
+        match self {
+            Refused::Overlap {
+                base: b,
+                len: l,
+                from,
+            } => Error::BadRange {
+                addr: base,
+                len,
+                why: format!(
+                    "the heap overlaps {b:#x}..{:#x}, the {} of a live compaction session \
+                     (finish that session first; two sessions cannot share pages)",
+                    b + l,
+                    if from { "from-space" } else { "heap" }
+                ),
+            },
+            Refused::Full => Error::Config(format!(
+                "compact: {SLOTS} spaces are being compacted already (the most at once)"
+            )),
+        }
+    }
+}
+
+fn overlaps(a: usize, alen: usize, b: usize, blen: usize) -> bool {
+    a < b.saturating_add(blen) && b < a.saturating_add(alen)
+}
+
+/// Takes a slot for a heap at `base..base + len`, which no live session's
+/// heap or from-space may overlap; the handler ignores it until
+/// [`publish`].
+pub(crate) fn reserve(base: usize, len: usize) -> Result<usize, Refused> {
+    let _guard = RESERVE.lock().unwrap_or_else(|e| e.into_inner());
+    for slot in TABLE.iter().filter(|s| s.claimed.load(Acquire)) {
+        let (b, l) = (slot.base.load(Acquire), slot.len.load(Acquire));
+        let (f, fl) = (slot.from.load(Acquire), slot.from_len.load(Acquire));
+        if overlaps(base, len, b, l) {
+            return Err(Refused::Overlap {
+                base: b,
+                len: l,
+                from: false,
+            });
+        }
+        if overlaps(base, len, f, fl) {
+            return Err(Refused::Overlap {
+                base: f,
+                len: fl,
+                from: true,
+            });
+        }
+    }
     for (i, slot) in TABLE.iter().enumerate() {
         if slot
             .claimed
             .compare_exchange(false, true, AcqRel, Relaxed)
             .is_ok()
         {
+            slot.session.store(core::ptr::null_mut(), SeqCst);
             slot.len.store(0, SeqCst); // the old tombstone first
+            slot.from_len.store(0, SeqCst);
             slot.base.store(base, SeqCst);
             slot.len.store(len, SeqCst);
-            slot.session.store(session.cast_mut(), SeqCst);
-            return Some(i);
+            return Ok(i);
         }
     }
-    None
+    Err(Refused::Full)
+}
+
+/// Records slot `i`'s from-space.
+pub(crate) fn set_from(i: usize, from: usize, len: usize) {
+    TABLE[i].from.store(from, SeqCst);
+    TABLE[i].from_len.store(len, SeqCst);
+}
+
+/// Publishes `session` in slot `i` to the handler.
+pub(crate) fn publish(i: usize, session: *const Shared) {
+    TABLE[i].session.store(session.cast_mut(), SeqCst);
+}
+
+/// Gives back a slot whose session never started (its heap is as it was).
+pub(crate) fn cancel(i: usize) {
+    let slot = &TABLE[i];
+    slot.session.store(core::ptr::null_mut(), SeqCst);
+    slot.len.store(0, SeqCst);
+    slot.from_len.store(0, SeqCst);
+    slot.claimed.store(false, Release);
 }
 
 /// Withdraws slot `i`'s session; returns once no handler uses it.
@@ -63,6 +153,7 @@ pub(crate) fn leave(i: usize) {
     while slot.inflight.load(SeqCst) != 0 {
         std::thread::yield_now();
     }
+    slot.from_len.store(0, SeqCst);
     slot.claimed.store(false, Release);
 }
 

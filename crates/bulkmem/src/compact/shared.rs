@@ -1,25 +1,30 @@
 //! What the collector's threads, mutators' fault handlers and `ensure`
-//! share: the to-space's page states, the from-space, the producer, the
-//! userfaultfd and the counters. Everything reachable from
-//! [`Shared::serve`] is async-signal-safe: atomics, ioctls, `mincore`,
-//! `clock_gettime`, `sched_yield` and the producer (whose contract says
-//! the same).
+//! share about one space of a session: the to-space's page states, the
+//! from-space, the producer, the userfaultfd and the counters. Everything
+//! reachable from [`Shared::serve`] is async-signal-safe: atomics, ioctls,
+//! `madvise`, `clock_gettime`, `futex` and the producer (whose contract
+//! says the same).
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
-use super::map::{self, Mapped, Via, PAGE};
-use super::pages::{self, Pages, FAILED, MAPPED, MAPPING, PRODUCING, STAGED, UNPRODUCED};
-use super::stats::Counters;
+use super::map::{self, Mapped, Present, Via, PAGE};
+use super::pages::{Pages, FAILED, MAPPED, MAPPING, PRODUCING, STAGED, UNPRODUCED};
+use super::release::FromSpace;
+use super::stats::{Counters, Side};
 use super::{Fill, Mode, Options, Producer};
 use crate::mapping::Mapping;
 
 /// One-page buffers mutators build pages in: as many as a u64 has bits.
 pub(crate) const BUFFERS: usize = 64;
 
+/// Pages of zeros one ioctl maps at most (the zero source's size).
+pub(crate) const ZERO_RUN: usize = 512;
+
 pub(crate) struct Shared {
-    pub fd: OwnedFd,
+    /// The session's userfaultfd (one for all its spaces).
+    pub fd: Arc<OwnedFd>,
     /// The to-space: the heap's own addresses.
     pub base: usize,
     /// Pages in the heap.
@@ -29,15 +34,22 @@ pub(crate) struct Shared {
     pub pages: Pages,
     pub producer: Arc<dyn Producer>,
     pub opts: Options,
-    /// UFFDIO_MOVE is allowed on the to-space.
-    pub can_move: bool,
-    pub counters: Counters,
+    /// `UFFDIO_MOVE` may be tried; cleared for good when the kernel
+    /// refuses to move between the two mappings (`map::run`).
+    pub moves: AtomicBool,
+    /// The whole session's counters (shared by its spaces).
+    pub counters: Arc<Counters>,
     buffers: Mapping,
     buffers_taken: AtomicU64,
+    /// Bumped when a buffer is put back while someone waits for one.
+    buffer_seq: AtomicU32,
+    buffer_sleepers: AtomicU32,
     /// `workers * batch` pages the collector builds runs in.
     pub staging: Mapping,
-    /// From-space pages below this are unmapped.
-    pub released: AtomicUsize,
+    /// Never written, readable: reads as zeros and costs no memory; the
+    /// source of zero pages that must be writable at once.
+    zeros: Mapping,
+    pub from_space: FromSpace,
     /// The first page the kernel refused to map, or usize::MAX.
     pub first_failed: AtomicUsize,
     pub failed_errno: AtomicI32,
@@ -54,21 +66,39 @@ pub(crate) fn now_ns() -> u64 {
     t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
+/// Where one space's pages are and what builds them.
+pub(crate) struct Place {
+    pub base: usize,
+    pub n: usize,
+    pub from: usize,
+    pub producer: Arc<dyn Producer>,
+    pub moves: bool,
+}
+
 impl Shared {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        fd: OwnedFd,
-        base: usize,
-        n: usize,
-        from: usize,
-        producer: Arc<dyn Producer>,
+        fd: Arc<OwnedFd>,
+        place: Place,
         opts: Options,
-        can_move: bool,
+        counters: Arc<Counters>,
     ) -> std::io::Result<Shared> {
-        let staging = Mapping::options()
-            .align(2 << 20)
-            .huge_pages(opts.huge_pages)
-            .map(opts.workers * opts.pages_per_batch() * PAGE)?;
+        let mut staging = Mapping::options().align(2 << 20);
+        if let Some(huge) = opts.huge_pages {
+            staging = staging.huge_pages(huge);
+        }
+        let staging = staging.map(opts.workers * opts.pages_per_batch() * PAGE)?;
+        let zeros = Mapping::options().inaccessible(true).map(ZERO_RUN * PAGE)?;
+        // SAFETY: our own fresh mapping, made readable (never writable).
+        if unsafe { libc::mprotect(zeros.as_mut_ptr().cast(), zeros.len(), libc::PROT_READ) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let Place {
+            base,
+            n,
+            from,
+            producer,
+            moves,
+        } = place;
         Ok(Shared {
             fd,
             base,
@@ -77,12 +107,15 @@ impl Shared {
             pages: Pages::new(n)?,
             producer,
             opts,
-            can_move,
-            counters: Counters::new(),
+            moves: AtomicBool::new(moves),
+            counters,
             buffers: Mapping::anonymous(BUFFERS * PAGE)?,
             buffers_taken: AtomicU64::new(0),
+            buffer_seq: AtomicU32::new(0),
+            buffer_sleepers: AtomicU32::new(0),
             staging,
-            released: AtomicUsize::new(0),
+            zeros,
+            from_space: FromSpace::new(from, n)?,
             first_failed: AtomicUsize::new(usize::MAX),
             failed_errno: AtomicI32::new(0),
         })
@@ -94,6 +127,36 @@ impl Shared {
 
     pub fn fd(&self) -> i32 {
         self.fd.as_raw_fd()
+    }
+
+    /// Where `map::run` maps for this space, counting into `side`.
+    pub fn target<'a>(&'a self, side: &'a Side, present: Present) -> map::Target<'a> {
+        map::Target {
+            fd: self.fd(),
+            side,
+            moves: &self.moves,
+            present,
+        }
+    }
+
+    /// Maps `len` bytes of to-space page `p` on from `src` with `via`,
+    /// counting into `side`; the caller owns the pages.
+    ///
+    /// # Safety
+    /// `src..src + len` is readable memory of ours (a buffer, staging, the
+    /// zero source, or from-space pages the producer handed back).
+    pub unsafe fn map(&self, side: &Side, via: Via, p: usize, src: usize, len: usize) -> Mapped {
+        // SAFETY: registered to-space pages the caller owns, and the
+        // caller's source.
+        unsafe {
+            map::run(
+                &self.target(side, Present::Replace),
+                via,
+                self.base + p * PAGE,
+                src,
+                len,
+            )
+        }
     }
 
     /// A mutator's fault at `addr`: makes its page present. False when the
@@ -113,30 +176,24 @@ impl Shared {
     /// (or raced with its mapping) and gets a zero page, as anonymous
     /// memory would.
     pub fn make_present(&self, p: usize, faulted: bool) -> bool {
-        let (mut spins, mut first) = (0, true);
+        let mut first = true;
         loop {
             match self.pages.load(p) {
                 UNPRODUCED => {
                     if self.pages.claim(p, UNPRODUCED, PRODUCING) {
-                        return self.produce_one(p);
+                        let buf = self.take_buffer();
+                        let ok = self.produce_one(p, buf);
+                        self.put_buffer(buf);
+                        return ok;
                     }
                 }
                 STAGED => {
                     if self.pages.claim(p, STAGED, MAPPING) {
                         let src = self.staging.as_ptr() as usize + self.pages.staged_at(p) * PAGE;
-                        // SAFETY: a registered to-space page this thread
-                        // owns (MAPPING), and the collector's staged copy,
-                        // which it keeps until the page is MAPPED.
-                        let r = unsafe {
-                            map::run(
-                                self.fd(),
-                                &self.counters.mutators,
-                                Via::Copy,
-                                self.dst(p),
-                                src,
-                                PAGE,
-                            )
-                        };
+                        // SAFETY: the collector's staged copy, which it
+                        // keeps until the page is MAPPED.
+                        let r =
+                            unsafe { self.map(&self.counters.mutators, Via::Copy, p, src, PAGE) };
                         Counters::add(&self.counters.mutators.pages, 1);
                         return self.settle(p, 1, r);
                     }
@@ -144,18 +201,10 @@ impl Shared {
                 MAPPED => {
                     if first && faulted {
                         Counters::add(&self.counters.refaults, 1);
-                        // SAFETY: a registered to-space page; EEXIST (it is
-                        // there after all) counts as done.
-                        let r = unsafe {
-                            map::run(
-                                self.fd(),
-                                &self.counters.mutators,
-                                Via::Zero,
-                                self.dst(p),
-                                0,
-                                PAGE,
-                            )
-                        };
+                        let t = self.target(&self.counters.mutators, Present::Keep);
+                        // SAFETY: a registered to-space page; one that is
+                        // there after all stands (Keep).
+                        let r = unsafe { map::run(&t, Via::Zero, self.base + p * PAGE, 0, PAGE) };
                         return !matches!(r, Mapped::Failed { .. });
                     }
                     if !first {
@@ -164,21 +213,19 @@ impl Shared {
                     return true;
                 }
                 FAILED => return false,
-                _ => pages::backoff(&mut spins), // PRODUCING, MAPPING
+                _ => {
+                    self.pages.wait_while(p, |s| s == PRODUCING || s == MAPPING);
+                }
             }
             first = false;
         }
-    }
-
-    fn dst(&self, p: usize) -> usize {
-        self.base + p * PAGE
     }
 
     /// How a page built by a mutator is mapped: one page, so a move would
     /// only trade the kernel's copy for a fresh buffer page; copied unless
     /// moves are asked for.
     fn single_via(&self) -> Via {
-        if self.opts.mode == Mode::Move && self.can_move {
+        if self.opts.mode == Mode::Move && self.moves.load(Relaxed) {
             Via::Move
         } else {
             Via::Copy
@@ -188,52 +235,103 @@ impl Shared {
     /// How an unchanged from-space page comes back: moved (no copy, the
     /// from-space page goes with it) wherever the kernel can.
     pub fn same_via(&self) -> Via {
-        if self.opts.mode != Mode::Copy && self.can_move {
+        if self.opts.mode != Mode::Copy && self.moves.load(Relaxed) {
             Via::Move
         } else {
             Via::Copy
         }
     }
 
-    /// Builds page `p` (PRODUCING, ours) in a buffer and maps it.
-    fn produce_one(&self, p: usize) -> bool {
-        let buf = self.take_buffer();
+    /// The zero source: `pages` (at most [`ZERO_RUN`]) readable zeros.
+    pub fn zeros(&self) -> usize {
+        self.zeros.as_ptr() as usize
+    }
+
+    /// Builds page `p` (PRODUCING, ours) in `buf` (a buffer of ours) and
+    /// maps it, as a mutator.
+    fn produce_one(&self, p: usize, buf: usize) -> bool {
         // SAFETY: the buffer is this thread's until put back, a whole page.
         let out = unsafe { &mut *(buf as *mut [u8; PAGE]) };
         let fill = self.producer.produce(p, self.from as *const u8, out);
+        self.map_built(p, fill, buf)
+    }
+
+    /// Maps page `p` (PRODUCING, ours) as `fill` says, `buf` holding it if
+    /// built; a zero page is mapped writable (not the shared zero page:
+    /// the access that wanted it is most often a write, which would fault
+    /// again to copy it).
+    fn map_built(&self, p: usize, fill: Fill, buf: usize) -> bool {
         let (via, src) = match fill {
             Fill::Built => (self.single_via(), buf),
-            // Not a zero page: the access that faulted is most often a
-            // write, which would then fault again to copy the zero page.
-            Fill::Zero => {
-                // SAFETY: our buffer, a whole page.
-                unsafe { core::ptr::write_bytes(buf as *mut u8, 0, PAGE) };
-                (Via::Copy, buf)
-            }
+            Fill::Zero => (Via::Copy, self.zeros()),
             Fill::Same => (self.same_via(), self.from + p * PAGE),
         };
-        // SAFETY: a registered to-space page this thread owns, and a source
-        // page that is ours (the buffer) or the from-space page the
+        // SAFETY: our buffer, the zero source, or the from-space page the
         // producer says is this page unchanged.
-        let r = unsafe {
-            map::run(
-                self.fd(),
-                &self.counters.mutators,
-                via,
-                self.dst(p),
-                src,
-                PAGE,
-            )
-        };
-        self.put_buffer(buf);
+        let r = unsafe { self.map(&self.counters.mutators, via, p, src, PAGE) };
         Counters::add(&self.counters.mutators.pages, 1);
         self.settle(p, 1, r)
+    }
+
+    /// Makes pages `first..end` present on this thread, mapping each run
+    /// of zero pages (free space: an allocation buffer) writable with one
+    /// ioctl. False if the kernel refused a page.
+    pub fn make_range_present(&self, first: usize, end: usize) -> bool {
+        let buf = self.take_buffer();
+        let mut ok = true;
+        // Claimed zero pages wait in run..p for one ioctl.
+        let (mut run, mut p) = (first, first);
+        while p < end {
+            if p - run == ZERO_RUN {
+                ok &= self.map_zeros(run, p);
+                run = p;
+            }
+            if self.pages.claim(p, UNPRODUCED, PRODUCING) {
+                // SAFETY: our buffer, a whole page.
+                let out = unsafe { &mut *(buf as *mut [u8; PAGE]) };
+                let fill = self.producer.produce(p, self.from as *const u8, out);
+                if fill == Fill::Zero {
+                    p += 1;
+                    continue;
+                }
+                ok &= self.map_zeros(run, p);
+                ok &= self.map_built(p, fill, buf);
+            } else {
+                // Someone else's: ours are mapped before waiting for it.
+                ok &= self.map_zeros(run, p);
+                ok &= self.make_present(p, false);
+            }
+            p += 1;
+            run = p;
+        }
+        ok &= self.map_zeros(run, end);
+        self.put_buffer(buf);
+        ok
+    }
+
+    /// Maps pages `first..end` (claimed, ours) as writable zeros.
+    fn map_zeros(&self, first: usize, end: usize) -> bool {
+        if first == end {
+            return true;
+        }
+        // SAFETY: the zero source holds ZERO_RUN pages, at least as many.
+        let r = unsafe {
+            self.map(
+                &self.counters.mutators,
+                Via::Copy,
+                first,
+                self.zeros(),
+                (end - first) * PAGE,
+            )
+        };
+        Counters::add(&self.counters.mutators.pages, (end - first) as u64);
+        self.settle(first, end - first, r)
     }
 
     /// Publishes the outcome of mapping pages `first..first + count`, which
     /// the caller owns: MAPPED, or FAILED from the page the kernel refused.
     pub fn settle(&self, first: usize, count: usize, r: Mapped) -> bool {
-        let bad = match r {
+        let good = match r {
             Mapped::Done | Mapped::Unregistered => count,
             Mapped::Failed { at, errno } => {
                 self.first_failed.fetch_min(first + at / PAGE, AcqRel);
@@ -241,16 +339,18 @@ impl Shared {
                 at / PAGE
             }
         };
-        for p in first..first + bad {
+        for p in first..first + good {
             self.pages.set(p, MAPPED);
         }
-        for p in first + bad..first + count {
+        for p in first + good..first + count {
             Counters::add(&self.counters.failed, 1);
             self.pages.set(p, FAILED);
         }
-        bad == count
+        good == count
     }
 
+    /// One of the mutators' page buffers; sleeps while all are taken
+    /// (more threads faulting at once than there are buffers).
     fn take_buffer(&self) -> usize {
         let mut spins = 0;
         loop {
@@ -261,14 +361,33 @@ impl Shared {
                 if self.buffers_taken.fetch_or(bit, AcqRel) & bit == 0 {
                     return self.buffers.as_ptr() as usize + free * PAGE;
                 }
-            } else {
-                pages::backoff(&mut spins);
+                continue;
             }
+            if spins < 64 {
+                spins += 1;
+                core::hint::spin_loop();
+                continue;
+            }
+            // The protocol of `Pages::set`/`wait_while`, on the bitmap.
+            self.buffer_sleepers.fetch_add(1, SeqCst);
+            let seq = self.buffer_seq.load(SeqCst);
+            if self.buffers_taken.load(SeqCst) == u64::MAX {
+                crate::latch::futex_for(
+                    &self.buffer_seq,
+                    seq,
+                    Some(std::time::Duration::from_millis(10)),
+                );
+            }
+            self.buffer_sleepers.fetch_sub(1, SeqCst);
         }
     }
 
     fn put_buffer(&self, buf: usize) {
         let i = (buf - self.buffers.as_ptr() as usize) / PAGE;
-        self.buffers_taken.fetch_and(!(1u64 << i), Release);
+        self.buffers_taken.fetch_and(!(1u64 << i), SeqCst);
+        if self.buffer_sleepers.load(SeqCst) != 0 {
+            self.buffer_seq.fetch_add(1, SeqCst);
+            crate::latch::wake_all(&self.buffer_seq);
+        }
     }
 }

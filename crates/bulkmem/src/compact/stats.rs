@@ -202,11 +202,15 @@ pub struct Stats {
     pub copied: u64,
     /// Pages mapped as zero pages (`UFFDIO_ZEROPAGE`).
     pub zeroed: u64,
-    /// Moves refused with `EBUSY` (a pinned page, one shared after
-    /// `fork`) and copied instead.
+    /// Moves the kernel refused, copied instead: `EBUSY` (a pinned page,
+    /// one shared after `fork`), `EINVAL` (the two mappings cannot trade
+    /// pages: one locked, the heap made read-only), a persisting
+    /// `EAGAIN`.
     pub move_fallbacks: u64,
-    /// Pages found already mapped when mapping them (`EEXIST`): someone
-    /// else mapped them; what was built for them was dropped.
+    /// Pages found populated behind the session's back when mapping them
+    /// (`EEXIST` for a page nobody in the session had mapped: a thread
+    /// that touched the heap in the pause): dropped, and the built page
+    /// mapped in their place.
     pub eexist: u64,
     /// Bytes of from-space released before the end of the session.
     pub released: u64,

@@ -467,8 +467,13 @@ pub(crate) fn open_with(features: u64) -> Result<(OwnedFd, u64), Error> {
     }
     if fd < 0 {
         return Err(match errno() {
+            libc::ENOSYS if seccomp_filtered() => Error::NotSupportedHere {
+                what: "userfaultfd(2): this process's seccomp filter answers ENOSYS (a \
+                       container runtime's or sandbox's policy; the kernel may have it)"
+                    .into(),
+            },
             libc::ENOSYS => Error::NotSupportedHere {
-                what: "userfaultfd(2) (this kernel has none)".into(),
+                what: "userfaultfd(2) (this kernel has none: ENOSYS)".into(),
             },
             // EPERM's Display says which sysctl or capability is missing.
             e => Error::Syscall {
@@ -491,6 +496,16 @@ pub(crate) fn open_with(features: u64) -> Result<(OwnedFd, u64), Error> {
         });
     }
     Ok((fd, api.features))
+}
+
+/// Whether a seccomp filter is in force for this process (`Seccomp: 2` in
+/// /proc/self/status): then an `ENOSYS` may be the filter's, not the
+/// kernel's.
+fn seccomp_filtered() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .any(|l| l.starts_with("Seccomp:") && l.split_whitespace().nth(1) == Some("2"))
+    })
 }
 
 /// Page alignment, and a range that does not wrap around the address

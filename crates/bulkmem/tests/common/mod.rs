@@ -6,6 +6,7 @@
 
 use bulkmem::mapping::Mapping;
 
+pub mod alone;
 pub mod poison;
 pub mod region;
 pub mod require;

@@ -5,7 +5,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
 use bulkmem::compact::{Fill, Producer, PAGE};
+use bulkmem::mapping::Mapping;
 
 pub const OBJ: usize = 64;
 pub const PER_PAGE: usize = PAGE / OBJ;
@@ -108,6 +112,13 @@ impl Producer for SlideHeap {
             .get(page * PER_PAGE)
             .map_or(self.pages, |&o| o as usize * OBJ / PAGE)
     }
+
+    fn last_source(&self, page: usize) -> usize {
+        let last = (page * PER_PAGE + PER_PAGE - 1).min(self.live.len().saturating_sub(1));
+        self.live
+            .get(last)
+            .map_or(0, |&o| (o as usize * OBJ + OBJ - 1) / PAGE + 1)
+    }
 }
 
 impl SlideHeap {
@@ -122,4 +133,56 @@ impl SlideHeap {
         }
         Ok(())
     }
+}
+
+/// A heap of `pages` laid out by `h`, 2 MiB-aligned.
+pub fn heap(pages: usize, h: &SlideHeap) -> Mapping {
+    let m = Mapping::options().align(2 << 20).map(pages * PAGE).unwrap();
+    h.fill(m.as_mut_ptr());
+    m
+}
+
+/// Mutators doing `ops` increments each on random live objects, from the
+/// moment they start; returns each object's expected counter.
+pub fn mutate(
+    h: &Arc<SlideHeap>,
+    base: usize,
+    threads: usize,
+    ops: usize,
+    run: impl FnOnce(),
+) -> Vec<u64> {
+    let go = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let (h, go) = (Arc::clone(h), Arc::clone(&go));
+            std::thread::spawn(move || {
+                let mut tally = vec![0u64; h.live.len()];
+                let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
+                while !go.load(Ordering::Acquire) {
+                    std::hint::spin_loop();
+                }
+                for _ in 0..ops {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let k = (x % h.live.len() as u64) as usize;
+                    let id = h.id(base as *const u8, k);
+                    assert_eq!(id, h.live[k] as u64 + 1, "object {k} read wrong");
+                    h.counter(base as *mut u8, k)
+                        .fetch_add(1, Ordering::Relaxed);
+                    tally[k] += 1;
+                }
+                tally
+            })
+        })
+        .collect();
+    go.store(true, Ordering::Release);
+    run();
+    let mut expect = vec![0u64; h.live.len()];
+    for w in workers {
+        for (e, t) in expect.iter_mut().zip(w.join().unwrap()) {
+            *e += t;
+        }
+    }
+    expect
 }

@@ -178,8 +178,14 @@ fn install_one(sig: libc::c_int) -> bool {
     let mut ours: libc::sigaction = unsafe { core::mem::zeroed() };
     ours.sa_sigaction = self::ours();
     ours.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-    // SAFETY: sa_mask is ours to initialise.
-    unsafe { libc::sigemptyset(&mut ours.sa_mask) };
+    // Nothing the program can send interrupts the handler: a compaction
+    // session's fault is served with a page claimed, and a handler of the
+    // program's that ran inside it and touched that page, `siglongjmp`ed
+    // out or cancelled the thread would leave the page claimed for ever
+    // (or fault with SIGBUS blocked, which kills). They are delivered when
+    // the handler returns; `chain` runs the program's handler under the
+    // mask the kernel would have given it.
+    ours.sa_mask = crate::threads::asynchronous_all();
     // SAFETY: installs a valid action for `sig`; the old one is not needed
     // (it was read above under the same lock).
     let rc = unsafe { libc::sigaction(sig, &ours, core::ptr::null_mut()) };
@@ -199,12 +205,28 @@ fn ours() -> usize {
 const SI_ADDR_LSB_OFFSET: usize = 24;
 
 extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    // SAFETY: the kernel's arguments for this SA_SIGINFO handler.
+    // SAFETY: the kernel's arguments for this SA_SIGINFO handler, which
+    // runs with every asynchronous signal blocked (its sa_mask).
     unsafe {
-        if !resume(sig, info, ctx) {
+        if !resume_masked(sig, info, ctx, true) {
             chain(sig, info, ctx, (*info).si_code);
         }
     }
+}
+
+/// The kernel's signal mask on x86-64: one word.
+type KernelSet = u64;
+
+/// `rt_sigprocmask(how, set, old)` with the kernel's 8-byte set, as a raw
+/// system call: glibc's `pthread_sigmask` would quietly leave its internal
+/// signals out, and the set must be exactly the one asked for.
+///
+/// # Safety
+/// Async-signal-safe; `set` and `old` may be null.
+unsafe fn sigprocmask(how: libc::c_int, set: *const KernelSet, old: *mut KernelSet) {
+    // SAFETY: the kernel reads and writes 8-byte sets at valid or null
+    // pointers.
+    unsafe { libc::syscall(libc::SYS_rt_sigprocmask, how, set, old, 8usize) };
 }
 
 /// See `fault::resume`: if the fault is a checked routine's, rewrites the
@@ -214,6 +236,22 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut l
 /// The kernel's arguments for a SIGSEGV or SIGBUS handler (`ctx` may be
 /// null: then nothing is ours).
 pub unsafe fn resume(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) -> bool {
+    // SAFETY: forwarded; a host's handler may run with any mask.
+    unsafe { resume_masked(sig, info, ctx, false) }
+}
+
+/// [`resume`], told whether every asynchronous signal is blocked already
+/// (in bulkmem's own handler): if not, a compaction fault is served with
+/// them blocked for its duration.
+///
+/// # Safety
+/// As [`resume`].
+unsafe fn resume_masked(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut libc::c_void,
+    masked: bool,
+) -> bool {
     if info.is_null() || ctx.is_null() || !SIGNALS.contains(&sig) {
         return false;
     }
@@ -231,7 +269,20 @@ pub unsafe fn resume(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut lib
                 // SAFETY: only `set_server` stores here, and it stores a
                 // function of this type.
                 let serve: unsafe fn(usize) -> bool = core::mem::transmute(serve);
-                if serve((*info).si_addr() as usize) {
+                let mut old: KernelSet = 0;
+                if !masked {
+                    let all = crate::threads::asynchronous_all();
+                    sigprocmask(
+                        libc::SIG_BLOCK,
+                        (&all as *const libc::sigset_t).cast(),
+                        &mut old,
+                    );
+                }
+                let served = serve((*info).si_addr() as usize);
+                if !masked {
+                    sigprocmask(libc::SIG_SETMASK, &old, core::ptr::null_mut());
+                }
+                if served {
                     return true; // the page is there now: the access retries
                 }
             }
@@ -293,23 +344,31 @@ unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_
         // lock writes only the other one.
         unsafe { (*p.slots[idx].get()).write(dfl) };
     }
-    // Run the previous handler under the mask it asked for, as the kernel
-    // would have: the signal itself is blocked (ours runs that way) unless
-    // it asked for SA_NODEFER.
-    let mut mask = prev.sa_mask;
-    let mut old = MaybeUninit::<libc::sigset_t>::uninit();
-    // SAFETY: pthread_sigmask and sigdelset are async-signal-safe; the
-    // sets are valid.
-    unsafe {
-        if prev.sa_flags & libc::SA_NODEFER != 0 {
-            let mut own = MaybeUninit::<libc::sigset_t>::uninit();
-            libc::sigemptyset(own.as_mut_ptr());
-            libc::sigaddset(own.as_mut_ptr(), sig);
-            libc::pthread_sigmask(libc::SIG_UNBLOCK, own.as_ptr(), core::ptr::null_mut());
-            libc::sigdelset(&mut mask, sig);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &mask, old.as_mut_ptr());
+    // Run the previous handler under the mask the kernel would have given
+    // it (ours blocks more): the interrupted context's, plus its own
+    // sa_mask, plus the signal itself unless it asked for SA_NODEFER.
+    // SAFETY: the kernel's ucontext, whose uc_sigmask is the interrupted
+    // mask; sets are read as the kernel's first word.
+    let mut mask: KernelSet = unsafe {
+        let uc = ctx.cast::<libc::ucontext_t>();
+        let interrupted = if uc.is_null() {
+            0
+        } else {
+            (&raw const (*uc).uc_sigmask).cast::<KernelSet>().read()
+        };
+        interrupted
+            | (&prev.sa_mask as *const libc::sigset_t)
+                .cast::<KernelSet>()
+                .read()
+    };
+    if prev.sa_flags & libc::SA_NODEFER == 0 {
+        mask |= 1 << (sig - 1);
+    } else {
+        mask &= !(1 << (sig - 1));
     }
+    let mut old: KernelSet = 0;
+    // SAFETY: async-signal-safe; valid sets.
+    unsafe { sigprocmask(libc::SIG_SETMASK, &mask, &mut old) };
     if prev.sa_flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the application installed this address as an SA_SIGINFO
         // handler, so it has this signature.
@@ -323,7 +382,7 @@ unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_
         f(sig);
     }
     // SAFETY: restores the mask saved above.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old.as_ptr(), core::ptr::null_mut()) };
+    unsafe { sigprocmask(libc::SIG_SETMASK, &old, core::ptr::null_mut()) };
 }
 
 /// What the signal would have done without us: terminate (with a core

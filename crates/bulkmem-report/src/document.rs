@@ -171,6 +171,39 @@ pub struct CompactCell {
     /// Peak resident memory above the heap's before compaction, bytes
     /// (median over runs).
     pub rss_extra: f64,
+    /// What the mutators did: `random` (read and count random live
+    /// objects) or `allocate` (fill fresh 2 MiB buffers in the free
+    /// space). Absent in documents from before it: `random`.
+    #[serde(default = "random_workload")]
+    pub workload: String,
+    /// `allocate`: faults taken per MiB the mutators allocated (median
+    /// over runs; 0 for `random`).
+    #[serde(default)]
+    pub faults_per_mib: f64,
+    /// `--cycles`: many sessions on one heap, one after the other.
+    #[serde(default)]
+    pub cycles: Option<CyclesCell>,
+}
+
+fn random_workload() -> String {
+    "random".into()
+}
+
+/// What `bench compact --cycles N` measures of N sessions on one heap:
+/// whether anything grows from one to the next.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CyclesCell {
+    /// Sessions run.
+    pub cycles: usize,
+    /// Pause of every session, microseconds: p50, p99 and max.
+    pub pause_us: [f64; 3],
+    /// Lines of /proc/self/maps after the first and the last session.
+    pub mappings: [usize; 2],
+    /// Open descriptors after the first and the last session.
+    pub descriptors: [usize; 2],
+    /// The process's AnonHugePages after the first and the last session,
+    /// bytes.
+    pub huge: [u64; 2],
 }
 
 /// The extra columns of a `bench move` row.
@@ -239,7 +272,10 @@ impl Row {
             let _ = write!(k, " {}>{} {}", m.from, m.to, m.page);
         }
         if let Some(c) = &self.compacted {
-            let _ = write!(k, " {}% {} {}", c.live, c.mutators, c.thp);
+            let _ = write!(k, " {}% {} {} {}", c.live, c.mutators, c.thp, c.workload);
+            if let Some(y) = &c.cycles {
+                let _ = write!(k, " x{}", y.cycles);
+            }
         }
         k
     }

@@ -18,9 +18,20 @@
 //! Each run first measures the mutators without a collection (150 ms), then
 //! compacts; the heap is checked whole afterwards (every live object's id,
 //! and the counters adding up to the mutators' increments).
+//!
+//! The mutators either read and count random live objects (`random`), or
+//! allocate (`allocate`): they fill fresh 2 MiB buffers in the free space,
+//! each made present with one `ensure` first, as a runtime's allocation
+//! buffers are; the row then says the faults taken per MiB allocated.
+//! `--cycles N` instead runs N sessions one after the other on one heap,
+//! with a random mutator, and reports whether the pause, the mappings, the
+//! descriptors or the huge-page backing grow from the first to the last.
 
+mod cycles;
 mod heap;
 mod run;
+
+pub use run::Workload;
 
 use std::path::PathBuf;
 
@@ -57,6 +68,16 @@ pub struct CompactArgs {
     /// Heap pages: off (4 KiB) or on (transparent huge pages advised).
     #[arg(long, value_delimiter = ',', default_value = "off,on")]
     thp: Vec<Toggle>,
+    /// What the mutators do: random (read and count random live objects),
+    /// allocate (fill 2 MiB buffers in the free space during the session).
+    #[arg(long, value_delimiter = ',', value_enum, default_value = "random")]
+    workloads: Vec<Workload>,
+    /// Instead of one session per run: N sessions one after the other on
+    /// one heap per heap size and live share (a random mutator, huge pages
+    /// as --thp's first value), reporting pause p50/p99/max and the
+    /// mappings, descriptors and huge pages after the first and the last.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100000))]
+    cycles: u32,
     /// Strategies to run.
     #[arg(long, value_delimiter = ',', default_values_t = STRATEGIES.iter().map(|s| s.to_string()).collect::<Vec<_>>())]
     strategies: Vec<String>,
@@ -75,19 +96,29 @@ pub enum Toggle {
     On,
 }
 
-/// One cell's runs.
-fn cell(
-    strategy: &str,
+/// What one cell compacts and how.
+#[derive(Clone, Copy)]
+struct Shape {
     bytes: usize,
     live: u32,
     mutators: usize,
     thp: bool,
-    runs: usize,
-) -> Result<Row, String> {
+    workload: Workload,
+}
+
+/// One cell's runs.
+fn cell(strategy: &str, c: Shape, runs: usize) -> Result<Row, String> {
+    let Shape {
+        bytes,
+        live,
+        mutators,
+        thp,
+        workload,
+    } = c;
     let mut samples = Vec::new();
     for _ in 0..runs {
         samples.push(
-            run::one(strategy, bytes, live, mutators, thp)
+            run::one(strategy, bytes, live, mutators, thp, workload)
                 .map_err(|e| format!("{strategy}: {e}"))?,
         );
     }
@@ -130,6 +161,9 @@ fn cell(
             mutator_share: of(&|s| s.share).median,
             total_ms: of(&|s| s.total.as_secs_f64() * 1e3),
             rss_extra: of(&|s| s.rss_extra).median,
+            workload: workload.name().into(),
+            faults_per_mib: of(&|s| s.faults_per_mib).median,
+            cycles: None,
         }),
         ..Default::default()
     })
@@ -139,6 +173,9 @@ pub fn run(
     a: &CompactArgs,
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<Vec<Row>, String> {
+    if a.cycles > 0 {
+        return cycles::run(a, progress);
+    }
     let mut rows = Vec::new();
     let groups = groups(a);
     let mut n = 0;
@@ -146,17 +183,21 @@ pub fn run(
         for &live in &a.live {
             for &m in &a.mutators {
                 for &thp in &a.thp {
-                    for s in &a.strategies {
-                        progress(n, groups, &format!("{} {live}% {m} {s}", fmt_size(bytes)));
-                        rows.push(cell(
-                            s,
-                            bytes,
-                            live,
-                            m as usize,
-                            thp == Toggle::On,
-                            a.measure.rounds().runs,
-                        )?);
-                        n += 1;
+                    for &workload in &a.workloads {
+                        for s in &a.strategies {
+                            let what =
+                                format!("{} {live}% {m} {} {s}", fmt_size(bytes), workload.name());
+                            progress(n, groups, &what);
+                            let shape = Shape {
+                                bytes,
+                                live,
+                                mutators: m as usize,
+                                thp: thp == Toggle::On,
+                                workload,
+                            };
+                            rows.push(cell(s, shape, a.measure.rounds().runs)?);
+                            n += 1;
+                        }
                     }
                 }
             }
@@ -167,7 +208,15 @@ pub fn run(
 }
 
 fn groups(a: &CompactArgs) -> usize {
-    a.heaps.len() * a.live.len() * a.mutators.len() * a.thp.len() * a.strategies.len()
+    if a.cycles > 0 {
+        return a.heaps.len() * a.live.len();
+    }
+    a.heaps.len()
+        * a.live.len()
+        * a.mutators.len()
+        * a.thp.len()
+        * a.workloads.len()
+        * a.strategies.len()
 }
 
 /// One row per cell: every column the issue of a collector asks about.
@@ -177,10 +226,16 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
             "compact: a heap of 64-byte objects compacted while mutators run; medians of {} runs; stalls over all runs (µs); share = mutator ops/s during compaction over none",
             rows.first().map_or(0, |r| r.runs)
         ),
-        ["heap", "live", "mut", "thp", "strategy", "pause µs", "stall p50", "p99", "p99.9", "max", "in handler p50", "p99", "faults/mut", "share", "GB/s", "total ms", "RSS+ MiB"]
+        ["heap", "live", "mut", "thp", "work", "strategy", "pause µs", "stall p50", "p99", "p99.9", "max", "in handler p50", "p99", "faults/mut", "faults/MiB", "share", "GB/s", "total ms", "RSS+ MiB"]
             .map(String::from)
             .to_vec(),
     );
+    if rows
+        .iter()
+        .any(|r| r.compacted.as_ref().is_some_and(|c| c.cycles.is_some()))
+    {
+        return cycles::table(rows);
+    }
     for r in rows {
         let Some(c) = &r.compacted else { continue };
         t.row(vec![
@@ -188,6 +243,7 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
             format!("{}%", c.live),
             c.mutators.to_string(),
             if c.thp { "on" } else { "off" }.into(),
+            c.workload.clone(),
             r.strategy.clone(),
             fixed(c.pause_us.median),
             fixed(c.stall_us[0]),
@@ -197,6 +253,11 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
             fixed(c.handler_us[0]),
             fixed(c.handler_us[1]),
             fixed(c.faults_per_mutator),
+            if c.workload == "allocate" {
+                format!("{:.2}", c.faults_per_mib)
+            } else {
+                "-".into()
+            },
             format!("{:.2}", c.mutator_share),
             format!("{:.2}", r.gbps.median),
             fixed(c.total_ms.median),
@@ -272,7 +333,14 @@ mod tests {
             return;
         }
         for s in STRATEGIES {
-            let r = cell(s, 8 << 20, 50, 1, false, 1).unwrap();
+            let shape = Shape {
+                bytes: 8 << 20,
+                live: 50,
+                mutators: 1,
+                thp: false,
+                workload: Workload::Random,
+            };
+            let r = cell(s, shape, 1).unwrap();
             let c = r.compacted.as_ref().unwrap();
             assert!(r.gbps.median > 0.0 && c.pause_us.median > 0.0, "{r:?}");
             if s.starts_with("concurrent") {

@@ -39,24 +39,31 @@ impl Heap {
         if objects > u32::MAX as usize {
             return Err("heaps above 256 GiB are not supported".into());
         }
-        let mut live = Vec::with_capacity(objects / 100 * live_pct as usize + 1);
-        let base = map.as_mut_ptr();
-        for i in 0..objects {
+        let live = (0..objects)
+            .filter(|&i| hash(i as u64) % 100 < u64::from(live_pct))
+            .map(|i| i as u32)
+            .collect();
+        let heap = Heap {
+            map,
+            live,
+            pages: bytes / PAGE,
+        };
+        heap.refill();
+        Ok(heap)
+    }
+
+    /// Writes every object (live or not) as before compaction: its id and
+    /// a zero counter. For the next session on the same heap.
+    pub fn refill(&self) {
+        let base = self.map.as_mut_ptr();
+        for i in 0..self.pages * PER_PAGE {
             // SAFETY: object i lies inside the mapping.
             unsafe {
                 let o = base.add(i * OBJ).cast::<u64>();
                 o.write(i as u64 + 1);
                 o.add(1).write(0);
             }
-            if hash(i as u64) % 100 < u64::from(live_pct) {
-                live.push(i as u32);
-            }
         }
-        Ok(Heap {
-            map,
-            live,
-            pages: bytes / PAGE,
-        })
     }
 
     /// Where live object `k` is: before compaction (`compacted` false) or
@@ -125,5 +132,12 @@ impl Producer for Heap {
         self.live
             .get(page * PER_PAGE)
             .map_or(self.pages, |&o| o as usize * OBJ / PAGE)
+    }
+
+    fn last_source(&self, page: usize) -> usize {
+        let last = (page * PER_PAGE + PER_PAGE - 1).min(self.live.len().saturating_sub(1));
+        self.live
+            .get(last)
+            .map_or(0, |&o| (o as usize * OBJ + OBJ - 1) / PAGE + 1)
     }
 }

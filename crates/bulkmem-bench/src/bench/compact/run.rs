@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bulkmem::compact::{self, Compaction, Mode, Options};
 use bulkmem::uffd::{MoveOptions, Mover};
 
-use super::heap::Heap;
+use super::heap::{Heap, OBJ};
 
 /// How long mutators run without a collection, for the baseline rate.
 const BASELINE: Duration = Duration::from_millis(150);
@@ -24,24 +24,51 @@ pub struct Sample {
     pub faults_per_mutator: f64,
     pub share: f64,
     pub rss_extra: f64,
+    /// `allocate`: faults per MiB the mutators allocated.
+    pub faults_per_mib: f64,
 }
+
+/// What the mutators do during a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// Read and count random live objects (at their new addresses).
+    Random,
+    /// Fill fresh 2 MiB buffers in the free space past the live objects,
+    /// each made present with one `ensure` first, as a runtime's
+    /// allocation buffers.
+    Allocate,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Random => "random",
+            Workload::Allocate => "allocate",
+        }
+    }
+}
+
+/// An allocation buffer: 2 MiB.
+const BUFFER: usize = 2 << 20;
 
 fn now_ns(t0: Instant) -> u64 {
     t0.elapsed().as_nanos() as u64
 }
 
 /// What the mutators did: operations, the seconds they ran, their stalls.
-struct Mutated {
-    ops: u64,
-    secs: f64,
-    stalls: Vec<u64>,
+pub(super) struct Mutated {
+    pub ops: u64,
+    pub secs: f64,
+    pub stalls: Vec<u64>,
+    /// Bytes allocated (`allocate`).
+    bytes: u64,
 }
 
 /// Runs `threads` mutators on live objects of `heap` from now until `stop`
 /// is set, timing every access; an access during which `faults` moved is a
 /// stall (exact with one mutator; with two, the other's fault can mark a
 /// fast access, which only lowers the figures).
-fn mutate(
+pub(super) fn mutate(
     heap: &Arc<Heap>,
     threads: usize,
     compacted: bool,
@@ -77,13 +104,87 @@ fn mutate(
                     ops,
                     secs: t0.elapsed().as_secs_f64(),
                     stalls,
+                    bytes: 0,
                 })
             })
         })
         .collect()
 }
 
-fn join(
+/// Where allocating mutators take their next buffer: 2 MiB steps through
+/// the heap's free space (past the live objects once compacted).
+pub struct Bump {
+    next: std::sync::atomic::AtomicUsize,
+    end: usize,
+}
+
+impl Bump {
+    pub fn new(heap: &Heap) -> Bump {
+        let base = heap.map.as_ptr() as usize;
+        let live_end = heap.addr(heap.live.len().saturating_sub(1), true) + OBJ;
+        Bump {
+            next: std::sync::atomic::AtomicUsize::new(live_end.next_multiple_of(BUFFER)),
+            end: base + heap.map.len(),
+        }
+    }
+
+    fn take(&self) -> Option<usize> {
+        let b = self.next.fetch_add(BUFFER, Ordering::Relaxed);
+        (b + BUFFER <= self.end).then_some(b)
+    }
+}
+
+type Ensure = Arc<dyn Fn(*const u8, usize) -> Result<(), String> + Send + Sync>;
+
+/// Runs `threads` allocating mutators: each takes buffers from `bump`,
+/// makes each present with `ensure`, and fills it, until `stop` or the
+/// free space runs out. An op is a buffer; a stall one whose `ensure`
+/// and fill saw a fault.
+fn allocate(
+    bump: &Arc<Bump>,
+    threads: usize,
+    ensure: Ensure,
+    faults: Arc<dyn Fn() -> u64 + Send + Sync>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<Result<Mutated, String>>> {
+    (0..threads)
+        .map(|_| {
+            let (bump, stop, faults, ensure) = (
+                Arc::clone(bump),
+                Arc::clone(stop),
+                Arc::clone(&faults),
+                Arc::clone(&ensure),
+            );
+            std::thread::spawn(move || {
+                let t0 = Instant::now();
+                let (mut ops, mut stalls, mut bytes) = (0u64, Vec::new(), 0u64);
+                while !stop.load(Ordering::Relaxed) {
+                    let Some(b) = bump.take() else { break };
+                    let before = faults();
+                    let a = now_ns(t0);
+                    ensure(b as *const u8, BUFFER)?;
+                    // SAFETY: a buffer of the heap's free space, this
+                    // thread's alone, present now.
+                    unsafe { std::ptr::write_bytes(b as *mut u8, 0x5A, BUFFER) };
+                    let e = now_ns(t0);
+                    if faults() != before {
+                        stalls.push(e - a);
+                    }
+                    ops += 1;
+                    bytes += BUFFER as u64;
+                }
+                Ok(Mutated {
+                    ops,
+                    secs: t0.elapsed().as_secs_f64(),
+                    stalls,
+                    bytes,
+                })
+            })
+        })
+        .collect()
+}
+
+pub(super) fn join(
     handles: Vec<std::thread::JoinHandle<Result<Mutated, String>>>,
 ) -> Result<Vec<Mutated>, String> {
     handles
@@ -92,19 +193,34 @@ fn join(
         .collect()
 }
 
-/// Mutator operations per second on the uncompacted heap, no collection.
-fn baseline(heap: &Arc<Heap>, threads: usize) -> Result<(f64, u64), String> {
+/// Mutator operations per second on the uncompacted heap, no collection,
+/// and the operations done.
+fn baseline(heap: &Arc<Heap>, threads: usize, w: Workload) -> Result<(f64, u64), String> {
     let stop = Arc::new(AtomicBool::new(false));
-    let hs = mutate(heap, threads, false, true, Arc::new(|| 0), &stop);
+    let hs = match w {
+        Workload::Random => mutate(heap, threads, false, true, Arc::new(|| 0), &stop),
+        // Buffers in the heap as it is (populated): the fill's own rate.
+        Workload::Allocate => {
+            let bump = Arc::new(Bump::new(heap));
+            allocate(
+                &bump,
+                threads,
+                Arc::new(|_, _| Ok(())),
+                Arc::new(|| 0),
+                &stop,
+            )
+        }
+    };
     std::thread::sleep(BASELINE);
     stop.store(true, Ordering::Relaxed);
     let m = join(hs)?;
     let ops: u64 = m.iter().map(|m| m.ops).sum();
+    let ops = if w == Workload::Random { ops } else { 0 };
     Ok((m.iter().map(|m| m.ops as f64 / m.secs).sum(), ops))
 }
 
 /// `VmRSS` or `VmHWM` of this process, bytes.
-fn status_kib(field: &str) -> f64 {
+pub(super) fn status_kib(field: &str) -> f64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     s.lines()
         .find(|l| l.starts_with(field))
@@ -120,9 +236,14 @@ pub fn one(
     live: u32,
     mutators: usize,
     thp: bool,
+    w: Workload,
 ) -> Result<Sample, String> {
     let heap = Arc::new(Heap::new(bytes, live, thp)?);
-    let (base_rate, base_ops) = baseline(&heap, mutators)?;
+    let (base_rate, base_ops) = baseline(&heap, mutators, w)?;
+    if w == Workload::Allocate {
+        // The baseline's fills overwrote objects: lay the heap out again.
+        heap.refill();
+    }
     let rss_before = status_kib("VmRSS:");
     // Resets VmHWM to the current RSS (proc(5), clear_refs "5").
     let _ = std::fs::write("/proc/self/clear_refs", "5");
@@ -149,6 +270,7 @@ pub fn one(
                     faults_per_mutator: 0.0,
                     share: 0.0,
                     rss_extra: 0.0,
+                    faults_per_mib: 0.0,
                 },
                 0,
             )
@@ -175,7 +297,16 @@ pub fn one(
             let stop = Arc::new(AtomicBool::new(false));
             let faults = s.fault_counter();
             let check = strategy != "floor";
-            let hs = mutate(&heap, mutators, true, check, Arc::new(faults), &stop);
+            let hs = match w {
+                Workload::Random => mutate(&heap, mutators, true, check, Arc::new(faults), &stop),
+                Workload::Allocate => {
+                    let ensurer = s.ensurer();
+                    let ensure: Ensure =
+                        Arc::new(move |a, l| ensurer(a, l).map_err(|e| e.to_string()));
+                    let bump = Arc::new(Bump::new(&heap));
+                    allocate(&bump, mutators, ensure, Arc::new(faults), &stop)
+                }
+            };
             if check {
                 s.start().map_err(|e| e.to_string())?;
             } else {
@@ -187,7 +318,12 @@ pub fn one(
             stop.store(true, Ordering::Relaxed);
             let m = join(hs)?;
             let rate: f64 = m.iter().map(|m| m.ops as f64 / m.secs).sum();
-            let ops: u64 = m.iter().map(|m| m.ops).sum();
+            let allocated: u64 = m.iter().map(|m| m.bytes).sum();
+            let ops: u64 = if w == Workload::Random {
+                m.iter().map(|m| m.ops).sum()
+            } else {
+                0
+            };
             let mut stalls: Vec<u64> = m.into_iter().flat_map(|m| m.stalls).collect();
             stalls.sort_unstable();
             (
@@ -199,6 +335,11 @@ pub fn one(
                     faults_per_mutator: stats.faults as f64 / mutators.max(1) as f64,
                     share: rate / base_rate,
                     rss_extra: 0.0,
+                    faults_per_mib: if allocated > 0 {
+                        stats.faults as f64 / (allocated as f64 / (1 << 20) as f64)
+                    } else {
+                        0.0
+                    },
                 },
                 ops,
             )

@@ -113,44 +113,72 @@ pub fn workload(kind: &str, size: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// One small-call workload: lengths uniform in `lo..=hi`, `calls` of them
-/// in [`SMALL_ROUNDS`] rounds (about 0.3 s in all), `memcpy` or `memset`.
+/// One workload of many calls, paired with the C library's own function
+/// in the same process: lengths uniform in `lo..=hi` (or, `octaves`, one
+/// of the powers of two from `lo` to `hi`), `calls` of them in
+/// [`SMALL_ROUNDS`] rounds (about 0.3 s in all), `memcpy` or `memset`,
+/// under the preload settings `env`.
 struct Small {
     name: &'static str,
     lo: usize,
     hi: usize,
+    octaves: bool,
     calls: usize,
     set: bool,
+    env: &'static [(&'static str, &'static str)],
 }
 
-const SMALL: [Small; 4] = [
+const SMALL: [Small; 5] = [
     Small {
         name: "small-8-64",
         lo: 8,
         hi: 64,
+        octaves: false,
         calls: 50_000_000,
         set: false,
+        env: &[],
     },
     Small {
         name: "small-64-512",
         lo: 64,
         hi: 512,
+        octaves: false,
         calls: 20_000_000,
         set: false,
+        env: &[],
     },
     Small {
         name: "small-512-4K",
         lo: 512,
         hi: 4096,
+        octaves: false,
         calls: 5_000_000,
         set: false,
+        env: &[],
     },
     Small {
         name: "set-8-512",
         lo: 8,
         hi: 512,
+        octaves: false,
         calls: 20_000_000,
         set: true,
+        env: &[],
+    },
+    // A moving collector's relocations (ZGC's: 64 KiB pages and larger
+    // objects), with the thresholds a user lowers to reach them: every
+    // call through bulkmem, helpers allowed from 64 KiB.
+    Small {
+        name: "stream-64K-4M",
+        lo: 64 << 10,
+        hi: 4 << 20,
+        octaves: true,
+        calls: 2_500,
+        set: false,
+        env: &[
+            ("BULKMEM_PRELOAD_MIN", "64K"),
+            ("BULKMEM_PRELOAD_MT_MIN", "64K"),
+        ],
     },
 ];
 
@@ -163,7 +191,8 @@ const SMALL_ROUNDS: usize = 5;
 /// (a spell of another process on this CPU lands in one round, not in the
 /// result) as `seconds bytes seconds bytes`.
 fn small(w: &Small) -> Result<(), String> {
-    let (src, mut dst) = (vec![1u8; 64 << 10], vec![0u8; 64 << 10]);
+    let room = w.hi + (64 << 10);
+    let (src, mut dst) = (vec![1u8; room], vec![0u8; room]);
     let linked: [*mut libc::c_void; 2] = if w.set {
         [
             libc::memset as MemsetFn as *mut _,
@@ -194,12 +223,17 @@ fn small(w: &Small) -> Result<(), String> {
             x ^= x << 13;
             x ^= x >> 17;
             x ^= x << 5;
-            let n = w.lo + (x as usize % (w.hi - w.lo + 1));
+            let n = if w.octaves {
+                let octaves = (w.hi / w.lo).ilog2() + 1;
+                w.lo << (x % octaves)
+            } else {
+                w.lo + (x as usize % (w.hi - w.lo + 1))
+            };
             // Every alignment modulo 64 in turn, as a program's copies of
             // fields and strings have.
             let off = (i * 67) % (60 << 10);
             let d = dst.as_mut_ptr().wrapping_add(off).cast();
-            // SAFETY: off + n <= 60K + 4K = 64K in both buffers; `copy`
+            // SAFETY: off + n <= 60K + hi < room in both buffers; `copy`
             // and `set` are the same function, called by its signature.
             unsafe {
                 if w.set {
@@ -222,6 +256,8 @@ struct Work {
     name: &'static str,
     cmd: Vec<OsString>,
     size: usize,
+    /// Preload settings the workload runs under.
+    env: &'static [(&'static str, &'static str)],
 }
 
 /// A python3 to measure `bytes(bytearray(N))` with, if there is one
@@ -267,17 +303,20 @@ pub fn bench(
             name: "copy",
             cmd: me("copy", size),
             size,
+            env: &[],
         },
         Work {
             name: "fresh",
             cmd: me("fresh", size),
             size,
+            env: &[],
         },
     ];
     works.extend(SMALL.iter().map(|w| Work {
         name: w.name,
         cmd: me(w.name, 64 << 10),
         size: 64 << 10,
+        env: w.env,
     }));
     if let Some(py) = python() {
         let script = format!(
@@ -288,6 +327,7 @@ pub fn bench(
             name: "python-bytes",
             cmd: vec![py.into(), "-c".into(), script.into()],
             size,
+            env: &[],
         });
     }
     let of = works.len() * (rounds.runs + rounds.warmup) * 2;
@@ -306,7 +346,9 @@ pub fn bench(
                 &format!("preload {} {}", w.name, if on { "on" } else { "off" }),
             );
             let mut c = Command::new(&w.cmd[0]);
-            c.args(&w.cmd[1..]).env_remove("BULKMEM_PRELOAD_STATS");
+            c.args(&w.cmd[1..])
+                .env_remove("BULKMEM_PRELOAD_STATS")
+                .envs(w.env.iter().copied());
             if on {
                 c.env("LD_PRELOAD", ld_preload(&lib));
             } else {
@@ -505,7 +547,8 @@ pub fn startup_table(s: &Startup) -> Table {
 
 #[derive(clap::Args)]
 pub struct WorkloadArgs {
-    /// copy, fresh, small-8-64, small-64-512, small-512-4K or set-8-512.
+    /// copy, fresh, small-8-64, small-64-512, small-512-4K, set-8-512 or
+    /// stream-64K-4M.
     kind: String,
     /// Bytes of the large-copy workloads.
     #[arg(value_parser = crate::size::parse_size)]

@@ -548,13 +548,12 @@ fn run_passes_exit_codes_and_reports_stats() {
     assert!(stderr(&o).contains("cannot run /nonexistent/program"));
     let o = bulkmem(&["run"]);
     assert_eq!(o.status.code(), Some(2));
-    // (A program that leaves with _exit, as dash does, runs no exit
-    // handlers and prints no stats.)
-    let o = bulkmem(&["run", "--stats", "--", "/bin/echo", "ran"]);
+    // (echo makes no memcpy call: ls does.)
+    let o = bulkmem(&["run", "--stats", "--", "/bin/ls", "/"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "ran");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("usr"));
     assert!(
-        stderr(&o).contains("bulkmem preload [") && stderr(&o).contains(" echo]: small"),
+        stderr(&o).contains("bulkmem preload [") && stderr(&o).contains(" ls]: small"),
         "{}",
         stderr(&o)
     );
@@ -566,6 +565,63 @@ fn run_passes_exit_codes_and_reports_stats() {
     assert!(stderr(&o).contains("BULKMEM_PRELOAD_LIB=/nonexistent.so is not a file"));
 }
 
+/// A process that leaves without running its exit handlers (`_exit`, as
+/// Go programs always do, or a crash) after large calls is counted:
+/// its record lives in a file from the first large call on.
+#[test]
+fn run_counts_processes_that_skip_their_exit_handlers() {
+    ensure_preload();
+    for (how, code) in [("os._exit(0)", Some(0)), ("os.kill(os.getpid(), 9)", None)] {
+        let prog = format!("import os; b = bytearray(64 << 20); c = bytes(b); {how}");
+        let o = bulkmem(&["run", "--", "python3", "-c", &prog]);
+        assert_eq!(o.status.code(), code, "{how}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains("copy 1 (64M)"), "{how}: {e}");
+    }
+}
+
+/// A cgo program (Go exits without the C library's exit handlers) is
+/// reported with its large calls.
+#[test]
+fn run_reports_a_go_programs_large_calls() {
+    ensure_preload();
+    let go = std::process::Command::new("sh")
+        .args(["-c", "command -v go"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    if go.is_none() {
+        eprintln!("SKIPPED run_reports_a_go_programs_large_calls: no go on PATH");
+        return;
+    }
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../bulkmem-preload-engine/tests/runtimes/cgo");
+    let bin = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cgo-run");
+    let o = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&bin)
+        .arg("main.go")
+        .current_dir(&src)
+        .env("CGO_ENABLED", "1")
+        .env("GOTOOLCHAIN", "local")
+        .env(
+            "GOCACHE",
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gocache"),
+        )
+        .output()
+        .expect("run go build");
+    assert!(o.status.success(), "go build: {}", stderr(&o));
+    let o = bulkmem(&["run", "--", bin.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let e = stderr(&o);
+    // Three 64 MiB copies (its sets are of non-zero bytes: the C
+    // library's).
+    assert!(
+        e.contains("1 process of") && e.contains("copy 3 (192M)"),
+        "{e}"
+    );
+}
+
 #[test]
 fn bench_preload_rows_pair_off_and_on() {
     ensure_preload();
@@ -575,7 +631,13 @@ fn bench_preload_rows_pair_off_and_on() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v["results"].as_array().unwrap();
-    let small = ["small-8-64", "small-64-512", "small-512-4K", "set-8-512"];
+    let small = [
+        "small-8-64",
+        "small-64-512",
+        "small-512-4K",
+        "set-8-512",
+        "stream-64K-4M",
+    ];
     for w in ["copy", "fresh"].into_iter().chain(small) {
         for s in ["off", "on"] {
             let r = rows

@@ -22,7 +22,7 @@
 //! under a sanitizer or valgrind: [`crate::tools`]).
 
 use std::panic::catch_unwind;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use bulkmem::{CheckedKernel, Op};
 
@@ -176,7 +176,9 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
             bulkmem::Hint::Auto,
         ));
         // SAFETY: forwarded contract.
-        if let Some(upto) = unsafe { helpers::run(k, d, s, n) } {
+        let worth = unsafe { worth_helpers(k, n, threads) };
+        // SAFETY: forwarded contract.
+        if let Some(upto) = worth.then(|| unsafe { helpers::run(k, d, s, n) }).flatten() {
             return Done {
                 upto,
                 path: Path::Helpers,
@@ -199,4 +201,75 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
         path: Path::Cpu,
         streamed,
     }
+}
+
+/// One core's copy rate at its fastest, bytes per nanosecond (32 GB/s:
+/// above what one core of any machine measured reaches from memory). A
+/// call that one core would finish faster than helper threads start gains
+/// nothing from them.
+const ONE_CORE_MAX: u64 = 32;
+
+/// What a call with helpers costs on this machine beyond its copying,
+/// nanoseconds: starting them, waiting for them to run, joining them,
+/// measured with a job of nothing, the least of [`MEASURES`] tries (one
+/// that lands in a busy spell of a shared machine says too much). 0 until
+/// measured.
+static HELPER_COST: AtomicU64 = AtomicU64::new(0);
+/// Calls kept off the helpers since the cost was last measured: after
+/// [`REMEASURE`] of them, then four times as many each time, it is
+/// measured again (and the least kept), so that one unlucky spell does not
+/// keep helpers away for the process's life, nor do the measurements
+/// (threads started for nothing) cost a stream of calls anything.
+static KEPT_OFF: AtomicU64 = AtomicU64::new(0);
+static NEXT_MEASURE: AtomicU64 = AtomicU64::new(REMEASURE);
+const MEASURES: usize = 3;
+const REMEASURE: u64 = 1024;
+
+/// Whether helpers can speed up a call of `n` bytes on `threads` threads
+/// here: whether the part of the copy they take off the caller, at one
+/// core's fastest rate, is at least twice what they cost. Whatever
+/// `BULKMEM_PRELOAD_MT_MIN` says, a smaller call stays on the calling
+/// thread, so no setting makes a stream of calls slower than the C
+/// library (ZGC's 64 KiB copies took 5x longer with helpers per call).
+/// The first time, the cost is measured with an empty job.
+///
+/// # Safety
+/// As [`run`] (the empty job touches no memory).
+unsafe fn worth_helpers(k: CheckedKernel, n: usize, threads: usize) -> bool {
+    if threads < 2 {
+        return false;
+    }
+    let mut cost = HELPER_COST.load(Ordering::Relaxed);
+    let kept = KEPT_OFF.load(Ordering::Relaxed);
+    if cost == 0 || kept >= NEXT_MEASURE.load(Ordering::Relaxed) {
+        KEPT_OFF.store(0, Ordering::Relaxed);
+        if cost != 0 {
+            NEXT_MEASURE.store(kept.saturating_mul(4), Ordering::Relaxed);
+        }
+        for _ in 0..MEASURES {
+            let t0 = now_ns();
+            // SAFETY: a job of no bytes.
+            if unsafe { helpers::run(k, core::ptr::null_mut(), core::ptr::null(), 0) }.is_none() {
+                return true; // no helpers now: `run` will say so again
+            }
+            let took = now_ns().saturating_sub(t0).max(1);
+            cost = if cost == 0 { took } else { cost.min(took) };
+        }
+        HELPER_COST.store(cost, Ordering::Relaxed);
+    }
+    let saved = n as u64 / ONE_CORE_MAX * (threads as u64 - 1) / threads as u64;
+    let worth = saved >= cost.saturating_mul(2);
+    if !worth {
+        KEPT_OFF.fetch_add(1, Ordering::Relaxed);
+    }
+    worth
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (the vDSO).
+fn now_ns() -> u64 {
+    // SAFETY: timespec is plain data; clock_gettime writes one.
+    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }

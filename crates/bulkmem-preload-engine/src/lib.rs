@@ -389,6 +389,11 @@ fn init(read_env: bool) {
         unsafe { libc::pthread_atfork(None, None, Some(stats::reset_in_child)) };
     }
     if let Some(dir) = s.report.and_then(|d| CString::new(d).ok()) {
+        // The counts go to a record file at once, so that a process that
+        // skips its exit handlers (a Go program, _exit, a crash) is
+        // counted too; the exit handler writes one only where that file
+        // could not be made.
+        stats::go_live(&dir);
         let _ = RECORD_IN.set(dir);
         // SAFETY: atexit with a plain extern "C" function.
         unsafe { libc::atexit(record) };
@@ -417,6 +422,9 @@ extern "C" fn record() {
     let Some(dir) = RECORD_IN.get() else {
         return;
     };
+    if stats::is_live() {
+        return; // the live record holds every count already
+    }
     let line = stats::record();
     let pid = std::process::id();
     for n in 0..16 {

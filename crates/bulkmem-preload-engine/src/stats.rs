@@ -8,7 +8,7 @@
 //! The counters are this process's alone: a forked child starts from zero
 //! ([`reset_in_child`]), so the tree's sum counts each call once.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// The tool the process runs under (a sanitizer, valgrind), which made the
@@ -55,13 +55,71 @@ const PATHS: [(&str, &str, Path); 4] = [
 ];
 const KINDS: [(&str, Kind); 2] = [("copy", Kind::Copy), ("set", Kind::Set)];
 
-static CALLS: [[AtomicU64; 4]; 2] = [const { [const { AtomicU64::new(0) }; 4] }; 2];
-static BYTES: [[AtomicU64; 4]; 2] = [const { [const { AtomicU64::new(0) }; 4] }; 2];
-/// Nanoseconds of the calls bulkmem took, by kind (its part and the C
-/// library's rest after a fault or an interruption, as the caller waited).
-static NANOS: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
-/// Bytes bulkmem wrote with non-temporal stores (they left the cache).
-static STREAMED: AtomicU64 = AtomicU64::new(0);
+/// This process's counts, laid out as the record `bulkmem run` reads
+/// (crates/bulkmem-cli/src/run/records.rs, `Counts::from_live`): little-
+/// endian u64s after an 8-byte magic. They live in [`STATIC`] until a
+/// report directory is set, then in a shared mapping of this process's
+/// record file ([`live`](mod@crate::stats)), so the record is whole
+/// however the process ends: through its exit handlers or not (a Go
+/// program, `_exit`, a crash, an `exec`).
+#[repr(C)]
+pub struct Counters {
+    /// [`MAGIC`], written last when the record is set up.
+    magic: [u8; 8],
+    pid: AtomicU64,
+    calls: [[AtomicU64; 4]; 2],
+    bytes: [[AtomicU64; 4]; 2],
+    /// Nanoseconds of the calls bulkmem took, by kind (its part and the C
+    /// library's rest after a fault or an interruption, as the caller
+    /// waited).
+    nanos: [AtomicU64; 2],
+    /// Bytes bulkmem wrote with non-temporal stores (they left the cache).
+    streamed: AtomicU64,
+    /// 1 when calls below the threshold are counted too.
+    small_counted: AtomicU64,
+    /// The command name when the record was set up, NUL-padded.
+    comm: [u8; 16],
+}
+
+/// A live record's first bytes (and its layout's version).
+pub const MAGIC: [u8; 8] = *b"BMLIVE01";
+
+impl Counters {
+    const fn new() -> Counters {
+        Counters {
+            magic: [0; 8],
+            pid: AtomicU64::new(0),
+            calls: [const { [const { AtomicU64::new(0) }; 4] }; 2],
+            bytes: [const { [const { AtomicU64::new(0) }; 4] }; 2],
+            nanos: [const { AtomicU64::new(0) }; 2],
+            streamed: AtomicU64::new(0),
+            small_counted: AtomicU64::new(0),
+            comm: [0; 16],
+        }
+    }
+
+    fn each(&self) -> impl Iterator<Item = &AtomicU64> {
+        self.calls
+            .iter()
+            .chain(&self.bytes)
+            .flatten()
+            .chain(&self.nanos)
+            .chain([&self.streamed])
+    }
+}
+
+/// The counters before a record file holds them (and where it cannot).
+static STATIC: Counters = Counters::new();
+/// Where the counters are now.
+static HERE: AtomicPtr<Counters> = AtomicPtr::new(&STATIC as *const Counters as *mut Counters);
+
+#[inline(always)]
+fn here() -> &'static Counters {
+    // SAFETY: HERE points at STATIC or at a mapping of a live record that
+    // is never unmapped while this image runs (only replaced in a forked
+    // child, where the old one is the parent's).
+    unsafe { &*HERE.load(Ordering::Acquire) }
+}
 
 #[inline(always)]
 pub fn counting() -> bool {
@@ -71,8 +129,9 @@ pub fn counting() -> bool {
 #[inline(always)]
 pub fn count(k: Kind, p: Path, n: usize) {
     if counting() {
-        CALLS[k as usize][p as usize].fetch_add(1, Ordering::Relaxed);
-        BYTES[k as usize][p as usize].fetch_add(n as u64, Ordering::Relaxed);
+        let c = here();
+        c.calls[k as usize][p as usize].fetch_add(1, Ordering::Relaxed);
+        c.bytes[k as usize][p as usize].fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
@@ -94,7 +153,7 @@ pub fn clock() -> u64 {
 #[inline(always)]
 pub fn took(k: Kind, start: u64) {
     if start != 0 {
-        NANOS[k as usize].fetch_add(clock().saturating_sub(start), Ordering::Relaxed);
+        here().nanos[k as usize].fetch_add(clock().saturating_sub(start), Ordering::Relaxed);
     }
 }
 
@@ -104,20 +163,119 @@ pub fn took(k: Kind, start: u64) {
 #[inline(always)]
 pub fn streamed(n: usize) {
     if counting() {
-        STREAMED.fetch_add(n as u64, Ordering::Relaxed);
+        here().streamed.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
-/// `pthread_atfork` child handler: the child's calls are its own.
+/// `pthread_atfork` child handler: the child's calls are its own, in a
+/// record of its own.
 pub extern "C" fn reset_in_child() {
-    for k in &CALLS {
-        k.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+    let parent = HERE.swap(
+        &STATIC as *const Counters as *mut Counters,
+        Ordering::AcqRel,
+    );
+    STATIC.each().for_each(|c| c.store(0, Ordering::Relaxed));
+    if !core::ptr::eq(parent, &STATIC) {
+        // SAFETY: the parent's record mapping, inherited; the child drops
+        // its view of it (the parent's counts stay the parent's).
+        unsafe { libc::munmap(parent.cast(), core::mem::size_of::<Counters>()) };
+        if let Some(dir) = LIVE_IN.get() {
+            go_live(dir);
+        }
     }
-    for k in &BYTES {
-        k.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+}
+
+/// Whether the counts live in a record file (see [`go_live`]).
+pub fn is_live() -> bool {
+    !core::ptr::eq(HERE.load(Ordering::Acquire), &STATIC)
+}
+
+/// The directory live records go in, once set.
+static LIVE_IN: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+
+/// Moves the counters into a record file of this process's own in `dir`
+/// (`PID.live`, or `PID.live.N` if an earlier image of this pid left one:
+/// an `exec`), mapped shared: from now on every count is in the file.
+/// Where the file cannot be made, the counts stay in memory and the
+/// record written at exit is all there is.
+pub fn go_live(dir: &std::ffi::CStr) {
+    let _ = LIVE_IN.set(dir.to_owned());
+    let pid = std::process::id();
+    let len = core::mem::size_of::<Counters>();
+    for n in 0..16 {
+        let mut name = dir.to_bytes().to_vec();
+        name.extend_from_slice(
+            if n == 0 {
+                format!("/{pid}.live")
+            } else {
+                format!("/{pid}.live.{n}")
+            }
+            .as_bytes(),
+        );
+        let Ok(path) = std::ffi::CString::new(name) else {
+            return;
+        };
+        // SAFETY: a NUL-terminated path; open has no memory preconditions.
+        let fd = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
+        if fd < 0 {
+            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
+                continue;
+            }
+            return;
+        }
+        // SAFETY: our fresh file, sized and mapped shared; closed after
+        // (the mapping keeps it).
+        let m = unsafe {
+            let ok = libc::ftruncate(fd, len as libc::off_t) == 0;
+            let m = if ok {
+                libc::mmap(
+                    core::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd,
+                    0,
+                )
+            } else {
+                libc::MAP_FAILED
+            };
+            libc::close(fd);
+            m
+        };
+        if m == libc::MAP_FAILED {
+            // SAFETY: our own file, empty: nothing to keep.
+            unsafe { libc::unlink(path.as_ptr()) };
+            return;
+        }
+        let live = m.cast::<Counters>();
+        // SAFETY: a fresh, zeroed shared mapping of a Counters, ours
+        // alone until published below.
+        unsafe {
+            let l = &*live;
+            let from = here();
+            for (to, from) in l.each().zip(from.each()) {
+                to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            l.pid.store(u64::from(pid), Ordering::Relaxed);
+            l.small_counted.store(
+                u64::from(SMALL_COUNTED.load(Ordering::Relaxed)),
+                Ordering::Relaxed,
+            );
+            let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
+            let comm = comm.trim().as_bytes();
+            let at = (&raw mut (*live).comm).cast::<u8>();
+            core::ptr::copy_nonoverlapping(comm.as_ptr(), at, comm.len().min(15));
+            (&raw mut (*live).magic).write(MAGIC);
+        }
+        HERE.store(live, Ordering::Release);
+        return;
     }
-    NANOS.iter().for_each(|c| c.store(0, Ordering::Relaxed));
-    STREAMED.store(0, Ordering::Relaxed);
 }
 
 fn sum(a: &[[AtomicU64; 4]; 2], p: Path) -> u64 {
@@ -140,13 +298,13 @@ pub fn report() -> String {
         let sep = if i == 0 { " " } else { "; " };
         s.push_str(&format!(
             "{sep}{name} {} calls {:.1} MiB",
-            sum(&CALLS, *p),
-            mib(sum(&BYTES, *p))
+            sum(&here().calls, *p),
+            mib(sum(&here().bytes, *p))
         ));
     }
     s.push_str(&format!(
         "; non-temporal stores {:.1} MiB",
-        mib(STREAMED.load(Ordering::Relaxed))
+        mib(here().streamed.load(Ordering::Relaxed))
     ));
     if let Some(tool) = INERT.get() {
         s.push_str(&format!(
@@ -167,8 +325,8 @@ pub fn record() -> String {
     for (kname, k) in KINDS {
         for (_, pname, p) in PATHS {
             let (c, b) = (
-                CALLS[k as usize][p as usize].load(Ordering::Relaxed),
-                BYTES[k as usize][p as usize].load(Ordering::Relaxed),
+                here().calls[k as usize][p as usize].load(Ordering::Relaxed),
+                here().bytes[k as usize][p as usize].load(Ordering::Relaxed),
             );
             s.push_str(&format!(
                 " {kname}_{pname}_calls={c} {kname}_{pname}_bytes={b}"
@@ -176,12 +334,12 @@ pub fn record() -> String {
         }
         s.push_str(&format!(
             " {kname}_ns={}",
-            NANOS[k as usize].load(Ordering::Relaxed)
+            here().nanos[k as usize].load(Ordering::Relaxed)
         ));
     }
     s.push_str(&format!(
         " streamed_bytes={} small_counted={}",
-        STREAMED.load(Ordering::Relaxed),
+        here().streamed.load(Ordering::Relaxed),
         u8::from(SMALL_COUNTED.load(Ordering::Relaxed))
     ));
     if let Some(tool) = INERT.get() {

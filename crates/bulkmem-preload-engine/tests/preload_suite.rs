@@ -183,9 +183,10 @@ fn stats_name_every_path_and_the_process() {
     }
     // The process is named (/proc/self/comm: 15 characters at most).
     assert!(line.contains(" preload-test_se]"), "{line}");
-    // Large copies happened, so the accelerated paths have non-zero counts.
+    // Large copies happened, so the accelerated path has non-zero counts
+    // (whether the 16 MiB ones pay for helpers depends on this machine:
+    // `helpers_take_only_the_calls_they_speed_up` counts that path).
     assert!(path_calls(line, "bulkmem auto") > 0, "{line}");
-    assert!(path_calls(line, "bulkmem threads") > 0, "{line}");
     // Bad settings warn once and are ignored; the program still passes.
     let out = under_preload(
         &mut Command::new(&bin),
@@ -261,7 +262,7 @@ fn cpython_test_suites_pass_under_the_preload() {
         "test_signal",
     ];
     // Every copy, move and clear through bulkmem, those of 64 KiB and more
-    // on the engine's workers; the stats line the test runner prints at
+    // allowed on the engine's workers; the stats line the test runner prints at
     // exit says which path took how many calls. Only the runner counts:
     // it drops the variable before any test runs, since a child's line in
     // the stderr a test captures fails that test (test_io does).
@@ -288,9 +289,13 @@ fn cpython_test_suites_pass_under_the_preload() {
             .map(|l| path_calls(l, path))
             .sum()
     };
+    // Helpers take only the calls they can speed up on this machine
+    // (accel.rs: their measured cost against what they save), whatever
+    // MT_MIN says: the suite's calls are mostly small, so most or all
+    // stay on the calling thread.
     let (cpu, engine) = (calls("bulkmem auto"), calls("bulkmem threads"));
     assert!(
-        cpu > 0 && engine > 0,
+        cpu > 0,
         "bulkmem handled {cpu} calls on the calling thread and {engine} on the engine:\n{out}"
     );
     println!(
@@ -1115,4 +1120,287 @@ fn backtraces_from_handlers_show_no_frame_of_the_preload() {
         ],
         &[],
     );
+}
+
+/// A JVM's signal set-up under libjsig (tests/c/test_jsig.c with
+/// tests/c/fake_jsig.c, libjsig's answers to sigaction): with the preload
+/// before libjsig and after it, at the default thresholds and with large
+/// calls on helper threads, a null check and a truncated mapping caught
+/// after large copies, and a fault nobody owns, end as without the
+/// preload. (Before, with the preload first, the engine's set-up took
+/// libjsig's stale answer for a signal the JVM owns, SIG_DFL, for the
+/// program's, and the first caught fault killed the process.)
+#[test]
+fn libjsig_before_or_after_the_preload_leaves_the_jvms_faults_its_own() {
+    let jsig = compile_with(
+        "fake_jsig",
+        "cc",
+        &["-std=c99", "-D_GNU_SOURCE", "-O2", "-shared", "-fPIC"],
+    );
+    let bin = compile("test_jsig");
+    let run = |case: &str, preload: &str, env: &[(&str, &str)]| {
+        let mut c = Command::new(&bin);
+        c.arg(case).env("LD_PRELOAD", preload);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let (o, hung) = limited_plain(&mut c, HANG);
+        (outcome(&o, hung), text(&o))
+    };
+    let (j, p) = (jsig.display(), library().display());
+    let orders = [format!("{p}:{j}"), format!("{j}:{p}")];
+    let settings: [&[(&str, &str)]; 2] = [
+        &[],
+        &[
+            ("BULKMEM_PRELOAD_MT_MIN", "1M"),
+            ("BULKMEM_PRELOAD_THREADS", "2"),
+        ],
+    ];
+    for case in ["null-check", "truncated", "unowned"] {
+        let (want, full) = run(case, &j.to_string(), &[]);
+        assert!(
+            want.contains("OUTCOME copied"),
+            "{case} without the preload:\n{full}"
+        );
+        let (again, _) = run(case, &j.to_string(), &[]);
+        assert_eq!(again, want, "{case} differs between runs:\n{full}");
+        for order in &orders {
+            for env in settings {
+                let (got, full) = run(case, order, env);
+                assert_eq!(
+                    got, want,
+                    "{case} with LD_PRELOAD={order} {env:?} is not what libjsig alone gives:\n{full}"
+                );
+            }
+        }
+    }
+}
+
+/// Where a runtime's tools are, or why its test is skipped.
+fn tool_path(name: &str) -> Option<PathBuf> {
+    let o = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .ok()?;
+    let p = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    (o.status.success() && p.is_file()).then_some(p)
+}
+
+fn runtimes() -> PathBuf {
+    here().join("tests/runtimes")
+}
+
+/// Runs `cmd` (with `env` and `LD_PRELOAD=preload`, or none) under the
+/// suite's hang limit: its outcome (status and OUTCOME lines) and output.
+fn outcome_of(
+    cmd: &[&std::ffi::OsStr],
+    preload: Option<&str>,
+    env: &[(&str, &str)],
+) -> (String, String) {
+    let mut c = Command::new(cmd[0]);
+    c.args(&cmd[1..]).env_remove("LD_PRELOAD");
+    if let Some(p) = preload {
+        c.env("LD_PRELOAD", p);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let (o, hung) = limited_plain(&mut c, HANG);
+    (outcome(&o, hung), text(&o))
+}
+
+/// The preload's settings a runtime is tried under: the defaults, and
+/// every large call through bulkmem with helpers from 64 KiB.
+const RUNTIME_SETTINGS: [&[(&str, &str)]; 2] = [
+    &[],
+    &[
+        ("BULKMEM_PRELOAD_MIN", "64K"),
+        ("BULKMEM_PRELOAD_MT_MIN", "64K"),
+        ("BULKMEM_PRELOAD_THREADS", "2"),
+    ],
+];
+
+/// Each case of `cmd(case)` without the preload (`base`, twice, agreeing),
+/// then under each `LD_PRELOAD` of `with` and each of the settings: the
+/// same outcome every time.
+fn runtime_same(
+    cases: &[&str],
+    base: Option<&str>,
+    with: &[String],
+    cmd: &dyn Fn(&str) -> Vec<std::ffi::OsString>,
+) {
+    for &case in cases {
+        let args = cmd(case);
+        let argv: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+        let (want, full) = outcome_of(&argv, base, &[]);
+        assert!(
+            want.contains("OUTCOME"),
+            "{case} without the preload:\n{full}"
+        );
+        let (again, _) = outcome_of(&argv, base, &[]);
+        assert_eq!(
+            again, want,
+            "{case} differs between runs without the preload:\n{full}"
+        );
+        for p in with {
+            for env in RUNTIME_SETTINGS {
+                let (got, full) = outcome_of(&argv, Some(p), env);
+                assert_eq!(
+                    got, want,
+                    "{case} with LD_PRELOAD={p} {env:?} is not what it is without:\n{full}"
+                );
+            }
+        }
+    }
+}
+
+/// HotSpot with its libjsig before or after the preload (the review's
+/// order `LD_PRELOAD=bulkmem:libjsig` killed the JVM at its first caught
+/// fault after a large copy): implicit null checks, stack overflow, a
+/// truncated mapped file, and a crash that writes hs_err, each after
+/// large copies made through JNI, as without the preload.
+#[test]
+fn hotspot_with_libjsig_in_either_order_behaves_as_without_the_preload() {
+    let (Some(java), Some(javac)) = (tool_path("java"), tool_path("javac")) else {
+        eprintln!("SKIPPED hotspot test: no java and javac on PATH (apt-get install default-jdk-headless)");
+        return;
+    };
+    let home = std::fs::canonicalize(&javac)
+        .ok()
+        .and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
+        .expect("JAVA_HOME from javac");
+    let jsig = home.join("lib/libjsig.so");
+    if !jsig.is_file() {
+        eprintln!("SKIPPED hotspot test: {} is missing", jsig.display());
+        return;
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("hotspot");
+    std::fs::create_dir_all(&out).unwrap();
+    let jni = out.join("libbigcopy.so");
+    let o = Command::new("cc")
+        .args(["-O2", "-shared", "-fPIC", "-Wall", "-Werror"])
+        .arg(format!("-I{}", home.join("include").display()))
+        .arg(format!("-I{}", home.join("include/linux").display()))
+        .arg(runtimes().join("bigcopy.c"))
+        .arg("-o")
+        .arg(&jni)
+        .output()
+        .expect("run cc");
+    assert!(o.status.success(), "cc bigcopy.c: {}", text(&o));
+    let o = Command::new(&javac)
+        .arg("-d")
+        .arg(&out)
+        .arg(runtimes().join("Jsig.java"))
+        .output()
+        .expect("run javac");
+    assert!(o.status.success(), "javac: {}", text(&o));
+    let (j, p) = (jsig.display().to_string(), library().display().to_string());
+    let errors = out.join("hs_err");
+    let cmd = |case: &str| -> Vec<std::ffi::OsString> {
+        let _ = std::fs::remove_dir_all(&errors);
+        std::fs::create_dir_all(&errors).unwrap();
+        vec![
+            java.clone().into(),
+            "-Xmx256m".into(),
+            "-XX:-CreateCoredumpOnCrash".into(),
+            format!("-XX:ErrorFile={}/hs_err_%p.log", errors.display()).into(),
+            "-cp".into(),
+            out.clone().into(),
+            "Jsig".into(),
+            jni.clone().into(),
+            case.into(),
+        ]
+    };
+    runtime_same(
+        &["npe", "soe", "truncated"],
+        Some(&j),
+        &[format!("{p}:{j}"), format!("{j}:{p}")],
+        &cmd,
+    );
+    // The crash: the same death, and an hs_err file written.
+    runtime_same(
+        &["crash"],
+        Some(&j),
+        &[format!("{p}:{j}"), format!("{j}:{p}")],
+        &cmd,
+    );
+    // Two runs without the preload, two orders under two settings: each
+    // crash wrote its hs_err file.
+    let written = std::fs::read_dir(&errors).map_or(0, |d| d.count());
+    assert_eq!(written, 6, "hs_err files in {}", errors.display());
+}
+
+/// A cgo program: a nil dereference recovered after a large copy, a
+/// signal through os/signal, as without the preload.
+#[test]
+fn a_cgo_program_behaves_as_without_the_preload() {
+    let Some(go) = tool_path("go") else {
+        eprintln!("SKIPPED cgo test: no go on PATH (apt-get install golang-go)");
+        return;
+    };
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cgo-faults");
+    let o = Command::new(go)
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg("main.go")
+        .current_dir(runtimes().join("cgo"))
+        .env("CGO_ENABLED", "1")
+        .env("GOTOOLCHAIN", "local")
+        .env("GOFLAGS", "-mod=mod")
+        .env(
+            "GOCACHE",
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gocache"),
+        )
+        .output()
+        .expect("run go build");
+    assert!(o.status.success(), "go build: {}", text(&o));
+    let p = library().display().to_string();
+    runtime_same(&["-"], None, &[p], &|_| vec![out.clone().into()]);
+}
+
+/// Node: WebAssembly out-of-bounds loads trap through V8's SIGSEGV
+/// handler into RuntimeErrors after large Buffer copies, as without the
+/// preload.
+#[test]
+fn node_webassembly_traps_behave_as_without_the_preload() {
+    let Some(node) = tool_path("node") else {
+        eprintln!("SKIPPED node test: no node on PATH (apt-get install nodejs)");
+        return;
+    };
+    let p = library().display().to_string();
+    let script = runtimes().join("wasm_trap.js");
+    runtime_same(&["-"], None, &[p], &|_| {
+        vec![node.clone().into(), script.clone().into()]
+    });
+}
+
+/// Helpers only where they pay: with MT_MIN lowered to 64 KiB, a stream of
+/// 64 KiB copies (ZGC's relocations took 5x longer when each started and
+/// joined helpers) stays on the calling thread, and a 64 MiB copy still
+/// gets them.
+#[test]
+fn helpers_take_only_the_calls_they_speed_up() {
+    let py = python();
+    let out = under_preload(
+        Command::new(&py).args([
+            "-c",
+            "b = bytearray(64 << 10)\n[bytes(b) for _ in range(5000)]\nc = bytes(bytearray(64 << 20))",
+        ]),
+        &[
+            ("BULKMEM_PRELOAD_MIN", "64K"),
+            ("BULKMEM_PRELOAD_MT_MIN", "64K"),
+            ("BULKMEM_PRELOAD_THREADS", "2"),
+            ("BULKMEM_PRELOAD_STATS", "1"),
+        ],
+    );
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("bulkmem preload ["))
+        .unwrap_or_else(|| panic!("no stats line:\n{out}"));
+    let (cpu, helpers) = (
+        path_calls(line, "bulkmem auto"),
+        path_calls(line, "bulkmem threads"),
+    );
+    assert!(cpu >= 5000, "{line}");
+    assert!((1..=2).contains(&helpers), "{line}");
 }

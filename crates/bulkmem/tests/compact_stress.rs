@@ -53,6 +53,11 @@ fn a_thousand_sessions_on_one_heap_leave_mappings_and_descriptors_as_they_were()
     if !alone("a_thousand_sessions_on_one_heap_leave_mappings_and_descriptors_as_they_were") {
         return;
     }
+    // One malloc arena: a thread of a later cycle must not be given an
+    // arena (a mapping) of its own because another was busy, which would
+    // count as a mapping the sessions left.
+    // SAFETY: mallopt only sets the allocator's parameter.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
     let pages = 1024;
     let h = Arc::new(SlideHeap::new(pages, 8, 3));
     let m = heap(pages, &h);
@@ -85,7 +90,10 @@ fn a_part_of_a_heap_compacted_again_and_again_splits_it_no_further() {
         return;
     }
     // A young generation (pages 512..1024) compacted each cycle, the whole
-    // heap every fourth: the mappings must settle, not grow.
+    // heap every fourth: the mappings must settle, not grow. (One malloc
+    // arena, as above.)
+    // SAFETY: mallopt only sets the allocator's parameter.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
     let (pages, young) = (2048, 512..1024);
     let whole = Arc::new(SlideHeap::new(pages, 4, 3));
     let part = Arc::new(SlideHeap::new(young.len(), 4, 3));

@@ -2,9 +2,12 @@
 //! and, when it is done, one summary for its whole process tree.
 //!
 //! The program runs as a child, so that `run` is there to add up what
-//! every process of the tree reported. Each preloaded process writes one
-//! record into a private directory at exit (`BULKMEM_PRELOAD_REPORT`),
-//! never onto the program's own stderr, which tests and servers read. As
+//! every process of the tree reported. Each preloaded process keeps one
+//! record in a private directory (`BULKMEM_PRELOAD_REPORT`) from its
+//! first large call on, its counters mapped from the file, so the record
+//! is whole however the process ends (exit handlers or not: Go programs,
+//! `_exit`, crashes, `exec`); nothing goes onto the program's own stderr,
+//! which tests and servers read. As
 //! `system(3)` does, `run` ignores SIGINT and SIGQUIT while it waits (the
 //! terminal sends them to the program too) and passes SIGTERM, SIGHUP,
 //! SIGUSR1 and SIGUSR2 on to it; it leaves with the program's exit status,

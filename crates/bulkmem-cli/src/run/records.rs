@@ -1,6 +1,10 @@
-//! The records the preload leaves in `bulkmem run`'s directory, one per
-//! process that exited through its exit handlers
-//! (`BULKMEM_PRELOAD_REPORT`), and their sum over the process tree.
+//! The records the preload leaves in `bulkmem run`'s directory
+//! (`BULKMEM_PRELOAD_REPORT`), one per process image that made a large
+//! call, and their sum over the process tree. A record is a live one
+//! (`PID.live`: the counters themselves, mapped shared by the process, so
+//! it is whole however the process ended: a Go program's exit, `_exit`, a
+//! crash, an `exec`) or, where the preload could not make that file, a
+//! line written by its exit handler.
 
 use std::path::Path;
 
@@ -90,6 +94,52 @@ impl Counts {
     }
 }
 
+/// The live record's magic (crates/bulkmem-preload-engine/src/stats.rs,
+/// `Counters`): its layout's version.
+const LIVE_MAGIC: &[u8; 8] = b"BMLIVE01";
+/// A live record's size: the magic, then little-endian u64s (pid, calls
+/// and bytes by kind and path, nanoseconds by kind, streamed bytes,
+/// small_counted), then the command name, 16 bytes NUL-padded.
+const LIVE_LEN: usize = 8 + 8 * (1 + 8 + 8 + 2 + 1 + 1) + 16;
+
+impl Counts {
+    /// Reads a live record; `None` for a file of another size or magic
+    /// (one being set up, or not a record).
+    pub fn from_live(b: &[u8]) -> Option<Counts> {
+        if b.len() != LIVE_LEN || &b[..8] != LIVE_MAGIC {
+            return None;
+        }
+        let mut words = b[8..LIVE_LEN - 16]
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        let mut next = || words.next().expect("the layout's words");
+        let mut c = Counts {
+            pid: u32::try_from(next()).ok()?,
+            ..Counts::default()
+        };
+        for k in 0..2 {
+            for p in 0..4 {
+                c.calls[k][p] = next();
+            }
+        }
+        for k in 0..2 {
+            for p in 0..4 {
+                c.bytes[k][p] = next();
+            }
+        }
+        c.nanos = [next(), next()];
+        c.streamed = next();
+        c.small_counted = next() == 1;
+        let comm = &b[LIVE_LEN - 16..];
+        let end = comm.iter().position(|&x| x == 0).unwrap_or(16);
+        c.comm = String::from_utf8_lossy(&comm[..end])
+            .chars()
+            .map(|ch| if ch.is_ascii_graphic() { ch } else { '_' })
+            .collect();
+        Some(c)
+    }
+}
+
 /// Every record in `dir`, and how many files could not be read as one.
 pub fn collect(dir: &Path) -> (Vec<Counts>, usize) {
     let mut out = Vec::new();
@@ -98,10 +148,15 @@ pub fn collect(dir: &Path) -> (Vec<Counts>, usize) {
         return (out, 0);
     };
     for e in entries.flatten() {
-        match std::fs::read_to_string(e.path())
-            .ok()
-            .and_then(|t| Counts::parse(t.trim_end()))
-        {
+        let live = e.file_name().to_string_lossy().contains(".live");
+        let record = std::fs::read(e.path()).ok().and_then(|b| {
+            if live {
+                Counts::from_live(&b)
+            } else {
+                Counts::parse(String::from_utf8_lossy(&b).trim_end())
+            }
+        });
+        match record {
             Some(c) => out.push(c),
             None => bad += 1,
         }
@@ -113,6 +168,31 @@ pub fn collect(dir: &Path) -> (Vec<Counts>, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_live_record_reads_as_its_counters() {
+        let mut b = LIVE_MAGIC.to_vec();
+        let words: Vec<u64> = (0..21)
+            .map(|i| if i == 0 { 4242 } else { i * 10 })
+            .collect();
+        for w in &words {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        b.extend_from_slice(b"java\0\0\0\0\0\0\0\0\0\0\0\0");
+        let c = Counts::from_live(&b).expect("a whole live record");
+        assert_eq!((c.pid, c.comm.as_str()), (4242, "java"));
+        assert_eq!(c.calls[0], [10, 20, 30, 40]);
+        assert_eq!(c.calls[1], [50, 60, 70, 80]);
+        assert_eq!(c.bytes[1][3], 160);
+        assert_eq!(
+            (c.nanos, c.streamed, c.small_counted),
+            ([170, 180], 190, false)
+        );
+        assert_eq!(Counts::from_live(&b[..b.len() - 1]), None);
+        let mut bad = b.clone();
+        bad[0] = b'X';
+        assert_eq!(Counts::from_live(&bad), None);
+    }
 
     const LINE: &str = "pid=42 copy_small_calls=5 copy_small_bytes=500 copy_cpu_calls=1 \
         copy_cpu_bytes=2097152 copy_threads_calls=2 copy_threads_bytes=67108864 \

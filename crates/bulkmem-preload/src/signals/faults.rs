@@ -74,11 +74,7 @@ impl ViewLock {
         let l = ViewLock(old);
         if !VIEWS_READ.load(Ordering::Relaxed) {
             for (k, sig) in SIGNALS.into_iter().enumerate() {
-                let mut cur = Sigaction::EMPTY;
-                // SAFETY: a query into our own buffer.
-                if unsafe { forward_sigaction(&next::SIGACTION, sig, core::ptr::null(), &mut cur) }
-                    == 0
-                {
+                if let Some(cur) = kernel_action_of(sig) {
                     // SAFETY: under the lock.
                     unsafe { *VIEWS.0[k].get() = cur };
                 }
@@ -93,6 +89,25 @@ impl ViewLock {
         // SAFETY: under the lock, which `self` holds for its lifetime.
         unsafe { &mut *VIEWS.0[k].get() }
     }
+}
+
+/// The kernel's action for `sig`, asked with the raw system call, as a
+/// C library `sigaction`: never through the next `sigaction` in the chain,
+/// which may answer something else. libjsig, for one, answers a query
+/// about a signal the JVM owns with the action saved before the JVM's
+/// (`SIG_DFL`), and taking that for the program's view made the first
+/// caught fault after a large copy kill the JVM.
+fn kernel_action_of(sig: c_int) -> Option<Sigaction> {
+    let mut k = KernelSigaction::DEFAULT;
+    if sys::rt_sigaction(sig, None, Some(&mut k)) != 0 {
+        return None;
+    }
+    let mut a = Sigaction::EMPTY;
+    a.sa_sigaction = k.handler;
+    a.sa_flags = k.flags as u32 as c_int;
+    a.sa_restorer = k.restorer;
+    a.sa_mask.bits[0] = k.mask;
+    Some(a)
 }
 
 /// In a child of `fork`: the lock is free. The thread that may have held
@@ -177,14 +192,16 @@ pub unsafe fn program_action(
     // The view is what the kernel keeps (the C library's restorer and its
     // flag, the mask without SIGKILL and SIGSTOP), with the program's
     // handler, SA_RESETHAND and SA_SIGINFO.
-    let mut kept = Sigaction::EMPTY;
-    // SAFETY: a query into our own buffer.
-    if unsafe { forward_sigaction(f, sig, core::ptr::null(), &mut kept) } == 0 {
-        kept.sa_sigaction = a.sa_sigaction;
-        kept.sa_flags = (kept.sa_flags & !OWN_FLAGS) | (a.sa_flags & OWN_FLAGS);
-        *view = kept;
-    } else {
-        *view = *a;
+    match kernel_action_of(sig) {
+        // What the kernel took, unless an interposer after us kept the
+        // trampoline to itself (libjsig saves, rather than installs, an
+        // action for a signal the JVM owns): then the program's own.
+        Some(mut kept) if kept.sa_sigaction == kernel.sa_sigaction => {
+            kept.sa_sigaction = a.sa_sigaction;
+            kept.sa_flags = (kept.sa_flags & !OWN_FLAGS) | (a.sa_flags & OWN_FLAGS);
+            *view = kept;
+        }
+        _ => *view = *a,
     }
     0
 }
@@ -341,12 +358,11 @@ pub extern "C" fn take_faults() {
     let mut l = ViewLock::take();
     for (k, sig) in SIGNALS.into_iter().enumerate() {
         let view = l.view(k);
-        let mut cur = Sigaction::EMPTY;
-        // SAFETY: a query into our own buffer.
-        if unsafe { forward_sigaction(&next::SIGACTION, sig, core::ptr::null(), &mut cur) } != 0
-            || cur.sa_sigaction == expected(view)
-            || cur.sa_sigaction == tramp()
-        {
+        // The kernel's own answer: an interposer's could be stale.
+        let Some(cur) = kernel_action_of(sig) else {
+            continue;
+        };
+        if cur.sa_sigaction == expected(view) || cur.sa_sigaction == tramp() {
             continue;
         }
         if real_handler(cur.sa_sigaction) {

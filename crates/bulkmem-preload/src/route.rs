@@ -74,12 +74,23 @@ extern "C" fn overflow() -> ! {
 macro_rules! router {
     ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), $call:expr, $fast:path,
      $check:expr, $ret:expr, $small:expr) => {
+        // Each entry starts a cache line: in a section of its own, which
+        // this directive (in the same object: the loader is one codegen
+        // unit) aligns to 64 bytes. Left to the linker, an entry moved
+        // with every change elsewhere in the library, and the small calls
+        // measured 3-8% apart with it.
+        core::arch::global_asm!(concat!(
+            ".pushsection .text.bm_entry_",
+            stringify!($name),
+            ",\"ax\",@progbits\n.p2align 6\n.popsection"
+        ));
         $(#[$doc])*
         ///
         /// # Safety
         /// The C library function's contract.
         #[no_mangle]
         #[unsafe(naked)]
+        #[link_section = concat!(".text.bm_entry_", stringify!($name))]
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
             core::arch::naked_asm!(
                 ".cfi_startproc",

@@ -426,44 +426,14 @@ extern "C" fn record() {
         return; // the live record holds every count already
     }
     let line = stats::record();
-    let pid = std::process::id();
-    for n in 0..16 {
-        // The directory's bytes as given (it need not be UTF-8).
-        let mut name = dir.as_bytes().to_vec();
-        name.extend_from_slice(
-            if n == 0 {
-                format!("/{pid}")
-            } else {
-                format!("/{pid}.{n}")
-            }
-            .as_bytes(),
-        );
-        let Ok(path) = CString::new(name) else {
-            return;
-        };
-        // SAFETY: a NUL-terminated path; open has no memory preconditions.
-        let fd = unsafe {
-            libc::open(
-                path.as_ptr(),
-                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                0o600,
-            )
-        };
-        if fd < 0 {
-            // A record of an earlier process under this pid: take the next
-            // name; any other failure loses the record, and nothing else.
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
-                continue;
-            }
-            return;
-        }
-        // SAFETY: a valid buffer of line.len() bytes; a short write at exit
-        // loses (part of) the record, which `run` reads as missing.
-        unsafe {
-            libc::write(fd, line.as_ptr().cast(), line.len());
-            libc::close(fd);
-        }
+    let Some((fd, _)) = stats::new_record_file(dir, "", libc::O_WRONLY) else {
         return;
+    };
+    // SAFETY: a valid buffer of line.len() bytes; a short write at exit
+    // loses (part of) the record, which `run` reads as missing.
+    unsafe {
+        libc::write(fd, line.as_ptr().cast(), line.len());
+        libc::close(fd);
     }
 }
 

@@ -200,82 +200,96 @@ static LIVE_IN: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::ne
 /// record written at exit is all there is.
 pub fn go_live(dir: &std::ffi::CStr) {
     let _ = LIVE_IN.set(dir.to_owned());
-    let pid = std::process::id();
     let len = core::mem::size_of::<Counters>();
-    for n in 0..16 {
-        let mut name = dir.to_bytes().to_vec();
-        name.extend_from_slice(
-            if n == 0 {
-                format!("/{pid}.live")
-            } else {
-                format!("/{pid}.live.{n}")
-            }
-            .as_bytes(),
-        );
-        let Ok(path) = std::ffi::CString::new(name) else {
-            return;
+    let pid = std::process::id();
+    let Some((fd, path)) = new_record_file(dir, ".live", libc::O_RDWR) else {
+        return;
+    };
+    // SAFETY: our fresh file, sized and mapped shared; closed after
+    // (the mapping keeps it).
+    let m = unsafe {
+        let ok = libc::ftruncate(fd, len as libc::off_t) == 0;
+        let m = if ok {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        } else {
+            libc::MAP_FAILED
         };
+        libc::close(fd);
+        m
+    };
+    if m == libc::MAP_FAILED {
+        // SAFETY: our own file, empty: nothing to keep.
+        unsafe { libc::unlink(path.as_ptr()) };
+        return;
+    }
+    let live = m.cast::<Counters>();
+    // SAFETY: a fresh, zeroed shared mapping of a Counters, ours
+    // alone until published below.
+    unsafe {
+        let l = &*live;
+        let from = here();
+        for (to, from) in l.each().zip(from.each()) {
+            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        l.pid.store(u64::from(pid), Ordering::Relaxed);
+        l.small_counted.store(
+            u64::from(SMALL_COUNTED.load(Ordering::Relaxed)),
+            Ordering::Relaxed,
+        );
+        let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
+        let comm = comm.trim().as_bytes();
+        let at = (&raw mut (*live).comm).cast::<u8>();
+        core::ptr::copy_nonoverlapping(comm.as_ptr(), at, comm.len().min(15));
+        (&raw mut (*live).magic).write(MAGIC);
+    }
+    HERE.store(live, Ordering::Release);
+}
+
+/// Creates this process's record file in `dir` for writing, `PID` +
+/// `suffix` or, where an earlier image of this pid left one (an `exec`),
+/// the same with `.N` (exclusive, never following a link, close-on-exec,
+/// mode 0600): its descriptor and path. None where it cannot be made.
+pub fn new_record_file(
+    dir: &std::ffi::CStr,
+    suffix: &str,
+    access: libc::c_int,
+) -> Option<(libc::c_int, std::ffi::CString)> {
+    let pid = std::process::id();
+    for n in 0..16 {
+        // The directory's bytes as given (it need not be UTF-8).
+        let mut name = dir.to_bytes().to_vec();
+        let tail = if n == 0 {
+            format!("/{pid}{suffix}")
+        } else {
+            format!("/{pid}{suffix}.{n}")
+        };
+        name.extend_from_slice(tail.as_bytes());
+        let path = std::ffi::CString::new(name).ok()?;
         // SAFETY: a NUL-terminated path; open has no memory preconditions.
         let fd = unsafe {
             libc::open(
                 path.as_ptr(),
-                libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                access | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC,
                 0o600,
             )
         };
-        if fd < 0 {
-            if std::io::Error::last_os_error().raw_os_error() == Some(libc::EEXIST) {
-                continue;
-            }
-            return;
+        if fd >= 0 {
+            return Some((fd, path));
         }
-        // SAFETY: our fresh file, sized and mapped shared; closed after
-        // (the mapping keeps it).
-        let m = unsafe {
-            let ok = libc::ftruncate(fd, len as libc::off_t) == 0;
-            let m = if ok {
-                libc::mmap(
-                    core::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    fd,
-                    0,
-                )
-            } else {
-                libc::MAP_FAILED
-            };
-            libc::close(fd);
-            m
-        };
-        if m == libc::MAP_FAILED {
-            // SAFETY: our own file, empty: nothing to keep.
-            unsafe { libc::unlink(path.as_ptr()) };
-            return;
+        // A record of an earlier image under this pid: take the next
+        // name; any other failure loses the record, and nothing else.
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+            return None;
         }
-        let live = m.cast::<Counters>();
-        // SAFETY: a fresh, zeroed shared mapping of a Counters, ours
-        // alone until published below.
-        unsafe {
-            let l = &*live;
-            let from = here();
-            for (to, from) in l.each().zip(from.each()) {
-                to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
-            }
-            l.pid.store(u64::from(pid), Ordering::Relaxed);
-            l.small_counted.store(
-                u64::from(SMALL_COUNTED.load(Ordering::Relaxed)),
-                Ordering::Relaxed,
-            );
-            let comm = std::fs::read_to_string("/proc/self/comm").unwrap_or_default();
-            let comm = comm.trim().as_bytes();
-            let at = (&raw mut (*live).comm).cast::<u8>();
-            core::ptr::copy_nonoverlapping(comm.as_ptr(), at, comm.len().min(15));
-            (&raw mut (*live).magic).write(MAGIC);
-        }
-        HERE.store(live, Ordering::Release);
-        return;
     }
+    None
 }
 
 fn sum(a: &[[AtomicU64; 4]; 2], p: Path) -> u64 {

@@ -10,7 +10,6 @@
 #endif
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,56 +18,23 @@
 
 #include "bulkmem.h"
 #include "check.h"
+#include "compact_heap.h"
 
-#define PAGE 4096
-#define OBJ 64
-#define PER_PAGE (PAGE / OBJ)
 #define PAGES 2048
 
-typedef struct {
-    uint32_t *live; /* from-space object index of each live object */
-    size_t nlive;
-} heap_t;
-
-static int produce(void *ctx, size_t page, const void *from, void *out)
-{
-    heap_t *h = ctx;
-    size_t first = page * PER_PAGE;
-    if (first >= h->nlive)
-        return BM_FILL_ZERO;
-    size_t n = h->nlive - first < PER_PAGE ? h->nlive - first : PER_PAGE;
-    for (size_t j = 0; j < n; j++)
-        memcpy((char *)out + j * OBJ, (const char *)from + (size_t)h->live[first + j] * OBJ, OBJ);
-    memset((char *)out + n * OBJ, 0, PAGE - n * OBJ);
-    return BM_FILL_BUILT;
-}
-
-static size_t first_source(void *ctx, size_t page)
-{
-    heap_t *h = ctx;
-    size_t first = page * PER_PAGE;
-    return first < h->nlive ? (size_t)h->live[first] * OBJ / PAGE : PAGES;
-}
-
+/* The heap of PAGES pages, no dense prefix, no check words; NULL if it
+ * cannot be mapped. */
 static char *new_heap(heap_t *h)
 {
     char *m = mmap(NULL, PAGES * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return NULL;
-    h->live = malloc(PAGES * PER_PAGE * sizeof(uint32_t));
-    h->nlive = 0;
-    for (size_t i = 0; i < (size_t)PAGES * PER_PAGE; i++) {
-        uint64_t *o = (uint64_t *)(m + i * OBJ);
-        o[0] = i + 1;
-        o[1] = 0;
-        if (i % 3 == 0)
-            h->live[h->nlive++] = (uint32_t)i;
-    }
+    memset(h, 0, sizeof *h);
+    heap_fill(h, m, PAGES, 0, 0);
     return m;
 }
 
 typedef struct {
-    char *heap;
     heap_t *h;
     uint64_t *tally;
     size_t ops;
@@ -80,14 +46,9 @@ static void *mutate(void *arg)
     mutator_t *m = arg;
     uint64_t x = 88172645463325252ull;
     for (size_t i = 0; i < m->ops; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        size_t k = x % m->h->nlive;
-        _Atomic uint64_t *o = (_Atomic uint64_t *)(m->heap + k * OBJ);
-        if (atomic_load_explicit(&o[0], memory_order_relaxed) != (uint64_t)m->h->live[k] + 1)
+        size_t k = xorshift(&x) % m->h->nlive;
+        if (!heap_touch(m->h, k, 1))
             m->wrong++;
-        atomic_fetch_add_explicit(&o[1], 1, memory_order_relaxed);
         m->tally[k]++;
     }
     return NULL;
@@ -109,11 +70,11 @@ static void concurrent(unsigned mode)
     char *heap = new_heap(&h);
     CHECK(heap != NULL);
     bm_compact_options o = {mode, 1, 32, 0};
-    bm_compaction *c = bm_compact_prepare(heap, PAGES * PAGE, produce, first_source, &h, &o);
+    bm_compaction *c = bm_compact_prepare(heap, PAGES * PAGE, heap_produce, first_source, &h, &o);
     CHECKF(c != NULL, "mode %u: %s", mode, bm_last_error());
     if (!c)
         return;
-    mutator_t m = {heap, &h, calloc(h.nlive, sizeof(uint64_t)), 20000, 0};
+    mutator_t m = {&h, calloc(h.nlive, sizeof(uint64_t)), 20000, 0};
     pthread_t th;
     CHECK_EQ_INT(pthread_create(&th, NULL, mutate, &m), 0);
     CHECK_EQ_INT(bm_compact_start(c), 0);
@@ -135,7 +96,7 @@ static void system_calls_need_ensure(void)
 {
     heap_t h;
     char *heap = new_heap(&h);
-    bm_compaction *c = bm_compact_prepare(heap, PAGES * PAGE, produce, NULL, &h, NULL);
+    bm_compaction *c = bm_compact_prepare(heap, PAGES * PAGE, heap_produce, NULL, &h, NULL);
     CHECKF(c != NULL, "%s", bm_last_error());
     if (!c)
         return;
@@ -163,20 +124,20 @@ static void stop_the_world_and_bad_arguments(void)
     heap_t h;
     char *heap = new_heap(&h);
     bm_compact_stats st;
-    CHECK_EQ_INT(bm_compact_stop_the_world(heap, PAGES * PAGE, produce, first_source, &h, NULL, &st), 0);
+    CHECK_EQ_INT(bm_compact_stop_the_world(heap, PAGES * PAGE, heap_produce, first_source, &h, NULL, &st), 0);
     CHECK(verify(heap, &h, NULL));
     CHECK_EQ_SIZE(st.by_collector, (size_t)PAGES);
 
     bm_compact_options bad = {7, 0, 0, 0};
     errno = 0;
-    CHECK(bm_compact_prepare(heap, PAGES * PAGE, produce, NULL, &h, &bad) == NULL);
+    CHECK(bm_compact_prepare(heap, PAGES * PAGE, heap_produce, NULL, &h, &bad) == NULL);
     CHECK_EQ_INT(errno, EINVAL);
     CHECK(strstr(bm_last_error(), "mode 7") != NULL);
     errno = 0;
     CHECK(bm_compact_prepare(heap, PAGES * PAGE, NULL, NULL, &h, NULL) == NULL);
     CHECK_EQ_INT(errno, EINVAL);
     errno = 0;
-    CHECK(bm_compact_prepare(heap + 1, PAGE, produce, NULL, &h, NULL) == NULL);
+    CHECK(bm_compact_prepare(heap + 1, PAGE, heap_produce, NULL, &h, NULL) == NULL);
     CHECK_EQ_INT(errno, EINVAL);
     CHECK(strstr(bm_last_error(), "page-aligned") != NULL);
     CHECK_EQ_INT(bm_compact_start(NULL), -EINVAL);

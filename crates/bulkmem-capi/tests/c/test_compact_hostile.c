@@ -49,26 +49,15 @@
 
 #include "bulkmem.h"
 #include "check.h"
+#include "compact_heap.h"
 
-#define PAGE 4096
-#define OBJ 64
-#define PER_PAGE (PAGE / OBJ)
 #define HUGE_PAGE ((size_t)2 << 20)
-#define GOLDEN 0x9E3779B97F4A7C15ull
 #define SLOW_NS 30000L /* a slow producer: 30 us per page */
 #define WATCHDOG_S 60
 #define START_AFTER 200 /* mutator ops before the collector starts */
+#define LABEL 96        /* a session's label, "<what> <MODE>" */
 
-/* ---- the heap --------------------------------------------------------- */
-
-typedef struct {
-    char *mem;      /* the heap: the to-space during a session */
-    size_t pages;   /* its pages */
-    size_t dense;   /* leading pages whose objects all live (BM_FILL_SAME) */
-    uint32_t *live; /* from-space object index of each live object */
-    size_t nlive;
-    long spin_ns;   /* busy-wait per page built: a slow producer */
-} heap_t;
+/* ---- the heap: compact_heap.h's, with the check words ----------------- */
 
 /* Busy-waits ns nanoseconds (clock_gettime is async-signal-safe). */
 static void spin_for(long ns)
@@ -112,9 +101,9 @@ static void kick_and_wait_for_signal(void)
     } while (elapsed_ns(&a) < 500000L);
 }
 
-/* Slides the live objects down: to-space object k is from-space object
- * live[k]. Async-signal-safe: reads the from-space and h, writes out (and
- * for cases 2 and 4 posts a semaphore and asks sigpending). */
+/* compact_heap.h's producer (it slides the live objects down), slowed by
+ * h->spin_ns. Async-signal-safe: reads the from-space and h, writes out
+ * (and for cases 2 and 4 posts a semaphore and asks sigpending). */
 static int produce(void *ctx, size_t page, const void *from, void *out)
 {
     const heap_t *h = ctx;
@@ -122,23 +111,7 @@ static int produce(void *ctx, size_t page, const void *from, void *out)
         kick_and_wait_for_signal();
     if (h->spin_ns > 0)
         spin_for(h->spin_ns);
-    if (page < h->dense)
-        return BM_FILL_SAME;
-    size_t first = page * PER_PAGE;
-    if (first >= h->nlive)
-        return BM_FILL_ZERO;
-    size_t n = h->nlive - first < PER_PAGE ? h->nlive - first : PER_PAGE;
-    for (size_t j = 0; j < n; j++)
-        memcpy((char *)out + j * OBJ, (const char *)from + (size_t)h->live[first + j] * OBJ, OBJ);
-    memset((char *)out + n * OBJ, 0, PAGE - n * OBJ);
-    return BM_FILL_BUILT;
-}
-
-static size_t first_source(void *ctx, size_t page)
-{
-    const heap_t *h = ctx;
-    size_t first = page * PER_PAGE;
-    return first < h->nlive ? (size_t)h->live[first] * OBJ / PAGE : h->pages;
+    return heap_produce(ctx, page, from, out);
 }
 
 static size_t last_source(void *ctx, size_t page)
@@ -150,29 +123,18 @@ static size_t last_source(void *ctx, size_t page)
     return (size_t)h->live[end - 1] * OBJ / PAGE + 1;
 }
 
-static uint64_t word(size_t id, int w)
+/* A heap laid out at mem (the old layout), which the caller mapped and
+ * heap_free unmaps. */
+static void heap_at(heap_t *h, char *mem, size_t pages, size_t dense)
 {
-    return (uint64_t)id * GOLDEN + (uint64_t)w;
+    memset(h, 0, sizeof *h);
+    heap_fill(h, mem, pages, dense, 1);
 }
 
-/* Writes the heap's objects at mem (the old layout) and lists the live. */
-static void heap_init(heap_t *h, char *mem, size_t pages, size_t dense)
+/* The heap laid out again where it is, as before any compaction. */
+static void heap_reset(heap_t *h)
 {
-    h->mem = mem;
-    h->pages = pages;
-    h->dense = dense;
-    if (!h->live)
-        h->live = malloc(pages * PER_PAGE * sizeof(uint32_t));
-    h->nlive = 0;
-    for (size_t i = 0; i < pages * PER_PAGE; i++) {
-        uint64_t *o = (uint64_t *)(mem + i * OBJ);
-        o[0] = i + 1;
-        o[1] = 0;
-        for (int w = 2; w < 8; w++)
-            o[w] = word(i + 1, w);
-        if (i < dense * PER_PAGE || i % 3 == 0)
-            h->live[h->nlive++] = (uint32_t)i;
-    }
+    heap_fill(h, h->mem, h->pages, h->dense, 1);
 }
 
 static int heap_new(heap_t *h, size_t pages, size_t dense)
@@ -181,7 +143,7 @@ static int heap_new(heap_t *h, size_t pages, size_t dense)
     char *m = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return 0;
-    heap_init(h, m, pages, dense);
+    heap_at(h, m, pages, dense);
     return 1;
 }
 
@@ -247,20 +209,29 @@ static size_t verify_original(const heap_t *h, size_t skip_from, size_t skip_to)
 
 /* ---- process state ---------------------------------------------------- */
 
+/* The file at path, cap - 1 bytes at most, into buf (NUL-terminated);
+ * returns the bytes read, 0 if it cannot be read. */
+static size_t read_text(const char *path, char *buf, size_t cap)
+{
+    size_t n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t r;
+        while (n < cap - 1 && (r = read(fd, buf + n, cap - 1 - n)) > 0)
+            n += (size_t)r;
+        close(fd);
+    }
+    buf[n] = 0;
+    return n;
+}
+
 /* The lines of /proc/self/maps overlapping [a, a + len) into out (cap
  * bytes); returns the number of all lines (every mapping). */
 static size_t maps_of(const void *a, size_t len, char *out, size_t cap)
 {
     static char buf[1 << 20];
-    size_t n = 0, lines = 0, used = 0;
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t r;
-        while (n < sizeof buf - 1 && (r = read(fd, buf + n, sizeof buf - 1 - n)) > 0)
-            n += (size_t)r;
-        close(fd);
-    }
-    buf[n] = 0;
+    size_t lines = 0, used = 0;
+    read_text("/proc/self/maps", buf, sizeof buf);
     out[0] = 0;
     uintptr_t lo = (uintptr_t)a, hi = lo + len;
     for (char *line = buf; *line;) {
@@ -285,15 +256,7 @@ static size_t maps_of(const void *a, size_t len, char *out, size_t cap)
 static char *mapping_of_size(size_t len, const void *not)
 {
     static char buf[1 << 20];
-    size_t n = 0;
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    ssize_t r;
-    while (n < sizeof buf - 1 && (r = read(fd, buf + n, sizeof buf - 1 - n)) > 0)
-        n += (size_t)r;
-    close(fd);
-    buf[n] = 0;
+    read_text("/proc/self/maps", buf, sizeof buf);
     char *found = NULL;
     int count = 0;
     for (char *line = buf; *line;) {
@@ -325,19 +288,10 @@ static int unmapped(const void *a, size_t len)
 static long vm_size_kb(void)
 {
     char buf[8192];
-    long kb = -1;
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (!read_text("/proc/self/status", buf, sizeof buf))
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
     char *p = strstr(buf, "VmSize:");
-    if (p)
-        kb = strtol(p + 7, NULL, 10);
-    return kb;
+    return p ? strtol(p + 7, NULL, 10) : -1;
 }
 
 /* ---- cases: the child's side ------------------------------------------ */
@@ -383,6 +337,17 @@ static int mode_ok(unsigned m)
     return 1;
 }
 
+/* The cases that run once per mode: advances *i to the first of
+ * modes[*i..n) that can run here (mode_ok notes the others); 0 when none
+ * is left. */
+static int next_mode(const unsigned *modes, size_t n, size_t *i)
+{
+    for (; *i < n; ++*i)
+        if (mode_ok(modes[*i]))
+            return 1;
+    return 0;
+}
+
 static void note_stats(const char *label, const bm_compact_stats *st)
 {
     check_note("  %s: pages %zu faults %zu waits %zu by_mutators %zu moved %zu copied %zu "
@@ -400,14 +365,6 @@ static void check_stats(const char *label, const bm_compact_stats *st, size_t pa
     CHECKF(st->pages == pages, "%s: stats say %zu pages, the heap has %zu", label, st->pages, pages);
     CHECKF(st->by_collector + st->by_mutators == pages, "%s: %zu + %zu pages built of %zu", label,
            st->by_collector, st->by_mutators, pages);
-}
-
-static inline uint64_t xorshift(uint64_t *x)
-{
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    return *x;
 }
 
 /* A mutator: random live objects at their new addresses, reading the id
@@ -449,13 +406,10 @@ static void *mutate(void *arg)
                 sem_post(&g_kick); /* every page built: ask for signals directly */
         }
         size_t k = xorshift(&x) % m->h->nlive;
-        _Atomic uint64_t *o = (_Atomic uint64_t *)(m->h->mem + k * OBJ);
-        if (atomic_load_explicit(&o[0], memory_order_relaxed) != (uint64_t)m->h->live[k] + 1)
+        if (!heap_touch(m->h, k, m->write))
             m->wrong++;
-        if (m->write) {
-            atomic_fetch_add_explicit(&o[1], 1, memory_order_relaxed);
+        if (m->write)
             m->tally[k]++;
-        }
         atomic_store_explicit(&m->done, i + 1, memory_order_release);
         if (m->notify && i + 1 == m->notify_at)
             sem_post(m->notify);
@@ -477,9 +431,34 @@ static void mut_init(mut_t *m, heap_t *h, uint64_t seed, size_t ops, int write)
     m->tally = calloc(h->nlive, sizeof(uint32_t));
 }
 
+static void wait_sem(sem_t *s)
+{
+    while (sem_wait(s) != 0 && errno == EINTR)
+        ;
+}
+
+/* m posts *sem after START_AFTER ops: the caller starts the collector
+ * then, so that the mutator has faulted alone first. */
+static void notify_early(mut_t *m, sem_t *sem)
+{
+    sem_init(sem, 0, 0);
+    m->notify = sem;
+    m->notify_at = START_AFTER;
+}
+
+/* A writing mutator of 20000 ops on h, started (thread *t); it posts
+ * *early after START_AFTER ops. */
+static void start_mutator(mut_t *m, pthread_t *t, sem_t *early, heap_t *h, uint64_t seed)
+{
+    mut_init(m, h, seed, 20000, 1);
+    notify_early(m, early);
+    CHECK_EQ_INT(pthread_create(t, NULL, mutate, m), 0);
+}
+
 /* A compaction of h with `nmut` mutators (created after prepare), the
  * collector started, finish while they run. `after_prepare` runs in the
- * pause. Checks the heap and the stats. */
+ * pause. Checks the heap and the stats; the stats into *out if out (zero
+ * if prepare refused). */
 typedef struct {
     unsigned mode;
     int nmut;
@@ -493,6 +472,8 @@ static int compact_with_mutators(heap_t *h, const char *label, const sess_t *s, 
     bm_compact_options o = {s->mode, 1, 32, 0};
     bm_compact_stats st;
     memset(&st, 0, sizeof st);
+    if (out)
+        *out = st;
     errno = 0;
     bm_compaction *c = bm_compact_prepare(h->mem, h->pages * PAGE, produce, first_source, h, &o);
     if (!CHECKF(c != NULL, "%s: prepare: errno %d: %s", label, errno, bm_last_error()))
@@ -514,8 +495,7 @@ static int compact_with_mutators(heap_t *h, const char *label, const sess_t *s, 
     }
     /* The mutators fault alone for a while, then race the collector. */
     if (n > 0)
-        while (sem_wait(&started) != 0 && errno == EINTR)
-            ;
+        wait_sem(&started);
     CHECK_EQ_INT(bm_compact_start(c), 0);
     int rc = bm_compact_finish(c, &st);
     CHECKF(rc == 0, "%s: finish: %d: %s", label, rc, bm_last_error());
@@ -541,6 +521,16 @@ static int compact_with_mutators(heap_t *h, const char *label, const sess_t *s, 
     return bad == 0 && wrong == 0 && rc == 0;
 }
 
+/* compact_with_mutators in `mode` with the session most cases run: one
+ * mutator of 20000 ops, writing; labelled "<what> <MODE>". */
+static int compact_in_mode(heap_t *h, const char *what, unsigned mode, bm_compact_stats *out)
+{
+    char label[LABEL];
+    snprintf(label, sizeof label, "%s %s", what, mode_name(mode));
+    sess_t s = {mode, 1, 20000, 1, NULL};
+    return compact_with_mutators(h, label, &s, out);
+}
+
 /* 1. mlockall(MCL_CURRENT | MCL_FUTURE) before prepare. */
 static void case_mlockall(void)
 {
@@ -550,17 +540,11 @@ static void case_mlockall(void)
         skip_case("mlockall: %s", strerror(errno));
         return;
     }
-    for (size_t i = 0; i < 3; i++) {
-        unsigned mode = all_modes[i];
-        if (!mode_ok(mode))
-            continue;
+    for (size_t i = 0; next_mode(all_modes, 3, &i); i++) {
         heap_t h;
         if (!CHECK(heap_new(&h, 2048, 64)))
             return;
-        char label[64];
-        snprintf(label, sizeof label, "mlockall %s", mode_name(mode));
-        sess_t s = {mode, 1, 20000, 1, NULL};
-        compact_with_mutators(&h, label, &s, NULL);
+        compact_in_mode(&h, "mlockall", all_modes[i], NULL);
         heap_free(&h);
     }
 }
@@ -589,21 +573,6 @@ static void *signaller(void *arg)
     return NULL;
 }
 
-static void wait_sem(sem_t *s)
-{
-    while (sem_wait(s) != 0 && errno == EINTR)
-        ;
-}
-
-/* m posts *sem after START_AFTER ops: the caller starts the collector
- * then, so that the mutator has faulted alone first. */
-static void notify_early(mut_t *m, sem_t *sem)
-{
-    sem_init(sem, 0, 0);
-    m->notify = sem;
-    m->notify_at = START_AFTER;
-}
-
 static void block_signals(void)
 {
     sigset_t s;
@@ -611,6 +580,54 @@ static void block_signals(void)
     sigaddset(&s, SIGUSR1);
     sigaddset(&s, SIGALRM);
     pthread_sigmask(SIG_BLOCK, &s, NULL);
+}
+
+/* Cases 2 and 4: `handler` for sig, which this thread blocks (the
+ * mutator unblocks it); a page served on a signalled thread asks for sig. */
+static void signal_on_kick(int sig, void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    CHECK_EQ_INT(sigaction(sig, &sa, NULL), 0);
+    block_signals();
+    sem_init(&g_kick, 0, 0);
+    g_kick_sig = sig;
+}
+
+/* Cases 2 to 4: h laid out again with a slow producer, the kick counts
+ * zeroed, and prepared in `mode` (batch 16), labelled "<what> <MODE>"
+ * into label (LABEL bytes); NULL (a failure) if refused. */
+static bm_compaction *prepare_slow(heap_t *h, const char *what, unsigned mode, char *label)
+{
+    snprintf(label, LABEL, "%s %s", what, mode_name(mode));
+    heap_reset(h);
+    h->spin_ns = SLOW_NS;
+    atomic_store(&g_kicks, 0);
+    atomic_store(&g_arrived_in_serve, 0);
+    bm_compact_options o = {mode, 1, 16, 0};
+    bm_compaction *c = bm_compact_prepare(h->mem, h->pages * PAGE, produce, first_source, h, &o);
+    CHECKF(c != NULL, "%s: prepare: %s", label, bm_last_error());
+    return c;
+}
+
+/* Starts the collector and finishes the session, the stats into *st. */
+static void start_and_finish(bm_compaction *c, const char *label, bm_compact_stats *st)
+{
+    CHECK_EQ_INT(bm_compact_start(c), 0);
+    memset(st, 0, sizeof *st);
+    int rc = bm_compact_finish(c, st);
+    CHECKF(rc == 0, "%s: finish: %s", label, bm_last_error());
+}
+
+/* Cases 2 to 4, after finish: the producer at full speed again, the heap
+ * checked (verify_heap's counts and counters). */
+static void verify_slow(heap_t *h, const char *label, const uint32_t *counts, int counters)
+{
+    h->spin_ns = 0;
+    size_t bad = verify_heap(h, counts, counters, h->pages * PAGE);
+    CHECKF(bad == 0, "%s: %zu objects wrong", label, bad);
 }
 
 /* 2. A SIGUSR1 handler that reads heap objects, sent continuously to a
@@ -624,12 +641,9 @@ static void usr1_handler(int sig)
     (void)sig;
     int saved = errno;
     uint64_t x = atomic_fetch_add(&g_usr1_seed, GOLDEN) | 1;
-    for (int j = 0; j < 8; j++) {
-        size_t k = xorshift(&x) % g_h->nlive;
-        _Atomic uint64_t *o = (_Atomic uint64_t *)(g_h->mem + k * OBJ);
-        if (atomic_load_explicit(&o[0], memory_order_relaxed) != (uint64_t)g_h->live[k] + 1)
+    for (int j = 0; j < 8; j++)
+        if (!heap_touch(g_h, xorshift(&x) % g_h->nlive, 0))
             atomic_fetch_add(&g_usr1_wrong, 1);
-    }
     atomic_fetch_add(&g_usr1_runs, 1);
     errno = saved;
 }
@@ -638,29 +652,15 @@ static void case_signal_handler_reads_heap(void)
 {
     if (!need_sessions())
         return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = usr1_handler;
-    sigemptyset(&sa.sa_mask);
-    CHECK_EQ_INT(sigaction(SIGUSR1, &sa, NULL), 0);
-    block_signals();
-    sem_init(&g_kick, 0, 0);
-    g_kick_sig = SIGUSR1;
+    signal_on_kick(SIGUSR1, usr1_handler);
     heap_t h;
     if (!CHECK(heap_new(&h, 4096, 64)))
         return;
     g_h = &h;
-    for (size_t i = 0; i < 3; i++) {
-        unsigned mode = all_modes[i];
-        if (!mode_ok(mode))
-            continue;
-        char label[64];
-        snprintf(label, sizeof label, "SIGUSR1 reader %s", mode_name(mode));
-        heap_init(&h, h.mem, h.pages, h.dense);
-        h.spin_ns = SLOW_NS;
-        bm_compact_options o = {mode, 1, 16, 0};
-        bm_compaction *c = bm_compact_prepare(h.mem, h.pages * PAGE, produce, first_source, &h, &o);
-        if (!CHECKF(c != NULL, "%s: prepare: %s", label, bm_last_error()))
+    for (size_t i = 0; next_mode(all_modes, 3, &i); i++) {
+        char label[LABEL];
+        bm_compaction *c = prepare_slow(&h, "SIGUSR1 reader", all_modes[i], label);
+        if (!c)
             break;
         unsigned long runs0 = atomic_load(&g_usr1_runs);
         mut_t m;
@@ -673,8 +673,6 @@ static void case_signal_handler_reads_heap(void)
         m.notify = &half;
         m.notify_at = m.ops / 2;
         m.signalled = 1;
-        atomic_store(&g_kicks, 0);
-        atomic_store(&g_arrived_in_serve, 0);
         pthread_t mt, st_th;
         CHECK_EQ_INT(pthread_create(&mt, NULL, mutate, &m), 0);
         signaller_t sg = {mt, SIGUSR1, &m.finished, 0};
@@ -682,11 +680,8 @@ static void case_signal_handler_reads_heap(void)
         /* The mutator faults (nearly) every live page itself, under the signals. */
         wait_sem(&half);
         unsigned long early = atomic_load(&g_usr1_runs) - runs0;
-        CHECK_EQ_INT(bm_compact_start(c), 0);
         bm_compact_stats st;
-        memset(&st, 0, sizeof st);
-        int rc = bm_compact_finish(c, &st); /* the mutator and the signals go on */
-        CHECKF(rc == 0, "%s: finish: %s", label, bm_last_error());
+        start_and_finish(c, label, &st); /* the mutator and the signals go on */
         pthread_join(st_th, NULL);
         pthread_join(mt, NULL);
         unsigned long runs = atomic_load(&g_usr1_runs) - runs0;
@@ -701,9 +696,7 @@ static void case_signal_handler_reads_heap(void)
         CHECKF(atomic_load(&g_usr1_wrong) == 0, "%s: the handler read %lu wrong ids", label,
                atomic_load(&g_usr1_wrong));
         CHECKF(m.wrong == 0, "%s: the mutator read %zu wrong ids", label, m.wrong);
-        h.spin_ns = 0;
-        size_t bad = verify_heap(&h, m.tally, 1, h.pages * PAGE);
-        CHECKF(bad == 0, "%s: %zu objects wrong", label, bad);
+        verify_slow(&h, label, m.tally, 1);
         check_stats(label, &st, h.pages);
         free(m.tally);
     }
@@ -748,21 +741,12 @@ static void case_async_cancel(void)
         return;
     sem_init(&g_kick, 0, 0);
     g_kick_sig = GLIBC_SIGCANCEL;
-    for (size_t i = 0; i < 3; i++) {
-        unsigned mode = all_modes[i];
-        if (!mode_ok(mode))
-            continue;
-        char label[64];
-        snprintf(label, sizeof label, "async cancel %s", mode_name(mode));
-        heap_init(&h, h.mem, h.pages, h.dense);
-        h.spin_ns = SLOW_NS;
+    for (size_t i = 0; next_mode(all_modes, 3, &i); i++) {
         atomic_store(&g_cancel_ops, 0);
         atomic_store(&g_cancel_wrong, 0);
-        atomic_store(&g_kicks, 0);
-        atomic_store(&g_arrived_in_serve, 0);
-        bm_compact_options o = {mode, 1, 16, 0};
-        bm_compaction *c = bm_compact_prepare(h.mem, h.pages * PAGE, produce, first_source, &h, &o);
-        if (!CHECKF(c != NULL, "%s: prepare: %s", label, bm_last_error()))
+        char label[LABEL];
+        bm_compaction *c = prepare_slow(&h, "async cancel", all_modes[i], label);
+        if (!c)
             break;
         int cancelled = 0;
         for (int r = 0; r < CANCELS; r++) {
@@ -780,18 +764,13 @@ static void case_async_cancel(void)
         }
         CHECKF(cancelled == CANCELS, "%s: %d of %d mutators cancelled", label, cancelled, CANCELS);
         size_t ops = atomic_load(&g_cancel_ops);
-        CHECK_EQ_INT(bm_compact_start(c), 0);
         bm_compact_stats st;
-        memset(&st, 0, sizeof st);
-        int rc = bm_compact_finish(c, &st);
-        CHECKF(rc == 0, "%s: finish: %s", label, bm_last_error());
+        start_and_finish(c, label, &st);
         check_note("  %s: %d mutators cancelled (%lu cancellations seen arriving while a page was "
                    "served), %zu ops in all",
                    label, cancelled, atomic_load(&g_arrived_in_serve), ops);
         note_stats(label, &st);
-        h.spin_ns = 0;
-        size_t bad = verify_heap(&h, NULL, 0, h.pages * PAGE);
-        CHECKF(bad == 0, "%s: %zu objects wrong", label, bad);
+        verify_slow(&h, label, NULL, 0);
         uint64_t sum = 0;
         for (size_t k = 0; k < h.nlive; k++)
             sum += ((const uint64_t *)(h.mem + k * OBJ))[1];
@@ -834,9 +813,7 @@ static __attribute__((noinline)) void touch_objects(void)
 {
     uint64_t x = atomic_fetch_add(&g_round_seed, GOLDEN) | 1;
     for (int j = 0; j < 256; j++) {
-        size_t k = xorshift(&x) % g_h->nlive;
-        _Atomic uint64_t *o = (_Atomic uint64_t *)(g_h->mem + k * OBJ);
-        if (atomic_load_explicit(&o[0], memory_order_relaxed) != (uint64_t)g_h->live[k] + 1)
+        if (!heap_touch(g_h, xorshift(&x) % g_h->nlive, 0))
             atomic_fetch_add(&g_touch_wrong, 1);
         atomic_fetch_add(&g_touch_ops, 1);
     }
@@ -884,27 +861,13 @@ static void case_siglongjmp_timeouts(void)
 {
     if (!need_sessions())
         return;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = alrm_handler;
-    sigemptyset(&sa.sa_mask);
-    CHECK_EQ_INT(sigaction(SIGALRM, &sa, NULL), 0);
-    block_signals();
-    sem_init(&g_kick, 0, 0);
-    g_kick_sig = SIGALRM;
+    signal_on_kick(SIGALRM, alrm_handler);
     sem_init(&g_touch_half, 0, 0);
     heap_t h;
     if (!CHECK(heap_new(&h, 4096, 64)))
         return;
     g_h = &h;
-    for (size_t i = 0; i < 3; i++) {
-        unsigned mode = all_modes[i];
-        if (!mode_ok(mode))
-            continue;
-        char label[64];
-        snprintf(label, sizeof label, "siglongjmp %s", mode_name(mode));
-        heap_init(&h, h.mem, h.pages, h.dense);
-        h.spin_ns = SLOW_NS;
+    for (size_t i = 0; next_mode(all_modes, 3, &i); i++) {
         atomic_store(&g_alrm_runs, 0);
         atomic_store(&g_alrm_missed, 0);
         atomic_store(&g_timeouts, 0);
@@ -912,12 +875,10 @@ static void case_siglongjmp_timeouts(void)
         atomic_store(&g_touch_ops, 0);
         atomic_store(&g_touch_wrong, 0);
         atomic_store(&g_touch_finished, 0);
-        atomic_store(&g_kicks, 0);
-        atomic_store(&g_arrived_in_serve, 0);
         g_touch_target = 100000;
-        bm_compact_options o = {mode, 1, 16, 0};
-        bm_compaction *c = bm_compact_prepare(h.mem, h.pages * PAGE, produce, first_source, &h, &o);
-        if (!CHECKF(c != NULL, "%s: prepare: %s", label, bm_last_error()))
+        char label[LABEL];
+        bm_compaction *c = prepare_slow(&h, "siglongjmp", all_modes[i], label);
+        if (!c)
             break;
         pthread_t mt, st_th;
         CHECK_EQ_INT(pthread_create(&mt, NULL, timeout_mutator, NULL), 0);
@@ -925,11 +886,8 @@ static void case_siglongjmp_timeouts(void)
         CHECK_EQ_INT(pthread_create(&st_th, NULL, signaller, &sg), 0);
         wait_sem(&g_touch_half);
         unsigned long early = atomic_load(&g_timeouts);
-        CHECK_EQ_INT(bm_compact_start(c), 0);
         bm_compact_stats st;
-        memset(&st, 0, sizeof st);
-        int rc = bm_compact_finish(c, &st);
-        CHECKF(rc == 0, "%s: finish: %s", label, bm_last_error());
+        start_and_finish(c, label, &st);
         pthread_join(st_th, NULL);
         pthread_join(mt, NULL);
         check_note("  %s: %lu pages served on the mutator, %lu signals arrived while one was "
@@ -941,9 +899,7 @@ static void case_siglongjmp_timeouts(void)
         note_stats(label, &st);
         CHECKF(atomic_load(&g_touch_wrong) == 0, "%s: %zu wrong ids read", label,
                atomic_load(&g_touch_wrong));
-        h.spin_ns = 0;
-        size_t bad = verify_heap(&h, NULL, 1, h.pages * PAGE); /* read only: counters 0 */
-        CHECKF(bad == 0, "%s: %zu objects wrong", label, bad);
+        verify_slow(&h, label, NULL, 1); /* read only: counters 0 */
         check_stats(label, &st, h.pages);
     }
     heap_free(&h);
@@ -1019,8 +975,7 @@ static void case_refusals(void)
         char *m = mmap(NULL, (N + 16) * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         CHECK(m != MAP_FAILED);
         CHECK_EQ_INT(munmap(m + N * PAGE, 16 * PAGE), 0);
-        memset(&h, 0, sizeof h);
-        heap_init(&h, m, N, 64);
+        heap_at(&h, m, N, 64);
         CHECK(unmapped(m + N * PAGE, 16 * PAGE));
         refusal_t b = {"(b) runs past", m, (N + 16) * PAGE, "nothing is mapped", "runs past"};
         for (int stw = !sess; stw < 2; stw++) {
@@ -1067,9 +1022,7 @@ static void case_several_mappings(void)
         return;
     const unsigned modes[] = {BM_COMPACT_AUTO, BM_COMPACT_MOVE, BM_COMPACT_COPY};
     const size_t N = 2048, third = 1024;
-    for (size_t i = 0; i < 3; i++) {
-        if (!mode_ok(modes[i]))
-            continue;
+    for (size_t i = 0; next_mode(modes, 3, &i); i++) {
         heap_t h;
         if (!CHECK(heap_new(&h, N, 64)))
             return;
@@ -1080,14 +1033,61 @@ static void case_several_mappings(void)
         size_t pieces = 0;
         for (const char *q = maps; (q = strchr(q, '\n')) != NULL; q++)
             pieces++;
-        char label[80];
-        snprintf(label, sizeof label, "several mappings (%zu%s) %s", pieces,
-                 locked ? ", one mlocked" : ", mlock refused", mode_name(modes[i]));
-        CHECKF(pieces >= 2, "%s: the heap is one mapping:\n%s", label, maps);
-        sess_t s = {modes[i], 1, 20000, 1, NULL};
-        compact_with_mutators(&h, label, &s, NULL);
+        char what[LABEL];
+        snprintf(what, sizeof what, "several mappings (%zu%s)", pieces,
+                 locked ? ", one mlocked" : ", mlock refused");
+        CHECKF(pieces >= 2, "%s %s: the heap is one mapping:\n%s", what, mode_name(modes[i]), maps);
+        compact_in_mode(&h, what, modes[i], NULL);
         heap_free(&h);
     }
+}
+
+/* Cases 6 and 15: two heaps, 2048 pages (64 dense) and 3072 (none), each
+ * with a writing mutator of 20000 ops. */
+typedef struct {
+    heap_t h1, h2;
+    mut_t m1, m2;
+    sem_t e1, e2;
+    pthread_t t1, t2;
+} pair_t;
+
+static void pair_new(pair_t *p)
+{
+    CHECK(heap_new(&p->h1, 2048, 64));
+    CHECK(heap_new(&p->h2, 3072, 0));
+}
+
+/* The mutators started (seeds seed and seed + 1); returns once both have
+ * faulted alone for START_AFTER ops: the caller starts the collector. */
+static void pair_start(pair_t *p, uint64_t seed)
+{
+    start_mutator(&p->m1, &p->t1, &p->e1, &p->h1, seed);
+    start_mutator(&p->m2, &p->t2, &p->e2, &p->h2, seed + 1);
+    wait_sem(&p->e1);
+    wait_sem(&p->e2);
+}
+
+static void pair_join(pair_t *p)
+{
+    pthread_join(p->t1, NULL);
+    pthread_join(p->t2, NULL);
+}
+
+/* After finish: no wrong id read, both heaps compacted with every
+ * increment ("<what> 1 wrong" if not). */
+static void pair_verify(const pair_t *p, const char *what)
+{
+    CHECK_EQ_SIZE(p->m1.wrong + p->m2.wrong, 0);
+    CHECKF(verify_heap(&p->h1, p->m1.tally, 1, p->h1.pages * PAGE) == 0, "%s 1 wrong", what);
+    CHECKF(verify_heap(&p->h2, p->m2.tally, 1, p->h2.pages * PAGE) == 0, "%s 2 wrong", what);
+}
+
+static void pair_free(pair_t *p)
+{
+    free(p->m1.tally);
+    free(p->m2.tally);
+    heap_free(&p->h1);
+    heap_free(&p->h2);
 }
 
 /* 6. A second session overlapping a live one is refused; two disjoint
@@ -1098,21 +1098,18 @@ static void case_overlapping_sessions(void)
         return;
     const size_t N = 2048, EXTRA = 1024;
     heap_t h;
-    memset(&h, 0, sizeof h);
     char *m = mmap(NULL, (N + EXTRA) * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (!CHECK(m != MAP_FAILED))
         return;
-    heap_init(&h, m, N, 64);
+    heap_at(&h, m, N, 64);
     memset(m + N * PAGE, 0x5A, EXTRA * PAGE);
     bm_compaction *a = bm_compact_prepare(m, N * PAGE, produce, first_source, &h, NULL);
     if (!CHECKF(a != NULL, "prepare A: %s", bm_last_error()))
         return;
     mut_t mu;
     sem_t early;
-    mut_init(&mu, &h, 99, 20000, 1);
-    notify_early(&mu, &early);
     pthread_t mt;
-    CHECK_EQ_INT(pthread_create(&mt, NULL, mutate, &mu), 0);
+    start_mutator(&mu, &mt, &early, &h, 99);
     struct {
         const char *what;
         char *at;
@@ -1187,27 +1184,16 @@ static void case_overlapping_sessions(void)
     }
 
     /* Two disjoint heaps in two live sessions. */
-    heap_t h1, h2;
-    CHECK(heap_new(&h1, 2048, 64));
-    CHECK(heap_new(&h2, 3072, 0));
-    bm_compaction *c1 = bm_compact_prepare(h1.mem, h1.pages * PAGE, produce, first_source, &h1, NULL);
+    pair_t p;
+    pair_new(&p);
+    bm_compaction *c1 = bm_compact_prepare(p.h1.mem, p.h1.pages * PAGE, produce, first_source, &p.h1, NULL);
     bm_compact_options o2 = {BM_COMPACT_COPY, 2, 8, 0};
-    bm_compaction *c2 = bm_compact_prepare(h2.mem, h2.pages * PAGE, produce, first_source, &h2, &o2);
+    bm_compaction *c2 = bm_compact_prepare(p.h2.mem, p.h2.pages * PAGE, produce, first_source, &p.h2, &o2);
     CHECKF(c1 != NULL, "session 1: %s", bm_last_error());
     CHECKF(c2 != NULL, "session 2: %s", bm_last_error());
     if (!c1 || !c2)
         return;
-    mut_t m1, m2;
-    sem_t e1, e2;
-    mut_init(&m1, &h1, 3, 20000, 1);
-    mut_init(&m2, &h2, 4, 20000, 1);
-    notify_early(&m1, &e1);
-    notify_early(&m2, &e2);
-    pthread_t t1, t2;
-    CHECK_EQ_INT(pthread_create(&t1, NULL, mutate, &m1), 0);
-    CHECK_EQ_INT(pthread_create(&t2, NULL, mutate, &m2), 0);
-    wait_sem(&e1);
-    wait_sem(&e2);
+    pair_start(&p, 3);
     CHECK_EQ_INT(bm_compact_start(c1), 0);
     CHECK_EQ_INT(bm_compact_start(c2), 0);
     bm_compact_stats s1, s2;
@@ -1215,20 +1201,28 @@ static void case_overlapping_sessions(void)
     memset(&s2, 0, sizeof s2);
     CHECKF(bm_compact_finish(c2, &s2) == 0, "finish 2: %s", bm_last_error());
     CHECKF(bm_compact_finish(c1, &s1) == 0, "finish 1: %s", bm_last_error());
-    pthread_join(t1, NULL);
-    pthread_join(t2, NULL);
+    pair_join(&p);
     note_stats("disjoint session 1", &s1);
     note_stats("disjoint session 2", &s2);
     CHECK(s1.faults > 0 && s2.faults > 0);
-    CHECK_EQ_SIZE(m1.wrong + m2.wrong, 0);
-    CHECKF(verify_heap(&h1, m1.tally, 1, h1.pages * PAGE) == 0, "disjoint heap 1 wrong");
-    CHECKF(verify_heap(&h2, m2.tally, 1, h2.pages * PAGE) == 0, "disjoint heap 2 wrong");
-    check_stats("disjoint 1", &s1, h1.pages);
-    check_stats("disjoint 2", &s2, h2.pages);
-    free(m1.tally);
-    free(m2.tally);
-    heap_free(&h1);
-    heap_free(&h2);
+    pair_verify(&p, "disjoint heap");
+    check_stats("disjoint 1", &s1, p.h1.pages);
+    check_stats("disjoint 2", &s2, p.h2.pages);
+    pair_free(&p);
+}
+
+/* Cases 7 and 8: the heap laid out in m (pages pages, 64 dense; m is
+ * unmapped after) and compacted in `mode` by one writing mutator; no page
+ * may be moved out of it, `memory` (the header: such memory is copied). */
+static void compact_unmovable(char *m, size_t pages, const char *what, unsigned mode, const char *memory)
+{
+    heap_t h;
+    heap_at(&h, m, pages, 64);
+    bm_compact_stats st;
+    compact_in_mode(&h, what, mode, &st);
+    CHECKF(st.moved == 0, "%s %s: %zu pages moved out of %s (the header: copied)", what,
+           mode_name(mode), st.moved, memory);
+    heap_free(&h);
 }
 
 /* 7. A MAP_SHARED memfd heap. */
@@ -1237,10 +1231,7 @@ static void case_memfd(void)
     if (!need_sessions())
         return;
     const size_t N = 2048;
-    for (size_t i = 0; i < 3; i++) {
-        unsigned mode = all_modes[i];
-        if (!mode_ok(mode))
-            continue;
+    for (size_t i = 0; next_mode(all_modes, 3, &i); i++) {
         int fd = memfd_create("bulkmem-hostile-heap", MFD_CLOEXEC);
         if (fd < 0) {
             skip_case("memfd_create: %s", strerror(errno));
@@ -1251,18 +1242,7 @@ static void case_memfd(void)
         close(fd);
         if (!CHECK(m != MAP_FAILED))
             return;
-        heap_t h;
-        memset(&h, 0, sizeof h);
-        heap_init(&h, m, N, 64);
-        char label[64];
-        snprintf(label, sizeof label, "memfd MAP_SHARED %s", mode_name(mode));
-        sess_t s = {mode, 1, 20000, 1, NULL};
-        bm_compact_stats st;
-        memset(&st, 0, sizeof st);
-        compact_with_mutators(&h, label, &s, &st);
-        CHECKF(st.moved == 0, "%s: %zu pages moved out of a shared mapping (the header: copied)",
-               label, st.moved);
-        heap_free(&h);
+        compact_unmovable(m, N, "memfd MAP_SHARED", all_modes[i], "a shared mapping");
     }
 }
 
@@ -1272,27 +1252,13 @@ static void case_hugetlb(void)
     if (!need_sessions())
         return;
     const size_t LEN = 8 << 20;
-    for (size_t i = 0; i < 3; i++) {
-        unsigned mode = all_modes[i];
-        if (!mode_ok(mode))
-            continue;
+    for (size_t i = 0; next_mode(all_modes, 3, &i); i++) {
         char *m = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
         if (m == MAP_FAILED) {
             skip_case("mmap(MAP_HUGETLB, 8 MiB): %s (no huge pages reserved)", strerror(errno));
             return;
         }
-        heap_t h;
-        memset(&h, 0, sizeof h);
-        heap_init(&h, m, LEN / PAGE, 64);
-        char label[64];
-        snprintf(label, sizeof label, "hugetlb %s", mode_name(mode));
-        sess_t s = {mode, 1, 20000, 1, NULL};
-        bm_compact_stats st;
-        memset(&st, 0, sizeof st);
-        compact_with_mutators(&h, label, &s, &st);
-        CHECKF(st.moved == 0, "%s: %zu pages moved out of hugetlb memory (the header: copied)",
-               label, st.moved);
-        heap_free(&h);
+        compact_unmovable(m, LEN / PAGE, "hugetlb", all_modes[i], "hugetlb memory");
     }
 }
 
@@ -1302,9 +1268,7 @@ static void case_mlock(void)
     if (!need_sessions())
         return;
     const unsigned modes[] = {BM_COMPACT_AUTO, BM_COMPACT_MOVE};
-    for (size_t i = 0; i < 2; i++) {
-        if (!mode_ok(modes[i]))
-            continue;
+    for (size_t i = 0; next_mode(modes, 2, &i); i++) {
         heap_t h;
         if (!CHECK(heap_new(&h, 2048, 64)))
             return;
@@ -1313,10 +1277,7 @@ static void case_mlock(void)
             heap_free(&h);
             return;
         }
-        char label[64];
-        snprintf(label, sizeof label, "mlock %s", mode_name(modes[i]));
-        sess_t s = {modes[i], 1, 20000, 1, NULL};
-        compact_with_mutators(&h, label, &s, NULL);
+        compact_in_mode(&h, "mlock", modes[i], NULL);
         heap_free(&h);
     }
 }
@@ -1332,13 +1293,11 @@ static void case_read_only_during_session(void)
     if (!need_sessions())
         return;
     const unsigned modes[] = {BM_COMPACT_AUTO, BM_COMPACT_MOVE, BM_COMPACT_COPY};
-    for (size_t i = 0; i < 3; i++) {
-        if (!mode_ok(modes[i]))
-            continue;
+    for (size_t i = 0; next_mode(modes, 3, &i); i++) {
         heap_t h;
         if (!CHECK(heap_new(&h, 2048, 64)))
             return;
-        char label[64];
+        char label[LABEL];
         snprintf(label, sizeof label, "read-only in session %s", mode_name(modes[i]));
         sess_t s = {modes[i], 1, 20000, 0, make_read_only};
         compact_with_mutators(&h, label, &s, NULL);
@@ -1496,12 +1455,11 @@ static void case_rlimit_as(void)
     CHECK_EQ_INT(setrlimit(RLIMIT_AS, &lim), 0);
     sess_t s = {BM_COMPACT_AUTO, 1, 20000, 1, NULL};
     bm_compact_stats st;
-    memset(&st, 0, sizeof st);
     compact_with_mutators(&h, "RLIMIT_AS VmSize + heap + 64 MiB", &s, &st);
     check_note("  pause %.0f us under the tight limit", st.pause_us);
     /* With the limit lifted, the same heap compacts again. */
     CHECK_EQ_INT(setrlimit(RLIMIT_AS, &old), 0);
-    heap_init(&h, h.mem, h.pages, h.dense);
+    heap_reset(&h);
     compact_with_mutators(&h, "RLIMIT_AS lifted", &s, NULL);
     heap_free(&h);
 }
@@ -1666,7 +1624,7 @@ static void case_one_page_race(void)
         unsigned mode = all_modes[s % 3];
         if (mode == BM_COMPACT_MOVE && g_support != 1)
             mode = BM_COMPACT_AUTO;
-        heap_init(h, h->mem, h->pages, h->dense);
+        heap_reset(h);
         g_race_target = ((size_t)s * 997 + 5) % h->nlive;
         bm_compact_options o = {mode, 1, 32, 0};
         bm_compaction *c = bm_compact_prepare(h->mem, h->pages * PAGE, produce, first_source, h, &o);
@@ -1718,45 +1676,28 @@ static void case_spaces(void)
 {
     if (!need_sessions())
         return;
-    heap_t h1, h2;
-    CHECK(heap_new(&h1, 2048, 64));
-    CHECK(heap_new(&h2, 3072, 0));
-    h1.spin_ns = SLOW_NS / 3;
+    pair_t p;
+    pair_new(&p);
+    p.h1.spin_ns = SLOW_NS / 3;
     bm_compact_space sp[2] = {
-        {h1.mem, h1.pages * PAGE, produce, first_source, last_source, &h1},
-        {h2.mem, h2.pages * PAGE, produce, first_source, last_source, &h2},
+        {p.h1.mem, p.h1.pages * PAGE, produce, first_source, last_source, &p.h1},
+        {p.h2.mem, p.h2.pages * PAGE, produce, first_source, last_source, &p.h2},
     };
     bm_compaction *c = bm_compact_prepare_spaces(sp, 2, NULL);
     if (!CHECKF(c != NULL, "prepare_spaces: %s", bm_last_error()))
         return;
-    mut_t m1, m2;
-    sem_t e1, e2;
-    mut_init(&m1, &h1, 5, 20000, 1);
-    mut_init(&m2, &h2, 6, 20000, 1);
-    notify_early(&m1, &e1);
-    notify_early(&m2, &e2);
-    pthread_t t1, t2;
-    CHECK_EQ_INT(pthread_create(&t1, NULL, mutate, &m1), 0);
-    CHECK_EQ_INT(pthread_create(&t2, NULL, mutate, &m2), 0);
-    wait_sem(&e1);
-    wait_sem(&e2);
+    pair_start(&p, 5);
     CHECK_EQ_INT(bm_compact_start(c), 0);
     bm_compact_stats st;
     memset(&st, 0, sizeof st);
     CHECKF(bm_compact_finish(c, &st) == 0, "finish: %s", bm_last_error());
-    pthread_join(t1, NULL);
-    pthread_join(t2, NULL);
+    pair_join(&p);
     note_stats("two spaces", &st);
     CHECK(st.faults > 0);
-    CHECK_EQ_SIZE(m1.wrong + m2.wrong, 0);
-    h1.spin_ns = 0;
-    CHECKF(verify_heap(&h1, m1.tally, 1, h1.pages * PAGE) == 0, "space 1 wrong");
-    CHECKF(verify_heap(&h2, m2.tally, 1, h2.pages * PAGE) == 0, "space 2 wrong");
-    check_stats("two spaces", &st, h1.pages + h2.pages);
-    free(m1.tally);
-    free(m2.tally);
-    heap_free(&h1);
-    heap_free(&h2);
+    p.h1.spin_ns = 0;
+    pair_verify(&p, "space");
+    check_stats("two spaces", &st, p.h1.pages + p.h2.pages);
+    pair_free(&p);
 
     /* A PROT_NONE second space: refused, the first untouched. */
     heap_t h3, h4;
@@ -1945,15 +1886,7 @@ static void probe_support(void)
 static long read_long(const char *path)
 {
     char buf[64];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    return strtol(buf, NULL, 10);
+    return read_text(path, buf, sizeof buf) ? strtol(buf, NULL, 10) : -1;
 }
 
 static int write_long(const char *path, long v)

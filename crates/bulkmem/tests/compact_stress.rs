@@ -163,9 +163,9 @@ fn several_spaces_compact_in_one_pause_and_a_refused_one_leaves_all_untouched() 
         Space::new(ma.as_mut_ptr(), ma.len(), ha.clone()),
         Space::new(mb.as_mut_ptr(), mb.len(), hb.clone()),
     ];
+    let opts = Options::default().workers(2);
     // SAFETY: as above.
-    let mut s =
-        unsafe { Compaction::prepare_spaces(spaces, Options::default().workers(2)) }.unwrap();
+    let mut s = unsafe { Compaction::prepare_spaces(spaces, opts) }.unwrap();
     let (mut sa, mut sb) = (None, None);
     let expect_b = mutate(&hb, mb.as_mut_ptr() as usize, 1, 3000, || {
         sa = Some(mutate(&ha, ma.as_mut_ptr() as usize, 1, 3000, || {
@@ -190,10 +190,9 @@ fn allocation_buffers_made_present_take_no_fault_per_page() {
     let pages = 16384;
     let h = Arc::new(SlideHeap::new(pages, 0, 16));
     let m = heap(pages, &h);
+    let (at, len, opts) = (m.as_mut_ptr(), m.len(), Options::default());
     // SAFETY: no thread touches the heap until prepare returns.
-    let mut s =
-        unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
-            .unwrap();
+    let mut s = unsafe { Compaction::prepare(at, len, h.clone(), opts) }.unwrap();
     let free = h.live.len().div_ceil(PER_PAGE);
     let buffers = (free.next_multiple_of(512)..pages).step_by(512);
     let allocated = buffers.len() * 512 * PAGE;
@@ -293,9 +292,9 @@ fn pinned_from_space_pages_are_copied_not_moved() {
             return;
         };
         let opts = Options::default().mode(mode);
+        let (at, len) = (m.as_mut_ptr(), m.len());
         // SAFETY: no thread touches the heap until prepare returns.
-        let mut s =
-            unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
+        let mut s = unsafe { Compaction::prepare(at, len, h.clone(), opts) }.unwrap();
         let mut stats = None;
         let expect = mutate(&h, m.as_mut_ptr() as usize, 1, 2000, || {
             s.start().unwrap();

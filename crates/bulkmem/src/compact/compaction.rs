@@ -411,9 +411,10 @@ unsafe fn flip_one(
         }));
     }
     let fd_raw = std::os::fd::AsRawFd::as_raw_fd(&**fd);
+    let huge = opts.huge_pages;
     // SAFETY: the caller's pause.
-    let (from, ioctls) =
-        unsafe { setup::flip(base, len, &pieces, fd_raw, opts.huge_pages) }.map_err(cancel)?;
+    let flipped = unsafe { setup::flip(base, len, &pieces, fd_raw, huge) };
+    let (from, ioctls) = flipped.map_err(cancel)?;
     registry::set_from(slot, from, len);
     let undo = |e: Error| {
         setup::unregister(fd_raw, base, len);

@@ -35,18 +35,49 @@ pub(crate) struct Pages {
 /// waiters use slot `p % WAIT_SLOTS`, so a page costs no word of its own.
 const WAIT_SLOTS: usize = 64;
 
-/// One wait slot, on a cache line of its own.
+/// A futex word threads wait on for another thread's step, on a cache
+/// line of its own; the protocol is [`Pages::set`]'s.
 #[repr(align(64))]
-struct Waiters {
+pub(crate) struct Waiters {
     /// Bumped by an owner that publishes a step while someone sleeps here.
     seq: AtomicU32,
     /// Threads between announcing themselves and leaving.
     sleepers: AtomicU32,
 }
 
-/// Spins before sleeping: a page is built and mapped in a few
+impl Waiters {
+    pub const fn new() -> Waiters {
+        Waiters {
+            seq: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+        }
+    }
+
+    /// After a step was published with a sequentially consistent store:
+    /// wakes whoever sleeps here (one load when nobody does).
+    pub fn wake(&self) {
+        if self.sleepers.load(Ordering::SeqCst) != 0 {
+            self.seq.fetch_add(1, Ordering::SeqCst);
+            crate::latch::wake_all(&self.seq);
+        }
+    }
+
+    /// Sleeps once, unless `busy` (a sequentially consistent read of the
+    /// state waited on) says the step came meanwhile; returns on a wake,
+    /// a spurious return or after [`NAP`]. The caller loops.
+    pub fn sleep_while(&self, busy: impl Fn() -> bool) {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        let seq = self.seq.load(Ordering::SeqCst);
+        if busy() {
+            crate::latch::futex_for(&self.seq, seq, Some(NAP));
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Spins before sleeping (pages and buffers alike): a page is built and mapped in a few
 /// microseconds, and a sleep costs its owner a wake-up system call.
-const SPINS: u32 = 64;
+pub(crate) const SPINS: u32 = 64;
 
 /// A sleeper looks again after this long even unwoken (a guard, not part
 /// of the protocol).
@@ -61,12 +92,7 @@ impl Pages {
         Ok(Pages {
             words,
             n,
-            waits: [const {
-                Waiters {
-                    seq: AtomicU32::new(0),
-                    sleepers: AtomicU32::new(0),
-                }
-            }; WAIT_SLOTS],
+            waits: [const { Waiters::new() }; WAIT_SLOTS],
         })
     }
 
@@ -109,11 +135,7 @@ impl Pages {
     /// is lost. Without sleepers, publishing costs one load.
     pub fn set(&self, p: usize, s: u8) {
         self.state(p).store(s, Ordering::SeqCst);
-        let w = &self.waits[p % WAIT_SLOTS];
-        if w.sleepers.load(Ordering::SeqCst) != 0 {
-            w.seq.fetch_add(1, Ordering::SeqCst);
-            crate::latch::wake_all(&w.seq);
-        }
+        self.waits[p % WAIT_SLOTS].wake();
     }
 
     /// Waits while page `p`'s state satisfies `busy` (another thread
@@ -132,13 +154,7 @@ impl Pages {
                 core::hint::spin_loop();
                 continue;
             }
-            let w = &self.waits[p % WAIT_SLOTS];
-            w.sleepers.fetch_add(1, Ordering::SeqCst);
-            let seq = w.seq.load(Ordering::SeqCst);
-            if busy(self.state(p).load(Ordering::SeqCst)) {
-                crate::latch::futex_for(&w.seq, seq, Some(NAP));
-            }
-            w.sleepers.fetch_sub(1, Ordering::SeqCst);
+            self.waits[p % WAIT_SLOTS].sleep_while(|| busy(self.state(p).load(Ordering::SeqCst)));
         }
     }
 

@@ -6,11 +6,11 @@
 //! says the same).
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 use super::map::{self, Mapped, Present, Via, PAGE};
-use super::pages::{Pages, FAILED, MAPPED, MAPPING, PRODUCING, STAGED, UNPRODUCED};
+use super::pages::{Pages, Waiters, FAILED, MAPPED, MAPPING, PRODUCING, SPINS, STAGED, UNPRODUCED};
 use super::release::FromSpace;
 use super::stats::{Counters, Side};
 use super::{Fill, Mode, Options, Producer};
@@ -41,9 +41,8 @@ pub(crate) struct Shared {
     pub counters: Arc<Counters>,
     buffers: Mapping,
     buffers_taken: AtomicU64,
-    /// Bumped when a buffer is put back while someone waits for one.
-    buffer_seq: AtomicU32,
-    buffer_sleepers: AtomicU32,
+    /// Where threads wait for a buffer to be put back.
+    buffer_wait: Waiters,
     /// `workers * batch` pages the collector builds runs in.
     pub staging: Mapping,
     /// Never written, readable: reads as zeros and costs no memory; the
@@ -111,8 +110,7 @@ impl Shared {
             counters,
             buffers: Mapping::anonymous(BUFFERS * PAGE)?,
             buffers_taken: AtomicU64::new(0),
-            buffer_seq: AtomicU32::new(0),
-            buffer_sleepers: AtomicU32::new(0),
+            buffer_wait: Waiters::new(),
             staging,
             zeros,
             from_space: FromSpace::new(from, n)?,
@@ -190,10 +188,10 @@ impl Shared {
                 STAGED => {
                     if self.pages.claim(p, STAGED, MAPPING) {
                         let src = self.staging.as_ptr() as usize + self.pages.staged_at(p) * PAGE;
+                        let side = &self.counters.mutators;
                         // SAFETY: the collector's staged copy, which it
                         // keeps until the page is MAPPED.
-                        let r =
-                            unsafe { self.map(&self.counters.mutators, Via::Copy, p, src, PAGE) };
+                        let r = unsafe { self.map(side, Via::Copy, p, src, PAGE) };
                         Counters::add(&self.counters.mutators.pages, 1);
                         return self.settle(p, 1, r);
                     }
@@ -363,31 +361,19 @@ impl Shared {
                 }
                 continue;
             }
-            if spins < 64 {
+            if spins < SPINS {
                 spins += 1;
                 core::hint::spin_loop();
                 continue;
             }
-            // The protocol of `Pages::set`/`wait_while`, on the bitmap.
-            self.buffer_sleepers.fetch_add(1, SeqCst);
-            let seq = self.buffer_seq.load(SeqCst);
-            if self.buffers_taken.load(SeqCst) == u64::MAX {
-                crate::latch::futex_for(
-                    &self.buffer_seq,
-                    seq,
-                    Some(std::time::Duration::from_millis(10)),
-                );
-            }
-            self.buffer_sleepers.fetch_sub(1, SeqCst);
+            self.buffer_wait
+                .sleep_while(|| self.buffers_taken.load(SeqCst) == u64::MAX);
         }
     }
 
     fn put_buffer(&self, buf: usize) {
         let i = (buf - self.buffers.as_ptr() as usize) / PAGE;
         self.buffers_taken.fetch_and(!(1u64 << i), SeqCst);
-        if self.buffer_sleepers.load(SeqCst) != 0 {
-            self.buffer_seq.fetch_add(1, SeqCst);
-            crate::latch::wake_all(&self.buffer_seq);
-        }
+        self.buffer_wait.wake();
     }
 }

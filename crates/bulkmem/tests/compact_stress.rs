@@ -356,3 +356,99 @@ fn mutators_walking_the_heap_in_order_race_the_collector() {
         h.verify(m.as_ptr(), &vec![2; n]).unwrap();
     }
 }
+
+/// `VmHWM` or `VmRSS` of this process, bytes.
+fn status_bytes(field: &str) -> usize {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = s.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse::<usize>()
+        .unwrap()
+        * 1024
+}
+
+/// A producer whose pages cost the collector's threads 20 µs each (a
+/// busy clock, not a sleep): mutators then fault far ahead of it, as they
+/// do when they outnumber the CPUs.
+struct SlowCollector(Arc<SlideHeap>);
+
+thread_local! {
+    static MUTATOR: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+impl compact::Producer for SlowCollector {
+    fn produce(&self, page: usize, from: *const u8, out: &mut [u8; PAGE]) -> compact::Fill {
+        if !MUTATOR.with(|m| m.get()) {
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < std::time::Duration::from_micros(20) {
+                std::hint::spin_loop();
+            }
+        }
+        self.0.produce(page, from, out)
+    }
+    fn first_source(&self, page: usize) -> usize {
+        self.0.first_source(page)
+    }
+    fn last_source(&self, page: usize) -> usize {
+        self.0.last_source(page)
+    }
+}
+
+#[test]
+fn random_mutators_far_ahead_of_the_collector_hold_little_memory_twice() {
+    if !alone("random_mutators_far_ahead_of_the_collector_hold_little_memory_twice") {
+        return;
+    }
+    // 256 MiB, 90% live: a page mutators build alone holds about a page
+    // twice (the from-space at its two ends is its neighbours' too).
+    let pages = 65536;
+    let h = Arc::new(SlideHeap::mostly_live(pages, 10));
+    let m = heap(pages, &h);
+    let producer = Arc::new(SlowCollector(h.clone()));
+    let before = status_bytes("VmRSS:");
+    // Resets VmHWM to the current RSS (proc(5), clear_refs "5").
+    std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    // SAFETY: no thread touches the heap until prepare returns.
+    let mut s =
+        unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), producer, Options::default()) }
+            .unwrap();
+    let (base, n) = (m.as_ptr() as usize, h.live.len());
+    let stats = std::thread::scope(|sc| {
+        let readers: Vec<_> = (0..2u64)
+            .map(|t| {
+                let h = &h;
+                sc.spawn(move || {
+                    MUTATOR.with(|m| m.set(true));
+                    // Reads only, so that nothing but the heap grows.
+                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t + 1);
+                    (0..200_000).all(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let k = (x % n as u64) as usize;
+                        h.id(base as *const u8, k) == h.live[k] as u64 + 1
+                    })
+                })
+            })
+            .collect();
+        s.start().unwrap();
+        for r in readers {
+            assert!(r.join().unwrap(), "an object read wrong");
+        }
+        s.finish().unwrap()
+    });
+    let extra = status_bytes("VmHWM:").saturating_sub(before);
+    h.verify(m.as_ptr(), &vec![0; n]).unwrap();
+    assert!(
+        stats.by_mutators > 10_000,
+        "the mutators stayed behind the collector: {stats:?}"
+    );
+    assert!(
+        extra < 16 << 20,
+        "{} MiB above the heap at the peak, {} pages built by mutators",
+        extra >> 20,
+        stats.by_mutators
+    );
+}

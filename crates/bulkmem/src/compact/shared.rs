@@ -22,6 +22,23 @@ pub(crate) const BUFFERS: usize = 64;
 /// Pages of zeros one ioctl maps at most (the zero source's size).
 pub(crate) const ZERO_RUN: usize = 512;
 
+/// Memory the session may hold twice (to-space pages built, or mapped by
+/// copy, whose from-space is not yet released) before mutators' faults
+/// start growing their pages into runs that free what they hold (8 MiB).
+/// Islands that random mutators build ahead of the collector each hold
+/// about a page twice (release.rs); when they come faster than the
+/// collector reaches them (at 90% live, two mutators and the collector
+/// sharing two CPUs held 60 MiB), only the mutators can stop them coming.
+pub(crate) const HELD_BUDGET: u64 = (8 << 20) / PAGE as u64;
+/// Pages one fault builds at most when it grows its page into a run
+/// (128 KiB: at 90% live a run frees what it holds from 19 pages).
+pub(crate) const GROW: usize = 32;
+/// Pages on either side of a grown run looked at for the island it joins.
+const ISLAND_LOOK: usize = 4 * GROW;
+/// Areas of [`GROW`] pages faults grow runs in; a fault that finds none
+/// free builds its one page.
+const GROW_AREAS: usize = 4;
+
 pub(crate) struct Shared {
     /// The session's userfaultfd (one for all its spaces).
     pub fd: Arc<OwnedFd>,
@@ -43,6 +60,9 @@ pub(crate) struct Shared {
     buffers_taken: AtomicU64,
     /// Where threads wait for a buffer to be put back.
     buffer_wait: Waiters,
+    /// [`GROW_AREAS`] areas of [`GROW`] pages, and which are taken.
+    grow_areas: Mapping,
+    grow_taken: AtomicU64,
     /// `workers * batch` pages the collector builds runs in.
     pub staging: Mapping,
     /// Never written, readable: reads as zeros and costs no memory; the
@@ -111,6 +131,10 @@ impl Shared {
             buffers: Mapping::anonymous(BUFFERS * PAGE)?,
             buffers_taken: AtomicU64::new(0),
             buffer_wait: Waiters::new(),
+            grow_areas: Mapping::options()
+                .noreserve(true)
+                .map(GROW_AREAS * GROW * PAGE)?,
+            grow_taken: AtomicU64::new(0),
             staging,
             zeros,
             from_space: FromSpace::new(from, n)?,
@@ -179,6 +203,13 @@ impl Shared {
             match self.pages.load(p) {
                 UNPRODUCED => {
                     if self.pages.claim(p, UNPRODUCED, PRODUCING) {
+                        if faulted && self.held_twice() > HELD_BUDGET {
+                            if let Some(area) = self.take_grow_area() {
+                                let ok = self.grow(p, area);
+                                self.put_grow_area(area);
+                                return ok;
+                            }
+                        }
                         let buf = self.take_buffer();
                         let ok = self.produce_one(p, buf);
                         self.put_buffer(buf);
@@ -217,6 +248,84 @@ impl Shared {
             }
             first = false;
         }
+    }
+
+    /// Pages the session holds twice now: pages mapped by copy or move (a
+    /// moved from-space page is counted released later, though it went
+    /// with the move) less writable zeros and released from-space.
+    fn held_twice(&self) -> u64 {
+        let c = &*self.counters;
+        let get = |a: &AtomicU64| a.load(Relaxed);
+        let mapped = get(&c.collector.copied)
+            + get(&c.mutators.copied)
+            + get(&c.collector.moved)
+            + get(&c.mutators.moved);
+        mapped.saturating_sub(get(&c.writable_zeros) + get(&c.released) / PAGE as u64)
+    }
+
+    /// Builds page `p` (PRODUCING, ours) and the unclaimed pages after it
+    /// in `area`, until the run frees at least as much from-space as it
+    /// holds (or reaches [`GROW`] pages, a page not ours, or one that is
+    /// not built); maps the run with one ioctl and releases the from-space
+    /// that no page outside the island it is now part of reads.
+    fn grow(&self, p: usize, area: usize) -> bool {
+        let pr = &*self.producer;
+        let early = pr.last_source(0) != usize::MAX;
+        let lo = if p == 0 { 0 } else { pr.last_source(p - 1) };
+        let mut end = p;
+        loop {
+            let at = area + (end - p) * PAGE;
+            // SAFETY: page end - p < GROW of our grow area, ours until put
+            // back.
+            let out = unsafe { &mut *(at as *mut [u8; PAGE]) };
+            let fill = pr.produce(end, self.from as *const u8, out);
+            if fill != Fill::Built {
+                let ok = self.map_run(p, end, area);
+                return self.map_built(end, fill, at) && ok;
+            }
+            end += 1;
+            let frees = pr.first_source(end).min(self.n).saturating_sub(lo);
+            if !early
+                || end == self.n
+                || end - p == GROW
+                || frees >= end - p
+                || !self.pages.claim(end, UNPRODUCED, PRODUCING)
+            {
+                break;
+            }
+        }
+        let ok = self.map_run(p, end, area);
+        if ok && early {
+            // The island: the run and the MAPPED pages on either side (a
+            // bounded look; stopping short only releases less).
+            let (mut a, mut b) = (p, end);
+            while a > 0 && p - a < ISLAND_LOOK && self.pages.load(a - 1) == MAPPED {
+                a -= 1;
+            }
+            while b < self.n && b - end < ISLAND_LOOK && self.pages.load(b) == MAPPED {
+                b += 1;
+            }
+            let lo = if a == 0 { 0 } else { pr.last_source(a - 1) };
+            let hi = if b == self.n {
+                self.n
+            } else {
+                pr.first_source(b)
+            };
+            self.from_space.release(lo, hi, &self.counters.released);
+        }
+        ok
+    }
+
+    /// Maps built pages `first..end` (PRODUCING, ours) from `area`.
+    fn map_run(&self, first: usize, end: usize, area: usize) -> bool {
+        if first == end {
+            return true;
+        }
+        let len = (end - first) * PAGE;
+        // SAFETY: the run's pages, built in our grow area.
+        let r = unsafe { self.map(&self.counters.mutators, self.single_via(), first, area, len) };
+        Counters::add(&self.counters.mutators.pages, (end - first) as u64);
+        self.settle(first, end - first, r)
     }
 
     /// How a page built by a mutator is mapped: one page, so a move would
@@ -264,6 +373,9 @@ impl Shared {
             Fill::Zero => (Via::Copy, self.zeros()),
             Fill::Same => (self.same_via(), self.from + p * PAGE),
         };
+        if fill == Fill::Zero {
+            Counters::add(&self.counters.writable_zeros, 1);
+        }
         // SAFETY: our buffer, the zero source, or the from-space page the
         // producer says is this page unchanged.
         let r = unsafe { self.map(&self.counters.mutators, via, p, src, PAGE) };
@@ -323,6 +435,7 @@ impl Shared {
             )
         };
         Counters::add(&self.counters.mutators.pages, (end - first) as u64);
+        Counters::add(&self.counters.writable_zeros, (end - first) as u64);
         self.settle(first, end - first, r)
     }
 
@@ -369,6 +482,27 @@ impl Shared {
             self.buffer_wait
                 .sleep_while(|| self.buffers_taken.load(SeqCst) == u64::MAX);
         }
+    }
+
+    /// A free grow area, or None (never waits: the caller then builds one
+    /// page).
+    fn take_grow_area(&self) -> Option<usize> {
+        loop {
+            let taken = self.grow_taken.load(Acquire);
+            let free = (!taken).trailing_zeros() as usize;
+            if free >= GROW_AREAS {
+                return None;
+            }
+            let bit = 1u64 << free;
+            if self.grow_taken.fetch_or(bit, AcqRel) & bit == 0 {
+                return Some(self.grow_areas.as_ptr() as usize + free * GROW * PAGE);
+            }
+        }
+    }
+
+    fn put_grow_area(&self, area: usize) {
+        let i = (area - self.grow_areas.as_ptr() as usize) / (GROW * PAGE);
+        self.grow_taken.fetch_and(!(1u64 << i), Release);
     }
 
     fn put_buffer(&self, buf: usize) {

@@ -79,6 +79,8 @@ pub(crate) struct Counters {
     pub waits: Counter,
     pub refaults: Counter,
     pub released: Counter,
+    /// Pages of free space mapped writable (copies of zeros).
+    pub writable_zeros: Counter,
     pub failed: Counter,
     stall: [AtomicU64; BUCKETS],
     stall_max: Counter,
@@ -93,6 +95,7 @@ impl Counters {
             waits: counter(),
             refaults: counter(),
             released: counter(),
+            writable_zeros: counter(),
             failed: counter(),
             stall: [const { AtomicU64::new(0) }; BUCKETS],
             stall_max: counter(),

@@ -31,6 +31,16 @@ impl SlideHeap {
         SlideHeap { live, pages }
     }
 
+    /// Every object live but one in `every`: a heap mostly live, where a
+    /// to-space page reads a little more than one from-space page.
+    pub fn mostly_live(pages: usize, every: usize) -> SlideHeap {
+        let live = (0..pages * PER_PAGE)
+            .filter(|&i| (i * 7919) % every != 0)
+            .map(|i| i as u32)
+            .collect();
+        SlideHeap { live, pages }
+    }
+
     /// Writes every object's id (live or not) and a zero counter.
     pub fn fill(&self, heap: *mut u8) {
         for i in 0..self.pages * PER_PAGE {

@@ -218,6 +218,7 @@ fn release(s: &Shared, cursor: &Cursor) -> Vec<(usize, usize)> {
         w += 1;
     }
     cursor.watermark.store(w, Relaxed);
+    s.refresh_budget();
     let mut grow = Vec::new();
     if w < s.n {
         let released = &s.counters.released;

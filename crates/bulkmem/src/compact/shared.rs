@@ -33,6 +33,8 @@ pub(crate) const HELD_BUDGET: u64 = (8 << 20) / PAGE as u64;
 /// Pages one fault builds at most when it grows its page into a run
 /// (128 KiB: at 90% live a run frees what it holds from 19 pages).
 pub(crate) const GROW: usize = 32;
+/// Pages mutators build between two looks at the budget.
+const REFRESH: u64 = 64;
 /// Pages on either side of a grown run looked at for the island it joins.
 const ISLAND_LOOK: usize = 4 * GROW;
 /// Areas of [`GROW`] pages faults grow runs in; a fault that finds none
@@ -63,6 +65,8 @@ pub(crate) struct Shared {
     /// [`GROW_AREAS`] areas of [`GROW`] pages, and which are taken.
     grow_areas: Mapping,
     grow_taken: AtomicU64,
+    /// More than [`HELD_BUDGET`] is held twice: faults grow their pages.
+    over_budget: AtomicBool,
     /// `workers * batch` pages the collector builds runs in.
     pub staging: Mapping,
     /// Never written, readable: reads as zeros and costs no memory; the
@@ -135,6 +139,7 @@ impl Shared {
                 .noreserve(true)
                 .map(GROW_AREAS * GROW * PAGE)?,
             grow_taken: AtomicU64::new(0),
+            over_budget: AtomicBool::new(false),
             staging,
             zeros,
             from_space: FromSpace::new(from, n)?,
@@ -203,7 +208,7 @@ impl Shared {
             match self.pages.load(p) {
                 UNPRODUCED => {
                     if self.pages.claim(p, UNPRODUCED, PRODUCING) {
-                        if faulted && self.held_twice() > HELD_BUDGET {
+                        if faulted && self.over_budget.load(Relaxed) {
                             if let Some(area) = self.take_grow_area() {
                                 let ok = self.grow(p, area);
                                 self.put_grow_area(area);
@@ -247,6 +252,18 @@ impl Shared {
                 }
             }
             first = false;
+        }
+    }
+
+    /// Sets [`Self::over_budget`] from the counters: by the collector
+    /// after each batch, by a mutator after each run it grows and every
+    /// [`REFRESH`] pages mutators build. A fault reads the flag only: the
+    /// counters sit on cache lines other CPUs write, and reading them all
+    /// on every fault cost it a few hundred nanoseconds.
+    pub fn refresh_budget(&self) {
+        let over = self.held_twice() > HELD_BUDGET;
+        if self.over_budget.load(Relaxed) != over {
+            self.over_budget.store(over, Relaxed);
         }
     }
 
@@ -296,6 +313,7 @@ impl Shared {
         }
         let ok = self.map_run(p, end, area);
         if ok && early {
+            self.refresh_budget();
             // The island: the run and the MAPPED pages on either side (a
             // bounded look; stopping short only releases less).
             let (mut a, mut b) = (p, end);
@@ -379,7 +397,9 @@ impl Shared {
         // SAFETY: our buffer, the zero source, or the from-space page the
         // producer says is this page unchanged.
         let r = unsafe { self.map(&self.counters.mutators, via, p, src, PAGE) };
-        Counters::add(&self.counters.mutators.pages, 1);
+        if self.counters.mutators.pages.fetch_add(1, Relaxed) % REFRESH == REFRESH - 1 {
+            self.refresh_budget();
+        }
         self.settle(p, 1, r)
     }
 

@@ -1,121 +1,17 @@
 //! The C suite: installs the C library with `scripts/install-c` into a
 //! private prefix, then compiles every `tests/c/*.c` as C99 and
 //! `tests/c/header.cpp` as C++17 (`-Wall -Wextra -Werror`) against it with
-//! pkg-config, runs them, links one statically, and builds and runs
-//! `examples/c/engine_copy.c` and `examples/c/double_buffer.c`. Needs `cc`, `c++` and `pkg-config`
+//! pkg-config, runs them and links one statically (the examples of
+//! examples/c/ are examples.rs's). Needs `cc`, `c++` and `pkg-config`
 //! (`scripts/c-deps` installs them).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
 
+mod c_build;
 mod common;
+use c_build::{assert_all_passed, compile, here, out_dir, pkg, prefix, run, C_FLAGS};
 use common::text;
-
-/// The program's closing line says "N passed, 0 failed".
-fn assert_all_passed(out: &str, bin: &Path) {
-    common::assert_all_passed(out, &bin.display().to_string())
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn here() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn tool(name: &str) {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {name}"))
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "{name} is not installed: run scripts/c-deps (apt-get install gcc g++ pkg-config)"
-    );
-}
-
-/// The prefix the library is installed into, once per test binary.
-fn prefix() -> &'static Path {
-    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
-    PREFIX.get_or_init(|| {
-        for t in ["cc", "c++", "pkg-config"] {
-            tool(t);
-        }
-        let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-prefix");
-        let o = Command::new(root().join("scripts/install-c"))
-            .arg("--prefix")
-            .arg(&p)
-            .output()
-            .expect("run scripts/install-c");
-        assert!(o.status.success(), "install-c failed: {}", text(&o));
-        p
-    })
-}
-
-fn pkg(args: &[&str]) -> Vec<String> {
-    let o = Command::new("pkg-config")
-        .args(args)
-        .arg("bulkmem")
-        .env("PKG_CONFIG_PATH", prefix().join("lib/pkgconfig"))
-        .output()
-        .expect("run pkg-config");
-    assert!(o.status.success(), "pkg-config {args:?}: {}", text(&o));
-    String::from_utf8_lossy(&o.stdout)
-        .split_whitespace()
-        .map(String::from)
-        .collect()
-}
-
-/// Compiles `src` into `out` with `compiler` and the flags; panics with the
-/// compiler's words on failure.
-fn compile(compiler: &str, flags: &[&str], src: &Path, link: &[String], out: &Path) {
-    let o = Command::new(compiler)
-        .args(flags)
-        .args(pkg(&["--cflags"]))
-        .arg(src)
-        .args(link)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .expect("run the compiler");
-    assert!(
-        o.status.success(),
-        "{compiler} {}: {}",
-        src.display(),
-        text(&o)
-    );
-}
-
-const C_FLAGS: &[&str] = &[
-    "-std=c99",
-    "-D_GNU_SOURCE",
-    "-Wall",
-    "-Wextra",
-    "-Werror",
-    "-pthread",
-    "-O1",
-];
-
-/// Runs a compiled test; it must exit 0 and close with "N passed, 0 failed".
-fn run(bin: &Path, args: &[&str]) -> String {
-    let o = Command::new(bin)
-        .args(args)
-        .env("LD_LIBRARY_PATH", prefix().join("lib"))
-        .output()
-        .expect("run the C program");
-    let out = text(&o);
-    println!("{}:\n{out}", bin.display());
-    assert!(
-        o.status.success(),
-        "{} failed ({}):\n{out}",
-        bin.display(),
-        o.status
-    );
-    out
-}
 
 fn c_tests() -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(here().join("tests/c"))
@@ -126,12 +22,6 @@ fn c_tests() -> Vec<PathBuf> {
     v.sort();
     assert!(v.len() >= 3, "the C suite has too few files: {v:?}");
     v
-}
-
-fn out_dir(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("c-bin");
-    std::fs::create_dir_all(&d).expect("create the binary directory");
-    d.join(name)
 }
 
 #[test]
@@ -344,40 +234,6 @@ fn every_export_is_a_bm_function_under_its_version_node() {
             "bulkmem.map lists {name}, which the library does not define"
         );
     }
-}
-
-#[test]
-fn the_example_builds_with_pkg_config_and_runs() {
-    let bin = out_dir("engine_copy");
-    compile(
-        "cc",
-        &["-O2", "-std=c99", "-Wall", "-Wextra", "-Werror"],
-        &root().join("examples/c/engine_copy.c"),
-        &pkg(&["--libs"]),
-        &bin,
-    );
-    let out = run(&bin, &["64"]);
-    assert!(out.contains("GB/s"), "{out}");
-}
-
-#[test]
-fn the_double_buffer_example_overlaps_copies_and_checks_every_block() {
-    let bin = out_dir("double_buffer");
-    compile(
-        "cc",
-        &["-O2", "-std=c99", "-Wall", "-Wextra", "-Werror"],
-        &root().join("examples/c/double_buffer.c"),
-        &pkg(&["--libs"]),
-        &bin,
-    );
-    // The checksum of what was processed equals the source's only if every
-    // block's background copy was whole before the block was read.
-    let out = run(&bin, &["6", "2"]);
-    assert!(
-        out.contains("processed 6 blocks") && out.contains(": match"),
-        "{out}"
-    );
-    assert!(!out.contains("MISMATCH"), "{out}");
 }
 
 /// A program built against the 0.1 header as it was before the sized

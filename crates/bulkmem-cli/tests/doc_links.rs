@@ -167,6 +167,58 @@ fn the_readme_fits_a_first_read_and_shows_code_first() {
     }
 }
 
+/// The fenced blocks of `text` opened with exactly ```` ```lang ````, each
+/// with its lines' newlines, as a file of those lines would read.
+fn blocks(text: &str, lang: &str) -> Vec<String> {
+    let (mut out, mut open): (Vec<String>, Option<String>) = (Vec::new(), None);
+    for line in text.lines() {
+        match &mut open {
+            Some(b) if line.starts_with("```") => out.push(std::mem::take(b)),
+            Some(b) => {
+                b.push_str(line);
+                b.push('\n');
+                continue;
+            }
+            None if line == format!("```{lang}") => {
+                open = Some(String::new());
+                continue;
+            }
+            None => continue,
+        }
+        open = None;
+    }
+    out
+}
+
+/// The programs the READMEs print are example files, byte for byte: the
+/// tests build and run the files (crates/bulkmem/tests/readme_example.rs,
+/// crates/bulkmem-capi/tests/c_suite.rs), so what a newcomer pastes is
+/// what CI ran.
+#[test]
+fn the_readmes_programs_are_the_example_files_verbatim() {
+    let read = |p: &str| std::fs::read_to_string(root().join(p)).unwrap();
+    for (readme, lang, file) in [
+        ("README.md", "rust", "crates/bulkmem/examples/try_it.rs"),
+        ("README.md", "c", "examples/c/try_it.c"),
+        (
+            "crates/bulkmem/README.md",
+            "rust",
+            "crates/bulkmem/examples/try_it.rs",
+        ),
+    ] {
+        let text = read(readme);
+        let found = blocks(&text, lang);
+        assert_eq!(found.len(), 1, "{readme}: one ```{lang} block");
+        assert_eq!(
+            found[0],
+            read(file),
+            "{readme}'s ```{lang} block is not {file}: paste the file into it"
+        );
+        let name = Path::new(file).file_name().unwrap().to_str().unwrap();
+        assert!(text.contains(name), "{readme} does not name {file}");
+    }
+}
+
 #[test]
 fn the_checks_see_what_they_check() {
     assert_eq!(
@@ -174,6 +226,10 @@ fn the_checks_see_what_they_check() {
         "the-batch-engine-cratesbulkmemsrcengine"
     );
     assert_eq!(anchors("# A b\n```\n# not\n```\n## C-d"), ["a-b", "c-d"]);
+    assert_eq!(
+        blocks("```c\nint x;\n\n```\n```sh\nls\n```\n```c\ny\n```", "c"),
+        ["int x;\n\n", "y\n"]
+    );
     assert_eq!(
         links("see [x](a.md#b) and [y](c.md)\n```\n[z](no)\n```"),
         ["a.md#b", "c.md"]

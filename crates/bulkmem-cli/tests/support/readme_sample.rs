@@ -115,7 +115,7 @@ pub fn check(report: &str) {
         guide.contains(&measured),
         "the sample section must say: {measured}"
     );
-    let quoted = format!("(~{} s)", t.round());
+    let quoted = format!("(~{} s", t.round());
     let first = readme
         .split("\n```sh\n")
         .nth(1)

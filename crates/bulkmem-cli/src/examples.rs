@@ -9,7 +9,7 @@ use clap::Command;
 pub const EXAMPLES: &[(&[&str], &str)] = &[
     (
         &[],
-        "bulkmem                          # the default report (~13 s): copy and clear, hot and cold
+        "bulkmem                          # the default report (~6 s): copy and clear, hot and cold
 bulkmem info                     # what this CPU runs and what `auto` would choose
 bulkmem bench copy --json a.json # measure, keep the samples
 bulkmem compare a.json b.json    # what changed, and whether it is significant

@@ -2,7 +2,8 @@
 //! installed with `scripts/install-c` and run: the README's program with
 //! the build lines the README prints, exactly (examples/c/try_it.c; the
 //! command's doc_links test checks the README shows the file verbatim),
-//! and the engine examples. Needs `cc` and
+//! the compaction example a runtime author copies from
+//! (examples/c/compact_gc.c), and the engine examples. Needs `cc` and
 //! `pkg-config` (`scripts/c-deps` installs them).
 
 use std::process::Command;
@@ -60,6 +61,57 @@ fn the_readme_c_program_builds_and_runs_as_printed() {
         out.starts_with("copied 64 MiB with bulkmem ") && out.trim_end().ends_with(": match"),
         "{out}"
     );
+}
+
+/// The compaction example: a 16 MiB heap compacted under two mutators,
+/// every byte checked by the program itself. `BM_COMPACT_AUTO` moves the
+/// pages reported `BM_FILL_SAME` (the heap's unchanged first eighth), all
+/// of them where the kernel has UFFDIO_MOVE, and no other page.
+#[test]
+fn the_compaction_example_keeps_every_byte_under_two_mutators() {
+    let bin = out_dir("compact_gc");
+    compile(
+        "cc",
+        &["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"],
+        &root().join("examples/c/compact_gc.c"),
+        &pkg(&["--libs"]),
+        &bin,
+    );
+    let out = run(&bin, &["16"]);
+    assert_eq!(out.lines().last(), Some("check: ok"), "{out}");
+    if out.contains("concurrent compaction unavailable") {
+        println!("SKIPPED the concurrent part: {out}");
+        return;
+    }
+    assert!(
+        out.contains("under 2 mutators") && out.contains("SIGSEGV handler ran: yes"),
+        "{out}"
+    );
+    // "BM_FILL_SAME pages 512: moved 512, copied instead 0; ..."
+    let same = out
+        .lines()
+        .find_map(|l| l.strip_prefix("BM_FILL_SAME pages "))
+        .expect("a line on the BM_FILL_SAME pages");
+    let num = |after: &str| -> usize {
+        let at = same
+            .find(after)
+            .unwrap_or_else(|| panic!("{after}: {same}"))
+            + after.len();
+        same[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (pages, moved, fell_back) = (num(""), num("moved "), num("copied instead "));
+    assert_eq!(pages, 16 << 20 >> 12 >> 3, "{same}");
+    if same.ends_with("(UFFDIO_MOVE yes)") {
+        assert_eq!(moved + fell_back, pages, "{same}");
+        assert!(moved > 0, "{same}");
+    } else {
+        assert_eq!(moved, 0, "{same}");
+    }
 }
 
 #[test]

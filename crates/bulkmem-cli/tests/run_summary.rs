@@ -226,16 +226,80 @@ fn compare_refuses_a_program_that_ends_differently_under_bulkmem() {
     let e = err(&o);
     assert_ne!(o.status.code(), Some(0), "{e}");
     assert!(e.contains("with bulkmem") && e.contains("not timed"), "{e}");
-    // A program that always fails the same way is still timed.
-    let o = run(&["--compare", "2", "--", "sh", "-c", "exit 3"]);
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     // Bad requests are usage errors, before anything runs.
     for args in [
         &["--compare", "0", "--", "true"][..],
         &["--json", "-", "--", "true"],
         &["--compare", "2", "--stats", "--", "true"],
+        &["--allow-failure", "--", "true"],
     ] {
         let o = run(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
     }
+}
+
+#[test]
+fn compare_refuses_to_time_a_failing_program_unless_asked() {
+    // Every run of `false` fails: said plainly, exit 1, nothing timed.
+    let o = run(&["--compare", "3", "--json", "-", "--", "false"]);
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("false failed (exit status 1)") && e.contains("nothing was timed"),
+        "{e}"
+    );
+    assert!(e.contains("--allow-failure"), "{e}");
+    assert!(
+        !e.contains("verdict"),
+        "a failing program got a verdict: {e}"
+    );
+    assert!(o.stdout.is_empty(), "JSON of a refused comparison");
+    // Its last words on stderr say why (numpy missing, in the issue).
+    let o = run(&[
+        "--compare",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo starting >&2; echo \"No module named 'numpy'\" >&2; kill -SEGV $$",
+    ]);
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("killed by signal 11 (SIGSEGV)") && e.contains("    No module named 'numpy'"),
+        "{e}"
+    );
+    // Asked for: timed, and the text and the JSON both say it failed.
+    let o = run(&[
+        "--compare",
+        "2",
+        "--allow-failure",
+        "--json",
+        "-",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    assert!(
+        joined(&e).contains("FAILED in every run (exit status 3; 6 of 6 runs)"),
+        "{e}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    let c = &doc["run_compare"];
+    assert_eq!(c["ended"]["success"], false, "{c}");
+    assert_eq!(c["ended"]["exit_code"], 3, "{c}");
+    assert_eq!(c["failed_runs"], 6, "{c}");
+    // A program that cannot be started: as a shell says it, as `run` does.
+    let o = run(&["--compare", "2", "--", "/nonexistent/program"]);
+    assert_eq!(o.status.code(), Some(127), "{}", err(&o));
+    // A successful one says nothing of failure.
+    let o = run(&["--compare", "2", "--json", "-", "--", "true"]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(!err(&o).contains("FAILED"), "{}", err(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(doc["run_compare"]["ended"]["success"], true, "{doc}");
+    assert_eq!(doc["run_compare"]["failed_runs"], 0, "{doc}");
 }

@@ -8,7 +8,10 @@
 //! verdict that says so when the interval holds 1: on a shared machine a
 //! one-line "saved" that flips sign from run to run is worse than none.
 //! Every run must end as the first did: a program whose exit status
-//! changes under the preload is reported, not timed.
+//! changes under the preload is reported, not timed. So is a program that
+//! fails (exits non-zero or dies of a signal) unless `--allow-failure`
+//! asks for its times anyway: they would measure how fast it fails, and
+//! the verdict would read as an answer about its work.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -17,6 +20,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::ending::{last_lines, not_started, unnamed_file, Ending};
 use super::records::{self, Counts, KINDS};
 use super::RecordDir;
 use bulkmem_bench::cli::Failure;
@@ -31,6 +35,11 @@ pub struct Comparison {
     pub program: Vec<String>,
     /// Timed runs of each side (untimed warm-ups aside).
     pub runs: usize,
+    /// How every run ended (they all end alike, or nothing is timed).
+    pub ended: Ending,
+    /// Runs that failed, the two untimed ones included: 0, or all
+    /// `2 * runs + 2` (timed only under `--allow-failure`).
+    pub failed_runs: usize,
     /// Wall-clock seconds of each run without and with the preload, in
     /// run order.
     pub without_s: Stats,
@@ -86,18 +95,26 @@ pub fn verdict(interval: Option<(f64, f64)>) -> &'static str {
     }
 }
 
-/// One run of the program, its output discarded: wall seconds and how it
-/// ended.
+/// One run of the program, its output discarded (its stderr kept in
+/// `stderr` when given): wall seconds and how it ended.
 fn once(
     cmd: &[OsString],
     preload: Option<&OsString>,
     report: Option<&Path>,
+    stderr: Option<&std::fs::File>,
 ) -> Result<(f64, ExitStatus), Failure> {
     let mut c = Command::new(&cmd[0]);
+    let err = match stderr {
+        Some(f) => Stdio::from(
+            f.try_clone()
+                .map_err(|e| runtime(format!("run --compare: {e}")))?,
+        ),
+        None => Stdio::null(),
+    };
     c.args(&cmd[1..])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(err);
     if let Some(lib) = preload {
         c.env("LD_PRELOAD", lib);
     }
@@ -105,17 +122,33 @@ fn once(
         c.env("BULKMEM_PRELOAD_REPORT", dir);
     }
     let t = Instant::now();
-    let status = c
-        .status()
-        .map_err(|e| runtime(format!("cannot run {}: {e}", cmd[0].to_string_lossy())))?;
+    let status = c.status().map_err(|e| not_started(&cmd[0], &e))?;
     Ok((t.elapsed().as_secs_f64(), status))
 }
 
-/// Runs the comparison; `progress(done, of)` after each timed pair.
+/// Why a failing program is not timed, with its last words on stderr.
+fn failed(name: &str, ended: &Ending, said: &str) -> Failure {
+    let said = if said.is_empty() {
+        "It wrote nothing on stderr.\n".to_string()
+    } else {
+        format!("The end of its stderr:\n{said}")
+    };
+    runtime(format!(
+        "run --compare: {name} failed ({}) in its first run, without bulkmem, so nothing was \
+         timed: the times of a failing program measure how fast it fails.\n{said}\
+         Run it alone to see why, or pass --allow-failure to time it as it is.",
+        ended.describe()
+    ))
+}
+
+/// Runs the comparison; `progress(done, of)` after each timed pair. A
+/// program that fails is refused before it is timed unless
+/// `allow_failure`.
 pub fn compare(
     cmd: &[OsString],
     n: usize,
     lib: &Path,
+    allow_failure: bool,
     progress: &mut dyn FnMut(usize, usize),
 ) -> Result<Comparison, Failure> {
     let dir = RecordDir::new()?;
@@ -125,30 +158,36 @@ pub fn compare(
     // repeat, and the preloaded one alone reports its calls (writing the
     // report at exit is `run`'s cost, not bulkmem's: the timed runs skip
     // it).
-    let (_, first) = once(cmd, None, None)?;
-    let (_, with) = once(cmd, Some(&lib), Some(&dir.0))?;
-    let differs = |what: &str, s: ExitStatus| {
+    let said = unnamed_file(&dir.0)?;
+    let (_, first) = once(cmd, None, None, Some(&said))?;
+    let ended = Ending::of(first);
+    if !ended.success && !allow_failure {
+        return Err(failed(&name, &ended, &last_lines(&said, 5)));
+    }
+    let (_, with) = once(cmd, Some(&lib), Some(&dir.0), None)?;
+    let differs = |which: &str, s: ExitStatus| {
         runtime(format!(
-            "run --compare: {name} ended with {s} {what}, but with {first} the first time \
+            "run --compare: {name} ended with {} in {which}, but with {} in the first run \
              without bulkmem; a program that does not end the same way every time is not \
-             timed (run it with `bulkmem run` to see why)"
+             timed (run it with `bulkmem run` to see why)",
+            Ending::of(s).describe(),
+            ended.describe()
         ))
     };
     if with != first {
-        return Err(differs("with bulkmem", with));
+        return Err(differs("the first run with bulkmem", with));
     }
     let (mut off, mut on) = (Vec::with_capacity(n), Vec::with_capacity(n));
     for i in 0..n {
         // Alternate which goes first, so neither always follows the other.
         for preloaded in [i % 2 == 1, i % 2 == 0] {
-            let (t, s) = once(cmd, preloaded.then_some(&lib), None)?;
+            let (t, s) = once(cmd, preloaded.then_some(&lib), None, None)?;
             if s != first {
-                let what = if preloaded {
-                    "with bulkmem"
-                } else {
-                    "without it"
-                };
-                return Err(differs(what, s));
+                let side = if preloaded { "with" } else { "without" };
+                return Err(differs(
+                    &format!("timed run {} of {n} {side} bulkmem", i + 1),
+                    s,
+                ));
             }
             if preloaded { &mut on } else { &mut off }.push(t);
         }
@@ -169,6 +208,8 @@ pub fn compare(
             .map(|a| a.to_string_lossy().into_owned())
             .collect(),
         runs: n,
+        ended,
+        failed_runs: if ended.success { 0 } else { 2 * n + 2 },
         without_s: Stats::or_zero(&off),
         with_s: Stats::or_zero(&on),
         ratio,
@@ -203,6 +244,15 @@ pub fn text(c: &Comparison, min: usize) -> String {
         c.program[0],
         n = c.runs
     );
+    if !c.ended.success {
+        out += &format!(
+            "  the program FAILED in every run ({}; {} of {} runs): timed as asked \
+             (--allow-failure), so these are the times of its failure\n",
+            c.ended.describe(),
+            c.failed_runs,
+            2 * c.runs + 2
+        );
+    }
     out += &format!("  without bulkmem  {}\n", side(&c.without_s));
     out += &format!("  with bulkmem     {}\n", side(&c.with_s));
     let by = |x: f64| format!("{:.1}%", x.abs() * 100.0);
@@ -302,6 +352,12 @@ mod tests {
         let c = |ratio, interval, v| Comparison {
             program: vec!["prog".into()],
             runs: 10,
+            ended: Ending {
+                success: true,
+                exit_code: Some(0),
+                signal: None,
+            },
+            failed_runs: 0,
             without_s: Stats::or_zero(&[2.0, 2.1]),
             with_s: Stats::or_zero(&[1.8, 1.9]),
             ratio,
@@ -320,6 +376,24 @@ mod tests {
             1 << 20,
         );
         assert!(t.contains("no difference this run could resolve"), "{t}");
+        assert!(!t.contains("FAILED"), "{t}");
+        // A failing program timed on request says so before any figure.
+        let mut failing = c(1.0, Some((0.97, 1.04)), "no difference resolved");
+        (failing.ended, failing.failed_runs) = (
+            Ending {
+                success: false,
+                exit_code: Some(1),
+                signal: None,
+            },
+            22,
+        );
+        let t = super::super::summary::wrap(&text(&failing, 1 << 20));
+        let first = t.lines().nth(1).unwrap();
+        assert!(
+            first.contains("FAILED in every run (exit status 1; 22 of 22 runs)"),
+            "{t}"
+        );
+        assert!(t.lines().all(|l| l.chars().count() <= 100), "{t}");
         let mut none = c(1.0, None, "no difference resolved");
         none.calls_per_run = [0.0, 0.0];
         let t = text(&none, 1 << 20);

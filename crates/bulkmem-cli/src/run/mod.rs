@@ -15,6 +15,7 @@
 //! program with and without the preload instead (compare.rs).
 
 mod compare;
+mod ending;
 mod program;
 mod records;
 mod summary;
@@ -39,11 +40,17 @@ pub struct RunArgs {
     /// Does bulkmem speed this program up? Run it N times without bulkmem
     /// and N times with it, in alternating pairs (output discarded), and
     /// report the wall-clock medians, the paired ratio with its 95%
-    /// interval and a verdict. The program must end the same way every
-    /// time.
+    /// interval and a verdict. The program must succeed (see
+    /// --allow-failure) and end the same way every time.
     #[arg(long, value_name = "N", conflicts_with_all = ["stats", "no_summary"],
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     compare: Option<u32>,
+    /// With --compare: time a program that fails (exits non-zero or dies
+    /// of a signal) all the same. Without it, a failing program is
+    /// reported, with its exit status and the end of its stderr, and
+    /// nothing is timed (exit status 1).
+    #[arg(long, requires = "compare")]
+    allow_failure: bool,
     /// With --compare: also write the comparison as JSON to FILE (`-` for
     /// stdout; the text then goes to stderr).
     #[arg(long, value_name = "FILE", requires = "compare")]
@@ -189,17 +196,7 @@ pub fn run_cmd(a: RunArgs) -> Result<(), Failure> {
         }
     }
     mask(libc::SIG_UNBLOCK);
-    let mut child = spawned.map_err(|e| {
-        let code = if e.kind() == std::io::ErrorKind::NotFound {
-            127
-        } else {
-            126
-        };
-        Failure {
-            code,
-            msg: format!("cannot run {}: {e}", prog.to_string_lossy()),
-        }
-    })?;
+    let mut child = spawned.map_err(|e| ending::not_started(prog, &e))?;
     let status = child.wait();
     for sig in IGNORED.into_iter().chain(FORWARDED) {
         set(sig, libc::SIG_DFL);
@@ -264,7 +261,7 @@ fn compare_cmd(a: &RunArgs, n: usize, lib: &std::path::Path) -> Result<(), Failu
             }
         }
     };
-    let c = compare::compare(&a.cmd, n, lib, &mut progress)?;
+    let c = compare::compare(&a.cmd, n, lib, a.allow_failure, &mut progress)?;
     let text = summary::wrap(&compare::text(&c, threshold()));
     let to_stdout = a.json.as_deref() != Some(std::path::Path::new("-"));
     if to_stdout {

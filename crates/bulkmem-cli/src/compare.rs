@@ -8,7 +8,7 @@ use clap::ValueEnum as _;
 
 use bulkmem_report::compare::{fails, outcome, render, warnings, Doc, FailOn};
 
-use bulkmem_bench::cli::{runtime, Failure};
+use bulkmem_bench::cli::{runtime, usage, Failure};
 use bulkmem_bench::out;
 use bulkmem_report::table::Format;
 
@@ -58,8 +58,10 @@ fn parse_threshold(s: &str) -> Result<f64, String> {
 }
 
 pub fn cmd(args: CompareArgs) -> Result<(), Failure> {
-    let a = Doc::load(&args.a).map_err(runtime)?;
-    let b = Doc::load(&args.b).map_err(runtime)?;
+    // A file that is not a bench document is bad input, as a missing one
+    // is (exit 2): nothing was compared, so there is no result to fail.
+    let a = Doc::load(&args.a).map_err(usage)?;
+    let b = Doc::load(&args.b).map_err(usage)?;
     for w in warnings(&a, &b) {
         eprintln!("bulkmem: warning: {w}");
     }

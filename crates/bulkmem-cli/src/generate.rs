@@ -133,10 +133,10 @@ fn page(cmd: &Command, top: bool) -> Vec<u8> {
 /// are the two documented exceptions.
 pub const EXIT_STATUS: &[(&str, &str)] = &[
     ("0", "Done. Also when stdout is a pipe whose reader went away (| head)."),
-    ("1", "Failed while running: a measurement or system call failed (the message says where), output could not be written at the end (a full disk), a `compare` document is not a bench document, or `compare --fail-on` found a change of that kind."),
-    ("2", "Bad usage, refused before anything is measured: an unknown flag, a bad value (a negative size, an unknown strategy), an output file that cannot be written (--json, --plot, tune's profile, generate --dir: checked up front, its directory must exist and take files), an input file named on the command line that cannot be read (a missing file or a directory given to `compare`), or more memory than is available. More --threads than CPUs is not an error: it runs, with a warning."),
+    ("1", "What was measured or run failed: a measurement or system call failed (the message says where), output could not be written at the end (a full disk), the program under `run --compare` failed (exited non-zero or died of a signal; --allow-failure times it anyway), or `compare --fail-on` found a change of that kind."),
+    ("2", "Bad usage or bad input, refused before anything is measured: an unknown flag, a bad value (a negative size, an unknown strategy), an output file that cannot be written (--json, --plot, tune's profile, generate --dir: checked up front, its directory must exist and take files), an input file named on the command line that cannot be read or is not what the command reads (a missing file, a directory, or a file that is not a bench document given to `compare`; a library --against cannot load), or more memory than is available. More --threads than CPUs is not an error: it runs, with a warning."),
     ("77", "Skipped: the machine cannot run it (`bench migrate` on one NUMA node); no JSON is written."),
-    ("126, 127", "`run`: the program could not be executed (126) or was not found (127), as a shell reports it; once it runs, its own status is the exit status."),
+    ("126, 127", "`run` and `run --compare`: the program could not be executed (126) or was not found (127), as a shell reports it; once it runs under `run`, its own status is the exit status."),
     ("130", "Interrupted (Ctrl-C): bulkmem ends by SIGINT, which a shell reports as 130; no JSON is written."),
 ];
 

@@ -190,13 +190,29 @@ fn every_output_path_is_checked_before_measuring() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Bad input is exit 2 whatever is wrong with it: a file that cannot be
+/// read, or one that is not what the command reads (the same status, so a
+/// script tells "you gave me the wrong thing" from "what you measured
+/// failed", which is 1).
 #[test]
-fn input_files_that_cannot_be_read_are_usage_errors() {
+fn bad_input_files_are_usage_errors() {
     let dir = scratch("usage", "inputs");
     let missing = dir.join("missing.json");
     let (d, m) = (dir.to_str().unwrap(), missing.to_str().unwrap());
     refused(&["compare", d, d], &format!("A {d}: is a directory"));
     refused(&["compare", m, d], &format!("A {m}: no such file"));
+    refused(&["compare", "/etc/passwd", "/etc/passwd"], "is not JSON");
+    let other = dir.join("other.json");
+    std::fs::write(&other, "{\"results\": 3}").unwrap();
+    let o = other.to_str().unwrap();
+    refused(&["compare", o, o], "is not a bulkmem bench document");
+    let lib = dir.join("not-a-library.so");
+    std::fs::write(&lib, "text").unwrap();
+    let against = format!("{}:memcpy", lib.display());
+    refused(
+        &["bench", "copy", "--sizes", "4K", "--against", &against],
+        "cannot load",
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -321,6 +337,32 @@ fn the_man_page_states_the_exit_convention() {
     }
     assert!(exit.contains("input file"), "{exit}");
     assert!(exit.contains("\\-\\-threads"), "{exit}");
+    // The guide states the same convention, every code of it.
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/guide/command.md"),
+    )
+    .unwrap();
+    let stated = guide
+        .split("\n- Exit codes")
+        .nth(1)
+        .and_then(|s| s.split("\n- ").next())
+        .expect("docs/guide/command.md has an `- Exit codes` item");
+    let codes: Vec<&str> = exit
+        .lines()
+        .filter_map(|l| l.strip_prefix("\\fB"))
+        .flat_map(|l| {
+            l.split(|c: char| !c.is_ascii_digit())
+                .filter(|w| !w.is_empty())
+        })
+        .collect();
+    assert!(codes.len() >= 7, "{codes:?}");
+    for code in codes {
+        assert!(
+            stated.contains(&format!(" {code} ")) || stated.contains(&format!("`{code}`")),
+            "docs/guide/command.md's exit codes lack {code}: {stated}"
+        );
+    }
+    assert!(stated.contains("bad input"), "{stated}");
 }
 
 #[test]

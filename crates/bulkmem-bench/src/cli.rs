@@ -2,6 +2,7 @@
 //! common to the benches, progress bars, CPU pinning, strategy lists, and
 //! publishing a result (table, JSON, plot).
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -11,6 +12,7 @@ use bulkmem::{Hint, Op, Strategy};
 
 use crate::harness::Rounds;
 use crate::preflight::{self, times, Need};
+use crate::progress::{self, with_time_left, Heartbeat};
 use crate::results::{self, Row};
 use crate::size::fmt_size;
 use bulkmem_report::chart;
@@ -215,30 +217,33 @@ pub fn progress_bar(quiet: bool, len: usize) -> ProgressBar {
     pb
 }
 
-/// `label`, and the time left at the pace so far once a unit is done
-/// (the units of one bench are alike enough for that: a regime and size
-/// group each).
-pub fn with_time_left(label: &str, elapsed: std::time::Duration, done: usize, of: usize) -> String {
-    if done == 0 || done >= of {
-        return label.to_string();
-    }
-    let left = elapsed.as_secs_f64() / done as f64 * (of - done) as f64;
-    format!("{label} (about {} s left)", left.ceil())
-}
-
-/// Runs `work` under a progress bar of `groups` units on stderr, with the
-/// time left.
+/// Runs `work` under progress on stderr (`crate::progress`): a bar of
+/// `groups` units with the time left on a terminal, a line every few
+/// seconds elsewhere; nothing with `quiet`.
 pub fn with_progress<T>(
     quiet: bool,
     groups: usize,
     work: impl FnOnce(&mut dyn FnMut(usize, usize, &str)) -> Result<T, String>,
 ) -> Result<T, Failure> {
     let pb = progress_bar(quiet, groups);
+    // The bar redraws its clock while one long unit runs.
+    pb.enable_steady_tick(std::time::Duration::from_secs(1));
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let beat = (!quiet && !tty).then(|| {
+        Heartbeat::start(progress::EVERY, |line| {
+            // Best effort, as the bar: a closed stderr must not end the run.
+            let _ = writeln!(std::io::stderr(), "{line}");
+        })
+    });
     let start = std::time::Instant::now();
     let out = work(&mut |done, of, label| {
         pb.set_position(done as u64);
         pb.set_message(with_time_left(label, start.elapsed(), done, of));
+        if let Some(b) = &beat {
+            b.set(done, of, label);
+        }
     });
+    drop(beat);
     pb.finish_and_clear();
     out.map_err(runtime)
 }

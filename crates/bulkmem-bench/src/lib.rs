@@ -15,6 +15,7 @@ pub mod harness;
 pub mod out;
 pub mod preflight;
 pub mod preload_cmd;
+pub mod progress;
 pub mod provenance;
 pub mod results;
 pub mod size;

@@ -102,6 +102,42 @@ fn man_dir_writes_every_page_the_pages_refer_to() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A size that is no round number of K, M or G still reads as a size:
+/// `17B` over its column, `~1M` for the batches of 17-byte extents that
+/// fill 1M (1048560 bytes, which a table once printed bare, reading as a
+/// count of batches).
+#[test]
+fn table_headers_print_sizes_with_units() {
+    let o = bulkmem(&[
+        "bench",
+        "copy",
+        "--sizes",
+        "17,4K",
+        "--regime",
+        "cold",
+        "--strategies",
+        "libc",
+        "--runs",
+        "1",
+        "--total",
+        "1M",
+        "--quiet",
+    ]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let header = out
+        .lines()
+        .find(|l| l.starts_with("strategy "))
+        .expect("a header");
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["strategy", "17B", "4K"],
+        "{out}"
+    );
+    assert!(out.contains("(~1M batches of shuffled extents"), "{out}");
+    assert!(!out.contains("1048560"), "{out}");
+}
+
 #[test]
 fn generate_refuses_what_it_cannot_make() {
     let o = bulkmem(&["generate", "man", "bash"]);

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::auto_best::{auto_over_best, LEVEL_ALPHA};
 use super::Row;
-use crate::size::fmt_size;
+use crate::size::{human_size, size_label};
 use crate::table::{cell, noise_note, Table};
 
 /// One table per (op, regime): a row per strategy, a column per size, each
@@ -54,14 +54,14 @@ pub fn tables_over(
         };
         let mixed = calls.contains(&"batch") && calls.contains(&"each");
         let how = match regime {
-            "cold" if least == most => format!(
+            "cold" if human_size(least).trim_start_matches('~') == human_size(most) => format!(
                 "{} batches of shuffled extents, cache evicted before each{batched}",
-                fmt_size(least)
+                human_size(least)
             ),
             "cold" => format!(
                 "{}-{} batches of shuffled extents, cache evicted before each{batched}",
-                fmt_size(least),
-                fmt_size(most)
+                human_size(least),
+                human_size(most)
             ),
             "consume" => "same buffers, each call then a read of its destination, timed together"
                 .to_string(),
@@ -82,7 +82,7 @@ pub fn tables_over(
             _ => "; 1 thread".to_string(),
         };
         let mut header = vec!["strategy".to_string()];
-        header.extend(sizes.iter().map(|&s| fmt_size(s)));
+        header.extend(sizes.iter().map(|&s| size_label(s)));
         let mut within_noise = 0;
         let mut firsts: Vec<String> = Vec::new();
         let mut t = Table::new(
@@ -134,7 +134,7 @@ pub fn tables_over(
                         let mark = if level { "~" } else { "" };
                         let again = match b.first {
                             Some((x, row)) => {
-                                firsts.push(format!("{} {x:.2}x {row}", fmt_size(s)));
+                                firsts.push(format!("{} {x:.2}x {row}", size_label(s)));
                                 "*"
                             }
                             None => "",
@@ -278,7 +278,7 @@ pub fn summary(rows: &[Row]) -> Vec<String> {
             ) {
                 if b.ratio < TRAILS && b.told_apart {
                     trailing.push(Trailing {
-                        cell: format!("{regime} {}", fmt_size(size)),
+                        cell: format!("{regime} {}", size_label(size)),
                         ratio: b.ratio,
                         chose: a.chose.clone(),
                         best: b.best.to_string(),
@@ -299,13 +299,13 @@ pub fn summary(rows: &[Row]) -> Vec<String> {
                     .map_or(String::new(), |a| format!(" (auto {a:.2}x)"));
                 wins.push(format!(
                     "{regime} {} {}{x}{auto_beats}",
-                    fmt_size(size),
+                    size_label(size),
                     best.strategy
                 ));
             }
             if let Some(a) = named("auto") {
                 if let Some(x) = a.speedup {
-                    auto.push((x, format!("{regime} {}", fmt_size(size))));
+                    auto.push((x, format!("{regime} {}", size_label(size))));
                 }
                 if let Some(p) = named("per-page").filter(|p| p.gbps.median > 0.0) {
                     over_per_page.push(a.gbps.median / p.gbps.median);

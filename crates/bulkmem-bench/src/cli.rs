@@ -51,7 +51,7 @@ pub struct Output {
     #[arg(long, value_enum, default_value = "text")]
     pub format: Format,
     /// Cut text tables into blocks of columns at most this wide (80 for a
-    /// patch cover letter).
+    /// plain-text email).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u16).range(40..))]
     pub width: u16,
 }

@@ -27,7 +27,7 @@ bulkmem bench copy --hint stream --strategies auto  # what `auto` does when told
         &["bench", "clear"],
         "bulkmem bench clear                                  # every clear strategy, 4K..256M, hot and cold
 bulkmem bench clear --strategies rep-stosb,avx512-nt,clzero --regime cold
-bulkmem bench clear --format md --width 80           # a table for a cover letter",
+bulkmem bench clear --format md --width 80           # a table to paste into a review or an email",
     ),
     (
         &["bench", "dispatch"],

@@ -1,5 +1,6 @@
 //! The `bulkmem` command: which copy and clear primitive wins on this
-//! machine, measured the way the seed patch threads measure it. This file
+//! machine, measured the way the Linux patches bulkmem grew from measure
+//! it (docs/design.md, "How to measure"). This file
 //! only parses and dispatches; each subcommand's flags and handler live in
 //! its own module, the benches and what the subcommands share in
 //! `bulkmem_bench`, the output in `bulkmem_report` (ripgrep's layout).
@@ -48,7 +49,8 @@ enum Cmd {
     /// CPU, features, caches, LLC domains, NUMA nodes, page sizes,
     /// strategies and what `auto` would choose.
     Info(info::InfoArgs),
-    /// Measure primitives (the five kernel patch threads' experiments).
+    /// Measure the copy, clear, fill and page-move routines on this
+    /// machine, one experiment per subcommand (tables, --json, --plot).
     Bench {
         #[command(subcommand)]
         what: Box<bench::BenchCmd>,

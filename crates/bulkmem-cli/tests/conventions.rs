@@ -102,6 +102,39 @@ fn man_dir_writes_every_page_the_pages_refer_to() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Every page of help (the man pages carry each subcommand's long help)
+/// speaks to someone who has not read the project's history: no "patch
+/// threads", "seeds" or kernel function names as if the reader knew them.
+#[test]
+fn help_speaks_the_users_words() {
+    let dir = scratch("conv", "words");
+    let o = bulkmem(&["generate", "man", "--dir", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut pages = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        // roff escapes hyphens; read the words as printed.
+        let text = std::fs::read_to_string(&path).unwrap().replace("\\-", "-");
+        pages += 1;
+        for jargon in [
+            "patch thread",
+            "patches measured",
+            "seed",
+            "cover letter",
+            "folio_mc_copy",
+            "memcpy_nt",
+        ] {
+            assert!(
+                !text.to_lowercase().contains(jargon),
+                "{}: {jargon:?} assumes the reader knows the project's history",
+                path.display()
+            );
+        }
+    }
+    assert!(pages > 10, "{pages} pages");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A size that is no round number of K, M or G still reads as a size:
 /// `17B` over its column, `~1M` for the batches of 17-byte extents that
 /// fill 1M (1048560 bytes, which a table once printed bare, reading as a

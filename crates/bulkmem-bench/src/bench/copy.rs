@@ -54,7 +54,7 @@ pub struct MemArgs {
     #[arg(long, alias = "cpu", value_parser = parse_cpus)]
     cpus: Option<CpuList>,
     /// Put the sources on this NUMA node (move_pages after prefaulting):
-    /// DRAM0 -> DRAM1 or CXL rows, as the folio-copy patches measured.
+    /// rows of copies between memory nodes (DRAM to DRAM, to CXL).
     #[arg(long)]
     src_node: Option<usize>,
     /// Put the destinations on this NUMA node.
@@ -79,14 +79,14 @@ pub struct MemArgs {
     #[arg(long, value_name = "[LABEL=]LIB[:SYMBOL]", value_delimiter = ',')]
     against: Vec<String>,
     /// The row every `x` divides by: the C library's routine (what a
-    /// program calls today), `per-page` (the kernel's per-4 KiB loop, the
-    /// patch threads' baseline), or any other row of the run [default:
+    /// program calls today), `per-page` (one 4 KiB page at a time, as the
+    /// Linux kernel copies pages), or any other row of the run [default:
     /// libc].
     #[arg(long, value_name = "ROW")]
     baseline: Option<String>,
     /// How cold runs reach each named strategy: `batch`, the run's
     /// extents in one batch call (`copy_batch`, as `auto` gets them), or
-    /// `each`, a call per extent (the kernel's per-folio loops). `auto` is
+    /// `each`, a call per extent (as a loop over pages would). `auto` is
     /// always one batch call.
     #[arg(long, default_value = "batch", value_parser = ["batch", "each"])]
     cold_calls: String,

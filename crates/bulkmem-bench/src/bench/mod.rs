@@ -28,15 +28,18 @@ pub enum BenchCmd {
     /// Unmodified workloads (a 1 GiB copy, a fresh 1 GiB copy, small
     /// copies, python3's bytes(bytearray)) without and with the preload.
     Preload(preload::PreloadArgs),
-    /// Copy throughput per strategy and size, cache-hot and cold (as the batched folio-copy patches measured).
+    /// Copy throughput per strategy and size, cache-hot and cold.
     Copy(copy::MemArgs),
-    /// Clear throughput per strategy and size, cache-hot and cold (as the extent-clearing patches measured).
+    /// Clear (zeroing) throughput per strategy and size, cache-hot and
+    /// cold.
     Clear(copy::MemArgs),
-    /// The multi-threaded batch engine: folio size x threads, folio count,
-    /// placement (as the batched-migration patches measured).
+    /// The multi-threaded batch engine copying a batch of blocks ("folios",
+    /// 4K to 2M each, as a kernel migrating pages would): block size x
+    /// threads, block count, placement.
     Batch(batch::BatchArgs),
-    /// Template fill with a per-element patch, temporal and non-temporal
-    /// (the memcpy_nt + drain pattern).
+    /// Filling a region with copies of a template, each copy then
+    /// patched (an id, a checksum), with ordinary and with non-temporal
+    /// stores.
     Fill(fill::FillArgs),
     /// Batched page moves with userfaultfd UFFDIO_MOVE against per-page
     /// ioctls and plain copying.
@@ -44,12 +47,13 @@ pub enum BenchCmd {
     /// A garbage collector's heap compacted while its mutators run
     /// (userfaultfd SIGBUS mode) against stop-the-world compaction.
     Compact(compact::CompactArgs),
-    /// What surviving a bad page costs: copy_checked against auto, then a
-    /// copy over a poisoned page (as folio_mc_copy does in the kernel).
+    /// What surviving a bad page costs: checked copies against plain
+    /// ones, then a copy over a poisoned page, which reports an error
+    /// instead of crashing.
     Fault(fault::FaultArgs),
-    /// What reaching a kernel costs: auto over the kernel it runs, the
-    /// checked call over its twin and over auto, the C interface over the
-    /// Rust calls, at small sizes, hot.
+    /// The cost of the call around the copy at small sizes, hot: `auto`
+    /// over the routine it picks, a checked call over its plain twin and
+    /// over `auto`, the C interface over the Rust calls.
     Dispatch(dispatch::DispatchArgs),
     /// NUMA migration: move_pages(2) against copy-and-remap with 1..N
     /// threads, both directions.

@@ -23,7 +23,8 @@ pub struct BatchArgs {
     /// copy or clear.
     #[arg(long, default_value = "copy", value_parser = crate::cli::parse_op)]
     op: Op,
-    /// Folio sizes; each is measured at a constant total.
+    /// Block ("folio") sizes; each size fills the same --total, in as
+    /// many blocks as it takes.
     #[arg(long, value_delimiter = ',', value_parser = size::parse_size, allow_hyphen_values = true, default_value = "4K,16K,64K,256K,1M,2M")]
     folio: Vec<usize>,
     /// Worker counts (default: 1, 2, 4, ... up to the online CPUs). More
@@ -33,7 +34,8 @@ pub struct BatchArgs {
     /// Bytes per batch.
     #[arg(long, value_parser = size::parse_size, allow_hyphen_values = true, default_value = "256M")]
     total: usize,
-    /// Also measure these folio counts at 2M (the folio-count experiment).
+    /// Also measure batches of this many 2M blocks (how the count of
+    /// blocks changes the rate).
     #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..))]
     counts: Vec<u32>,
     /// Copy channels beside the workers: gpu[:CHANNELS] (the CUDA driver's

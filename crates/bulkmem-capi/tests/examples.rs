@@ -13,6 +13,20 @@ mod common;
 use c_build::{compile, out_dir, pkg, prefix, root, run};
 use common::text;
 
+/// Builds examples/c/NAME.c as its comment says, in the C standard
+/// `std`, warnings as errors; returns the program.
+fn build(name: &str, std: &str) -> std::path::PathBuf {
+    let bin = out_dir(name);
+    compile(
+        "cc",
+        &["-O2", std, "-Wall", "-Wextra", "-Werror", "-pthread"],
+        &root().join(format!("examples/c/{name}.c")),
+        &pkg(&["--libs"]),
+        &bin,
+    );
+    bin
+}
+
 /// The README's shell block that builds `examples/c/try_it.c`.
 fn readme_build_lines() -> String {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
@@ -69,14 +83,7 @@ fn the_readme_c_program_builds_and_runs_as_printed() {
 /// of them where the kernel has UFFDIO_MOVE, and no other page.
 #[test]
 fn the_compaction_example_keeps_every_byte_under_two_mutators() {
-    let bin = out_dir("compact_gc");
-    compile(
-        "cc",
-        &["-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-pthread"],
-        &root().join("examples/c/compact_gc.c"),
-        &pkg(&["--libs"]),
-        &bin,
-    );
+    let bin = build("compact_gc", "-std=c11");
     let out = run(&bin, &["16"]);
     assert_eq!(out.lines().last(), Some("check: ok"), "{out}");
     if out.contains("concurrent compaction unavailable") {
@@ -116,28 +123,14 @@ fn the_compaction_example_keeps_every_byte_under_two_mutators() {
 
 #[test]
 fn the_example_builds_with_pkg_config_and_runs() {
-    let bin = out_dir("engine_copy");
-    compile(
-        "cc",
-        &["-O2", "-std=c99", "-Wall", "-Wextra", "-Werror"],
-        &root().join("examples/c/engine_copy.c"),
-        &pkg(&["--libs"]),
-        &bin,
-    );
+    let bin = build("engine_copy", "-std=c99");
     let out = run(&bin, &["64"]);
     assert!(out.contains("GB/s"), "{out}");
 }
 
 #[test]
 fn the_double_buffer_example_overlaps_copies_and_checks_every_block() {
-    let bin = out_dir("double_buffer");
-    compile(
-        "cc",
-        &["-O2", "-std=c99", "-Wall", "-Wextra", "-Werror"],
-        &root().join("examples/c/double_buffer.c"),
-        &pkg(&["--libs"]),
-        &bin,
-    );
+    let bin = build("double_buffer", "-std=c99");
     // The checksum of what was processed equals the source's only if every
     // block's background copy was whole before the block was read.
     let out = run(&bin, &["6", "2"]);

@@ -5,7 +5,10 @@
 //! them).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+mod common;
+use common::text;
 
 fn here() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -13,26 +16,6 @@ fn here() -> PathBuf {
 
 fn page() -> PathBuf {
     here().join("man/bulkmem.3")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn tool(name: &str) {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {name}"))
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "{name} is not installed: run scripts/c-deps (apt-get install man-db groff-base)"
-    );
 }
 
 /// What `scripts/gen-man3` makes of the header now.
@@ -75,8 +58,8 @@ fn the_checked_in_page_is_what_the_header_generates() {
 /// -ww -z` too); its rendering, after asserting that neither said
 /// anything on stderr.
 fn render(file: &Path) -> String {
-    tool("man");
-    tool("groff");
+    common::require_tool("man", "man-db groff-base");
+    common::require_tool("groff", "man-db groff-base");
     let o = Command::new("groff")
         .args(["-man", "-ww", "-z"])
         .arg(file)

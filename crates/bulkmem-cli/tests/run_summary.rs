@@ -23,6 +23,11 @@ fn run(args: &[&str]) -> Output {
         .expect("run bulkmem")
 }
 
+/// `bulkmem run --compare` with `flags` (its N first) on a `sh -c` script.
+fn compare_sh(flags: &[&str], script: &str) -> Output {
+    run(&[&["--compare"], flags, &["--", "sh", "-c", script]].concat())
+}
+
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -215,14 +220,7 @@ fn compare_times_both_sides_and_says_what_it_can_resolve() {
 fn compare_refuses_a_program_that_ends_differently_under_bulkmem() {
     ensure_preload();
     // Succeeds without the preload, fails with it.
-    let o = run(&[
-        "--compare",
-        "2",
-        "--",
-        "sh",
-        "-c",
-        "test -z \"$LD_PRELOAD\"",
-    ]);
+    let o = compare_sh(&["2"], "test -z \"$LD_PRELOAD\"");
     let e = err(&o);
     assert_ne!(o.status.code(), Some(0), "{e}");
     assert!(e.contains("with bulkmem") && e.contains("not timed"), "{e}");
@@ -255,14 +253,10 @@ fn compare_refuses_to_time_a_failing_program_unless_asked() {
     );
     assert!(o.stdout.is_empty(), "JSON of a refused comparison");
     // Its last words on stderr say why (numpy missing, in the issue).
-    let o = run(&[
-        "--compare",
-        "2",
-        "--",
-        "sh",
-        "-c",
+    let o = compare_sh(
+        &["2"],
         "echo starting >&2; echo \"No module named 'numpy'\" >&2; kill -SEGV $$",
-    ]);
+    );
     let e = err(&o);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(
@@ -270,17 +264,7 @@ fn compare_refuses_to_time_a_failing_program_unless_asked() {
         "{e}"
     );
     // Asked for: timed, and the text and the JSON both say it failed.
-    let o = run(&[
-        "--compare",
-        "2",
-        "--allow-failure",
-        "--json",
-        "-",
-        "--",
-        "sh",
-        "-c",
-        "exit 3",
-    ]);
+    let o = compare_sh(&["2", "--allow-failure", "--json", "-"], "exit 3");
     let e = err(&o);
     assert_eq!(o.status.code(), Some(0), "{e}");
     assert!(

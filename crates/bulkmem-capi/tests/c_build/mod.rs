@@ -23,24 +23,12 @@ pub fn here() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-pub fn tool(name: &str) {
-    let ok = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {name}"))
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        ok,
-        "{name} is not installed: run scripts/c-deps (apt-get install gcc g++ pkg-config)"
-    );
-}
-
 /// The prefix the library is installed into, once per test binary.
 pub fn prefix() -> &'static Path {
     static PREFIX: OnceLock<PathBuf> = OnceLock::new();
     PREFIX.get_or_init(|| {
         for t in ["cc", "c++", "pkg-config"] {
-            tool(t);
+            common::require_tool(t, "gcc g++ pkg-config");
         }
         // One per test binary: two installing into one prefix could race.
         let p = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))

@@ -1,7 +1,9 @@
 //! Helpers shared by the tests that drive C programs (this crate's C suite
-//! and the preload's, which includes this file by path).
+//! and the preload's, which includes this file by path). Each test file
+//! uses part of it.
+#![allow(dead_code)]
 
-use std::process::Output;
+use std::process::{Command, Output};
 
 /// A program's stdout and stderr together.
 pub fn text(o: &Output) -> String {
@@ -10,6 +12,20 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// Panics unless `name` is on PATH, saying which packages bring it
+/// (`scripts/c-deps` installs them all).
+pub fn require_tool(name: &str, packages: &str) {
+    let ok = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {name}"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{name} is not installed: run scripts/c-deps (apt-get install {packages})"
+    );
 }
 
 /// The program's closing line says "N passed, 0 failed" with N > 0: a

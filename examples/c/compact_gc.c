@@ -6,7 +6,8 @@
  * end every byte of the heap is checked.
  *
  * Build and run:
- *   cc -O2 -std=c11 -Wall -Wextra -pthread $(pkg-config --cflags bulkmem) compact_gc.c $(pkg-config --libs bulkmem) -o compact_gc
+ *   cc -O2 -std=c11 -Wall -Wextra -pthread $(pkg-config --cflags bulkmem) compact_gc.c \
+ *      $(pkg-config --libs bulkmem) -Wl,-rpath,$(pkg-config --variable=libdir bulkmem) -o compact_gc
  *   ./compact_gc          # a 256 MiB heap
  *   ./compact_gc 16       # 16 MiB (a multiple of 2)
  *

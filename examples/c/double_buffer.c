@@ -6,7 +6,8 @@
  * copying GC or a checkpointer overlaps its own work with a bulk copy.
  *
  * Build and run:
- *   cc -O2 -std=c99 -Wall -Wextra $(pkg-config --cflags bulkmem) double_buffer.c $(pkg-config --libs bulkmem) -o double_buffer
+ *   cc -O2 -std=c99 -Wall -Wextra $(pkg-config --cflags bulkmem) double_buffer.c \
+ *      $(pkg-config --libs bulkmem) -Wl,-rpath,$(pkg-config --variable=libdir bulkmem) -o double_buffer
  *   ./double_buffer        # 16 blocks of 16 MiB
  *   ./double_buffer 8 4    # 8 blocks of 4 MiB
  *

@@ -3,7 +3,8 @@
  * multi-threaded engine, three times, and print the bandwidth.
  *
  * Build and run:
- *   cc -O2 -std=c99 -Wall -Wextra $(pkg-config --cflags bulkmem) engine_copy.c $(pkg-config --libs bulkmem) -o engine_copy
+ *   cc -O2 -std=c99 -Wall -Wextra $(pkg-config --cflags bulkmem) engine_copy.c \
+ *      $(pkg-config --libs bulkmem) -Wl,-rpath,$(pkg-config --variable=libdir bulkmem) -o engine_copy
  *   ./engine_copy          # 1024 MiB
  *   ./engine_copy 64       # 64 MiB (a multiple of 2)
  */

@@ -543,7 +543,10 @@ void bm_mover_free(bm_mover *m);
  *     one past the highest from-space page that to-space pages 0..page
  *     read, never decreasing. With it, the from-space read only by pages
  *     mutators built ahead of the collector is released at once, so random
- *     mutators do not hold the heap twice.
+ *     mutators do not hold the heap twice; and once 8 MiB is held twice
+ *     all the same, a mutator's fault also builds up to 31 pages after its
+ *     own, until they free what they hold (its stall grows, the memory
+ *     does not).
  *
  * Mutators:
  *   - may run from the moment bm_compact_prepare returns, across

@@ -168,7 +168,10 @@ pub trait Producer: Send + Sync {
     /// as `page` grows. With it, the from-space that only a run of pages
     /// mutators built ahead of the collector read is released at once
     /// (`last_source(first - 1)..first_source(end)` for the run
-    /// `first..end`), so that random mutators do not hold the heap twice.
+    /// `first..end`), so that random mutators do not hold the heap twice;
+    /// and once 8 MiB is held twice all the same, a mutator's fault also
+    /// builds up to 31 pages after its own, until they free what they
+    /// hold (its stall grows, the memory does not).
     /// The default, `usize::MAX`, releases nothing early.
     fn last_source(&self, page: usize) -> usize {
         let _ = page;

@@ -406,49 +406,53 @@ fn random_mutators_far_ahead_of_the_collector_hold_little_memory_twice() {
     let pages = 65536;
     let h = Arc::new(SlideHeap::mostly_live(pages, 10));
     let m = heap(pages, &h);
-    let producer = Arc::new(SlowCollector(h.clone()));
-    let before = status_bytes("VmRSS:");
-    // Resets VmHWM to the current RSS (proc(5), clear_refs "5").
-    std::fs::write("/proc/self/clear_refs", "5").unwrap();
-    // SAFETY: no thread touches the heap until prepare returns.
-    let mut s =
-        unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), producer, Options::default()) }
-            .unwrap();
-    let (base, n) = (m.as_ptr() as usize, h.live.len());
-    let stats = std::thread::scope(|sc| {
-        let readers: Vec<_> = (0..2u64)
-            .map(|t| {
-                let h = &h;
-                sc.spawn(move || {
-                    MUTATOR.with(|m| m.set(true));
-                    // Reads only, so that nothing but the heap grows.
-                    let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t + 1);
-                    (0..200_000).all(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let k = (x % n as u64) as usize;
-                        h.id(base as *const u8, k) == h.live[k] as u64 + 1
+    for mode in [Mode::Auto, Mode::Copy, Mode::Move] {
+        h.fill(m.as_mut_ptr());
+        let producer = Arc::new(SlowCollector(h.clone()));
+        let before = status_bytes("VmRSS:");
+        // Resets VmHWM to the current RSS (proc(5), clear_refs "5").
+        std::fs::write("/proc/self/clear_refs", "5").unwrap();
+        let opts = Options::default().mode(mode);
+        // SAFETY: no thread touches the heap until prepare returns.
+        let mut s =
+            unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), producer, opts) }.unwrap();
+        let (base, n) = (m.as_ptr() as usize, h.live.len());
+        let stats = std::thread::scope(|sc| {
+            let readers: Vec<_> = (0..2u64)
+                .map(|t| {
+                    let h = &h;
+                    sc.spawn(move || {
+                        MUTATOR.with(|m| m.set(true));
+                        // Reads only, so that nothing but the heap grows.
+                        let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t + 1);
+                        (0..200_000).all(|_| {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            let k = (x % n as u64) as usize;
+                            h.id(base as *const u8, k) == h.live[k] as u64 + 1
+                        })
                     })
                 })
-            })
-            .collect();
-        s.start().unwrap();
-        for r in readers {
-            assert!(r.join().unwrap(), "an object read wrong");
-        }
-        s.finish().unwrap()
-    });
-    let extra = status_bytes("VmHWM:").saturating_sub(before);
-    h.verify(m.as_ptr(), &vec![0; n]).unwrap();
-    assert!(
-        stats.by_mutators > 10_000,
-        "the mutators stayed behind the collector: {stats:?}"
-    );
-    assert!(
-        extra < 16 << 20,
-        "{} MiB above the heap at the peak, {} pages built by mutators",
-        extra >> 20,
-        stats.by_mutators
-    );
+                .collect();
+            s.start().unwrap();
+            for r in readers {
+                assert!(r.join().unwrap(), "{mode:?}: an object read wrong");
+            }
+            s.finish().unwrap()
+        });
+        let extra = status_bytes("VmHWM:").saturating_sub(before);
+        h.verify(m.as_ptr(), &vec![0; n]).unwrap();
+        assert_eq!(stats.failed, 0, "{mode:?}: {stats:?}");
+        assert!(
+            stats.by_mutators > 10_000,
+            "{mode:?}: the mutators stayed behind the collector: {stats:?}"
+        );
+        assert!(
+            extra < 16 << 20,
+            "{mode:?}: {} MiB above the heap at the peak, {} pages built by mutators",
+            extra >> 20,
+            stats.by_mutators
+        );
+    }
 }

@@ -1,5 +1,5 @@
-//! Synthetic descriptions of the CPUs the project has met (Zen 3 without
-//! ERMS/FSRM, Zen 5, Skylake-like and Emerald Rapids Intel, an old x86,
+//! Synthetic descriptions of the CPUs the project has met (Zen 2 and Zen 3
+//! without ERMS/FSRM, Zen 5, Skylake-like and Emerald Rapids Intel, an old x86,
 //! the 2-vCPU Emerald Rapids VM), one place for every test of the rules,
 //! the profile and `auto` to hold its choices against.
 
@@ -24,6 +24,19 @@ pub(crate) fn zen3() -> Machine {
         llc_bytes: 32 * MIB,
         llc_cpus: 16,
         x86: true,
+    }
+}
+
+/// AMD EPYC as a 2-vCPU VM showed it (family 0x17 model 0x31, Zen 2):
+/// AVX2, CLZERO, no ERMS/FSRM, no AVX-512; 16 MiB L3 per 4-core
+/// (8-thread) CCX.
+pub(crate) fn zen2() -> Machine {
+    Machine {
+        l1d_bytes: 32 << 10,
+        l2_bytes: 512 << 10,
+        llc_bytes: 16 * MIB,
+        llc_cpus: 8,
+        ..zen3()
     }
 }
 
@@ -127,6 +140,6 @@ pub(crate) fn intel_emr_2vcpu() -> Machine {
 
 /// Every description above but the VM's: the machines a rule must hold
 /// on.
-pub(crate) fn machines() -> [Machine; 5] {
-    [zen3(), zen5(), intel_erms(), intel_emr(), old_x86()]
+pub(crate) fn machines() -> [Machine; 6] {
+    [zen2(), zen3(), zen5(), intel_erms(), intel_emr(), old_x86()]
 }

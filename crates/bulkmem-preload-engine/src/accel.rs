@@ -271,8 +271,7 @@ unsafe fn worth_helpers(k: CheckedKernel, n: usize, threads: usize) -> bool {
         }
         HELPER_COST.store(cost, Ordering::Relaxed);
     }
-    let saved = n as u64 / ONE_CORE_MAX * (threads as u64 - 1) / threads as u64;
-    let worth = saved >= cost.saturating_mul(2);
+    let worth = saves_twice(n, threads, cost);
     if !worth {
         KEPT_OFF.fetch_add(1, Ordering::Relaxed);
     }
@@ -293,12 +292,19 @@ fn kept_off(n: usize, threads: usize) -> bool {
     if cost == 0 || KEPT_OFF.load(Ordering::Relaxed) >= NEXT_MEASURE.load(Ordering::Relaxed) {
         return false; // to be measured by worth_helpers
     }
-    let saved = n as u64 / ONE_CORE_MAX * (threads as u64 - 1) / threads as u64;
-    if saved >= cost.saturating_mul(2) {
+    if saves_twice(n, threads, cost) {
         return false;
     }
     KEPT_OFF.fetch_add(1, Ordering::Relaxed);
     true
+}
+
+/// Whether the part of an `n`-byte call that `threads - 1` helpers take
+/// off the caller, at one core's fastest rate, is at least twice their
+/// `cost` (ns).
+fn saves_twice(n: usize, threads: usize, cost: u64) -> bool {
+    let saved = n as u64 / ONE_CORE_MAX * (threads as u64 - 1) / threads as u64;
+    saved >= cost.saturating_mul(2)
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the vDSO).

@@ -289,10 +289,10 @@ unsafe fn big_copy(d: *mut c_void, s: *const c_void, n: usize, moving: bool) -> 
     } else {
         stats::count(Kind::Copy, Path::Passed, n);
     }
-    // SAFETY: forwarded contract; `from` <= n. The C library's routine:
-    // for all of it, or from where bulkmem met a fault (which happens
-    // again here, on the caller's thread) or was interrupted by a handler
-    // that returned.
+    // The C library's routine: for all of it, or from where bulkmem met a
+    // fault (which happens again here, on the caller's thread) or was
+    // interrupted by a handler that returned.
+    // SAFETY: forwarded contract; `from` <= n.
     unsafe {
         let (dd, ss) = (
             d.cast::<u8>().add(from).cast(),
@@ -398,11 +398,11 @@ fn init(read_env: bool) {
         // SAFETY: atexit with a plain extern "C" function.
         unsafe { libc::atexit(record) };
     } else if s.stats {
-        // SAFETY: dup has no memory preconditions. Programs close stderr
-        // in their own exit handlers (coreutils' close_stdout does, and
-        // runs before ours): keep a descriptor, and which file it is,
-        // since a program may close it too and open one of its own under
-        // the same number.
+        // Programs close stderr in their own exit handlers (coreutils'
+        // close_stdout does, and runs before ours): keep a descriptor, and
+        // which file it is, since a program may close it too and open one
+        // of its own under the same number.
+        // SAFETY: dup has no memory preconditions.
         let fd = unsafe { libc::fcntl(2, libc::F_DUPFD_CLOEXEC, 3) };
         if let Some(id) = file_id(fd) {
             let _ = REPORT_TO.set((fd, id));

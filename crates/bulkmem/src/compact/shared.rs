@@ -485,14 +485,8 @@ impl Shared {
     fn take_buffer(&self) -> usize {
         let mut spins = 0;
         loop {
-            let taken = self.buffers_taken.load(Acquire);
-            let free = (!taken).trailing_zeros() as usize;
-            if free < BUFFERS {
-                let bit = 1u64 << free;
-                if self.buffers_taken.fetch_or(bit, AcqRel) & bit == 0 {
-                    return self.buffers.as_ptr() as usize + free * PAGE;
-                }
-                continue;
+            if let Some(i) = take_bit(&self.buffers_taken, BUFFERS) {
+                return self.buffers.as_ptr() as usize + i * PAGE;
             }
             if spins < SPINS {
                 spins += 1;
@@ -507,17 +501,8 @@ impl Shared {
     /// A free grow area, or None (never waits: the caller then builds one
     /// page).
     fn take_grow_area(&self) -> Option<usize> {
-        loop {
-            let taken = self.grow_taken.load(Acquire);
-            let free = (!taken).trailing_zeros() as usize;
-            if free >= GROW_AREAS {
-                return None;
-            }
-            let bit = 1u64 << free;
-            if self.grow_taken.fetch_or(bit, AcqRel) & bit == 0 {
-                return Some(self.grow_areas.as_ptr() as usize + free * GROW * PAGE);
-            }
-        }
+        take_bit(&self.grow_taken, GROW_AREAS)
+            .map(|i| self.grow_areas.as_ptr() as usize + i * GROW * PAGE)
     }
 
     fn put_grow_area(&self, area: usize) {
@@ -529,5 +514,20 @@ impl Shared {
         let i = (buf - self.buffers.as_ptr() as usize) / PAGE;
         self.buffers_taken.fetch_and(!(1u64 << i), SeqCst);
         self.buffer_wait.wake();
+    }
+}
+
+/// Takes the lowest clear bit below `limit` (at most 64) of `taken`: its
+/// index, or None while all are set.
+fn take_bit(taken: &AtomicU64, limit: usize) -> Option<usize> {
+    loop {
+        let free = (!taken.load(Acquire)).trailing_zeros() as usize;
+        if free >= limit {
+            return None;
+        }
+        let bit = 1u64 << free;
+        if taken.fetch_or(bit, AcqRel) & bit == 0 {
+            return Some(free);
+        }
     }
 }

@@ -400,3 +400,81 @@ fn the_concurrent_gc_example_keeps_its_graph_whole_over_twenty_collections() {
     assert!(said.contains("counted exactly"), "{said}");
     assert!(said.lines().count() == 21, "{said}");
 }
+
+/// The out-of-memory path: the heap's memory cgroup at its limit while the
+/// collector and two mutators build pages. The kernel refuses their copies
+/// with `ENOMEM` (the cgroup's OOM killer is off, see `common::memcg`); a
+/// page fault would wait for room, and so must they, rather than leave a
+/// page FAILED and a mutator its SIGBUS. The test process, outside the
+/// cgroup, makes the room once it has seen the limit refuse charges for a
+/// while, by lifting the limit.
+#[test]
+fn a_heap_whose_memory_cgroup_runs_dry_waits_for_room_and_loses_nothing() {
+    const NAME: &str = "a_heap_whose_memory_cgroup_runs_dry_waits_for_room_and_loses_nothing";
+    if std::env::var("BULKMEM_COMPACT_CHILD").is_err() {
+        let cg = match common::memcg::MemCg::create() {
+            Ok(c) => c,
+            Err(e) => {
+                require::skip(&format!("out of memory in a cgroup: {e}"));
+                return;
+            }
+        };
+        let failures = cg.failures();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                // Until the limit has refused 100 charges (or for 5 s, so
+                // that a machine that never refuses fails the child's
+                // asserts rather than hangs), then 50 ms more.
+                let t0 = std::time::Instant::now();
+                while failures.count() < 100 && t0.elapsed().as_secs() < 5 {
+                    if done.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                cg.unlimit();
+            });
+            alone(NAME);
+            done.store(true, Ordering::Relaxed);
+        });
+        eprintln!("{} charges refused at the limit", failures.count());
+        return;
+    }
+    if !alone(NAME) {
+        return;
+    }
+    let cg = common::memcg::MemCg::join_parents();
+    // Mostly live: nearly every to-space page is a copy that needs memory.
+    let pages = 8192;
+    let h = Arc::new(SlideHeap::mostly_live(pages, 8));
+    let m = heap(pages, &h);
+    let opts = Options::default().batch(64);
+    // SAFETY: no thread touches the heap until prepare returns.
+    let mut s = unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
+    let mut stats = None;
+    let expect = mutate(&h, m.as_mut_ptr() as usize, 2, 20_000, || {
+        s.start().unwrap();
+        // The limit once the session's own scratch pages are in use (a
+        // fault on one would wait in the kernel, not in bulkmem): just
+        // above what the cgroup holds, so the next copies are refused.
+        let t0 = std::time::Instant::now();
+        while s.faults() < 20 && t0.elapsed().as_secs() < 1 {
+            std::hint::spin_loop();
+        }
+        cg.limit_above_usage(64 << 10);
+        stats = Some(s.finish().unwrap());
+    });
+    h.verify(m.as_ptr(), &expect).unwrap();
+    let stats = stats.unwrap();
+    eprintln!(
+        "{} mapping ioctls waited for memory; {} pages by mutators",
+        stats.memory_waits, stats.by_mutators
+    );
+    assert!(
+        stats.memory_waits > 0,
+        "no mapping ioctl met ENOMEM: {stats:?}"
+    );
+    assert_eq!(stats.failed, 0, "{stats:?}");
+}

@@ -55,6 +55,7 @@ pub(crate) struct Side {
     pub zeroed: AtomicU64,
     pub move_fallbacks: AtomicU64,
     pub eexist: AtomicU64,
+    pub memory_waits: AtomicU64,
 }
 
 impl Side {
@@ -67,6 +68,7 @@ impl Side {
             zeroed: AtomicU64::new(0),
             move_fallbacks: AtomicU64::new(0),
             eexist: AtomicU64::new(0),
+            memory_waits: AtomicU64::new(0),
         }
     }
 }
@@ -128,6 +130,7 @@ impl Counters {
             zeroed: both(|s| &s.zeroed),
             move_fallbacks: both(|s| &s.move_fallbacks),
             eexist: both(|s| &s.eexist),
+            memory_waits: both(|s| &s.memory_waits),
             released: get(&self.released),
             failed: get(&self.failed),
             pause,
@@ -215,9 +218,14 @@ pub struct Stats {
     /// that touched the heap in the pause): dropped, and the built page
     /// mapped in their place.
     pub eexist: u64,
+    /// Mapping ioctls the kernel refused for want of memory (`ENOMEM`:
+    /// the heap's memory cgroup at its limit, the machine out of memory),
+    /// each waited out and retried, as the kernel's own page fault is.
+    pub memory_waits: u64,
     /// Bytes of from-space released before the end of the session.
     pub released: u64,
-    /// Pages the kernel refused to map (out of memory): a mutator that
+    /// Pages the kernel refused to map for a reason no retry mends (none
+    /// is known: out of memory waits, see `memory_waits`): a mutator that
     /// touched one got the SIGBUS; `finish` built them in place after
     /// unregistering.
     pub failed: u64,

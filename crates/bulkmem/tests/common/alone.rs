@@ -32,7 +32,8 @@ pub fn alone(name: &str) -> bool {
     let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
     assert!(
         o.status.success() && out.contains("1 passed"),
-        "{name} in a child: {out}"
+        "{name} in a child ({}): {out}",
+        o.status
     );
     false
 }

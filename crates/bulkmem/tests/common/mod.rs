@@ -7,6 +7,7 @@
 use bulkmem::mapping::Mapping;
 
 pub mod alone;
+pub mod memcg;
 pub mod poison;
 pub mod region;
 pub mod require;

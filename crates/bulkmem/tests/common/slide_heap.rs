@@ -166,7 +166,11 @@ pub fn mutate(
         .map(|t| {
             let (h, go) = (Arc::clone(h), Arc::clone(&go));
             std::thread::spawn(move || {
+                // Written now, not at its first use: once running, a
+                // mutator touches no memory of its own, so every page it
+                // needs is the session's (as a memory cgroup sees it).
                 let mut tally = vec![0u64; h.live.len()];
+                std::hint::black_box(&mut tally[..]).fill(0);
                 let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
                 while !go.load(Ordering::Acquire) {
                     std::hint::spin_loop();

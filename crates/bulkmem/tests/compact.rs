@@ -478,3 +478,63 @@ fn a_heap_whose_memory_cgroup_runs_dry_waits_for_room_and_loses_nothing() {
     );
     assert_eq!(stats.failed, 0, "{stats:?}");
 }
+
+/// A heap swapped out before the pause, in move mode: its from-space pages
+/// are swap entries (and, while written back, swap-cache pages), the case
+/// `UFFDIO_MOVE` got wrong before the 2025 swap-cache fixes. On a kernel
+/// with them the unchanged pages move, swapped or not; on one without,
+/// with swap on, the session copies every page. Every byte is checked
+/// either way. The swap is a file the test turns on for itself.
+#[test]
+fn a_swapped_out_heap_in_move_mode_comes_back_whole() {
+    const NAME: &str = "a_swapped_out_heap_in_move_mode_comes_back_whole";
+    let _swap = if std::env::var("BULKMEM_COMPACT_CHILD").is_err() {
+        if compact::support().is_ok_and(|s| !s.moves) {
+            require::skip("UFFDIO_MOVE: needs Linux 6.8");
+            return;
+        }
+        match common::swap::Swap::on(64 << 20) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                require::skip(&format!("a swapped-out heap: {e}"));
+                return;
+            }
+        }
+    } else {
+        None
+    };
+    if !alone(NAME) {
+        return;
+    }
+    // Unchanged pages first (moved back whole), then one object in three.
+    let pages = 4096;
+    let h = Arc::new(SlideHeap::new(pages, 1024, 3));
+    let m = heap(pages, &h);
+    // SAFETY: advice on our own heap; its content stays (in swap).
+    let rc = unsafe { libc::madvise(m.as_mut_ptr().cast(), m.len(), libc::MADV_PAGEOUT) };
+    assert_eq!(rc, 0, "MADV_PAGEOUT: {}", std::io::Error::last_os_error());
+    let out = common::swap::swapped(m.as_ptr(), pages);
+    assert!(
+        out >= pages / 2,
+        "only {out} of {pages} heap pages went to swap"
+    );
+    let opts = Options::default().mode(Mode::Move);
+    // SAFETY: no thread touches the heap until prepare returns.
+    let mut s = unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
+    let mut stats = None;
+    let expect = mutate(&h, m.as_mut_ptr() as usize, 2, 4000, || {
+        s.start().unwrap();
+        stats = Some(s.finish().unwrap());
+    });
+    h.verify(m.as_ptr(), &expect).unwrap();
+    let stats = stats.unwrap();
+    eprintln!("{out} pages swapped out; {stats:?}");
+    assert_eq!(stats.failed, 0);
+    // The 1024 unchanged pages move (with every page built in staging),
+    // unless this kernel may not move from a swap-backed from-space: then
+    // every page is copied.
+    assert!(
+        stats.moved >= 1024 || stats.moved == 0,
+        "some pages moved and some not: {stats:?}"
+    );
+}

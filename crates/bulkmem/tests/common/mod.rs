@@ -12,6 +12,7 @@ pub mod poison;
 pub mod region;
 pub mod require;
 pub mod slide_heap;
+pub mod swap;
 
 pub const PAGE: usize = 4096;
 

@@ -12,11 +12,13 @@ use crate::machine::cpu::{self, Feature, Features};
 use crate::strategy::{Op, Strategy};
 
 #[cfg(target_arch = "x86_64")]
-use crate::checked::mc::{clear_mc, clear_mc_nt, clear_mc_vec, copy_mc, copy_mc_nt, copy_mc_vec};
+use crate::checked::mc::{
+    clear_mc, clear_mc_nt, clear_mc_vec, copy_mc, copy_mc_nt, copy_mc_or, copy_mc_vec,
+};
 #[cfg(target_arch = "x86_64")]
 use crate::checked::mc::{McClear, McCopy};
 #[cfg(target_arch = "x86_64")]
-use crate::kernels::{avx2, avx512, clzero, rep};
+use crate::kernels::{avx2, avx512, clzero, movsb_or_avx2, rep};
 
 // The x86-only kernels stand behind this macro: elsewhere the row keeps its
 // shape with `$other`, and `x86_only` keeps
@@ -174,6 +176,21 @@ const ROWS: &[Descriptor] = &[
         copy: temporal(
             x86!(rep::copy_movsb, portable::copy),
             x86!(own1(copy_mc::bulkmem_mc_copy_movsb, COPY_BASE), like(&[])),
+        ),
+        clear: None,
+    },
+    Descriptor {
+        strategy: Strategy::RepMovsbOrAvx2,
+        name: "rep-movsb-or-avx2",
+        needs: &[Feature::Avx2],
+        x86_only: true,
+        non_temporal: false,
+        copy: temporal(
+            x86!(movsb_or_avx2::copy, portable::copy),
+            x86!(
+                own1(copy_mc_or::bulkmem_mc_copy_movsb_or_avx2, COPY_VECTOR),
+                like(&[])
+            ),
         ),
         clear: None,
     },

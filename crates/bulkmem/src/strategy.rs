@@ -68,6 +68,10 @@ pub enum Strategy {
     /// Copy only: one `rep movsb` over the whole range (fast with
     /// ERMS/FSRM, slow without).
     RepMovsb,
+    /// Copy only: `rep movsb` where destination and source share their
+    /// offset in a 64-byte line, the AVX2 loop where they do not, chosen
+    /// per call (past the L2 on AMD with FSRM, each wins its half).
+    RepMovsbOrAvx2,
     /// Clear only: `rep stosq` over the 8-byte words, `rep stosb` for the
     /// last 0-7 bytes.
     RepStosq,

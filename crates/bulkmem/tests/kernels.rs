@@ -274,6 +274,8 @@ per_strategy! {
     per_page: Strategy::PerPage;
     rep_movsq: Strategy::RepMovsq;
     rep_movsb: Strategy::RepMovsb;
+    #[cfg_attr(not(bulkmem_host = "avx2"), ignore = "needs AVX2, which the build host lacks")]
+    rep_movsb_or_avx2: Strategy::RepMovsbOrAvx2;
     rep_stosq: Strategy::RepStosq;
     rep_stosb: Strategy::RepStosb;
     libc: Strategy::Libc;

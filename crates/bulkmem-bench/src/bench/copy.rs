@@ -32,7 +32,8 @@ pub struct MemArgs {
     #[arg(long, default_value = "both", value_parser = parse_regimes)]
     regime: Regimes,
     /// Comma-separated strategy names, or `all`: auto, per-page, rep-movsq,
-    /// rep-movsb (copy), rep-stosq, rep-stosb (clear), libc, avx2, avx2-nt,
+    /// rep-movsb, rep-movsb-or-avx2 (copy), rep-stosq, rep-stosb (clear),
+    /// libc, avx2, avx2-nt,
     /// avx512, avx512-nt, clzero (clear), portable. `bulkmem info` says which
     /// this CPU runs.
     #[arg(long, default_value = "all")]

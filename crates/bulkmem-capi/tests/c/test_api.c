@@ -24,7 +24,7 @@ static unsigned char *g_src, *g_dst;
 
 /* Names that cannot do an operation (bm_copy_with / bm_clear_with: -EINVAL). */
 static const char *const no_copy[] = {"rep-stosq", "rep-stosb", "clzero", NULL};
-static const char *const no_clear[] = {"rep-movsq", "rep-movsb", NULL};
+static const char *const no_clear[] = {"rep-movsq", "rep-movsb", "rep-movsb-or-avx2", NULL};
 
 static int in_list(const char *const *l, const char *s)
 {

@@ -122,7 +122,8 @@ fn string_copy_keeps_up(m: &Machine) -> bool {
 }
 
 /// A single copy on AMD from the L2's size up to the stream threshold
-/// (rule 5): the vector loop, not `rep movsb`.
+/// (rule 5): the vector loop, not `rep movsb`; from Zen 4 on, `rep movsb`
+/// where the two buffers share their offset in a line (`movsb_or_avx2`).
 fn amd_single_past_l2(m: &Machine, req: &Request) -> bool {
     m.vendor == Vendor::Amd
         && req.runs <= 1
@@ -195,6 +196,12 @@ pub(crate) fn temporal(m: &Machine, req: &Request) -> Choice {
         _ => {}
     }
     if req.op == Op::Copy && f.avx2 && amd_single_past_l2(m, req) {
+        if string_copy_keeps_up(m) {
+            return c(
+                Strategy::RepMovsbOrAvx2,
+                "AMD with FSRM, one copy past L2: rep movsb for line-paired buffers, else AVX2",
+            );
+        }
         return c(Strategy::Avx2, "AMD, one copy past L2: AVX2 loop, as glibc");
     }
     match req.op {

@@ -23,6 +23,8 @@ pub(crate) mod clzero;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gang;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod movsb_or_avx2;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod rep;
 #[cfg(target_arch = "x86_64")]
 mod vector;

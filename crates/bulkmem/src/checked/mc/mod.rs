@@ -471,6 +471,7 @@ pub(crate) mod clear_mc_vec;
 pub(crate) mod copy_mc;
 pub(crate) mod copy_mc_gang;
 pub(crate) mod copy_mc_nt;
+pub(crate) mod copy_mc_or;
 pub(crate) mod copy_mc_vec;
 pub(crate) mod extable;
 pub(crate) mod handler;

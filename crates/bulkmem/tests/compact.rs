@@ -189,10 +189,9 @@ fn fork_during_a_session_gives_the_child_a_whole_heap() {
     let pages = 512;
     let h = Arc::new(SlideHeap::new(pages, 8, 3));
     let m = heap(pages, &h);
+    let (base, len, opts) = (m.as_mut_ptr(), m.len(), Options::default());
     // SAFETY: no other thread touches the heap.
-    let mut s =
-        unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
-            .unwrap();
+    let mut s = unsafe { Compaction::prepare(base, len, h.clone(), opts) }.unwrap();
     // The child's copy of the session then has collector threads that
     // are not in the child: its finish must leave them be.
     s.start().unwrap();
@@ -303,10 +302,9 @@ fn the_drain_races_late_faults_and_leaves_a_finished_range_alone() {
         let pages = 512;
         let h = Arc::new(SlideHeap::new(pages, 4, 2));
         let m = heap(pages, &h);
+        let (base, len, opts) = (m.as_mut_ptr(), m.len(), Options::default());
         // SAFETY: no other thread touches the heap yet.
-        let s =
-            unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) }
-                .unwrap();
+        let s = unsafe { Compaction::prepare(base, len, h.clone(), opts) }.unwrap();
         let expect = mutate(&h, m.as_mut_ptr() as usize, 2, 20_000, || {
             s.finish().unwrap();
         });
@@ -335,10 +333,9 @@ fn without_userfaultfd_the_session_says_why_and_stop_the_world_still_compacts() 
     let e = unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), Options::default()) };
     assert!(e.is_err());
     h.verify_from(m.as_ptr()).unwrap();
+    let (base, len) = (m.as_mut_ptr(), m.len());
     // SAFETY: as above.
-    let stats =
-        unsafe { compact::stop_the_world(m.as_mut_ptr(), m.len(), &*h, Options::default()) }
-            .unwrap();
+    let stats = unsafe { compact::stop_the_world(base, len, &*h, Options::default()) }.unwrap();
     assert_eq!(stats.by_collector, pages as u64);
     h.verify(m.as_ptr(), &vec![0; h.live.len()]).unwrap();
 }

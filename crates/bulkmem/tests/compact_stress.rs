@@ -412,10 +412,9 @@ fn random_mutators_far_ahead_of_the_collector_hold_little_memory_twice() {
         let before = status_bytes("VmRSS:");
         // Resets VmHWM to the current RSS (proc(5), clear_refs "5").
         std::fs::write("/proc/self/clear_refs", "5").unwrap();
-        let opts = Options::default().mode(mode);
+        let (base, len, opts) = (m.as_mut_ptr(), m.len(), Options::default().mode(mode));
         // SAFETY: no thread touches the heap until prepare returns.
-        let mut s =
-            unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), producer, opts) }.unwrap();
+        let mut s = unsafe { Compaction::prepare(base, len, producer, opts) }.unwrap();
         let (base, n) = (m.as_ptr() as usize, h.live.len());
         let stats = std::thread::scope(|sc| {
             let readers: Vec<_> = (0..2u64)

@@ -405,6 +405,14 @@ fn the_concurrent_gc_example_keeps_its_graph_whole_over_twenty_collections() {
 /// page FAILED and a mutator its SIGBUS. The test process, outside the
 /// cgroup, makes the room once it has seen the limit refuse charges for a
 /// while, by lifting the limit.
+///
+/// The collector is `finish` on this thread, not a thread of its own
+/// (`start`): nothing can then have built the heap before the cap is in
+/// place, and no thread is created at the limit (a clone's kernel stack
+/// is charged to the cgroup too). The cap leaves 512 KiB of room, for
+/// what the threads' own needs may still fault in (stack, page tables),
+/// which the kernel would wait for without bulkmem ever seeing `ENOMEM`;
+/// the collector must build 2 MiB before it releases any from-space.
 #[test]
 fn a_heap_whose_memory_cgroup_runs_dry_waits_for_room_and_loses_nothing() {
     const NAME: &str = "a_heap_whose_memory_cgroup_runs_dry_waits_for_room_and_loses_nothing";
@@ -449,18 +457,18 @@ fn a_heap_whose_memory_cgroup_runs_dry_waits_for_room_and_loses_nothing() {
     let m = heap(pages, &h);
     let opts = Options::default().batch(64);
     // SAFETY: no thread touches the heap until prepare returns.
-    let mut s = unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
+    let s = unsafe { Compaction::prepare(m.as_mut_ptr(), m.len(), h.clone(), opts) }.unwrap();
     let mut stats = None;
     let expect = mutate(&h, m.as_mut_ptr() as usize, 2, 20_000, || {
-        s.start().unwrap();
         // The limit once the session's own scratch pages are in use (a
         // fault on one would wait in the kernel, not in bulkmem): just
-        // above what the cgroup holds, so the next copies are refused.
+        // above what the cgroup holds, so the collector's copies are
+        // refused.
         let t0 = std::time::Instant::now();
         while s.faults() < 20 && t0.elapsed().as_secs() < 1 {
             std::hint::spin_loop();
         }
-        cg.limit_above_usage(64 << 10);
+        cg.limit_above_usage(512 << 10);
         stats = Some(s.finish().unwrap());
     });
     h.verify(m.as_ptr(), &expect).unwrap();

@@ -3,7 +3,7 @@
 //! ones, so the `k`-th live object lands at offset `64 * k`. The pages
 //! before the first dead object come back unchanged (`Fill::Same`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -162,15 +162,20 @@ pub fn mutate(
     run: impl FnOnce(),
 ) -> Vec<u64> {
     let go = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicUsize::new(0));
     let workers: Vec<_> = (0..threads)
         .map(|t| {
-            let (h, go) = (Arc::clone(h), Arc::clone(&go));
+            let (h, go, ready) = (Arc::clone(h), Arc::clone(&go), Arc::clone(&ready));
             std::thread::spawn(move || {
                 // Written now, not at its first use: once running, a
                 // mutator touches no memory of its own, so every page it
                 // needs is the session's (as a memory cgroup sees it).
+                // That includes the stack the kernel writes each SIGBUS's
+                // frame on (several KiB with AVX-512 state).
                 let mut tally = vec![0u64; h.live.len()];
                 std::hint::black_box(&mut tally[..]).fill(0);
+                touch_stack();
+                ready.fetch_add(1, Ordering::Release);
                 let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
                 while !go.load(Ordering::Acquire) {
                     std::hint::spin_loop();
@@ -190,6 +195,11 @@ pub fn mutate(
             })
         })
         .collect();
+    // `run` may cap the process's memory: every mutator's own memory is
+    // in place before it does.
+    while ready.load(Ordering::Acquire) < threads {
+        std::thread::yield_now();
+    }
     go.store(true, Ordering::Release);
     run();
     let mut expect = vec![0u64; h.live.len()];
@@ -199,4 +209,12 @@ pub fn mutate(
         }
     }
     expect
+}
+
+/// Touches the next 64 KiB of this thread's stack, so that signal frames
+/// written there later find their pages present.
+#[inline(never)]
+fn touch_stack() {
+    let mut room = [0u8; 64 << 10];
+    std::hint::black_box(&mut room[..]).fill(1);
 }

@@ -1,7 +1,7 @@
 //! One compaction of one heap, with mutators running: what a row is made
 //! of.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,10 +76,13 @@ pub(super) fn mutate(
     faults: Arc<dyn Fn() -> u64 + Send + Sync>,
     stop: &Arc<AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<Result<Mutated, String>>> {
-    (0..threads)
+    let started = Arc::new(AtomicUsize::new(0));
+    let hs = (0..threads)
         .map(|t| {
             let (heap, stop, faults) = (Arc::clone(heap), Arc::clone(stop), Arc::clone(&faults));
+            let started = Arc::clone(&started);
             std::thread::spawn(move || {
+                started.fetch_add(1, Ordering::Release);
                 let t0 = Instant::now();
                 let mut x = 0x2545_F491_4F6C_DD1Du64 ^ (t as u64 + 1);
                 let (mut ops, mut stalls) = (0u64, Vec::with_capacity(1 << 20));
@@ -108,7 +111,19 @@ pub(super) fn mutate(
                 })
             })
         })
-        .collect()
+        .collect();
+    all_started(&started, threads);
+    hs
+}
+
+/// Waits until `threads` mutators have started: a collector started
+/// before them could build a small heap before any ran (on a loaded
+/// 2-vCPU machine, a whole 8 MiB heap), and the cell would time no
+/// mutator at all.
+fn all_started(started: &AtomicUsize, threads: usize) {
+    while started.load(Ordering::Acquire) < threads {
+        std::thread::yield_now();
+    }
 }
 
 /// Where allocating mutators take their next buffer: 2 MiB steps through
@@ -147,7 +162,8 @@ fn allocate(
     faults: Arc<dyn Fn() -> u64 + Send + Sync>,
     stop: &Arc<AtomicBool>,
 ) -> Vec<std::thread::JoinHandle<Result<Mutated, String>>> {
-    (0..threads)
+    let started = Arc::new(AtomicUsize::new(0));
+    let hs = (0..threads)
         .map(|_| {
             let (bump, stop, faults, ensure) = (
                 Arc::clone(bump),
@@ -155,7 +171,9 @@ fn allocate(
                 Arc::clone(&faults),
                 Arc::clone(&ensure),
             );
+            let started = Arc::clone(&started);
             std::thread::spawn(move || {
+                started.fetch_add(1, Ordering::Release);
                 let t0 = Instant::now();
                 let (mut ops, mut stalls, mut bytes) = (0u64, Vec::new(), 0u64);
                 while !stop.load(Ordering::Relaxed) {
@@ -181,7 +199,9 @@ fn allocate(
                 })
             })
         })
-        .collect()
+        .collect();
+    all_started(&started, threads);
+    hs
 }
 
 pub(super) fn join(

@@ -21,6 +21,10 @@
 //! an eighth of physical memory. A shape's climb ends early where two
 //! cells past the cache measure alike ([`levelled`]).
 //!
+//! Before the ladder, the shape of the non-temporal copies is raced
+//! (`nt_shape.rs`), so every non-temporal row runs the shape the profile
+//! then records.
+//!
 //! This file is the module list. The options and the ladder for this
 //! machine are `ladder.rs`; measuring a ladder (and [`calibrate`], the
 //! entry) `passes.rs`, with the estimate of the time left in
@@ -33,6 +37,7 @@ mod choose;
 mod ladder;
 mod level;
 mod measure;
+mod nt_shape;
 mod passes;
 mod progress;
 mod read;
@@ -51,6 +56,7 @@ pub use ladder::{
 };
 pub use level::{levelled, LEVEL_FLAT, LEVEL_FROM, LEVEL_TIE};
 pub use measure::HOT_BYTES;
+pub use nt_shape::{pick as pick_nt_shape, race_nt_shapes, ShapeRace, SHAPE_MARGIN, SHAPE_RUNS};
 pub use passes::{calibrate, measure_ladder, DISPUTES_UPTO, QUICK_TIES};
 pub use progress::Step;
 pub use read::read_bandwidth;

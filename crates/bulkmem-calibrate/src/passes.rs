@@ -9,6 +9,7 @@ use super::choose::{
 };
 use super::ladder::{ladder_here, CalibrateOptions, Ladder};
 use super::level::levelled;
+use super::nt_shape::{race_nt_shapes, SHAPE_RUNS};
 use super::progress::{cost, Step, Tick, Tracker, DISPUTE_COST, RECHECK_COST, TIE_COST};
 use super::{measure, toolkit};
 use bulkmem::auto::{Cell, Identity, Profile, Shape, FORMAT};
@@ -35,6 +36,11 @@ pub const DISPUTES_UPTO: usize = 4 << 20;
 
 /// [`calibrate`] over an explicit ladder.
 pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<Profile, Error> {
+    // Past the cache, as the ladder's top is, and no larger than it.
+    let top = l.large.iter().chain(&l.singles).copied().max().unwrap_or(0);
+    let race_bytes = (4 * l.cache).clamp(64 << 20, top.max(64 << 20));
+    let race_runs = if l.quick { 3 } else { SHAPE_RUNS };
+    let nt_copy_shape = race_nt_shapes(race_bytes, race_runs)?.map(|r| r.chosen);
     let mut tracker = Tracker::new(l, progress);
     let mut step = |t: Tick| tracker.tick(t);
     let mut cells = Vec::new();
@@ -99,6 +105,7 @@ pub fn measure_ladder(l: &Ladder, progress: &mut dyn FnMut(Step<'_>)) -> Result<
         quick: l.quick,
         cpu: Identity::this(),
         cells,
+        nt_copy_shape,
     })
 }
 

@@ -109,6 +109,7 @@ mod tests {
             quick: true,
             cpu: Identity::this(),
             cells: Vec::new(),
+            nt_copy_shape: None,
         }
     }
 

@@ -75,6 +75,7 @@ fn profile_with(cells: Vec<Cell>) -> Profile {
         quick: true,
         cpu: identity_without_avx512(),
         cells,
+        nt_copy_shape: None,
     }
 }
 

@@ -93,10 +93,9 @@ pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, NtWriter};
 #[cfg(target_arch = "x86_64")]
 pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
-#[cfg(feature = "test-hooks")]
-pub use kernels::force_nt_copy_shape;
 #[cfg(all(target_arch = "x86_64", feature = "test-hooks"))]
 pub use kernels::gang::force_gangs;
+pub use kernels::{nt_copy_shape, set_nt_copy_shape, NtCopyShape};
 pub use latch::Latch;
 pub use strategy::{FillMode, Hint, Op, Options, ParseNameError, Strategy};
 pub use units::{format_bytes, parse_bytes};

@@ -19,7 +19,7 @@ use bulkmem::fault;
 use bulkmem::fault::Side;
 use bulkmem::{Error, Strategy};
 use common::poison::*;
-use common::{canary, in_both_nt_shapes, require, Guarded, PAGE};
+use common::{canary, in_every_nt_shape, require, Guarded, PAGE};
 use proptest::prelude::*;
 
 const CHECKED_COPY: &[Strategy] = fault::checked_strategies(bulkmem::Op::Copy);
@@ -227,11 +227,11 @@ proptest! {
 /// non-temporal twins (and every other one) stop exactly there. The
 /// destination 37 bytes ahead of the source takes the string twins'
 /// 16-byte path (`near_ahead`).
-/// The non-temporal copies run in both of their shapes
-/// (`bulkmem::force_nt_copy_shape`), whichever this CPU takes.
+/// The non-temporal copies run in each of their shapes
+/// (`bulkmem::set_nt_copy_shape`), whichever this CPU takes.
 #[test]
 fn every_page_of_the_interleaved_blocks_faults_exactly() {
-    in_both_nt_shapes(|shape| {
+    in_every_nt_shape(|shape| {
         for clear in [false, true] {
             for s in strategies(clear) {
                 for page in 0..N {
@@ -258,7 +258,8 @@ fn every_page_of_the_interleaved_blocks_faults_exactly() {
 fn twins_match_the_reference_around_block_edges() {
     const BLOCK: usize = 4 * PAGE;
     let mut lens = Vec::new();
-    for edge in [BLOCK, 2 * BLOCK] {
+    // The two-page blocks' edges, then the four-page blocks'.
+    for edge in [2 * PAGE, 3 * PAGE, BLOCK, 2 * BLOCK] {
         for d in [0usize, 1, 63, 64, 65, 255, 256, 257] {
             lens.push(edge - d);
             lens.push(edge + d);
@@ -270,7 +271,7 @@ fn twins_match_the_reference_around_block_edges() {
         .enumerate()
         .for_each(|(i, b)| *b = src_byte(i));
     let mut dst = Guarded::new(3 * BLOCK);
-    in_both_nt_shapes(|shape| {
+    in_every_nt_shape(|shape| {
         for clear in [false, true] {
             for s in strategies(clear) {
                 for &(s_off, d_off) in &[(0, 0), (1, 0), (0, 1), (63, 33), (4000, 96), (17, 4095)] {

@@ -189,12 +189,12 @@ fn clear_around_2mib(s: Strategy) {
 }
 
 /// Lengths around the page blocks of the non-temporal copies' interleaved
-/// body (four pages, 16 KiB, at once: NT_COPY_PAGES in kernels/mod.rs),
+/// bodies (two pages, 8 KiB, or four, 16 KiB, at once: `NtCopyShape`),
 /// with the remainders that fall to the 256-byte and 64-byte loops and the
 /// tail, and a head of 1..63 bytes before the first aligned line.
 const BLOCK_EDGES: &[usize] = &[
-    12287, 16383, 16384, 16385, 16447, 16448, 16639, 16640, 20479, 32767, 32768, 33025, 49153,
-    69695,
+    8191, 8192, 8193, 8255, 8256, 8447, 8448, 12287, 16383, 16384, 16385, 16447, 16448, 16639,
+    16640, 20479, 24575, 24576, 32767, 32768, 33025, 49153, 69695,
 ];
 
 fn copy_around_page_blocks(s: Strategy) {
@@ -298,17 +298,17 @@ per_strategy! {
     portable: Strategy::Portable;
 }
 
-/// The non-temporal copies in both of their shapes, whichever this CPU
-/// takes (`bulkmem::force_nt_copy_shape`): the interleaved blocks' edges,
+/// The non-temporal copies in each of their shapes, whichever this CPU
+/// takes (`bulkmem::set_nt_copy_shape`): the interleaved blocks' edges,
 /// every misalignment pair at the loops' edges, and around 2 MiB, where
 /// the stream's prefetch stops 2 KiB before the end.
 #[test]
-fn nt_copies_in_both_shapes() {
+fn nt_copies_in_every_shape() {
     for s in require::runnable(&[Strategy::Avx2Nt, Strategy::Avx512Nt]) {
         if s == Strategy::Auto {
             continue;
         }
-        in_both_nt_shapes(|_| {
+        in_every_nt_shape(|_| {
             copy_around_page_blocks(s);
             copy_every_alignment(s);
             copy_around_2mib(s);

@@ -34,6 +34,7 @@ fn profile() -> Profile {
         quick: true,
         cpu: Identity::this(),
         cells,
+        nt_copy_shape: None,
     }
 }
 

@@ -98,6 +98,24 @@ pub struct MemArgs {
     /// measured with. 0: never.
     #[arg(long, value_name = "RATIO", default_value_t = REMEASURE_BELOW, value_parser = parse_fraction)]
     remeasure_below: f64,
+    /// The shape every non-temporal copy takes in this run (its rows and
+    /// `auto`'s): stream (one stream, prefetched), four-pages (four pages
+    /// at once, each stored before the next is loaded), two-pages
+    /// (glibc's large copy: two pages loaded, then stored) [default: this
+    /// machine's, as `bulkmem info` says].
+    #[arg(long, value_name = "SHAPE", value_parser = parse_nt_shape)]
+    nt_shape: Option<bulkmem::NtCopyShape>,
+}
+
+/// A `--nt-shape` name.
+pub fn parse_nt_shape(s: &str) -> Result<bulkmem::NtCopyShape, String> {
+    bulkmem::NtCopyShape::ALL
+        .into_iter()
+        .find(|x| x.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<_> = bulkmem::NtCopyShape::ALL.iter().map(|x| x.name()).collect();
+            format!("{s:?}: not a shape ({})", names.join(", "))
+        })
 }
 
 /// `--remeasure-below`'s default: below what `auto/best` a cell is
@@ -120,6 +138,12 @@ pub const BASELINE: &str = "libc";
 pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     check_outputs(a.out.json.as_deref(), a.plot.as_deref())?;
     let (strategies, skipped) = pick_strategies(op, &a.strategies)?;
+    if let Some(shape) = a.nt_shape {
+        if op == Op::Clear {
+            return Err(usage("--nt-shape: clears have one shape; it is for copies"));
+        }
+        bulkmem::set_nt_copy_shape(Some(shape));
+    }
     let foreign = super::against::load(op, &a.against).map_err(usage)?;
     let nodes = bulkmem::topology::Nodes::detect();
     for (flag, node) in [("--src-node", a.src_node), ("--dst-node", a.dst_node)] {

@@ -229,6 +229,16 @@ fn auto_lines(o: &mut String, info: &Info) {
             at(f.clear_batch_2m)
         );
     }
+    // After `auto::profile()`, which hands its measured shape to the kernels.
+    let whose = match auto::profile().and_then(|p| p.nt_copy_shape) {
+        Some(_) => "as the profile measured",
+        None => "this CPU's built-in shape",
+    };
+    let _ = writeln!(
+        o,
+        "nt copies:   {} ({whose}; `bench copy --nt-shape` runs another)",
+        bulkmem::nt_copy_shape().name()
+    );
 }
 
 /// The environment's overrides in force, and the settings it ignored.
@@ -262,23 +272,41 @@ fn choice_table(o: &mut String, info: &Info) {
         o,
         "\nauto would choose (single calls; last column a batch of 128 x 2M extents, 256M in all):"
     );
-    let _ = write!(o, "{:<14}", "op, hint");
-    for &s in SIZES {
-        let _ = write!(o, "{:>11}", fmt_size(s));
-    }
-    let _ = writeln!(o, "{:>12}", "128x2M");
-    for op in ["copy", "clear"] {
-        for h in Hint::ALL {
-            let _ = write!(o, "{:<14}", format!("{op}, {h}"));
-            for c in info
+    // Each column as wide as the longest name in it, and a space more.
+    let rows: Vec<(String, Vec<&str>)> = ["copy", "clear"]
+        .into_iter()
+        .flat_map(|op| Hint::ALL.iter().map(move |&h| (op, h)))
+        .map(|(op, h)| {
+            let cells = info
                 .auto
                 .iter()
                 .filter(|c| c.op == op && c.hint == h.name())
-            {
-                let w = if c.runs > 1 { 12 } else { 11 };
-                let _ = write!(o, "{:>w$}", c.chose);
-            }
-            o.push('\n');
+                .map(|c| c.chose)
+                .collect();
+            (format!("{op}, {h}"), cells)
+        })
+        .collect();
+    let heads: Vec<String> = SIZES
+        .iter()
+        .map(|&s| fmt_size(s))
+        .chain(["128x2M".to_string()])
+        .collect();
+    let widths: Vec<usize> = (0..heads.len())
+        .map(|j| {
+            let names = rows.iter().filter_map(|r| r.1.get(j).map(|n| n.len()));
+            1 + names.chain([heads[j].len(), 9]).max().unwrap_or(9)
+        })
+        .collect();
+    let _ = write!(o, "{:<14}", "op, hint");
+    for (h, w) in heads.iter().zip(&widths) {
+        let _ = write!(o, "{h:>w$}");
+    }
+    o.push('\n');
+    for (name, cells) in &rows {
+        let _ = write!(o, "{name:<14}");
+        for (c, w) in cells.iter().zip(&widths) {
+            let _ = write!(o, "{c:>w$}");
         }
+        o.push('\n');
     }
 }

@@ -391,6 +391,9 @@ fn load_at(path: PathBuf, id: &Identity) -> (Option<Profile>, ProfileStatus) {
 }
 
 fn tuned(p: Profile, path: PathBuf) -> (Option<Profile>, ProfileStatus) {
+    if let Some(shape) = p.nt_copy_shape {
+        crate::kernels::adopt_nt_copy_shape(shape);
+    }
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -58,7 +58,7 @@ impl CheckedCopyKernel {
             crate::checked::mc::copy_mc::route_near_ahead();
         }
         if matches!(strategy, Strategy::Avx2Nt | Strategy::Avx512Nt) {
-            crate::checked::mc::copy_mc_nt::interleave();
+            crate::checked::mc::copy_mc_nt::follow_shape();
         }
         Ok(CheckedCopyKernel {
             strategy,

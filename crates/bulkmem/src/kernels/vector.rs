@@ -12,7 +12,7 @@
 //! lines), and a tail. No access leaves the range.
 
 use super::small::to_line;
-use super::{nt_copy_interleaves, prefetch_ahead, NT_COPY_BLOCK, NT_COPY_PAGES, PREFETCH_AHEAD};
+use super::{nt_copy_shape, prefetch_ahead, NtCopyShape, NT_COPY_PAGES, PREFETCH_AHEAD};
 
 /// One vector register's moves. Methods are unsafe to call: the caller
 /// runs with the vector's CPU features and owns the bytes named.
@@ -101,19 +101,20 @@ pub(super) unsafe fn copy_nt_unfenced<V: Vector>(dst: *mut u8, src: *const u8, l
     let w = V::BYTES;
     let per_256 = 256 / w;
     let head = to_line(dst).min(len);
-    let interleave = nt_copy_interleaves();
+    let shape = nt_copy_shape();
+    let block = shape.block();
     // Bounds: the head is [0, head) with head <= len; each interleaved
-    // block is [k, k + NT_COPY_BLOCK) with k + NT_COPY_BLOCK <= len by its
-    // loop condition, every access in it at k + p * 4096 + i + w * j below
-    // k + NT_COPY_BLOCK; the body starts 64-aligned at `head` and each
-    // iteration ends at or before len; the tail is exactly [k, len) with
-    // len - k < 64.
+    // block is [k, k + block) with k + block <= len by its loop condition,
+    // every access in it at k + p * 4096 + i + w * j below k + block; the
+    // body starts 64-aligned at `head` and each iteration ends at or
+    // before len; the tail is exactly [k, len) with len - k < 64.
+    // Prefetches may name bytes past the range: they never fault.
     // SAFETY: (whole block) every access lies in [0, len) (bounds above),
     // which the caller's contract makes readable/writable.
     unsafe {
         V::copy_small(dst, src, head);
         let mut k = head;
-        while interleave && k + NT_COPY_BLOCK <= len {
+        while shape == NtCopyShape::FourPages && k + block <= len {
             let mut i = 0;
             while i < 4096 {
                 for p in 0..NT_COPY_PAGES {
@@ -128,10 +129,33 @@ pub(super) unsafe fn copy_nt_unfenced<V: Vector>(dst: *mut u8, src: *const u8, l
                 }
                 i += 4 * w;
             }
-            k += NT_COPY_BLOCK;
+            k += block;
+        }
+        while shape == NtCopyShape::TwoPages && k + block <= len {
+            let mut i = 0;
+            while i < 4096 {
+                let (a, b) = (k + i, k + 4096 + i);
+                prefetch_ahead(src.wrapping_add(a + 4 * w), 8 * w);
+                prefetch_ahead(src.wrapping_add(b + 4 * w), 8 * w);
+                let mut v = [V::zero(); 8];
+                for (j, v) in v[..4].iter_mut().enumerate() {
+                    *v = V::load(src.add(a + w * j));
+                }
+                for (j, v) in v[4..].iter_mut().enumerate() {
+                    *v = V::load(src.add(b + w * j));
+                }
+                for (j, &v) in v[..4].iter().enumerate() {
+                    V::stream(dst.add(a + w * j), v);
+                }
+                for (j, &v) in v[4..].iter().enumerate() {
+                    V::stream(dst.add(b + w * j), v);
+                }
+                i += 4 * w;
+            }
+            k += block;
         }
         while k + 256 <= len {
-            if !interleave && k + 256 + PREFETCH_AHEAD <= len {
+            if shape == NtCopyShape::Stream && k + 256 + PREFETCH_AHEAD <= len {
                 prefetch_ahead(src.add(k + PREFETCH_AHEAD), 256);
             }
             // Load a whole 256-byte block before streaming it out, as

@@ -16,25 +16,24 @@ pub mod swap;
 
 pub const PAGE: usize = 4096;
 
-/// Runs `f` once with the non-temporal copies in each of their shapes
-/// (four pages read at once, Intel's; one prefetched stream, every other
-/// CPU's), whichever this CPU takes, then gives it its own back. The
-/// shape is the process's: tests that force it take turns, so each runs
-/// the shape it forced (the others, forcing nothing, run either, and
-/// both are correct).
-pub fn in_both_nt_shapes(mut f: impl FnMut(&str)) {
+/// Runs `f` with the non-temporal copies forced into each of their
+/// shapes (`bulkmem::NtCopyShape`), whichever this CPU takes, then gives
+/// it its own back. The shape is the process's: tests that force it take
+/// turns, so each runs the shape it forced (the others, forcing nothing,
+/// run any, and all are correct).
+pub fn in_every_nt_shape(mut f: impl FnMut(&str)) {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     struct Restore;
     impl Drop for Restore {
         fn drop(&mut self) {
-            bulkmem::force_nt_copy_shape(None);
+            bulkmem::set_nt_copy_shape(None);
         }
     }
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _restore = Restore;
-    for (interleave, name) in [(true, "interleaved pages"), (false, "one stream")] {
-        bulkmem::force_nt_copy_shape(Some(interleave));
-        f(name);
+    for shape in bulkmem::NtCopyShape::ALL {
+        bulkmem::set_nt_copy_shape(Some(shape));
+        f(shape.name());
     }
 }
 

@@ -23,6 +23,9 @@ impl Profile {
         let _ = writeln!(s, "created = {}", self.created);
         let _ = writeln!(s, "quick = {}", self.quick);
         let _ = writeln!(s, "cells = {}", self.cells.len());
+        if let Some(shape) = self.nt_copy_shape {
+            let _ = writeln!(s, "nt_copy_shape = \"{}\"", shape.name());
+        }
         let c = &self.cpu;
         let _ = writeln!(s, "\n[cpu]\nkey = \"{}\"", c.key());
         let _ = writeln!(s, "vendor = \"{}\"", c.vendor);

@@ -253,4 +253,7 @@ pub struct Profile {
     pub cpu: Identity,
     /// Sorted by (op, shape, size).
     pub cells: Vec<Cell>,
+    /// The shape the non-temporal copies measured fastest in
+    /// (`crate::NtCopyShape`); `None`: the CPU's built-in one.
+    pub nt_copy_shape: Option<crate::kernels::NtCopyShape>,
 }

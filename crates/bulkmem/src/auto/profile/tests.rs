@@ -103,6 +103,7 @@ pub(crate) fn hand() -> Profile {
         quick: false,
         cpu: identity(),
         cells,
+        nt_copy_shape: None,
     };
     p.cells.sort_by_key(key);
     p
@@ -130,6 +131,26 @@ fn round_trip() {
     assert_eq!(q.cpu, p.cpu);
     assert_eq!(Profile::parse(&q.to_toml()).unwrap(), q);
     assert!(text.contains(&format!("key = \"{}\"", identity().key())));
+    assert_eq!(q.nt_copy_shape, None);
+    assert!(!text.contains("nt_copy_shape"));
+}
+
+#[test]
+fn the_measured_shape_of_non_temporal_copies_round_trips_and_a_strange_one_is_refused() {
+    for shape in crate::kernels::NtCopyShape::ALL {
+        let p = Profile {
+            nt_copy_shape: Some(shape),
+            ..hand()
+        };
+        let text = p.to_toml();
+        assert!(text.contains(&format!("nt_copy_shape = \"{}\"", shape.name())));
+        assert_eq!(Profile::parse(&text).unwrap().nt_copy_shape, Some(shape));
+    }
+    let text = hand()
+        .to_toml()
+        .replace("cells = ", "nt_copy_shape = \"eight-pages\"\ncells = ");
+    let e = Profile::parse(&text).unwrap_err();
+    assert!(e.contains("nt_copy_shape") && !e.contains("eight"), "{e}");
 }
 
 #[test]

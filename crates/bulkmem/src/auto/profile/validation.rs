@@ -59,6 +59,16 @@ fn profile(tables: Tables<'_>) -> Result<Profile, String> {
             w[0].size
         ));
     }
+    let nt_copy_shape = if top.has("nt_copy_shape") {
+        let name = top.str("nt_copy_shape")?;
+        let shape = crate::kernels::NtCopyShape::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or("'nt_copy_shape' names no shape of this bulkmem")?;
+        Some(shape)
+    } else {
+        None
+    };
     Ok(Profile {
         format,
         bulkmem: top.str("bulkmem")?.to_string(),
@@ -66,6 +76,7 @@ fn profile(tables: Tables<'_>) -> Result<Profile, String> {
         quick: top.bool("quick")?,
         cpu: identity,
         cells: parsed,
+        nt_copy_shape,
     })
 }
 

@@ -81,6 +81,7 @@ fn text(cells: &[RawCell]) -> String {
         quick: true,
         cpu: Identity::this(),
         cells: Vec::new(),
+        nt_copy_shape: None,
     }
     .to_toml()
     .replacen("cells = 0", &format!("cells = {}", cells.len()), 1);

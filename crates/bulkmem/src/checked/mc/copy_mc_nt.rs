@@ -4,17 +4,20 @@
 //!
 //! 1. A head up to the destination's next 64-byte line (a short move, or a
 //!    byte-masked one with AVX-512).
-//! 2. On Intel (`kernels::nt_copy_interleaves`, set by [`interleave`]),
-//!    blocks of [`NT_COPY_PAGES`](crate::kernels) pages read at once: each
-//!    step copies one vector group (128 bytes with AVX2, 256 with AVX-512)
-//!    from each of four runs a page apart, so several read streams keep
-//!    DRAM busy. `rsi`/`rdi` stay at the block's start and `r9` walks the
-//!    step within the page; a fault anywhere in the block reports the
-//!    block's start plus `r9` as the first byte not copied: every byte
-//!    before it is done, and bytes of the later pages past it (up to three
-//!    pages) may already hold their copy.
+//! 2. Blocks of pages read at once, in the shape `kernels::nt_copy_shape`
+//!    names (set here by [`follow_shape`]): four pages, each step copying
+//!    one vector group (128 bytes with AVX2, 256 with AVX-512) from each
+//!    of four runs a page apart; or two pages, each step loading a group
+//!    of each of two runs a page apart before storing either, and
+//!    requesting both runs' next two groups. `rsi`/`rdi` stay at the
+//!    block's start and `r9` walks the step within the page; a fault
+//!    anywhere in the block reports the block's start plus `r9` as the
+//!    first byte not copied: every byte before it is done, and bytes of
+//!    the later pages past it (up to three pages) may already hold their
+//!    copy.
 //! 3. 256 bytes per step (loads first, then streaming stores), then 64.
-//!    Elsewhere this is the whole body, and each 256-byte step first
+//!    In the one-stream shape this is the whole body, and each 256-byte
+//!    step first
 //!    requests the source `PREFETCH_AHEAD` (2 KiB) ahead while that still
 //!    lies in the range (a prefetch never faults).
 //! 4. A tail as the head.
@@ -33,12 +36,12 @@ global_asm!(
     r#"
     .pushsection .text.bulkmem_mc_ntcopy,"ax",@progbits
 
-    // Set on Intel, where the page interleave was measured to win
-    // (`interleave`); elsewhere one stream, prefetched.
-    .pushsection .data.bulkmem_mc_nt_interleave,"aw",@progbits
-    .globl bulkmem_mc_nt_interleave
-    .hidden bulkmem_mc_nt_interleave
-bulkmem_mc_nt_interleave:
+    // `kernels::NtCopyShape` as a byte (`follow_shape`): 0 one stream,
+    // prefetched; 1 four pages; 2 two pages.
+    .pushsection .data.bulkmem_mc_nt_shape,"aw",@progbits
+    .globl bulkmem_mc_nt_shape
+    .hidden bulkmem_mc_nt_shape
+bulkmem_mc_nt_shape:
     .byte 0
     .popsection
 
@@ -63,9 +66,11 @@ bulkmem_mc_nt_interleave:
     add rdi, rcx
     sub rdx, rcx
 .Lcn_head_done\@:
+    cmp byte ptr [rip + bulkmem_mc_nt_shape], 2
+    je .Lcn_two\@
     cmp rdx, 16384
     jb .Lcn_by256\@
-    cmp byte ptr [rip + bulkmem_mc_nt_interleave], 0
+    cmp byte ptr [rip + bulkmem_mc_nt_shape], 0
     je .Lcn_by256\@
 .Lcn_block\@:
     xor r9d, r9d
@@ -85,10 +90,47 @@ bulkmem_mc_nt_interleave:
     sub rdx, 16384
     cmp rdx, 16384
     jae .Lcn_block\@
+    jmp .Lcn_by256\@
+.Lcn_two\@:
+    cmp rdx, 8192
+    jb .Lcn_by256\@
+.Lcn_tblock\@:
+    xor r9d, r9d
+    .p2align 4
+.Lcn_tstep\@:
+    .irp page, 0, 4096
+    .irp line, 4 * \w, 4 * \w + 64, 4 * \w + 128, 4 * \w + 192, 4 * \w + 256, 4 * \w + 320, 4 * \w + 384, 4 * \w + 448
+    .if \line < 12 * \w
+    prefetcht0 [rsi + r9 + \page + \line]
+    .endif
+    .endr
+    .endr
+    .irp i, 0, 1, 2, 3
+    \ld \vec\i, \ptr ptr [rsi + r9 + \i * \w]
+    .endr
+    .irp i, 4, 5, 6, 7
+    \ld \vec\i, \ptr ptr [rsi + r9 + 4096 + (\i - 4) * \w]
+    .endr
+    .irp i, 0, 1, 2, 3
+    vmovntdq \ptr ptr [rdi + r9 + \i * \w], \vec\i
+    .endr
+    .irp i, 4, 5, 6, 7
+    vmovntdq \ptr ptr [rdi + r9 + 4096 + (\i - 4) * \w], \vec\i
+    .endr
+.Lcn_tstep_end\@:
+    BM_EXTABLE .Lcn_tstep\@, .Lcn_tstep_end\@, .Lcn_fixblk\@
+    add r9, 4 * \w
+    cmp r9, 4096
+    jb .Lcn_tstep\@
+    add rsi, 8192
+    add rdi, 8192
+    sub rdx, 8192
+    cmp rdx, 8192
+    jae .Lcn_tblock\@
 .Lcn_by256\@:
     cmp rdx, 256
     jb .Lcn_by64\@
-    cmp byte ptr [rip + bulkmem_mc_nt_interleave], 0
+    cmp byte ptr [rip + bulkmem_mc_nt_shape], 0
     jne .Lcn_l0\@
     cmp rdx, 256 + 2048
     jb .Lcn_l0\@
@@ -156,19 +198,19 @@ bulkmem_mc_ntcopy_text_end:
 );
 
 extern "C" {
-    /// Non-zero: the routines read four pages at once (Intel).
-    static mut bulkmem_mc_nt_interleave: u8;
+    /// The shape the routines take (`kernels::NtCopyShape as u8`).
+    static mut bulkmem_mc_nt_shape: u8;
 }
 
 /// Gives the checked non-temporal copies the shape of the unchecked ones
-/// on this CPU (`kernels::nt_copy_interleaves`). Idempotent; called
-/// wherever a checked non-temporal routine is handed out, before any runs.
-pub(crate) fn interleave() {
-    let on = u8::from(crate::kernels::nt_copy_interleaves());
+/// (`kernels::nt_copy_shape`). Idempotent; called wherever a checked
+/// non-temporal routine is handed out, before any runs.
+pub(crate) fn follow_shape() {
+    let shape = crate::kernels::nt_copy_shape() as u8;
     // SAFETY: a byte of this object's data, written only here and read by
-    // the routines (either value runs a correct copy, so racing writers
+    // the routines (every value runs a correct copy, so racing writers
     // are harmless); a byte store is atomic on x86.
-    unsafe { core::ptr::addr_of_mut!(bulkmem_mc_nt_interleave).write_volatile(on) };
+    unsafe { core::ptr::addr_of_mut!(bulkmem_mc_nt_shape).write_volatile(shape) };
 }
 
 routines!(McCopy:
@@ -191,22 +233,23 @@ mod tests {
 
     #[test]
     fn every_entry_lies_in_its_routine() {
-        // AVX2: six short-move widths twice (head, tail), the page step,
-        // 256 and 64 bytes. AVX-512: masked head and tail, the same three.
+        // AVX2: six short-move widths twice (head, tail), the two page
+        // steps, 256 and 64 bytes. AVX-512: masked head and tail, the same
+        // four.
         super::super::extable::check(
             &table(),
             &[
-                ("avx2nt", bulkmem_mc_copy_avx2nt as McCopy as usize, 15),
+                ("avx2nt", bulkmem_mc_copy_avx2nt as McCopy as usize, 16),
                 (
                     "avx2nt_unfenced",
                     bulkmem_mc_copy_avx2nt_unfenced as McCopy as usize,
-                    15,
+                    16,
                 ),
-                ("avx512nt", bulkmem_mc_copy_avx512nt as McCopy as usize, 5),
+                ("avx512nt", bulkmem_mc_copy_avx512nt as McCopy as usize, 6),
                 (
                     "avx512nt_unfenced",
                     bulkmem_mc_copy_avx512nt_unfenced as McCopy as usize,
-                    5,
+                    6,
                 ),
             ],
             text_end(),

@@ -16,6 +16,7 @@ pub mod mem;
 pub mod migrate;
 pub mod moves;
 pub mod overlap;
+pub mod peers;
 mod pipe_sink;
 pub mod preload;
 
@@ -33,6 +34,9 @@ pub enum BenchCmd {
     /// Clear (zeroing) throughput per strategy and size, cache-hot and
     /// cold.
     Clear(copy::MemArgs),
+    /// bulkmem against the C library and other libraries (--against):
+    /// copies and clears at 4K and 2M hot, 256M cold, 128 x 2M cold.
+    Peers(peers::PeersArgs),
     /// The multi-threaded batch engine copying a batch of blocks ("folios",
     /// 4K to 2M each, as a kernel migrating pages would): block size x
     /// threads, block count, placement.
@@ -70,6 +74,7 @@ pub fn cmd(what: BenchCmd, quiet: bool) -> Result<(), Failure> {
     match what {
         BenchCmd::Copy(a) => copy::cmd(bulkmem::Op::Copy, a, quiet),
         BenchCmd::Clear(a) => copy::cmd(bulkmem::Op::Clear, a, quiet),
+        BenchCmd::Peers(a) => peers::cmd(a, quiet),
         BenchCmd::Batch(a) => batch::cmd(a, quiet),
         BenchCmd::Fill(a) => fill::cmd(a, quiet),
         BenchCmd::Move(a) => moves::cmd(a, quiet),

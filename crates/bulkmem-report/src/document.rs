@@ -111,6 +111,13 @@ pub struct Row {
     /// their own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remeasured: Option<Remeasured>,
+    /// Bytes the source started past a page boundary (`bench copy
+    /// --src-offset`, hot regimes); absent: page-aligned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_offset: Option<usize>,
+    /// The same for the destination (`--dst-offset`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_offset: Option<usize>,
 }
 
 /// A cell measured again: `auto` and the rows this run put it furthest

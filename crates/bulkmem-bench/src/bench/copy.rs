@@ -105,6 +105,17 @@ pub struct MemArgs {
     /// machine's, as `bulkmem info` says].
     #[arg(long, value_name = "SHAPE", value_parser = parse_nt_shape)]
     nt_shape: Option<bulkmem::NtCopyShape>,
+    /// Start each hot, consume and pipe source this many bytes past a page
+    /// boundary (1-4095), the destination page-aligned unless --dst-offset
+    /// moves it: copies between
+    /// buffers that are not mutually aligned, as a program's often are
+    /// (cold extents stay page-aligned). Copies only.
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..4096))]
+    src_offset: u16,
+    /// The same for the destinations (the sources page-aligned unless
+    /// --src-offset moves them too).
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..4096))]
+    dst_offset: u16,
 }
 
 /// A `--nt-shape` name.
@@ -143,6 +154,16 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
             return Err(usage("--nt-shape: clears have one shape; it is for copies"));
         }
         bulkmem::set_nt_copy_shape(Some(shape));
+    }
+    if a.src_offset > 0 && op == Op::Clear {
+        return Err(usage(
+            "--src-offset: a clear has no source; it is for copies",
+        ));
+    }
+    if (a.src_offset > 0 || a.dst_offset > 0) && a.regime.0.contains(&Regime::Cold) {
+        eprintln!(
+            "bulkmem: note: --src-offset and --dst-offset apply to the hot regimes; cold extents stay page-aligned"
+        );
     }
     let foreign = super::against::load(op, &a.against).map_err(usage)?;
     let nodes = bulkmem::topology::Nodes::detect();
@@ -199,6 +220,8 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         hot_bytes: mem::HOT_BYTES,
         min_run: bulkmem_calibrate::toolkit::MIN_RUN,
         foreign,
+        src_offset: a.src_offset.into(),
+        dst_offset: a.dst_offset.into(),
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
     let again = results::to_remeasure(&rows, a.remeasure_below);
@@ -292,6 +315,8 @@ pub fn default_report(quiet: bool, json: Option<&Path>) -> Result<(), Failure> {
             hot_bytes: REPORT_HOT,
             min_run: std::time::Duration::ZERO,
             foreign: Vec::new(),
+            src_offset: 0,
+            dst_offset: 0,
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
         results::add_speedups_over(&mut rows, BASELINE);

@@ -149,6 +149,8 @@ fn row(
         threads: plan.threads,
         runs: plan.rounds.runs,
         gbps,
+        src_offset: (plan.src_offset > 0 && regime != Regime::Cold).then_some(plan.src_offset),
+        dst_offset: (plan.dst_offset > 0 && regime != Regime::Cold).then_some(plan.dst_offset),
         ..Default::default()
     }
 }
@@ -204,6 +206,8 @@ mod tests {
             hot_bytes: HOT_BYTES,
             min_run: std::time::Duration::ZERO,
             foreign: Vec::new(),
+            src_offset: 0,
+            dst_offset: 0,
         }
     }
 

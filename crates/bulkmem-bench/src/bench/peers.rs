@@ -84,6 +84,8 @@ pub fn cmd(a: PeersArgs, quiet: bool) -> Result<(), Failure> {
             hot_bytes: mem::HOT_BYTES,
             min_run: bulkmem_calibrate::toolkit::MIN_RUN,
             foreign,
+            src_offset: 0,
+            dst_offset: 0,
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
         results::add_speedups_over(&mut rows, "libc");

@@ -71,6 +71,14 @@ pub fn tables_over(
             }
             _ => "same buffers every call".to_string(),
         };
+        let past = |what: &str, off: Option<usize>| {
+            off.map_or(String::new(), |o| format!(", {what} {o} bytes past a page"))
+        };
+        let how = format!(
+            "{how}{}{}",
+            past("sources", cell_rows.iter().find_map(|r| r.src_offset)),
+            past("destinations", cell_rows.iter().find_map(|r| r.dst_offset))
+        );
         let (lo, hi) = cell_rows.iter().fold((usize::MAX, 0), |(lo, hi), r| {
             (lo.min(r.threads), hi.max(r.threads))
         });

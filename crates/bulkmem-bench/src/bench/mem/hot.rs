@@ -20,8 +20,13 @@ use crate::results::Row;
 /// One thread's hot buffers of one size, and where its destination goes
 /// after each call.
 struct HotPair {
+    /// `src_off` bytes longer than the cell's size: the source is
+    /// [`HotPair::src`].
     src: Mapping,
+    src_off: usize,
+    /// As `src`: the destination is `dst_off` bytes in.
     dst: Mapping,
+    dst_off: usize,
     after: After,
     /// The pipe regime's pipe (its reader drains it until dropped).
     sink: Option<PipeSink>,
@@ -33,11 +38,16 @@ impl HotPair {
     fn run(&mut self, op: Op, exec: Exec, reps: usize) -> Result<(), String> {
         let HotPair {
             src,
+            src_off,
             dst,
+            dst_off,
             after,
             sink,
         } = self;
-        let (dst, src) = (dst.as_mut_slice(), src.as_slice());
+        let (dst, src) = (
+            &mut dst.as_mut_slice()[*dst_off..],
+            &src.as_slice()[*src_off..],
+        );
         match after {
             After::Nothing => exec.repeated(op, dst, src, reps, |_| Ok(())),
             After::Read => exec.repeated(op, dst, src, reps, |d| {
@@ -61,11 +71,17 @@ impl HotBufs {
     pub(super) fn new(plan: &Plan, size: usize, after: After) -> Result<HotBufs, String> {
         let mut pairs = Vec::new();
         for _ in 0..plan.threads {
-            let mut src = arena::prefaulted(size, plan.thp, 0)
+            let src_off = if plan.op == Op::Copy {
+                plan.src_offset
+            } else {
+                0
+            };
+            let mut src = arena::prefaulted(size + src_off, plan.thp, 0)
                 .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
-            fill_pattern(src.as_mut_slice());
+            fill_pattern(&mut src.as_mut_slice()[src_off..]);
             place(&src, plan.src_node, "source")?;
-            let dst = arena::prefaulted(size, plan.thp, POISON)
+            let dst_off = plan.dst_offset;
+            let dst = arena::prefaulted(size + dst_off, plan.thp, POISON)
                 .map_err(|e| format!("cannot map {size} bytes: {e}"))?;
             place(&dst, plan.dst_node, "destination")?;
             let sink = match after {
@@ -74,7 +90,9 @@ impl HotBufs {
             };
             pairs.push(HotPair {
                 src,
+                src_off,
                 dst,
+                dst_off,
                 after,
                 sink,
             });
@@ -100,18 +118,19 @@ pub(super) fn hot_group(
     let sparse = size > FULL_CHECK;
     for (i, exec) in execs.iter().enumerate() {
         for p in bufs.pairs.iter_mut() {
-            poison(p.dst.as_mut_slice(), sparse);
+            let (s, d) = (p.src_off, p.dst_off);
+            poison(&mut p.dst.as_mut_slice()[d..], sparse);
             chose[i] = match plan.op {
-                Op::Copy => exec.copy(p.dst.as_mut_slice(), p.src.as_slice()),
-                Op::Clear => exec.clear(p.dst.as_mut_slice()),
+                Op::Copy => exec.copy(&mut p.dst.as_mut_slice()[d..], &p.src.as_slice()[s..]),
+                Op::Clear => exec.clear(&mut p.dst.as_mut_slice()[d..]),
             };
             verify(
                 plan.op,
                 &cells[i].0,
                 size,
                 regime.name(),
-                p.dst.as_slice(),
-                p.src.as_slice(),
+                &p.dst.as_slice()[d..],
+                &p.src.as_slice()[s..],
                 sparse,
             )?;
         }

@@ -82,4 +82,11 @@ pub struct Plan {
     pub min_run: std::time::Duration,
     /// Other libraries' routines, each one more row (`--against`).
     pub foreign: Vec<(String, Foreign)>,
+    /// Bytes the hot regimes' sources start past a page boundary (the
+    /// destinations stay page-aligned), for copies between buffers that
+    /// are not mutually aligned (`--src-offset`); cold extents stay
+    /// page-aligned.
+    pub src_offset: usize,
+    /// The same for the hot regimes' destinations (`--dst-offset`).
+    pub dst_offset: usize,
 }

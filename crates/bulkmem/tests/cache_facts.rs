@@ -13,6 +13,7 @@ fn machine(c: &CacheFacts) -> Machine {
     // As `Machine::this` builds it, from `c` instead of the facts' caches.
     Machine {
         vendor: f.vendor,
+        family: f.family,
         features: f.features,
         l1d_bytes: c.l1d.unwrap_or(32 << 10),
         l2_bytes: c.l2.unwrap_or(512 << 10),

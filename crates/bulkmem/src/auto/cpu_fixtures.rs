@@ -13,6 +13,7 @@ const MIB: usize = 1 << 20;
 pub(crate) fn zen3() -> Machine {
     Machine {
         vendor: Vendor::Amd,
+        family: 0x19,
         features: Features {
             avx2: true,
             clzero: true,
@@ -32,6 +33,7 @@ pub(crate) fn zen3() -> Machine {
 /// (8-thread) CCX.
 pub(crate) fn zen2() -> Machine {
     Machine {
+        family: 0x17,
         l1d_bytes: 32 << 10,
         l2_bytes: 512 << 10,
         llc_bytes: 16 * MIB,
@@ -44,6 +46,7 @@ pub(crate) fn zen2() -> Machine {
 pub(crate) fn zen5() -> Machine {
     Machine {
         vendor: Vendor::Amd,
+        family: 0x1a,
         features: Features {
             erms: true,
             fsrm: true,
@@ -62,10 +65,21 @@ pub(crate) fn zen5() -> Machine {
     }
 }
 
+/// AMD EPYC 9004 (Zen 4, family 0x19): as Zen 5 to the rules' eyes,
+/// FSRM, ERMS, AVX-512, CLZERO, 1 MiB L2, 32 MiB L3 per CCX.
+pub(crate) fn zen4() -> Machine {
+    Machine {
+        family: 0x19,
+        llc_cpus: 16,
+        ..zen5()
+    }
+}
+
 /// A Skylake-SP-like Intel: ERMS without FSRM, AVX-512, no CLZERO.
 pub(crate) fn intel_erms() -> Machine {
     Machine {
         vendor: Vendor::Intel,
+        family: 6,
         features: Features {
             erms: true,
             avx2: true,
@@ -87,6 +101,7 @@ pub(crate) fn intel_erms() -> Machine {
 pub(crate) fn intel_emr() -> Machine {
     Machine {
         vendor: Vendor::Intel,
+        family: 6,
         features: Features {
             erms: true,
             fsrm: true,
@@ -111,6 +126,7 @@ pub(crate) fn intel_emr() -> Machine {
 pub(crate) fn old_x86() -> Machine {
     Machine {
         vendor: Vendor::Intel,
+        family: 6,
         features: Features::default(),
         l1d_bytes: 32 << 10,
         l2_bytes: 256 << 10,
@@ -140,6 +156,14 @@ pub(crate) fn intel_emr_2vcpu() -> Machine {
 
 /// Every description above but the VM's: the machines a rule must hold
 /// on.
-pub(crate) fn machines() -> [Machine; 6] {
-    [zen2(), zen3(), zen5(), intel_erms(), intel_emr(), old_x86()]
+pub(crate) fn machines() -> [Machine; 7] {
+    [
+        zen2(),
+        zen3(),
+        zen4(),
+        zen5(),
+        intel_erms(),
+        intel_emr(),
+        old_x86(),
+    ]
 }

@@ -81,6 +81,10 @@ pub(crate) use twin::{twin, Twin};
 pub struct Machine {
     /// Who made the CPU (some rules differ between AMD and Intel).
     pub vendor: Vendor,
+    /// CPUID display family (0x17 Zen to Zen 2, 0x19 Zen 3 and 4, 0x1a
+    /// Zen 5, 6 every Intel core), for the few rules a generation's own
+    /// measurement decides.
+    pub family: u32,
     /// The features the kernels may use (after `BULKMEM_DISABLE`).
     pub features: Features,
     /// Bytes of L1 data cache per core.
@@ -104,6 +108,7 @@ impl Machine {
             let i = cpu::facts();
             Machine {
                 vendor: i.vendor,
+                family: i.family,
                 features: i.features,
                 l1d_bytes: i.caches.l1d.unwrap_or(32 << 10),
                 l2_bytes: i.caches.l2.unwrap_or(512 << 10),

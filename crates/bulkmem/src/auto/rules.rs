@@ -59,7 +59,16 @@
 //!    are not (a preloaded sqlite3 read of 8 MiB blobs into Python, source
 //!    24 bytes into a line, ran 0.93x glibc with `rep movsb` and 0.99x
 //!    with the `avx2` loop on a Zen 4 VM). Not `avx512`: read back once,
-//!    it trailed `avx2` by 1-17% from 1 to 32 MiB there. The page-aligned
+//!    it trailed `avx2` by 1-17% from 1 to 32 MiB there. From Zen 4 on
+//!    (FSRM and AVX-512) `rep-movsb-or-avx2`: `rep movsb` where the two
+//!    buffers share their offset in a line (Zen 5 VM, 1-4 MiB hot:
+//!    1.20-1.29x `avx2`), the loop otherwise. Zen 5 (family 0x1a) and
+//!    later take `rep movsb` at every offset: on the Zen 5 VM at 1-4 MiB
+//!    hot (`bench copy --src-offset S --dst-offset D`), with the source
+//!    1, 17, 33, 48 or 2049 bytes past a page it ran 1.04-1.23x `avx2`
+//!    (also with the destination 100 bytes in), and 0.97-1.00x where the
+//!    destination alone is misaligned, or both but not alike, or the
+//!    destination is a byte ahead (its 16-byte path). The page-aligned
 //!    extents of batches keep `rep movsb`, and past the threshold its
 //!    whole-line stores win (rule 1). Never `rep movsb`/`rep movsq`
 //!    over long runs without ERMS: that is the 0.6-0.9x regression the kernel's batched folio-copy patches
@@ -119,6 +128,12 @@ pub(crate) fn streams(m: &Machine, req: &Request) -> bool {
 fn string_copy_keeps_up(m: &Machine) -> bool {
     let f = &m.features;
     m.vendor == Vendor::Amd && m.x86 && f.fsrm && f.avx512f
+}
+
+/// AMD from Zen 5 on (family 0x1a), where `rep movsb` leads the vector
+/// loop past L2 whatever the two buffers' offsets (rule 5).
+fn string_copy_at_any_offset(m: &Machine) -> bool {
+    string_copy_keeps_up(m) && m.family >= 0x1a
 }
 
 /// A single copy on AMD from the L2's size up to the stream threshold
@@ -196,6 +211,12 @@ pub(crate) fn temporal(m: &Machine, req: &Request) -> Choice {
         _ => {}
     }
     if req.op == Op::Copy && f.avx2 && amd_single_past_l2(m, req) {
+        if string_copy_at_any_offset(m) {
+            return c(
+                Strategy::RepMovsb,
+                "AMD Zen 5 on, one copy past L2: rep movsb at any offset",
+            );
+        }
         if string_copy_keeps_up(m) {
             return c(
                 Strategy::RepMovsbOrAvx2,

@@ -203,6 +203,7 @@ fn batches_use_their_shape_and_fall_back_when_unmeasured() {
 fn the_policy_falls_back_to_the_rules_where_the_profile_is_silent() {
     let m = Machine {
         vendor: Vendor::Amd,
+        family: 0x19,
         features: Features {
             erms: true,
             fsrm: true,

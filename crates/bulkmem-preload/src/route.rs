@@ -134,6 +134,7 @@ macro_rules! router {
                 "jmp rax",
                 ".cfi_endproc",
                 end = sym small::END,
+                wide = sym small::WIDE,
                 min = sym MIN,
                 fast = sym $fast,
                 call = const $call,

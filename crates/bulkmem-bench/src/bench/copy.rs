@@ -296,27 +296,16 @@ pub fn default_report(quiet: bool, json: Option<&Path>) -> Result<(), Failure> {
     for op in [Op::Copy, Op::Clear] {
         let (strategies, skipped) = pick_strategies(op, "all")?;
         let plan = Plan {
-            op,
             sizes: vec![4 << 10, 2 << 20, REPORT_LARGE],
             // Consume: what a program that reads what it copied pays (the
             // choice for single calls is made for that).
             regimes: vec![Regime::Hot, Regime::Consume, Regime::Cold],
             strategies,
-            hint: Hint::Auto,
-            threads: 1,
             rounds: Rounds { runs: 7, warmup: 0 },
             total: REPORT_COLD,
-            src_node: None,
-            dst_node: None,
-            cpus: cpus.clone(),
-            thp: true,
-            checked: false,
-            named_batches: true,
             hot_bytes: REPORT_HOT,
             min_run: std::time::Duration::ZERO,
-            foreign: Vec::new(),
-            src_offset: 0,
-            dst_offset: 0,
+            ..Plan::new(op, cpus.clone())
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
         results::add_speedups_over(&mut rows, BASELINE);

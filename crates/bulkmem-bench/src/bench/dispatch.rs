@@ -238,26 +238,8 @@ pub fn cmd(a: DispatchArgs, quiet: bool) -> Result<(), Failure> {
             let mut src = arena::prefaulted(size, false, 0).map_err(|e| e.to_string())?;
             fill_pattern(src.as_mut_slice());
             let mut dst = arena::prefaulted(size, false, 0xa5).map_err(|e| e.to_string())?;
-            // Each round of a cell lasts at least `MIN_RUN` (10 ms): a 64 B
-            // cell's 1 M calls took 2 ms, and one timer tick or neighbour
-            // in that moved auto/kernel between 0.82x and 1.00x.
-            let mut reps = (ROUND_BYTES / size).max(1);
-            let probe = Instant::now();
-            run(
-                op,
-                0,
-                &r,
-                c.as_ref(),
-                dst.as_mut_slice(),
-                src.as_slice(),
-                reps,
-            )?;
-            reps = bulkmem_calibrate::toolkit::reps_lasting(
-                reps,
-                probe.elapsed(),
-                bulkmem_calibrate::toolkit::MIN_RUN,
-            );
-            let stats = interleave(cells, rounds, |cell| {
+            // `reps` calls of `cell`, checked: GB/s and the time taken.
+            let mut measure = |cell: usize, reps: usize| {
                 let t = Instant::now();
                 run(
                     op,
@@ -268,7 +250,7 @@ pub fn cmd(a: DispatchArgs, quiet: bool) -> Result<(), Failure> {
                     src.as_slice(),
                     reps,
                 )?;
-                let gbps = (reps * size) as f64 / t.elapsed().as_secs_f64().max(1e-9) / 1e9;
+                let took = t.elapsed();
                 let ok = match op {
                     Op::Copy => dst.as_slice() == src.as_slice(),
                     Op::Clear => dst.as_slice().iter().all(|&b| b == 0),
@@ -276,8 +258,20 @@ pub fn cmd(a: DispatchArgs, quiet: bool) -> Result<(), Failure> {
                 if !ok {
                     return Err(format!("{} of {size} bytes: wrong result", CELLS[cell]));
                 }
-                Ok(gbps)
-            })?;
+                let gbps = (reps * size) as f64 / took.as_secs_f64().max(1e-9) / 1e9;
+                Ok((gbps, took))
+            };
+            // Each round of a cell lasts at least `MIN_RUN` (10 ms): a 64 B
+            // cell's 1 M calls took 2 ms, and one timer tick or neighbour
+            // in that moved auto/kernel between 0.82x and 1.00x.
+            let mut reps = (ROUND_BYTES / size).max(1);
+            let (_, probe) = measure(0, reps)?;
+            reps = bulkmem_calibrate::toolkit::reps_lasting(
+                reps,
+                probe,
+                bulkmem_calibrate::toolkit::MIN_RUN,
+            );
+            let stats = interleave(cells, rounds, |cell| measure(cell, reps).map(|m| m.0))?;
             for (cell, s) in stats.into_iter().enumerate() {
                 rows.push(Row {
                     op: if op == Op::Copy { "copy" } else { "clear" },

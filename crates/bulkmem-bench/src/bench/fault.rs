@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use bulkmem::{Hint, Op, Strategy};
+use bulkmem::{Op, Strategy};
 
 use super::mem::plan::Plan;
 use super::mem::{self, Regimes};
@@ -194,25 +194,15 @@ pub fn cmd(a: FaultArgs, quiet: bool) -> Result<(), Failure> {
     ));
     check_memory(&needs)?;
     let plan = Plan {
-        op: a.op,
         sizes: a.sizes,
         regimes,
         strategies: vec![Strategy::Auto],
-        hint: Hint::Auto,
-        threads: 1,
         rounds: a.measure.rounds(),
         total: a.total,
-        src_node: None,
-        dst_node: None,
-        cpus: measuring_cpus(a.cpu.map(|c| vec![c]).as_deref())?,
         thp: !a.no_thp,
         checked: true,
         named_batches: false,
-        hot_bytes: super::mem::HOT_BYTES,
-        min_run: bulkmem_calibrate::toolkit::MIN_RUN,
-        foreign: Vec::new(),
-        src_offset: 0,
-        dst_offset: 0,
+        ..Plan::new(a.op, measuring_cpus(a.cpu.map(|c| vec![c]).as_deref())?)
     };
     let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
     results::add_speedups_over(&mut rows, "auto");

@@ -9,7 +9,7 @@
 
 use clap::Args;
 
-use bulkmem::{Hint, Op};
+use bulkmem::Op;
 
 use super::mem::plan::{Plan, Regime};
 use super::mem::{self};
@@ -64,28 +64,16 @@ pub fn cmd(a: PeersArgs, quiet: bool) -> Result<(), Failure> {
         let regimes = vec![Regime::Hot, Regime::Cold];
         check_memory(&mem::needs(&SIZES, &regimes, 1, COLD_TOTAL))?;
         let plan = Plan {
-            op,
             sizes: SIZES.to_vec(),
             regimes,
             strategies,
-            hint: Hint::Auto,
-            threads: 1,
             rounds: Rounds {
                 runs: a.runs as usize,
                 warmup: 1,
             },
             total: COLD_TOTAL,
-            src_node: None,
-            dst_node: None,
-            cpus: cpus.clone(),
-            thp: true,
-            checked: false,
-            named_batches: true,
-            hot_bytes: mem::HOT_BYTES,
-            min_run: bulkmem_calibrate::toolkit::MIN_RUN,
             foreign,
-            src_offset: 0,
-            dst_offset: 0,
+            ..Plan::new(op, cpus.clone())
         };
         let mut rows = with_progress(quiet, mem::groups(&plan), |p| mem::run(&plan, p))?;
         results::add_speedups_over(&mut rows, "libc");

@@ -90,3 +90,35 @@ pub struct Plan {
     /// The same for the hot regimes' destinations (`--dst-offset`).
     pub dst_offset: usize,
 }
+
+impl Plan {
+    /// A plan of `op` on `cpus` with what every bench but the option-rich
+    /// `bench copy|clear` keeps: `auto` told `Auto`, one thread, memory
+    /// where it faulted in, huge pages advised, named strategies' cold
+    /// runs one batch call, hot runs of `HOT_BYTES` and `MIN_RUN`, no
+    /// other library, page-aligned buffers. The caller names its sizes,
+    /// regimes, strategies, rounds and cold total.
+    pub fn new(op: Op, cpus: Vec<usize>) -> Plan {
+        Plan {
+            op,
+            sizes: Vec::new(),
+            regimes: Vec::new(),
+            strategies: Vec::new(),
+            hint: Hint::Auto,
+            threads: 1,
+            rounds: Rounds { runs: 7, warmup: 1 },
+            total: 256 << 20,
+            src_node: None,
+            dst_node: None,
+            cpus,
+            thp: true,
+            checked: false,
+            named_batches: true,
+            hot_bytes: super::HOT_BYTES,
+            min_run: bulkmem_calibrate::toolkit::MIN_RUN,
+            foreign: Vec::new(),
+            src_offset: 0,
+            dst_offset: 0,
+        }
+    }
+}

@@ -71,7 +71,10 @@ pub static WIDE: AtomicU8 = AtomicU8::new(0);
 /// more): each is decided when its first call resolves it ([`resolved`]).
 pub fn decide() {
     c_library::find();
-    if !avx2_usable() || sys::running_on_valgrind() {
+    let Some(leaves) = Leaves::find() else {
+        return;
+    };
+    if !leaves.avx2_usable() || sys::running_on_valgrind() {
         return;
     }
     for call in [
@@ -83,7 +86,7 @@ pub fn decide() {
         eligible_if_c_library(call, calls::NEXT[call].get());
     }
     AVX2.store(true, Ordering::Relaxed);
-    if wide_usable() {
+    if leaves.wide_usable() {
         WIDE.store(1, Ordering::Relaxed);
     }
     publish();
@@ -126,42 +129,6 @@ pub fn publish() {
     }
 }
 
-/// Whether the AVX2 instructions may run, as the C library decided at its
-/// start (`__x86_get_cpuid_feature_leaf`, glibc 2.33 on): the CPU has them,
-/// the kernel saves the YMM state, and no `GLIBC_TUNABLES` setting took
-/// them away from its own routines. Asked of the C library rather than
-/// of CPUID: under a hypervisor each CPUID is an exit, about 5 us on a
-/// 2-vCPU VM, which every process would pay at start.
-fn avx2_usable() -> bool {
-    /// AVX2's bit in leaf 7's EBX.
-    const AVX2: u32 = 1 << 5;
-    c_library_leaf(INDEX_7).is_some_and(|l| l.active[EBX] & AVX2 != 0)
-}
-
-/// Whether the 65-512-byte bodies may use 512-bit registers
-/// ([`WIDE`]): AVX-512 F and BW usable as the C
-/// library decided, on AMD family 0x19 or later (Intel's display family
-/// is 6, or 0x13 for its newest; AMD's AVX-512 parts are 0x19 and 0x1a),
-/// told by leaf 1's EAX, which the C library also keeps.
-fn wide_usable() -> bool {
-    /// AVX-512 F and BW in leaf 7's EBX.
-    const AVX512_F_BW: u32 = 1 << 16 | 1 << 30;
-    /// `CPUID_INDEX_1` and its EAX word.
-    const INDEX_1: u32 = 0;
-    const EAX: usize = 0;
-    let wide = c_library_leaf(INDEX_7).is_some_and(|l| l.active[EBX] & AVX512_F_BW == AVX512_F_BW);
-    let family = c_library_leaf(INDEX_1).map_or(0, |l| {
-        let eax = l.cpuid[EAX];
-        let base = (eax >> 8) & 0xf;
-        if base == 0xf {
-            base + ((eax >> 20) & 0xff)
-        } else {
-            base
-        }
-    });
-    wide && family >= 0x19
-}
-
 /// glibc's `struct cpuid_feature`.
 #[repr(C)]
 struct Leaf {
@@ -169,28 +136,75 @@ struct Leaf {
     active: [u32; 4],
 }
 
-/// `CPUID_INDEX_7` and the EBX word of a leaf.
+/// `CPUID_INDEX_1` and `CPUID_INDEX_7` in glibc's numbering, and the words
+/// of a leaf read here.
+const INDEX_1: u32 = 0;
 const INDEX_7: u32 = 1;
+const EAX: usize = 0;
 const EBX: usize = 1;
 
-/// The C library's record of CPUID leaf `index` (its `CPUID_INDEX_*`
-/// numbering): what the CPU reports and what the C library decided is
-/// usable. `None` where the C library has no such record (glibc before
-/// 2.33, another C library).
-fn c_library_leaf(index: u32) -> Option<&'static Leaf> {
-    // SAFETY: RTLD_NEXT and a NUL-terminated name.
-    let f = unsafe { sys::dlsym(sys::rtld_next(), c"__x86_get_cpuid_feature_leaf".as_ptr()) };
-    if f.is_null() || !c_library::contains(f) {
-        return None;
+/// The C library's record of the CPUID leaves
+/// (`__x86_get_cpuid_feature_leaf`, glibc 2.33 on): what the CPU reports
+/// and what the C library decided is usable. Asked of the C library rather
+/// than of CPUID: under a hypervisor each CPUID is an exit, about 5 us on
+/// a 2-vCPU VM, which every process would pay at start. Looked up once
+/// (one `dlsym`), for every question below.
+struct Leaves(extern "C" fn(u32) -> *const Leaf);
+
+impl Leaves {
+    /// `None` where the C library keeps no such record (glibc before
+    /// 2.33, another C library).
+    fn find() -> Option<Leaves> {
+        // SAFETY: RTLD_NEXT and a NUL-terminated name.
+        let f = unsafe { sys::dlsym(sys::rtld_next(), c"__x86_get_cpuid_feature_leaf".as_ptr()) };
+        if f.is_null() || !c_library::contains(f) {
+            return None;
+        }
+        // SAFETY: glibc's `const struct cpuid_feature
+        // *__x86_get_cpuid_feature_leaf(unsigned int)`.
+        Some(Leaves(unsafe {
+            core::mem::transmute::<*mut c_void, extern "C" fn(u32) -> *const Leaf>(f)
+        }))
     }
-    // SAFETY: glibc's `const struct cpuid_feature
-    // *__x86_get_cpuid_feature_leaf(unsigned int)`.
-    let leaf = unsafe {
-        let f: extern "C" fn(u32) -> *const Leaf = core::mem::transmute(f);
-        f(index)
-    };
-    // SAFETY: null or glibc's static table, valid for the process.
-    unsafe { leaf.as_ref() }
+
+    fn leaf(&self, index: u32) -> Option<&'static Leaf> {
+        let leaf = (self.0)(index);
+        // SAFETY: null or glibc's static table, valid for the process.
+        unsafe { leaf.as_ref() }
+    }
+
+    /// Whether the AVX2 instructions may run, as the C library decided at
+    /// its start: the CPU has them, the kernel saves the YMM state, and no
+    /// `GLIBC_TUNABLES` setting took them away from its own routines.
+    fn avx2_usable(&self) -> bool {
+        /// AVX2's bit in leaf 7's EBX.
+        const AVX2: u32 = 1 << 5;
+        self.leaf(INDEX_7)
+            .is_some_and(|l| l.active[EBX] & AVX2 != 0)
+    }
+
+    /// Whether the 65-512-byte bodies may use 512-bit registers
+    /// ([`WIDE`]): AVX-512 F and BW usable as the C library decided, on AMD
+    /// family 0x19 or later (Intel's display family is 6, or 0x13 for its
+    /// newest; AMD's AVX-512 parts are 0x19 and 0x1a), told by leaf 1's
+    /// EAX, which the C library also keeps.
+    fn wide_usable(&self) -> bool {
+        /// AVX-512 F and BW in leaf 7's EBX.
+        const AVX512_F_BW: u32 = 1 << 16 | 1 << 30;
+        let wide = self
+            .leaf(INDEX_7)
+            .is_some_and(|l| l.active[EBX] & AVX512_F_BW == AVX512_F_BW);
+        let family = self.leaf(INDEX_1).map_or(0, |l| {
+            let eax = l.cpuid[EAX];
+            let base = (eax >> 8) & 0xf;
+            if base == 0xf {
+                base + ((eax >> 20) & 0xff)
+            } else {
+                base
+            }
+        });
+        wide && family >= 0x19
+    }
 }
 
 /// The branches of both bodies by `rdx`, the length: to 22 for 2-3 bytes,

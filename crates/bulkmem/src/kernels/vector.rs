@@ -61,10 +61,12 @@ pub(super) unsafe fn copy<V: Vector>(dst: *mut u8, src: *const u8, len: usize) {
         // SAFETY: forwarded contract.
         return unsafe { V::copy_small(dst, src, len) };
     }
-    // SAFETY: (whole block) len > 64 >= w. The head covers [0, w), the
-    // tail [len - w, len); the body starts at k in 1..=w, where dst + k is
+    // Bounds: len > 64 >= w. The head covers [0, w), the tail
+    // [len - w, len); the body starts at k in 1..=w, where dst + k is
     // w-aligned, and each iteration ends at or before len by its loop
     // condition.
+    // SAFETY: (whole block) every access lies in [0, len) (bounds above),
+    // which the caller's contract makes readable/writable.
     unsafe {
         let head = V::load(src);
         let tail = V::load(src.add(len - w));

@@ -28,7 +28,7 @@ use bulkmem::{CheckedKernel, Op};
 
 use crate::config::MT_MIN;
 use crate::stats::Path;
-use crate::{cancel, helpers, loader, tools};
+use crate::{helpers, loader, once, tools};
 
 /// bulkmem for this process: 0 not built, 1 being built by one thread, 2
 /// built, 3 not to be used (a sanitizer, valgrind, or the build failed).
@@ -59,46 +59,17 @@ pub struct Done {
 fn ready() -> bool {
     match POLICY.load(Ordering::Acquire) {
         2 => true,
-        0 => first_time(),
+        0 => once::build(&POLICY, build),
         _ => false,
     }
 }
 
-#[cold]
-#[inline(never)]
-fn first_time() -> bool {
-    if loader::in_handler()
-        || POLICY
-            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-    {
-        return false;
-    }
-    // Cancellation stays out until the state is built: the building runs
-    // code that catches unwinds (a cancellation's would abort in it). So
-    // does every other asynchronous signal: the building allocates and
-    // opens files, which a handler's siglongjmp must not leave half done
-    // (the allocator's lock taken for good). The mask comes back last,
-    // from a frame with nothing to unwind. The building needs more stack
-    // than a caller may have: it runs on the loader's; if that cannot be
-    // mapped, a later call tries again.
-    let old = cancel::block_raw(cancel::all_but_synchronous());
-    let built = loader::on_own_stack(build);
-    POLICY.store(
-        match built {
-            Some(true) => 2,
-            Some(false) => 3,
-            None => 0,
-        },
-        Ordering::Release,
-    );
-    cancel::set_raw(old);
-    built == Some(true)
-}
-
 /// The one-time state, built under `catch_unwind` (a panic in it means
 /// the C library answers for good). Never inlined: its landing pads stay
-/// in its own frame, which cancellation cannot reach.
+/// in its own frame, which cancellation cannot reach. The helpers' count
+/// waits for the first call that may use them (`helpers::set_up`): a
+/// program whose copies stay below `BULKMEM_PRELOAD_MT_MIN` never reads
+/// the cgroups and sysfs it needs.
 #[inline(never)]
 fn build() -> bool {
     catch_unwind(|| {
@@ -121,7 +92,6 @@ fn build() -> bool {
             0,
             bulkmem::Hint::Auto,
         ));
-        helpers::init();
         loader::take_faults();
         true
     })

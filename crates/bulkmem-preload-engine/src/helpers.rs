@@ -43,7 +43,7 @@
 
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
 use bulkmem::{CheckedKernel, Chunks, Latch};
 
@@ -183,19 +183,20 @@ extern "C" fn helper(arg: *mut c_void) {
 }
 
 /// Helpers a call would like: none where threads are off, forbidden, or
-/// the call runs in a signal handler. No system call: after seccomp's
-/// strict mode this is all a call may ask.
+/// the call runs in a signal handler. No system call once [`set_up`] has
+/// run, and none before it where threads are off: seccomp's strict mode
+/// turns them off first, and this is all a call may ask after it.
 pub fn wanted() -> usize {
-    let want = match THREADS.load(Ordering::Relaxed) {
+    let threads = THREADS.load(Ordering::Relaxed);
+    if threads == 1 || FORBID.load(Ordering::Acquire) != 0 || loader::in_handler() || !set_up() {
+        return 0;
+    }
+    match threads {
         0 => default_threads(),
         t => t,
     }
     .saturating_sub(1)
-    .min(MAX_HELPERS);
-    if FORBID.load(Ordering::Acquire) != 0 || loader::in_handler() {
-        return 0;
-    }
-    want
+    .min(MAX_HELPERS)
 }
 
 /// How many of `want` helpers this call may start: its share of the
@@ -224,20 +225,40 @@ fn budget(want: usize) -> usize {
 
 /// Threads a call may use by default: the workers the engine would have
 /// (one per core, at most two per LLC domain, on the CPUs this process
-/// may use). Set once by [`init`]; 1 (no helper) until then.
+/// may use). Set once by [`set_up`]; 1 (no helper) until then.
 static DEFAULT_THREADS: AtomicUsize = AtomicUsize::new(1);
 
 fn default_threads() -> usize {
     DEFAULT_THREADS.load(Ordering::Relaxed)
 }
 
-/// Reads what [`default_threads`] needs (the topology: a sysfs walk), with
-/// bulkmem's other lazy state, at its one-time initialisation: nothing on
-/// a call's path may initialise anything (see `accel`).
-pub fn init() {
-    crate::thread_budget::init();
-    let n = bulkmem::Engine::builder().planned_cpus().len().max(1);
-    DEFAULT_THREADS.store(n, Ordering::Relaxed);
+/// Whether the helpers' one-time state is read (the cgroups of the
+/// thread budget, the count from sysfs), reading it now if no thread has
+/// begun to and this is not a signal handler: by the first call that may
+/// use helpers, not the first large call, so that a program whose copies
+/// stay below `MT_MIN` never pays for it (0.4-0.5 ms in a VM with the
+/// whole sysfs layout, which the count no longer reads). A call that finds
+/// it being read copies alone.
+fn set_up() -> bool {
+    static STATE: AtomicU8 = AtomicU8::new(0);
+    match STATE.load(Ordering::Acquire) {
+        2 => true,
+        0 => crate::once::build(&STATE, read_set_up),
+        _ => false,
+    }
+}
+
+/// [`set_up`]'s reading, under `catch_unwind` (a panic in it leaves the
+/// process without helpers); never inlined, as `accel`'s build.
+#[inline(never)]
+fn read_set_up() -> bool {
+    std::panic::catch_unwind(|| {
+        crate::thread_budget::init();
+        let n = bulkmem::placement::default_threads_here();
+        DEFAULT_THREADS.store(n.max(1), Ordering::Relaxed);
+        true
+    })
+    .unwrap_or(false)
 }
 
 /// Joins the helpers of a job this thread's earlier call left behind (its

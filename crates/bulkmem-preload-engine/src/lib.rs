@@ -124,6 +124,7 @@ pub mod config;
 mod helpers;
 mod loader;
 mod next;
+mod once;
 mod raw_thread;
 mod sandbox;
 mod stats;
@@ -365,7 +366,8 @@ unsafe fn big_set(d: *mut c_void, c: c_int, n: usize) -> *mut c_void {
 /// set-user-ID programs, and leaves it unread where no variable was set
 /// at start-up) and turns the accelerated paths on. bulkmem's own lazy
 /// initialisation (CPU facts, profile, bands) waits for the first large
-/// call ([`accel`]), with the sysfs topology helpers are counted from.
+/// call ([`accel`]), and the helpers' count (cgroups, sysfs) for the first
+/// call that may start them ([`helpers`]).
 fn init(read_env: bool) {
     // The loader keeps the kernel's SIGSEGV and SIGBUS actions as the
     // program set them and asks `fault_resume` first: bulkmem installs

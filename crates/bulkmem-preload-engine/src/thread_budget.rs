@@ -14,8 +14,9 @@
 //!   program's threads of the same priority for the length of the copy.
 //!
 //! The limits and policy are read at every call that would start helpers
-//! (a few system calls beside a copy of 16 MiB or more); the cgroups once,
-//! by the one-time set-up ([`init`]).
+//! (a few system calls beside a copy of 16 MiB or more); the cgroups once
+//! ([`init`]), by the helpers' set-up at the first call that may start
+//! them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -29,7 +30,7 @@ pub const TIGHT: u64 = 4096;
 /// or fewer.
 static PIDS_TIGHT: AtomicBool = AtomicBool::new(false);
 
-/// Reads the process's cgroups' `pids.max` (bulkmem's one-time set-up).
+/// Reads the process's cgroups' `pids.max` (the helpers' one-time set-up).
 pub fn init() {
     let Ok(cgroups) = std::fs::read_to_string("/proc/self/cgroup") else {
         return;

@@ -714,26 +714,27 @@ fn warnings_that_cannot_be_written_are_dropped() {
     echo(Stdio::from(w), true);
 }
 
-/// The constructor runs in every process: it opens no file of bulkmem's,
-/// least of all the sysfs topology (every CPU's cache indexes, SMT
-/// siblings, NUMA nodes), which waits for an engine. Checked with
-/// strace where it is installed (and skipped, saying so, where not).
-#[test]
-fn the_constructor_reads_no_sysfs_topology() {
-    let dir = std::env::temp_dir().join(format!("bulkmem-opens-{}", std::process::id()));
-    let log = dir.with_extension("log");
-    let o = match Command::new("strace")
-        .args(["-f", "-e", "trace=openat,open", "-o"])
+/// The files `program args` opens under the preload (with `env` set), by
+/// strace; `None` (saying why) where strace is missing or cannot trace.
+fn opens_under_preload(program: &Path, args: &[&str], env: &[(&str, &str)]) -> Option<String> {
+    let log = std::env::temp_dir().join(format!(
+        "bulkmem-opens-{}-{}.log",
+        std::process::id(),
+        UNIQUE.fetch_add(1, Ordering::Relaxed)
+    ));
+    let mut c = Command::new("strace");
+    c.args(["-f", "-e", "trace=openat,open", "-o"])
         .arg(&log)
         .arg("-E")
-        .arg(format!("LD_PRELOAD={}", library().display()))
-        .arg("/bin/true")
-        .output()
-    {
+        .arg(format!("LD_PRELOAD={}", library().display()));
+    for (k, v) in env {
+        c.arg("-E").arg(format!("{k}={v}"));
+    }
+    let o = match c.arg(program).args(args).env_remove("LD_PRELOAD").output() {
         Ok(o) => o,
         Err(e) => {
             eprintln!("skipped: no strace ({e})");
-            return;
+            return None;
         }
     };
     let opens = std::fs::read_to_string(&log).unwrap_or_default();
@@ -743,9 +744,9 @@ fn the_constructor_reads_no_sysfs_topology() {
             "skipped: strace cannot trace here: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        return;
+        return None;
     }
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{}", text(&o));
     let lib = library()
         .file_name()
         .unwrap()
@@ -755,12 +756,66 @@ fn the_constructor_reads_no_sysfs_topology() {
         opens.contains(&lib),
         "the trace missed the preload:\n{opens}"
     );
+    Some(opens)
+}
+
+static UNIQUE: AtomicUsize = AtomicUsize::new(0);
+
+/// The constructor runs in every process: it opens no file of bulkmem's,
+/// least of all the sysfs topology (every CPU's cache indexes, SMT
+/// siblings, NUMA nodes), which waits for an engine. Checked with
+/// strace where it is installed (and skipped, saying so, where not).
+#[test]
+fn the_constructor_reads_no_sysfs_topology() {
+    let Some(opens) = opens_under_preload(Path::new("/bin/true"), &[], &[]) else {
+        return;
+    };
     // Nor anything else of bulkmem's (CPU facts, profile): those wait for
     // the first large call.
     for topology in ["/sys/", "/proc/cpuinfo", ".cache/bulkmem"] {
         assert!(
             !opens.contains(topology),
             "the constructor opened {topology}:\n{opens}"
+        );
+    }
+}
+
+/// A large call below `BULKMEM_PRELOAD_MT_MIN` sets up bulkmem (CPU
+/// facts) but not the helpers: no cgroup and no sysfs file is read for a
+/// count it cannot use (0.4-0.5 ms of a program's first copy). With the
+/// threshold below the call, the count is read, from the few files it
+/// needs: never the NUMA nodes or huge page sizes of the full layout.
+#[test]
+fn the_helpers_are_counted_by_the_first_call_that_may_use_them() {
+    let bin = compile("test_stages");
+    let Some(below) = opens_under_preload(&bin, &["large"], &[]) else {
+        return;
+    };
+    assert!(
+        below.contains("/proc/cpuinfo"),
+        "the 4 MiB copy did not set bulkmem up:\n{below}"
+    );
+    // (CPU facts read `cpu/online`, and caches where CPUID has none.)
+    for helpers_only in ["cgroup", "thread_siblings_list"] {
+        assert!(
+            !below.contains(helpers_only),
+            "a call below MT_MIN opened {helpers_only}:\n{below}"
+        );
+    }
+    let Some(above) = opens_under_preload(&bin, &["large"], &[("BULKMEM_PRELOAD_MT_MIN", "1M")])
+    else {
+        return;
+    };
+    for count in ["/proc/self/cgroup", "thread_siblings_list"] {
+        assert!(
+            above.contains(count),
+            "a call that may start helpers did not read {count}:\n{above}"
+        );
+    }
+    for whole_layout in ["/sys/devices/system/node", "/sys/kernel/mm"] {
+        assert!(
+            !above.contains(whole_layout),
+            "the count read {whole_layout}:\n{above}"
         );
     }
 }

@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 
 use bulkmem::placement::Placement;
-use bulkmem::placement::{default_threads, place};
+use bulkmem::placement::{default_threads, default_threads_at, place};
 use bulkmem::topology::Topology;
 
 /// A sysfs tree on disk, removed on drop.
@@ -471,6 +471,10 @@ fn llc_domains_match_the_full_walk_here_and_on_every_fixture() {
         let t = Topology::read(&tree.0);
         assert_eq!(t.llc_domains, full_walk_llc_domains(&tree.0), "{name}");
     }
+    for (name, tree) in &trees {
+        same_count_from_few_files(name, &tree.0);
+    }
+    same_count_from_few_files("this machine", Path::new("/"));
     let odd = Topology::read(&trees.last().unwrap().1 .0);
     assert_eq!(odd.llc_domains, vec![vec![0, 1], vec![2, 3]]);
     assert_eq!(
@@ -478,4 +482,31 @@ fn llc_domains_match_the_full_walk_here_and_on_every_fixture() {
         full_walk_llc_domains(Path::new("/")),
         "this machine"
     );
+}
+
+/// The thread count read from a few files ([`default_threads_at`]) is the
+/// one the whole layout gives, for every CPU set a program may be held to:
+/// all, one CPU, one core's siblings, one node, every other CPU, the
+/// second half, a CPU that is not online.
+fn same_count_from_few_files(name: &str, root: &Path) {
+    let t = Topology::read(root);
+    let online = t.online_cpus.clone();
+    let half = online.len() / 2;
+    let mut sets: Vec<Vec<usize>> = vec![
+        Vec::new(),
+        vec![online[0]],
+        t.cores[0].clone(),
+        online.iter().copied().step_by(2).collect(),
+        online[half..].to_vec(),
+        online[..half.max(1)].to_vec(),
+        vec![online.last().unwrap() + 1],
+    ];
+    sets.extend(t.numa_nodes.iter().map(|n| n.cpus.clone()));
+    for allowed in &sets {
+        assert_eq!(
+            default_threads_at(root, allowed),
+            default_threads(&t, allowed),
+            "{name}, CPUs {allowed:?}"
+        );
+    }
 }

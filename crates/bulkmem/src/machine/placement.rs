@@ -144,7 +144,36 @@ pub fn default_threads(t: &Topology, allowed: &[usize]) -> usize {
         .filter(|c| c.iter().any(|x| allowed.contains(x)))
         .count();
     let doms = domains(t, allowed).len();
-    cores.min(2 * doms).max(1)
+    capped(cores, doms)
+}
+
+/// Threads per LLC domain at most (see [`default_threads`]).
+const PER_DOMAIN: usize = 2;
+
+fn capped(cores: usize, domains: usize) -> usize {
+    cores.min(PER_DOMAIN * domains).max(1)
+}
+
+/// [`default_threads`] for the CPUs this thread may use, what an engine
+/// built with the defaults runs here, read from the few sysfs files the
+/// count needs rather than the whole layout [`super::cpu::info`] reads
+/// (every cache index, the nodes, the page sizes: about ten times the
+/// files, 0.3-0.4 ms in a VM). For a program that sizes its own threads
+/// the way bulkmem does, and for the preload, which counts its helpers at
+/// its first large call.
+pub fn default_threads_here() -> usize {
+    default_threads_at(
+        std::path::Path::new("/"),
+        &allowed_cpus().unwrap_or_default(),
+    )
+}
+
+/// [`default_threads_here`] for the sysfs tree under `root` and the CPUs
+/// `allowed` (every online CPU where it is empty): the same count as
+/// [`default_threads`] over [`Topology::read`]`(root)`.
+pub fn default_threads_at(root: &std::path::Path, allowed: &[usize]) -> usize {
+    let (domains, cores) = super::topology::cpu_layout(root, allowed, PER_DOMAIN);
+    capped(cores.len(), domains.len())
 }
 
 /// The CPU the calling thread runs on now (it may move the next moment,

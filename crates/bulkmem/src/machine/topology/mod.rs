@@ -11,7 +11,7 @@ mod cpu_list;
 mod sysfs;
 
 pub use cpu_list::{format_cpu_list, parse_cpu_list};
-pub(crate) use sysfs::read_caches;
+pub(crate) use sysfs::{cpu_layout, read_caches};
 
 /// What a cache holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

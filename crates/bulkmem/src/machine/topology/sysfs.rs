@@ -40,56 +40,7 @@ impl Topology {
         let caches: Vec<Cache> = first.into_iter().map(|(_, c)| c).collect();
         let llc_level = llc_index.as_ref().map(|(_, level, _, _)| *level);
 
-        // One read per LLC instance, not per CPU and cache level: a CPU a
-        // domain already holds is skipped, and of a new domain's first CPU
-        // only the first CPU's LLC index is read (its level and type checked,
-        // the whole directory read only where they differ).
-        let mut llc_domains: Vec<Vec<usize>> = Vec::new();
-        if let Some((name, level, kind, first_shared)) = &llc_index {
-            for (i, &cpu) in online_cpus.iter().enumerate() {
-                if llc_domains.iter().any(|d| d.contains(&cpu)) {
-                    continue;
-                }
-                let shared = if i == 0 {
-                    Some(first_shared.clone())
-                } else {
-                    llc_shared(
-                        &sys.join(format!("cpu/cpu{cpu}/cache")),
-                        name,
-                        *level,
-                        *kind,
-                    )
-                };
-                let domain: Vec<usize> = shared
-                    .unwrap_or_else(|| vec![cpu])
-                    .into_iter()
-                    .filter(|c| online_cpus.contains(c))
-                    .collect();
-                llc_domains.push(if domain.is_empty() { vec![cpu] } else { domain });
-            }
-        } else {
-            llc_domains.push(online_cpus.clone());
-        }
-        llc_domains.sort();
-
-        let mut cores: Vec<Vec<usize>> = Vec::new();
-        for &cpu in &online_cpus {
-            if cores.iter().any(|c| c.contains(&cpu)) {
-                continue;
-            }
-            let siblings =
-                read_list(&sys.join(format!("cpu/cpu{cpu}/topology/thread_siblings_list")))
-                    .unwrap_or_default();
-            let mut core: Vec<usize> = siblings
-                .into_iter()
-                .filter(|c| online_cpus.contains(c))
-                .collect();
-            if !core.contains(&cpu) {
-                core = vec![cpu];
-            }
-            cores.push(core);
-        }
-        cores.sort();
+        let (llc_domains, cores) = domains_and_cores(&sys, &online_cpus, llc_index, None);
 
         // One sysfs node parser for placement and migration, so they cannot
         // disagree on the nodes; its no-NUMA fallback (one node of every
@@ -132,6 +83,147 @@ impl Topology {
             thp_mode,
         }
     }
+}
+
+/// What the LLC domains and cores are read from: the first CPU's LLC
+/// (its `indexN` name, level, type and sharing list).
+type LlcIndex = (String, u8, CacheKind, Vec<usize>);
+
+/// The LLC domains and cores of `cpus` (each domain and core only its
+/// online CPUs, both sorted). One read per LLC instance and one per core,
+/// not per CPU and cache level: a CPU a domain (core) already holds is
+/// skipped, and of a new domain's first CPU only the first CPU's LLC index
+/// is read (its level and type checked, the whole directory read only
+/// where they differ). With `enough`, cores stop being read once there are
+/// that many times as many as domains: the thread count's cap
+/// ([`cpu_layout`]).
+fn domains_and_cores(
+    sys: &Path,
+    cpus: &[usize],
+    llc: Option<LlcIndex>,
+    enough: Option<usize>,
+) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
+    let mut llc_domains: Vec<Vec<usize>> = Vec::new();
+    if let Some((name, level, kind, first_shared)) = &llc {
+        for (i, &cpu) in cpus.iter().enumerate() {
+            if llc_domains.iter().any(|d| d.contains(&cpu)) {
+                continue;
+            }
+            let shared = if i == 0 {
+                Some(first_shared.clone())
+            } else {
+                llc_shared(
+                    &sys.join(format!("cpu/cpu{cpu}/cache")),
+                    name,
+                    *level,
+                    *kind,
+                )
+            };
+            let domain: Vec<usize> = shared
+                .unwrap_or_else(|| vec![cpu])
+                .into_iter()
+                .filter(|c| cpus.contains(c))
+                .collect();
+            llc_domains.push(if domain.is_empty() { vec![cpu] } else { domain });
+        }
+    } else {
+        llc_domains.push(cpus.to_vec());
+    }
+    llc_domains.sort();
+
+    let mut cores: Vec<Vec<usize>> = Vec::new();
+    for &cpu in cpus {
+        if enough.is_some_and(|k| cores.len() >= k * llc_domains.len()) {
+            break;
+        }
+        if cores.iter().any(|c| c.contains(&cpu)) {
+            continue;
+        }
+        let siblings = read_list(&sys.join(format!("cpu/cpu{cpu}/topology/thread_siblings_list")))
+            .unwrap_or_default();
+        let mut core: Vec<usize> = siblings.into_iter().filter(|c| cpus.contains(c)).collect();
+        if !core.contains(&cpu) {
+            core = vec![cpu];
+        }
+        cores.push(core);
+    }
+    cores.sort();
+    (llc_domains, cores)
+}
+
+/// The online CPUs among `allowed` (all of them where it is empty), their
+/// LLC domains and cores, as [`Topology::read`] finds them, but from the
+/// few files a thread count needs: the online list, the level (and for the
+/// highest, the type) of the first CPU's caches, one sharing list per
+/// domain, and siblings lists until there are `enough` cores per domain.
+/// [`Topology::read`] reads every file of every cache index, the nodes and
+/// the page sizes as well: ten times the reads, each a few microseconds.
+pub(crate) fn cpu_layout(
+    root: &Path,
+    allowed: &[usize],
+    enough: usize,
+) -> (Vec<Vec<usize>>, Vec<Vec<usize>>) {
+    let sys = root.join("sys/devices/system");
+    let online = read_list(&sys.join("cpu/online")).unwrap_or_else(|| vec![0]);
+    let cpus: Vec<usize> = if allowed.is_empty() {
+        online
+    } else {
+        online.into_iter().filter(|c| allowed.contains(c)).collect()
+    };
+    let Some(&first) = cpus.first() else {
+        return (Vec::new(), Vec::new());
+    };
+    let llc = llc_index_of(&sys.join(format!("cpu/cpu{first}/cache")));
+    domains_and_cores(&sys, &cpus, llc, Some(enough))
+}
+
+/// The LLC of the CPU whose `cache` directory is `dir`, as
+/// [`Topology::read`] picks it from the whole directory (the highest level
+/// that holds data; of two such, the unified one), reading each index's
+/// level and only the candidates' types.
+fn llc_index_of(dir: &Path) -> Option<LlcIndex> {
+    let mut levels: Vec<(u8, String)> = fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n.starts_with("index"))
+        .filter_map(|n| {
+            let level = read_trimmed(&dir.join(&n).join("level"))?
+                .parse::<u8>()
+                .ok()?;
+            Some((level, n))
+        })
+        .collect();
+    levels.sort();
+    let mut best: Option<(u8, bool, String, CacheKind)> = None;
+    for (level, name) in levels.into_iter().rev() {
+        if best.as_ref().is_some_and(|b| b.0 > level) {
+            break;
+        }
+        let p = dir.join(&name);
+        let Some(kind) = parse_kind(read_trimmed(&p.join("type")).as_deref()) else {
+            continue;
+        };
+        // The same order as `read`'s: a unified cache after a data one.
+        if kind == CacheKind::Instruction
+            || best
+                .as_ref()
+                .is_some_and(|b| (b.1, &b.2) >= (kind != CacheKind::Data, &name))
+        {
+            continue;
+        }
+        // Only where `read` would keep it: it needs a size too.
+        if read_trimmed(&p.join("size"))
+            .and_then(|s| parse_sysfs_size(&s))
+            .is_none()
+        {
+            continue;
+        }
+        best = Some((level, kind != CacheKind::Data, name, kind));
+    }
+    let (level, _, name, kind) = best?;
+    let shared = read_list(&dir.join(&name).join("shared_cpu_list")).unwrap_or_default();
+    Some((name, level, kind, shared))
 }
 
 /// The caches in a CPU's sysfs `cache` directory, lowest level first.

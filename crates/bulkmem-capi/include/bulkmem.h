@@ -668,6 +668,21 @@ int bm_compact_ensure(bm_compaction *c, const void *addr, size_t len);
  * Mutators may keep running throughout. */
 int bm_compact_finish(bm_compaction *c, bm_compact_stats *stats);
 
+/* Sized statistics: those of bm_compact_stats and what later versions
+ * count. */
+typedef struct bm_compact_stats_v2 {
+    size_t size;            /* sizeof(bm_compact_stats_v2):
+                               BM_COMPACT_STATS_V2_INIT */
+    bm_compact_stats stats; /* as bm_compact_finish fills it */
+    size_t memory_waits;    /* builds that met a full memory cgroup
+                               (ENOMEM) and waited for room */
+} bm_compact_stats_v2;
+#define BM_COMPACT_STATS_V2_SIZE_VER0 168
+#define BM_COMPACT_STATS_V2_INIT {sizeof(bm_compact_stats_v2), {0}, 0}
+
+/* As bm_compact_finish, with sized statistics (may be NULL). */
+int bm_compact_finish_v2(bm_compaction *c, bm_compact_stats_v2 *stats);
+
 /* Compacts entirely inside the pause with no userfaultfd (where
  * bm_compact_supported says no): every page built in place. */
 int bm_compact_stop_the_world(void *heap, size_t len, bm_produce_fn produce,

@@ -15,7 +15,7 @@ pub type ProduceFn = unsafe extern "C" fn(*mut c_void, usize, *const c_void, *mu
 pub type SourceFn = unsafe extern "C" fn(*mut c_void, usize) -> usize;
 
 /// The C view of a session's statistics.
-fn c_stats(s: &Stats) -> BmCompactStats {
+pub(crate) fn c_stats(s: &Stats) -> BmCompactStats {
     let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
     BmCompactStats {
         pages: s.pages,
@@ -217,14 +217,24 @@ pub unsafe extern "C" fn bm_compact_finish(
     out: *mut BmCompactStats,
 ) -> c_int {
     call(|| {
-        session(c)?;
-        // SAFETY: the handle came from Box::into_raw in bm_compact_prepare
-        // and is not used after this call (the contract).
-        let s = unsafe { Box::from_raw(c) };
-        let stats = s.0.finish()?;
+        // SAFETY: forwarded contract.
+        let stats = unsafe { finish(c) }?;
         put_stats(out, &stats);
         Ok(0)
     })
+}
+
+/// Ends the session `c` (freed) and returns its statistics, and with
+/// them [`c_stats`]'s C view: `bm_compact_finish` and its sized twin.
+///
+/// # Safety
+/// `c` is NULL or a handle from `bm_compact_prepare*` not used after.
+pub(crate) unsafe fn finish(c: *mut BmCompaction) -> Res<Stats> {
+    session(c)?;
+    // SAFETY: the handle came from Box::into_raw in bm_compact_prepare
+    // and is not used after this call (the contract).
+    let s = unsafe { Box::from_raw(c) };
+    Ok(s.0.finish()?)
 }
 
 pub unsafe extern "C" fn bm_compact_stop_the_world(

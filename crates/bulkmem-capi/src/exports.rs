@@ -69,6 +69,7 @@ exports! {
     bm_compact_start => crate::compact::bm_compact_start;
     bm_compact_ensure => crate::compact::bm_compact_ensure;
     bm_compact_finish => crate::compact::bm_compact_finish;
+    bm_compact_finish_v2 => crate::ext::bm_compact_finish_v2;
     bm_compact_stop_the_world => crate::compact::bm_compact_stop_the_world;
     bm_numa_nodes => crate::numa::bm_numa_nodes;
     bm_migrate => crate::numa::bm_migrate;

@@ -18,11 +18,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bulkmem_core::Report;
 
 use crate::batch::{self, BmEngine, Hooks, Which};
+use crate::compact::{self, BmCompaction};
 use crate::sized::{
     BmCtlV2, BmEngineOptsV2, BmReportV2, CTL_V2_VER0, ENGINE_OPTS_V2_VER0, REPORT_V2_VER0,
 };
 use crate::status::{self, call, call_ptr, fail, invalid, Res};
-use crate::structs::{BmEngineOpts, BmExtent};
+use crate::structs::{BmCompactStatsV2, BmEngineOpts, BmExtent, COMPACT_STATS_V2_VER0};
 
 /// The `size` a sized struct starts with, checked against its first
 /// version.
@@ -220,4 +221,29 @@ pub unsafe extern "C" fn bm_cancel_free(c: *mut c_void) {
         // contract).
         drop(unsafe { Box::from_raw(c.cast::<AtomicBool>()) });
     }
+}
+
+pub unsafe extern "C" fn bm_compact_finish_v2(
+    c: *mut BmCompaction,
+    out: *mut BmCompactStatsV2,
+) -> c_int {
+    call(|| {
+        // Checked first: a bad size leaves the session running.
+        let size = if out.is_null() {
+            0
+        } else {
+            // SAFETY: a non-NULL sized struct (the contract).
+            unsafe { size_of_c(out, COMPACT_STATS_V2_VER0, "bm_compact_stats_v2")? }
+        };
+        // SAFETY: forwarded contract.
+        let stats = unsafe { compact::finish(c) }?;
+        let v2 = BmCompactStatsV2 {
+            size,
+            stats: compact::c_stats(&stats),
+            memory_waits: stats.memory_waits as usize,
+        };
+        // SAFETY: `size` writable bytes at `out`, or NULL (the contract).
+        unsafe { write_out(out, &v2, size) };
+        Ok(0)
+    })
 }

@@ -128,3 +128,16 @@ pub struct BmCompactStats {
     pub stall_p999_us: f64,
     pub stall_max_us: f64,
 }
+
+/// The C `bm_compact_stats_v2`, a sized struct (see `sized.rs`) kept here
+/// beside the statistics it carries.
+#[repr(C)]
+#[derive(Default)]
+pub struct BmCompactStatsV2 {
+    pub size: usize,
+    pub stats: BmCompactStats,
+    pub memory_waits: usize,
+}
+
+/// `BM_COMPACT_STATS_V2_SIZE_VER0`: every field above.
+pub const COMPACT_STATS_V2_VER0: usize = std::mem::size_of::<BmCompactStatsV2>();

@@ -313,6 +313,7 @@ fn rust_layouts() -> Vec<Layout> {
         sized::BmReportV2 => "bm_report_v2": size, total, bytes_done, extents_done, workers,
             cancelled, strategy, chunks, offloaded, offload_redone, partial, partial_extent,
             partial_bytes;
+        structs::BmCompactStatsV2 => "bm_compact_stats_v2": size, stats, memory_waits;
     }
 }
 

@@ -111,7 +111,27 @@ static void system_calls_need_ensure(void)
     CHECK_EQ_INT(bm_compact_ensure(c, page, OBJ), 0);
     CHECK_EQ_INT((int)read(fds[0], page, OBJ), OBJ);
     CHECK_EQ_INT(bm_compact_ensure(c, heap + PAGES * PAGE, 1), -EINVAL);
-    CHECK_EQ_INT(bm_compact_finish(c, NULL), 0);
+    /* The sized statistics: a size below the first version is refused
+     * with the session left running; a larger one gets its tail zeroed. */
+    bm_compact_stats_v2 small = BM_COMPACT_STATS_V2_INIT;
+    small.size = BM_COMPACT_STATS_V2_SIZE_VER0 - 8;
+    CHECK_EQ_INT(bm_compact_finish_v2(c, &small), -EINVAL);
+    CHECK(strstr(bm_last_error(), "bm_compact_stats_v2.size") != NULL);
+    CHECK_EQ_SIZE(sizeof(bm_compact_stats_v2), (size_t)BM_COMPACT_STATS_V2_SIZE_VER0);
+    unsigned char buf2[sizeof(bm_compact_stats_v2) + 16];
+    memset(buf2, 0xff, sizeof buf2);
+    size_t size = sizeof buf2;
+    memcpy(buf2, &size, sizeof size);
+    CHECK_EQ_INT(bm_compact_finish_v2(c, (bm_compact_stats_v2 *)(void *)buf2), 0);
+    bm_compact_stats_v2 st;
+    memcpy(&st, buf2, sizeof st);
+    CHECK_EQ_SIZE(st.size, sizeof buf2);
+    CHECK_EQ_SIZE(st.stats.pages, (size_t)PAGES);
+    CHECK_EQ_SIZE(st.stats.by_collector + st.stats.by_mutators, (size_t)PAGES);
+    CHECK(st.stats.by_mutators >= 1); /* the page ensure built */
+    CHECK_EQ_SIZE(st.memory_waits, (size_t)0);
+    for (size_t i = sizeof st; i < sizeof buf2; i++)
+        CHECK(buf2[i] == 0);
     CHECK(page[0] == 7);
     close(fds[0]);
     close(fds[1]);

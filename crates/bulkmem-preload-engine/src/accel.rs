@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use bulkmem::{CheckedKernel, Op};
 
 use crate::config::MT_MIN;
-use crate::stats::Path;
+use crate::stats::{now_ns, Path};
 use crate::{helpers, loader, once, tools};
 
 /// bulkmem for this process: 0 not built, 1 being built by one thread, 2
@@ -275,13 +275,4 @@ fn kept_off(n: usize, threads: usize) -> bool {
 fn saves_twice(n: usize, threads: usize, cost: u64) -> bool {
     let saved = n as u64 / ONE_CORE_MAX * (threads as u64 - 1) / threads as u64;
     saved >= cost.saturating_mul(2)
-}
-
-/// `CLOCK_MONOTONIC` in nanoseconds (the vDSO).
-fn now_ns() -> u64 {
-    // SAFETY: timespec is plain data; clock_gettime writes one.
-    let mut t: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }

@@ -49,6 +49,7 @@ use bulkmem::{CheckedKernel, Chunks, Latch};
 
 use crate::config::THREADS;
 use crate::raw_thread::{self, RawThread};
+use crate::stats::now_ns;
 use crate::{cancel, loader};
 
 /// Most helpers one call starts (a call also works itself).
@@ -67,16 +68,6 @@ static ACTIVE: Latch = Latch::new(0);
 /// single-threaded process may have to try again.
 static LAST_EXIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-fn now_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the struct (a vDSO call, no system
-    // call on x86-64 Linux).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
 /// Helper threads started since the process began (for tests, through
 /// `bulkmem_preload_helpers_started`: none outlives its call, so a count
 /// of threads cannot tell whether a call had helpers).

@@ -6,6 +6,7 @@
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use super::stats::{Counters, Side};
+use crate::uffd::errno;
 use crate::uffd::ioctl::{
     UffdioCopy, UffdioMove, UffdioRange, UffdioZeropage, UFFDIO_COPY, UFFDIO_MOVE, UFFDIO_ZEROPAGE,
 };
@@ -38,11 +39,6 @@ pub(crate) enum Mapped {
     /// The kernel refused the page at byte offset `at` with `errno`; the
     /// pages before it are mapped.
     Failed { at: usize, errno: i32 },
-}
-
-fn errno() -> i32 {
-    // SAFETY: __errno_location returns this thread's errno.
-    unsafe { *libc::__errno_location() }
 }
 
 /// The kernel's answer to one mapping ioctl: bytes it mapped, and the

@@ -80,7 +80,8 @@ pub struct Mover {
 /// `EAGAIN` retries on one position before it counts as a failure.
 const MAX_RETRIES: usize = 1000;
 
-fn errno() -> i32 {
+/// This thread's `errno`.
+pub(crate) fn errno() -> i32 {
     io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 

@@ -7,7 +7,7 @@
 mod support;
 use support::{bulkmem, refused, scratch, stderr, stdout};
 
-use std::os::unix::process::ExitStatusExt as _;
+use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 
 use std::process::{Command, Stdio};
 
@@ -368,7 +368,8 @@ fn the_man_page_states_the_exit_convention() {
 #[test]
 fn ctrl_c_ends_a_run_by_sigint() {
     // Long enough to be running when the signal comes; ended at once.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bulkmem"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bulkmem"));
+    child
         .args([
             "bench",
             "copy",
@@ -385,9 +386,18 @@ fn ctrl_c_ends_a_run_by_sigint() {
             "--quiet",
         ])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(Stdio::null());
+    // SIGINT as a terminal's shell leaves it: a test run started in the
+    // background of a script inherits it ignored (POSIX shells ignore
+    // SIGINT for asynchronous lists), and so would the child.
+    // SAFETY: signal(2) is async-signal-safe and touches no memory.
+    unsafe {
+        child.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = child.spawn().unwrap();
     // SAFETY: kill only sends a signal to the child spawned above.
     let r = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     assert_eq!(r, 0);

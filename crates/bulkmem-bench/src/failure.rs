@@ -1,5 +1,5 @@
 //! How a command fails: a message and the exit code it deserves
-//! (docs/design.md, "Exit codes"). Below every other module, so that the
+//! (docs/cli-contract.md, "Exit codes"). Below every other module, so that the
 //! output path (`out`) and the commands can all name it.
 
 /// A failure, with the exit code it deserves: [`usage`] (2) for bad

@@ -1,5 +1,5 @@
 //! The measurements behind a profile, on the calling thread, the way the
-//! kernel patches measured (docs/design.md, "How to measure"):
+//! kernel patches measured (docs/measurements.md, "How to measure"):
 //!
 //! * single calls hot and consumed: the same source and destination every
 //!   call, each call followed by one read of the whole destination

@@ -330,7 +330,7 @@ impl Row<'_> {
             (self.step)(Tick::Cell(label.clone(), cost));
             // Tie-breaks run at least MIN_RUN, as `bench` times its hot
             // cells: two kernels a few percent apart alone is what 1-2 ms
-            // runs measure worst (docs/design.md, "How to measure"). A
+            // runs measure worst (docs/measurements.md, "How to measure"). A
             // hot 64 KiB clear from seven 1 ms runs put `avx2` more than
             // KEEP ahead of `libc` and `rep stosb` in 4 of 8 measurements,
             // from 10 ms runs in 8 of 8 (1.06-1.21x; Zen 3 VM), and a

@@ -1,5 +1,5 @@
 //! The measuring parts `bulkmem tune` and every `bulkmem bench` share
-//! (docs/design.md, "How to measure"): pre-faulted buffers, a source
+//! (docs/measurements.md, "How to measure"): pre-faulted buffers, a source
 //! pattern that shows a copy from the wrong place, poisoned destinations,
 //! scattered extents, the eviction pass, the read that stands for a
 //! program using what it copied, interleaved rounds and the score a

@@ -127,7 +127,7 @@ fn page(cmd: &Command, top: bool) -> Vec<u8> {
     out
 }
 
-/// docs/design.md, "Exit codes"; `failure.rs`, `out.rs`, `bench migrate`.
+/// docs/cli-contract.md, "Exit codes"; `failure.rs`, `out.rs`, `bench migrate`.
 /// One convention for every command: 0 ok, 1 failed while running, 2 bad
 /// usage (found before anything runs), 130 interrupted; 77 and 126/127
 /// are the two documented exceptions.

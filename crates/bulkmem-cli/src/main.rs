@@ -1,6 +1,6 @@
 //! The `bulkmem` command: which copy and clear primitive wins on this
 //! machine, measured the way the Linux patches bulkmem grew from measure
-//! it (docs/design.md, "How to measure"). This file
+//! it (docs/measurements.md, "How to measure"). This file
 //! only parses and dispatches; each subcommand's flags and handler live in
 //! its own module, the benches and what the subcommands share in
 //! `bulkmem_bench`, the output in `bulkmem_report` (ripgrep's layout).

@@ -1286,7 +1286,7 @@ fn compare_into_a_closed_pipe_exits_quietly() {
     let err = stderr(&o);
     assert_ne!(o.status.code(), Some(101), "{err}");
     assert!(!err.contains("panicked"), "{err}");
-    // docs/design.md: a broken pipe exits 0 without a word.
+    // docs/cli-contract.md, "Exit codes": a broken pipe exits 0 without a word.
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(err.is_empty(), "{err}");
 }

@@ -28,7 +28,7 @@
 //! the program and the C library, whose checks it would bypass), not under
 //! valgrind (whose memcheck replaces the C library's routines), and the
 //! preload on and not counting every call (`BULKMEM_PRELOAD_STATS=1`).
-//! Everything else takes the router as before. docs/design.md, "The
+//! Everything else takes the router as before. docs/measurements.md, "The
 //! preload", has the measurements.
 
 use core::ffi::{c_int, c_void};

@@ -1,4 +1,4 @@
-//! Result rows and the JSON document of docs/design.md (written by the
+//! Result rows and the JSON document of docs/cli-contract.md (written by the
 //! benches, read back by `compare`), and the human tables of rows.
 
 use std::collections::HashSet;
@@ -122,7 +122,7 @@ pub struct Row {
 
 /// A cell measured again: `auto` and the rows this run put it furthest
 /// behind, in rounds of their own, where the run's best row is not also
-/// picked by the noise it is measured with (docs/design.md, "auto/best").
+/// picked by the noise it is measured with (docs/measurements.md, "auto/best").
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Remeasured {
     /// Timed rounds.

@@ -4,7 +4,7 @@
 //! span goes on its own, the next one's source requested first. The
 //! engine's chunks (unchecked and checked) and the calling thread's
 //! `copy_batch` walk their spans with it. Why four at once:
-//! docs/design.md, "Where the 4 KiB time went".
+//! docs/measurements.md, "Where the 4 KiB time went".
 
 use crate::kernels::gang::{Gang, GANG, GANG_PREFETCH};
 use crate::kernels::prefetch_ahead;

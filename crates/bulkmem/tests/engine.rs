@@ -473,7 +473,7 @@ fn llc_of(cpu: usize) -> Option<Vec<usize>> {
 
 #[test]
 fn engine_defaults_follow_the_topology() {
-    // The documented rule (README, docs/design.md), computed here from
+    // The documented rule (docs/guide/engine.md), computed here from
     // sysfs and the affinity mask: one worker per physical core the
     // process may use, at most two per LLC domain, at least one.
     let online = sys_list("/sys/devices/system/cpu/online").unwrap_or_else(|| vec![0]);

@@ -131,7 +131,7 @@ pub fn parse_nt_shape(s: &str) -> Result<bulkmem::NtCopyShape, String> {
 
 /// `--remeasure-below`'s default: below what `auto/best` a cell is
 /// measured again. A little above the 0.95x a tuned `auto` is held to
-/// (docs/design.md, "auto/best"), as a figure there carries the same pick.
+/// (docs/measurements.md, "auto/best"), as a figure there carries the same pick.
 pub const REMEASURE_BELOW: f64 = 0.97;
 
 /// A ratio from 0 up (`--remeasure-below`).

@@ -23,7 +23,7 @@
 //!
 //! Batches of folios do not read or write one long run: they take pages
 //! scattered over memory, and one core streams those slower than a long
-//! run (docs/design.md, "Where the 4 KiB time went"). So the same figures
+//! run (docs/measurements.md, "Where the 4 KiB time went"). So the same figures
 //! are also measured over each buffer's pages taken in a shuffled order,
 //! for each `--pages` size: read four pages at once, the next four
 //! requested meanwhile (`calibrate::read_pages`, the fastest shape found),

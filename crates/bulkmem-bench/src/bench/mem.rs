@@ -3,8 +3,8 @@
 //!
 //! * hot: the same source and destination on every call, repeated until a
 //!   run has moved at least [`HOT_BYTES`] and lasted [`Plan::min_run`],
-//!   timed in pieces that take turns with the other rows' (docs/design.md,
-//!   "Slices").
+//!   timed in pieces that take turns with the other rows'
+//!   (docs/measurements.md, "Slices").
 //! * consume: as hot, each call followed by one read of its whole
 //!   destination, timed together: what a program that reads what it
 //!   copied pays (docs/design.md, "The whole use").

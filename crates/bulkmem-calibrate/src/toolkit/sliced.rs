@@ -1,5 +1,5 @@
 //! Runs in pieces that take turns with the other cells' pieces within a
-//! round (docs/design.md, "Slices"): hot runs cut into pieces, and a
+//! round (docs/measurements.md, "Slices"): hot runs cut into pieces, and a
 //! bench's long calls and cold batches repeated at two points of the
 //! round ([`BENCH_PIECES`]).
 //!

@@ -1,6 +1,6 @@
 //! `auto` against the best of a cell's other rows: the tables' `auto/best`
 //! line, and which cells `bench copy|clear` measures again because of it
-//! (docs/design.md, "auto/best").
+//! (docs/measurements.md, "auto/best").
 //!
 //! The best row is picked by the same rounds that measure it: of eight
 //! rows of one kernel, the best's median sits above the others' by the

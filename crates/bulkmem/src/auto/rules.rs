@@ -38,7 +38,7 @@
 //!    call (every preloaded `memcpy`) is judged with the read that follows
 //!    it, and a streamed destination is read back from DRAM (redis GETs of
 //!    8 MB values ran 0.72-0.80x with this rule applied to single calls;
-//!    docs/design.md, "The whole use"). On AMD the same copy measured 0.6x
+//!    docs/measurements.md, "The whole use"). On AMD the same copy measured 0.6x
 //!    non-temporal even alone, so the rule is Intel's only.
 //! 3. **Streaming primitive.** Clear: `clzero` where present (AMD). Intel with
 //!    AVX-512: `avx512-nt` (one 64-byte store fills a write-combining line;
@@ -80,7 +80,7 @@
 //!    calls, which the kernel's extent-clearing patches found faster on
 //!    Milan).
 //!
-//! See docs/design.md ("Choosing a primitive") for the measurements.
+//! See docs/measurements.md ("Choosing a primitive") for the measurements.
 
 use crate::machine::cpu::{Features, Vendor};
 use crate::strategy::{Hint, Op, Strategy};

@@ -26,7 +26,7 @@
 //! grows its page into a run long enough to free what it holds and
 //! releases that run's from-space itself (`Shared::grow`), so the memory
 //! held twice stays near the budget whatever the mutators do (measured in
-//! docs/design.md, "Concurrent compaction").
+//! docs/measurements.md, "Concurrent compaction").
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 

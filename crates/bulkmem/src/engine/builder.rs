@@ -81,8 +81,8 @@ impl EngineBuilder {
 
     /// Whether copies take four extents of one length at once where the
     /// kernel has a four-extent form (default on: 1.5-1.7x for scattered
-    /// 4 KiB folios on a Zen 4 VM, docs/design.md "Where the 4 KiB time
-    /// went"). Off, every extent is copied on its own, as before them:
+    /// 4 KiB folios on a Zen 4 VM, docs/measurements.md "Where the 4 KiB
+    /// time went"). Off, every extent is copied on its own, as before them:
     /// for measuring what they give (`bulkmem bench batch --single`).
     pub fn gangs(mut self, on: bool) -> Self {
         self.gangs = on;

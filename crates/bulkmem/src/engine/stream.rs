@@ -4,8 +4,8 @@
 //! starts in the batch and in the stream), and a walk from a position
 //! reads the batch again from the mark before it. Finding a position costs at most one window, and
 //! an engine's scratch does not grow with the number of extents (it held
-//! a run list of 32 bytes an extent before: docs/design.md, "Where the
-//! 4 KiB time went").
+//! a run list of 32 bytes an extent before: docs/measurements.md, "Where
+//! the 4 KiB time went").
 
 use crate::extent::{next_run, Batch};
 use crate::plan::Span;

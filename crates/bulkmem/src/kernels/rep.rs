@@ -55,7 +55,7 @@ pub unsafe fn stosq(dst: *mut u8, qwords: usize) {
 /// `rep movsb` ran 3.2 GB/s with the destination 1 or 8 bytes ahead
 /// (11-18 GB/s at 16-63 bytes), against 21-27 aligned, and `rep movsq`
 /// half speed; glibc's `memcpy`, whose vector loop takes over above the
-/// L2 on AMD, kept 23 (docs/design.md, "Strategies"). Common in
+/// L2 on AMD, kept 23 (docs/measurements.md, "Strategies"). Common in
 /// practice: Python places a `bytes` object's data 32 bytes into its
 /// allocation, so copying one buffer into a new object meets it.
 #[inline(always)]

@@ -1,5 +1,5 @@
 //! A cell measured again where `auto` trailed the best of its other rows:
-//! auto and the rows ahead of it, in rounds of their own (docs/design.md,
+//! auto and the rows ahead of it, in rounds of their own (docs/measurements.md,
 //! "auto/best"). The run's best row is the best of several, picked by the
 //! very rounds that measure it, so auto reads below it by the run's noise
 //! even where it ran that row's kernel; new rounds of the few rows ahead

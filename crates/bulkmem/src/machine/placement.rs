@@ -160,7 +160,7 @@ fn capped(cores: usize, domains: usize) -> usize {
 /// (every cache index, the nodes, the page sizes: about ten times the
 /// files, 0.3-0.4 ms in a VM). For a program that sizes its own threads
 /// the way bulkmem does, and for the preload, which counts its helpers at
-/// its first large call.
+/// the first call that may start them.
 pub fn default_threads_here() -> usize {
     default_threads_at(
         std::path::Path::new("/"),

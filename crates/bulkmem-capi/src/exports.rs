@@ -57,7 +57,6 @@ exports! {
     bm_check_version => crate::version::bm_check_version;
     bm_strerror => crate::messages::bm_strerror;
     bm_last_error => crate::messages::bm_last_error;
-    bm__test_panic => crate::messages::test_panic;
     bm_mover_new => crate::mover::bm_mover_new;
     bm_mover_register => crate::mover::bm_mover_register;
     bm_mover_unregister => crate::mover::bm_mover_unregister;

@@ -1,6 +1,5 @@
 //! What a return code means: `bm_strerror` (the code's fixed words),
-//! `bm_last_error` (this thread's last failure, from `status`), and the
-//! deliberate panic the C suite checks.
+//! `bm_last_error` (this thread's last failure, from `status`).
 
 use std::ffi::{c_char, c_int};
 
@@ -33,12 +32,4 @@ pub extern "C" fn bm_strerror(err: c_int) -> *const c_char {
 /// `bm_last_error`.
 pub extern "C" fn bm_last_error() -> *const c_char {
     status::last()
-}
-
-/// Not in the header: panics inside a `bm_*` call on purpose and returns
-/// what any entry point returns for an internal error (`-ENOTRECOVERABLE`).
-/// The C suite uses it to check that a caught panic prints nothing.
-#[doc(hidden)]
-pub extern "C" fn test_panic() -> c_int {
-    status::call(|| panic!("bm__test_panic: a deliberate panic"))
 }

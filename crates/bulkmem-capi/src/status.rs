@@ -267,3 +267,51 @@ pub fn name_of(s: Strategy) -> *const c_char {
     let i = Strategy::ALL.iter().position(|&x| x == s).unwrap_or(0);
     names[i].as_ptr()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// Set in the child [`a_caught_panic_is_enotrecoverable_and_prints_nothing`]
+    /// starts: it runs the calls there.
+    const CHILD: &str = "BULKMEM_CAPI_TEST_PANIC_CHILD";
+
+    /// A panic inside a `bm_*` call becomes `-ENOTRECOVERABLE` with its
+    /// message in `bm_last_error`, prints nothing, and leaves the library
+    /// working, twice in a row. In a child (this test binary again, output
+    /// not captured), so that what the panic hook writes reaches a stderr
+    /// the test reads: no C program can make bulkmem panic, and the
+    /// library exports nothing only tests use.
+    #[test]
+    fn a_caught_panic_is_enotrecoverable_and_prints_nothing() {
+        if std::env::var_os(CHILD).is_some() {
+            for _ in 0..2 {
+                assert_eq!(
+                    call(|| panic!("a deliberate panic")),
+                    -libc::ENOTRECOVERABLE
+                );
+                // SAFETY: `last` returns this thread's NUL-terminated message.
+                let msg = unsafe { std::ffi::CStr::from_ptr(last()) };
+                assert!(msg.to_string_lossy().contains("deliberate"), "{msg:?}");
+            }
+            assert_eq!(call(|| Ok(7)), 7);
+            return;
+        }
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "status::tests::a_caught_panic_is_enotrecoverable_and_prints_nothing",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{out}{err}");
+        assert!(out.contains("1 passed"), "the child ran no test: {out}");
+        assert_eq!(err, "", "the caught panic printed");
+    }
+}

@@ -234,6 +234,14 @@ fn every_export_is_a_bm_function_under_its_version_node() {
             "bulkmem.map lists {name}, which the library does not define"
         );
     }
+    // Nothing only tests use: every export is a function of the header.
+    let header = std::fs::read_to_string(here().join("include/bulkmem.h")).unwrap();
+    for (name, _) in &syms {
+        assert!(
+            header.contains(&format!("{name}(")),
+            "{name} is exported but not declared in bulkmem.h (a test-only symbol?)"
+        );
+    }
 }
 
 /// A program built against the 0.1 header as it was before the sized

@@ -1,7 +1,8 @@
 /* test_harden.c - arguments and situations that used to abort, hang or
  * leak: absurd sizes and thread counts, threads that cannot start, a
- * callback that longjmps out, strategy names with stray case or spaces,
- * and the message a caught panic used to print.
+ * callback that longjmps out, strategy names with stray case or spaces
+ * (a caught panic, which no C program can cause, is a unit test of
+ * src/status.rs).
  *
  * Anything that could crash or hang runs in a forked child (with an alarm),
  * which reports through its exit status: 0 is success, k > 0 names the
@@ -25,9 +26,6 @@
 #include "check.h"
 
 #define MIB ((size_t)1 << 20)
-
-/* Not in the header: panics inside a bm_* call on purpose. */
-int bm__test_panic(void);
 
 /* Exit status of a child that skips: not a failure. */
 #define SKIP 77
@@ -309,7 +307,7 @@ static void test_longjmp_out_of_progress(void)
     child_ok("longjmp out of a progress callback", in_child(longjmp_out, 20));
 }
 
-/* ---- 16: names, and caught panics ---------------------------------------- */
+/* ---- 16: names ----------------------------------------------------------- */
 
 static void test_strategy_names_are_read_as_everywhere_else(void)
 {
@@ -350,51 +348,11 @@ static void test_strategy_names_are_read_as_everywhere_else(void)
                bm_strategy_name(i));
 }
 
-static int g_err_pipe[2];
-
-static int panic_quietly(void)
-{
-    dup2(g_err_pipe[1], 2);
-    close(g_err_pipe[0]);
-    int rc = bm__test_panic();
-    if (rc != -ENOTRECOVERABLE)
-        return 1;
-    if (!strstr(bm_last_error(), "deliberate"))
-        return 2;
-    /* Still quiet the second time, and ordinary calls still work. */
-    if (bm__test_panic() != -ENOTRECOVERABLE)
-        return 3;
-    unsigned char a[16] = {0}, b[16];
-    if (bm_copy(b, a, sizeof a) != 0)
-        return 4;
-    return 0;
-}
-
-static void test_caught_panic_prints_nothing(void)
-{
-    if (pipe(g_err_pipe) != 0) {
-        CHECK(0);
-        return;
-    }
-    int code = in_child(panic_quietly, 20);
-    close(g_err_pipe[1]);
-    char buf[4096];
-    size_t got = 0;
-    ssize_t r;
-    while (got < sizeof buf - 1 && (r = read(g_err_pipe[0], buf + got, sizeof buf - 1 - got)) > 0)
-        got += (size_t)r;
-    buf[got] = 0;
-    close(g_err_pipe[0]);
-    child_ok("a caught panic", code);
-    CHECKF(got == 0, "the caught panic printed on stderr: %s", buf);
-}
-
 int main(void)
 {
     test_sizes();
     test_threads_that_cannot_start();
     test_longjmp_out_of_progress();
     test_strategy_names_are_read_as_everywhere_else();
-    test_caught_panic_prints_nothing();
     return check_finish();
 }

@@ -295,10 +295,10 @@ pub fn measure(
                 .collect();
             let base = w.buf.as_mut_slice().as_mut_ptr();
             for &i in order {
-                // SAFETY: page i lies in the buffer (i < size / page); the
-                // order is a permutation, so the pages are disjoint; the
+                // The order is a permutation, so the pages are disjoint; the
                 // list is emptied before this call ends, while `w.buf` is
                 // borrowed by it.
+                // SAFETY: page i lies in the buffer (i < size / page), apart.
                 list.push(unsafe { std::slice::from_raw_parts_mut(base.add(i * page), *page) });
             }
             bulkmem::clear_batch_with(Options::strategy(s), &mut list)

@@ -1,7 +1,8 @@
 //! `bulkmem bench compact`: a garbage collector's heap compacted while its
 //! mutators run (`bulkmem::compact`), against the stop-the-world ways. Per
 //! heap size, live share, mutator count and page kind, every strategy runs
-//! on a fresh heap:
+//! on a fresh heap, the strategies taking turns run by run
+//! ([`shape_rows`]):
 //!
 //! * `stop-the-world-mover`: in the pause, every page is built into a
 //!   staging area, which `Mover` then moves into the emptied heap;
@@ -106,8 +107,8 @@ struct Shape {
     workload: Workload,
 }
 
-/// One cell's runs.
-fn cell(strategy: &str, c: Shape, runs: usize) -> Result<Row, String> {
+/// One cell's row from its runs' samples.
+fn row(strategy: &str, c: Shape, samples: &[run::Sample]) -> Row {
     let Shape {
         bytes,
         live,
@@ -115,13 +116,7 @@ fn cell(strategy: &str, c: Shape, runs: usize) -> Result<Row, String> {
         thp,
         workload,
     } = c;
-    let mut samples = Vec::new();
-    for _ in 0..runs {
-        samples.push(
-            run::one(strategy, bytes, live, mutators, thp, workload)
-                .map_err(|e| format!("{strategy}: {e}"))?,
-        );
-    }
+    let runs = samples.len();
     let of = |f: &dyn Fn(&run::Sample) -> f64| {
         Stats::or_zero(&samples.iter().map(f).collect::<Vec<_>>())
     };
@@ -137,7 +132,7 @@ fn cell(strategy: &str, c: Shape, runs: usize) -> Result<Row, String> {
         let i = ((q * stalls.len() as f64).ceil() as usize).clamp(1, stalls.len()) - 1;
         stalls[i] as f64 / 1000.0
     };
-    Ok(Row {
+    Row {
         op: "compact",
         strategy: strategy.to_string(),
         chose: strategy.to_string(),
@@ -166,7 +161,7 @@ fn cell(strategy: &str, c: Shape, runs: usize) -> Result<Row, String> {
             cycles: None,
         }),
         ..Default::default()
-    })
+    }
 }
 
 pub fn run(
@@ -184,20 +179,14 @@ pub fn run(
             for &m in &a.mutators {
                 for &thp in &a.thp {
                     for &workload in &a.workloads {
-                        for s in &a.strategies {
-                            let what =
-                                format!("{} {live}% {m} {} {s}", fmt_size(bytes), workload.name());
-                            progress(n, groups, &what);
-                            let shape = Shape {
-                                bytes,
-                                live,
-                                mutators: m as usize,
-                                thp: thp == Toggle::On,
-                                workload,
-                            };
-                            rows.push(cell(s, shape, a.measure.rounds().runs)?);
-                            n += 1;
-                        }
+                        let shape = Shape {
+                            bytes,
+                            live,
+                            mutators: m as usize,
+                            thp: thp == Toggle::On,
+                            workload,
+                        };
+                        rows.extend(shape_rows(a, shape, progress, &mut n)?);
                     }
                 }
             }
@@ -205,6 +194,45 @@ pub fn run(
     }
     progress(n, groups, "done");
     Ok(rows)
+}
+
+/// One shape's rows, a row per strategy. Run by run, every strategy in
+/// turn: the host's slow spells then fall on every row alike, and the
+/// floor row stays the yardstick of the others. Each run starts one
+/// strategy later, so each follows every other as often (one that frees
+/// gigabytes slows the run after it). `n` counts the runs done.
+fn shape_rows(
+    a: &CompactArgs,
+    c: Shape,
+    progress: &mut dyn FnMut(usize, usize, &str),
+    n: &mut usize,
+) -> Result<Vec<Row>, String> {
+    let (runs, k) = (a.measure.rounds().runs, a.strategies.len());
+    let mut samples: Vec<Vec<run::Sample>> = (0..k).map(|_| Vec::with_capacity(runs)).collect();
+    for r in 0..runs {
+        for i in (0..k).map(|i| (i + r) % k) {
+            let s = &a.strategies[i];
+            let what = format!(
+                "{} {}% {} {} {s}, run {}/{runs}",
+                fmt_size(c.bytes),
+                c.live,
+                c.mutators,
+                c.workload.name(),
+                r + 1
+            );
+            progress(*n, groups(a), &what);
+            samples[i].push(
+                run::one(s, c.bytes, c.live, c.mutators, c.thp, c.workload)
+                    .map_err(|e| format!("{s}: {e}"))?,
+            );
+            *n += 1;
+        }
+    }
+    Ok(a.strategies
+        .iter()
+        .zip(&samples)
+        .map(|(s, samples)| row(s, c, samples))
+        .collect())
 }
 
 fn groups(a: &CompactArgs) -> usize {
@@ -217,6 +245,7 @@ fn groups(a: &CompactArgs) -> usize {
         * a.thp.len()
         * a.workloads.len()
         * a.strategies.len()
+        * a.measure.rounds().runs
 }
 
 /// One row per cell: every column the issue of a collector asks about.
@@ -326,26 +355,70 @@ pub fn cmd(a: CompactArgs, quiet: bool) -> Result<(), Failure> {
 mod tests {
     use super::*;
 
+    /// The command's arguments as a user would give them.
+    fn args(line: &[&str]) -> CompactArgs {
+        #[derive(clap::Parser)]
+        struct Line {
+            #[command(flatten)]
+            a: CompactArgs,
+        }
+        <Line as clap::Parser>::try_parse_from(
+            std::iter::once("compact").chain(line.iter().copied()),
+        )
+        .unwrap()
+        .a
+    }
+
     #[test]
     fn every_strategy_compacts_a_small_heap_and_checks_it() {
         if let Err(e) = bulkmem::compact::support() {
             eprintln!("skipping: {e}");
             return;
         }
-        for s in STRATEGIES {
-            let shape = Shape {
-                bytes: 8 << 20,
-                live: 50,
-                mutators: 1,
-                thp: false,
-                workload: Workload::Random,
-            };
-            let r = cell(s, shape, 1).unwrap();
+        let a = args(&[
+            "--heaps",
+            "8M",
+            "--live",
+            "50",
+            "--mutators",
+            "1",
+            "--thp",
+            "off",
+            "--runs",
+            "2",
+        ]);
+        let mut seen = Vec::new();
+        let rows = run(&a, &mut |n, all, what| {
+            seen.push((n, all, what.to_string()))
+        })
+        .unwrap();
+        // A row per strategy, in the order asked, each from its own runs
+        // although the runs took turns: only a session has mutator faults.
+        assert_eq!(
+            rows.iter().map(|r| r.strategy.as_str()).collect::<Vec<_>>(),
+            STRATEGIES
+        );
+        for r in &rows {
             let c = r.compacted.as_ref().unwrap();
+            assert_eq!(r.runs, 2, "{r:?}");
             assert!(r.gbps.median > 0.0 && c.pause_us.median > 0.0, "{r:?}");
-            if s.starts_with("concurrent") {
+            let session = r.strategy.starts_with("concurrent") || r.strategy == "floor";
+            assert_eq!(c.faults_per_mutator > 0.0, session, "{r:?}");
+            if r.strategy.starts_with("concurrent") {
                 assert!(c.mutator_share > 0.0, "{r:?}");
             }
         }
+        // Every run counted, and the second run started one strategy on.
+        let all = 2 * STRATEGIES.len();
+        assert_eq!(seen.last().map(|s| (s.0, s.1)), Some((all, all)));
+        assert!(
+            seen[0].2.ends_with(&format!("{}, run 1/2", STRATEGIES[0])),
+            "{seen:?}"
+        );
+        let second = &seen[STRATEGIES.len()].2;
+        assert!(
+            second.ends_with(&format!("{}, run 2/2", STRATEGIES[1])),
+            "{seen:?}"
+        );
     }
 }

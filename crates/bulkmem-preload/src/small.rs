@@ -53,17 +53,29 @@ pub static END: [AtomicUsize; 7] = [const { AtomicUsize::new(0) }; 7];
 /// Which functions (bit per call number) may take the small path at all.
 static ELIGIBLE: AtomicU8 = AtomicU8::new(0);
 
-/// Non-zero: copies and sets of 65-512 bytes use 512-bit registers
-/// (`zmm16`-`zmm23`, which leave no upper state to clear), as the C
-/// library's own AVX-512 routine does there. Read by the bodies' assembly.
-/// On only where the C library found AVX-512 (F and BW) usable and the CPU
-/// is AMD from Zen 4 on (CPUID family 0x19 or later), where wide stores
-/// cost no frequency and glibc takes its AVX-512 routine: on the Zen 5 VM,
+/// Where the bodies use 512-bit registers (`zmm16`-`zmm23`, which leave
+/// no upper state to clear), as the C library's own AVX-512 routine does:
+/// copies of 65-512 bytes, and sets of 1-512 (up to 64 bytes one masked
+/// store, as glibc's, where it stays inside its page). On only where the
+/// C library found AVX-512 (F and BW) and BMI2 usable and the CPU is AMD
+/// from Zen 4 on (CPUID family 0x19 or later), where wide stores cost no
+/// frequency and glibc takes its AVX-512 routine: on the Zen 5 VM,
 /// 64-512-byte copies at every alignment ran 0.85-0.90x glibc with the
 /// AVX2 body and 0.94-1.03x with this one (a C loop of both bodies).
 /// Intel keeps AVX2: glibc prefers to avoid 512-bit registers on most of
 /// its parts.
-pub static WIDE: AtomicU8 = AtomicU8::new(0);
+///
+/// Read by the bodies' first instructions, the copy's as `len - 65 <
+/// WIDE[0]`, the set's as `len - 1 < WIDE[1]` (0 where off): one compare
+/// for the range and the switch, so those calls take a single branch to
+/// their body. Behind three (by length, then the switch), the wide copy
+/// had run 0.96-0.97x glibc on 64-512-byte copies (`preload-workload
+/// small-64-512`), glibc taking one.
+pub static WIDE: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
+
+/// [`WIDE`]'s values where the wide bodies are on: copies of 65-512
+/// bytes, sets of 1-512.
+pub const WIDE_SPANS: [usize; 2] = [512 - 64, 512];
 
 /// Decides, in the constructor, which functions may take the small path
 /// in this process, then [`publish`]es. The fortified forms are not
@@ -87,7 +99,9 @@ pub fn decide() {
     }
     AVX2.store(true, Ordering::Relaxed);
     if leaves.wide_usable() {
-        WIDE.store(1, Ordering::Relaxed);
+        for (wide, span) in WIDE.iter().zip(WIDE_SPANS) {
+            wide.store(span, Ordering::Relaxed);
+        }
     }
     publish();
 }
@@ -183,17 +197,17 @@ impl Leaves {
             .is_some_and(|l| l.active[EBX] & AVX2 != 0)
     }
 
-    /// Whether the 65-512-byte bodies may use 512-bit registers
-    /// ([`WIDE`]): AVX-512 F and BW usable as the C library decided, on AMD
+    /// Whether the bodies may use 512-bit registers
+    /// ([`WIDE`]): AVX-512 F and BW and BMI2 usable as the C library decided, on AMD
     /// family 0x19 or later (Intel's display family is 6, or 0x13 for its
     /// newest; AMD's AVX-512 parts are 0x19 and 0x1a), told by leaf 1's
     /// EAX, which the C library also keeps.
     fn wide_usable(&self) -> bool {
-        /// AVX-512 F and BW in leaf 7's EBX.
-        const AVX512_F_BW: u32 = 1 << 16 | 1 << 30;
+        /// AVX-512 F and BW, and BMI2 (the set's mask), in leaf 7's EBX.
+        const NEEDED: u32 = 1 << 16 | 1 << 30 | 1 << 8;
         let wide = self
             .leaf(INDEX_7)
-            .is_some_and(|l| l.active[EBX] & AVX512_F_BW == AVX512_F_BW);
+            .is_some_and(|l| l.active[EBX] & NEEDED == NEEDED);
         let family = self.leaf(INDEX_1).map_or(0, |l| {
             let eax = l.cpuid[EAX];
             let base = (eax >> 8) & 0xf;
@@ -236,6 +250,9 @@ pub(crate) use by_length;
 macro_rules! copy_body {
     () => {
         concat!(
+            "lea r9, [rdx - 65]\n",
+            "cmp r9, qword ptr [rip + {wide}]\n",
+            "jb 50f\n",
             $crate::small::by_length!(),
             "movzx ecx, byte ptr [rsi]\n",
             "mov byte ptr [rdi], cl\n",
@@ -274,14 +291,9 @@ macro_rules! copy_body {
             "vmovdqu ymmword ptr [rdi + rdx - 32], ymm1\n",
             "vzeroupper\n",
             "ret\n",
-            // 65-512 bytes in 512-bit registers where that is on
-            // (`WIDE`): labels 50-52.
+            // 65 bytes and more in 256-bit registers (65-512 took the
+            // 512-bit bodies, labels 50-52, at the top where `WIDE` is on).
             "27:\n",
-            "cmp edx, 512\n",
-            "ja 45f\n",
-            "cmp byte ptr [rip + {wide}], 0\n",
-            "jne 50f\n",
-            "45:\n",
             "vmovdqu ymm0, ymmword ptr [rsi]\n",
             "vmovdqu ymm1, ymmword ptr [rsi + 32]\n",
             "cmp edx, 128\n",
@@ -461,6 +473,10 @@ macro_rules! set_body {
             "movzx ecx, sil\n",
             "movabs r8, 0x0101010101010101\n",
             "imul rcx, r8\n",
+            "lea r9, [rdx - 1]\n",
+            "cmp r9, qword ptr [rip + {wide} + 8]\n",
+            "jb 50f\n",
+            "21:\n",
             $crate::small::by_length!(),
             "mov byte ptr [rdi], cl\n",
             "30:\n",
@@ -484,11 +500,6 @@ macro_rules! set_body {
             "vmovdqu xmmword ptr [rdi + rdx - 16], xmm0\n",
             "ret\n",
             "26:\n",
-            "cmp edx, 64\n",
-            "jbe 27f\n",
-            "cmp byte ptr [rip + {wide}], 0\n",
-            "jne 50f\n",
-            "27:\n",
             "vmovq xmm0, rcx\n",
             "vpbroadcastq ymm0, xmm0\n",
             "vmovdqu ymmword ptr [rdi], ymm0\n",
@@ -516,9 +527,11 @@ macro_rules! set_body {
             "31:\n",
             "vzeroupper\n",
             "ret\n",
-            // 65-512 bytes from zmm16 (see the copy's): labels 50-51.
+            // 1-512 bytes from zmm16 (see the copy's): labels 50-52.
             "50:\n",
             "vpbroadcastq zmm16, rcx\n",
+            "cmp edx, 64\n",
+            "jbe 52f\n",
             "vmovdqu64 zmmword ptr [rdi], zmm16\n",
             "vmovdqu64 zmmword ptr [rdi + rdx - 64], zmm16\n",
             "cmp edx, 128\n",
@@ -532,6 +545,19 @@ macro_rules! set_body {
             "vmovdqu64 zmmword ptr [rdi + rdx - 256], zmm16\n",
             "vmovdqu64 zmmword ptr [rdi + rdx - 192], zmm16\n",
             "51:\n",
+            "ret\n",
+            // 1-64 bytes: one store under a mask of the first n bytes,
+            // unless the 64 bytes run into the next page (a masked store
+            // there may take a slow assist): those take the branches.
+            "52:\n",
+            "mov r9d, edi\n",
+            "and r9d, 4095\n",
+            "cmp r9d, 4096 - 64\n",
+            "ja 21b\n",
+            "mov r8, -1\n",
+            "bzhi r8, r8, rdx\n",
+            "kmovq k1, r8\n",
+            "vmovdqu8 zmmword ptr [rdi] {{k1}}, zmm16\n",
             "ret\n",
         )
     };

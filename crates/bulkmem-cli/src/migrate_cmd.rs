@@ -9,10 +9,11 @@ use bulkmem::numa::{self, CopyOptions, MigrateOptions, MigrateReport};
 
 use bulkmem::topology::Nodes;
 
+use bulkmem::format_bytes;
 use bulkmem_bench::arena::{self as regions, PageKind};
 use bulkmem_bench::cli::{check_memory, runtime, twice_the_largest, usage, Failure};
 use bulkmem_bench::out;
-use bulkmem_bench::size::{self, fmt_size};
+use bulkmem_bench::size;
 use clap::Args;
 
 /// The most address space one `migrate --range` covers: 1 TiB (2^28
@@ -266,7 +267,7 @@ pub fn self_test(size: usize, to: Option<usize>) -> Result<String, String> {
             }
         }
     }
-    let _ = writeln!(out, "self-test passed ({} per move)", fmt_size(size));
+    let _ = writeln!(out, "self-test passed ({} per move)", format_bytes(size));
     Ok(out)
 }
 

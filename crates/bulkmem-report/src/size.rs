@@ -1,21 +1,12 @@
 //! Sizes in tables and labels.
 
-/// The shortest exact form: `4K`, `2M`, `1G`, or the byte count (the form
-/// `bulkmem::parse_bytes` reads back; the command checks the two agree).
-pub fn fmt_size(n: usize) -> String {
-    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", n >> shift);
-        }
-    }
-    n.to_string()
-}
+use bulkmem::format_bytes;
 
-/// A size's exact form with its unit: [`fmt_size`]'s, with `B` after a
+/// A size's exact form with its unit: [`format_bytes`]'s, with `B` after a
 /// plain byte count (`17B`; `--sizes` reads both back). Table columns
 /// and the cells the summaries name.
 pub fn size_label(n: usize) -> String {
-    let exact = fmt_size(n);
+    let exact = format_bytes(n);
     if exact.ends_with(|c: char| c.is_ascii_digit()) {
         exact + "B"
     } else {
@@ -29,7 +20,7 @@ pub fn size_label(n: usize) -> String {
 /// (`~256M` for 268435440, the largest multiple of 17 in 256M), so a byte
 /// count never reads as a count of something else.
 pub fn human_size(n: usize) -> String {
-    if n < 1 << 10 || !fmt_size(n).ends_with(|c: char| c.is_ascii_digit()) {
+    if n < 1 << 10 || !format_bytes(n).ends_with(|c: char| c.is_ascii_digit()) {
         return size_label(n);
     }
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {

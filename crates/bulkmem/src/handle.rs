@@ -329,9 +329,6 @@ impl Unfenced<'_, CopyKernel> {
     #[cfg(target_arch = "x86_64")]
     #[inline]
     pub(crate) fn gang(&self) -> Option<unsafe fn(&kernels::gang::Gang)> {
-        if !kernels::gang::enabled() {
-            return None;
-        }
         match self.k.strategy {
             // `new` checked the CPU has each one's features.
             Strategy::Avx2Nt => Some(kernels::gang::copy_nt_avx2),

@@ -41,6 +41,11 @@
 
 #![warn(missing_docs)]
 
+// The unit tests share the integration tests' support code
+// (`tests/common`), which names the crate `bulkmem`.
+#[cfg(test)]
+extern crate self as bulkmem;
+
 pub mod auto;
 mod calls;
 #[cfg(target_arch = "x86_64")]
@@ -77,8 +82,6 @@ mod units;
 // public paths (`bulkmem::cpu::info()`, `bulkmem::topology::Topology`).
 // Code inside the crate names `machine::cpu` and the like (the layering
 // check refuses the root's re-exports there).
-#[cfg(feature = "test-hooks")]
-pub use machine::cpuid_cache;
 pub use machine::{cpu, placement, topology};
 
 pub use calls::{
@@ -93,8 +96,6 @@ pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, NtWriter};
 #[cfg(target_arch = "x86_64")]
 pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
-#[cfg(all(target_arch = "x86_64", feature = "test-hooks"))]
-pub use kernels::gang::force_gangs;
 pub use kernels::{nt_copy_shape, set_nt_copy_shape, NtCopyShape};
 pub use latch::Latch;
 pub use strategy::{FillMode, Hint, Op, Options, ParseNameError, Strategy};

@@ -4,9 +4,23 @@
 //! request, or the start-up shortcut changed what `auto` does.
 
 use bulkmem::auto::{Machine, Policy, Request};
-use bulkmem::cpuid_cache::{self, CacheFacts, CacheSource};
+use bulkmem::cpu::{CacheFacts, CacheSource};
 use bulkmem::topology::Topology;
 use bulkmem::{Hint, Op};
+
+/// The facts as the full sysfs layout gives them: what the cheap path
+/// stands in for.
+fn from_topology(t: &Topology) -> CacheFacts {
+    CacheFacts {
+        l1d: t.data_cache_bytes(1),
+        l2: t.data_cache_bytes(2),
+        llc: t.llc_bytes(),
+        llc_cpus: t.llc_domains.iter().map(Vec::len).max().unwrap_or(1).max(1),
+        cpus: t.online_cpus.len().max(1),
+        llc_assumed: t.llc_assumed,
+        source: CacheSource::Sysfs,
+    }
+}
 
 fn machine(c: &CacheFacts) -> Machine {
     let f = bulkmem::cpu::facts();
@@ -72,7 +86,7 @@ fn disagreements(a: &Machine, b: &Machine) -> Vec<String> {
 #[test]
 fn cpuid_facts_choose_as_the_sysfs_walk_does_here() {
     let cheap = bulkmem::cpu::facts().caches;
-    let full = cpuid_cache::from_topology(&Topology::detect());
+    let full = from_topology(&Topology::detect());
     if cheap.source == CacheSource::Cpuid && !full.llc_assumed {
         // Linux fills sysfs from the same leaves with the same formula.
         assert_eq!(
@@ -97,7 +111,7 @@ fn cpuid_facts_choose_as_the_sysfs_walk_does_here() {
 /// VM claiming a 260 MiB L3 for 2 CPUs is at the cap either way).
 #[test]
 fn a_different_llc_share_is_caught() {
-    let full = cpuid_cache::from_topology(&Topology::detect());
+    let full = from_topology(&Topology::detect());
     let shared = CacheFacts {
         llc_cpus: full.llc_cpus * 16,
         ..full

@@ -4,11 +4,10 @@
 //! off a cache line, chunk edges of a two-thread engine) copies exactly
 //! what one extent at a time copies, between guard pages and canaries,
 //! and a checked batch that faults inside a gang reports each extent as
-//! one extent at a time reports it.
+//! one extent at a time reports it. The calling thread's batches always
+//! gang; an engine built with `gangs(false)` copies one extent at a time.
 
 mod common;
-
-use std::sync::Mutex;
 
 use bulkmem::Extent;
 
@@ -24,16 +23,14 @@ fn gang_strategies() -> Vec<Strategy> {
         .collect()
 }
 
-/// Runs `f` with gangs on, then off (one extent at a time), then back on:
-/// tests that switch them take turns.
-fn both_ways(mut f: impl FnMut(bool)) {
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    for on in [true, false] {
-        bulkmem::force_gangs(on);
-        f(on);
-    }
-    bulkmem::force_gangs(true);
+/// A one-thread engine running `s`, with gangs or one extent at a time.
+fn engine(s: Strategy, gangs: bool) -> Engine {
+    Engine::builder()
+        .threads(1)
+        .strategy(s)
+        .gangs(gangs)
+        .build()
+        .unwrap()
 }
 
 /// Extent `j` of a layout: `lens[j]` bytes in slot `perm[j]` of `slot`
@@ -160,29 +157,28 @@ fn gangs_copy_what_one_extent_at_a_time_copies() {
         4096, 4096, 4096, 2048, 4096, 4096, 4096, 4096, 4096, 64, 64, 64, 64,
     ];
     for s in strategies {
-        let engine = Engine::builder().threads(1).strategy(s).build().unwrap();
+        let (ganged, single) = (engine(s, true), engine(s, false));
         for (via, name) in [
-            (Via::Engine(&engine), "engine"),
+            (Via::Engine(&ganged), "engine"),
+            (Via::Engine(&single), "engine, one at a time"),
             (Via::Serial(s), "copy_batch"),
         ] {
-            both_ways(|on| {
-                let what = |rest: String| format!("{s} {name} gangs {on} {rest}");
-                for len in [64, 128, 960, 4032, 4096, 4160, 8192, 12288, 65536] {
-                    for count in [1, 3, 4, 5, 8, 9, 13] {
-                        for skew in [0, 64, 32, 1] {
-                            let w = what(format!("{count} x {len} skew {skew}"));
-                            copy_and_check(&via, &vec![len; count], skew, &w);
-                        }
+            let what = |rest: String| format!("{s} {name} {rest}");
+            for len in [64, 128, 960, 4032, 4096, 4160, 8192, 12288, 65536] {
+                for count in [1, 3, 4, 5, 8, 9, 13] {
+                    for skew in [0, 64, 32, 1] {
+                        let w = what(format!("{count} x {len} skew {skew}"));
+                        copy_and_check(&via, &vec![len; count], skew, &w);
                     }
                 }
-                for skew in [0, 32] {
-                    copy_and_check(&via, &mixed, skew, &what(format!("mixed {skew}")));
-                }
-                // Lengths that are not whole lines never gang, but copy.
-                for len in [63, 65, 100, 4095, 4097] {
-                    copy_and_check(&via, &[len; 8], 0, &what(format!("8 x {len}")));
-                }
-            });
+            }
+            for skew in [0, 32] {
+                copy_and_check(&via, &mixed, skew, &what(format!("mixed {skew}")));
+            }
+            // Lengths that are not whole lines never gang, but copy.
+            for len in [63, 65, 100, 4095, 4097] {
+                copy_and_check(&via, &[len; 8], 0, &what(format!("8 x {len}")));
+            }
         }
     }
 }
@@ -195,18 +191,19 @@ fn chunk_edges_of_a_two_thread_engine_cut_gangs_cleanly() {
     };
     // 200 extents of 12 KiB: 2.4 MiB in chunks of at least 256 KiB, whose
     // edges fall inside extents (spans shorter than their extent).
-    let engine = Engine::builder()
-        .threads(2)
-        .strategy(s)
-        .inline_max(0)
-        .build()
-        .unwrap();
-    both_ways(|on| {
+    for on in [true, false] {
+        let engine = Engine::builder()
+            .threads(2)
+            .strategy(s)
+            .inline_max(0)
+            .gangs(on)
+            .build()
+            .unwrap();
         for len in [12288, 4096 + 64] {
             let what = format!("{s} 2 threads gangs {on} {len}");
             copy_and_check(&Via::Engine(&engine), &[len; 200], 0, &what);
         }
-    });
+    }
 }
 
 /// A checked batch of eight 4 KiB extents whose extent `bad` reads past
@@ -282,8 +279,8 @@ fn a_fault_inside_a_gang_is_reported_as_one_extent_at_a_time_reports_it() {
         return;
     }
     for s in strategies {
-        let engine = Engine::builder().threads(1).strategy(s).build().unwrap();
-        for (via, name) in [(Via::Engine(&engine), "engine"), (Via::Serial(s), "serial")] {
+        let (ganged, single) = (engine(s, true), engine(s, false));
+        for (via, name) in [(Via::Engine(&ganged), "engine"), (Via::Serial(s), "serial")] {
             for (bad, at, skew) in [
                 (0, 64, 0),
                 (2, 1000, 0),
@@ -291,10 +288,9 @@ fn a_fault_inside_a_gang_is_reported_as_one_extent_at_a_time_reports_it() {
                 (5, 64, 32),
                 (7, 2048, 0),
             ] {
-                let mut runs = Vec::new();
-                both_ways(|on| runs.push((on, checked_with_a_bad_source(&via, bad, at, skew))));
                 let what = format!("{s} {name} bad {bad} at {at} skew {skew}");
-                let (with, without) = (&runs[0].1, &runs[1].1);
+                let with = &checked_with_a_bad_source(&via, bad, at, skew);
+                let without = &checked_with_a_bad_source(&Via::Engine(&single), bad, at, skew);
                 assert_eq!(with.0, without.0, "{what}: outcomes");
                 for (j, o) in with.0.iter().enumerate() {
                     match o {
@@ -339,8 +335,9 @@ proptest::proptest! {
             return Ok(());
         };
         let lens: Vec<usize> = picks.iter().map(|&p| [4096, 4096, 1024, 8192, 4032, 100][p]).collect();
-        let engine = Engine::builder().threads(1).strategy(s).build().unwrap();
-        let via = if serial { Via::Serial(s) } else { Via::Engine(&engine) };
-        both_ways(|on| copy_and_check(&via, &lens, skew, &format!("{s} gangs {on} {lens:?} {skew}")));
+        let (ganged, single) = (engine(s, true), engine(s, false));
+        let via = if serial { Via::Serial(s) } else { Via::Engine(&ganged) };
+        copy_and_check(&via, &lens, skew, &format!("{s} {lens:?} {skew}"));
+        copy_and_check(&Via::Engine(&single), &lens, skew, &format!("{s} one at a time {lens:?} {skew}"));
     }
 }

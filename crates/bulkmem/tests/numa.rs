@@ -199,14 +199,24 @@ fn copy_and_remap_keeps_contents_addresses_protection_and_thp() {
 }
 
 #[test]
-fn an_injected_failure_leaves_the_original_intact_and_writable() {
+fn a_cancelled_copy_leaves_the_original_intact_and_writable() {
     let r = Region::new(8 << 20, false);
-    let opts = CopyOptions::default().threads(2).fail_after(1);
+    // Cancelled once the first chunk is done: a copy that stops half-way.
+    let token = bulkmem::CancelToken::new();
+    let stop = |p: bulkmem::Progress| {
+        if p.done > 0 {
+            token.cancel();
+        }
+    };
+    let opts = CopyOptions::default()
+        .threads(2)
+        .progress(&stop)
+        .cancel(&token);
     // SAFETY: our own region, no other users.
     let e = unsafe { numa::migrate_by_copy(r.ptr, r.len, this_node(), opts) }.unwrap_err();
     match &e {
         Error::MigrationFailed { intact, stage, .. } => {
-            assert!(*intact && stage.contains("injected"), "{e}")
+            assert!(*intact && stage.contains("cancelled"), "{e}")
         }
         other => panic!("{other}"),
     }

@@ -214,7 +214,7 @@ pub fn run(
         // (the tests' CUDA double) says what it is before any row.
         eprintln!(
             "bulkmem: registered 2 x {} with {} in {:.0} ms ({:.1} GB/s)",
-            crate::size::fmt_size(bytes),
+            bulkmem::format_bytes(bytes),
             o.describe(),
             secs * 1e3,
             gbps(2 * bytes, t.elapsed())
@@ -236,7 +236,7 @@ pub fn run(
             &format!(
                 "{} x {} {}",
                 shape.count,
-                crate::size::fmt_size(shape.size),
+                bulkmem::format_bytes(shape.size),
                 shape.layout.name()
             ),
         );

@@ -42,7 +42,8 @@ use crate::cli::{
     check_memory, check_outputs, publish, usage, with_progress, Failure, Measure, Output, Style,
 };
 use crate::results::{CompactCell, Row};
-use crate::size::{self, fmt_size};
+use crate::size;
+use bulkmem::format_bytes;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::{fixed, Table};
 
@@ -214,7 +215,7 @@ fn shape_rows(
             let s = &a.strategies[i];
             let what = format!(
                 "{} {}% {} {} {s}, run {}/{runs}",
-                fmt_size(c.bytes),
+                format_bytes(c.bytes),
                 c.live,
                 c.mutators,
                 c.workload.name(),
@@ -268,7 +269,7 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
     for r in rows {
         let Some(c) = &r.compacted else { continue };
         t.row(vec![
-            fmt_size(r.size),
+            format_bytes(r.size),
             format!("{}%", c.live),
             c.mutators.to_string(),
             if c.thp { "on" } else { "off" }.into(),
@@ -301,7 +302,7 @@ pub fn cmd(a: CompactArgs, quiet: bool) -> Result<(), Failure> {
     if let Some(&s) = a.heaps.iter().find(|&&s| s == 0 || s % (2 << 20) != 0) {
         return Err(usage(format!(
             "--heaps {} is not a non-zero multiple of 2M",
-            fmt_size(s)
+            format_bytes(s)
         )));
     }
     if let Some(s) = a

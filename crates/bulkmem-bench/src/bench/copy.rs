@@ -16,7 +16,8 @@ use crate::cli::{
 use crate::harness::Rounds;
 use crate::out;
 use crate::results::{self, Row};
-use crate::size::{self, fmt_size};
+use crate::size;
+use bulkmem::format_bytes;
 use bulkmem_report::table;
 
 #[derive(Args)]
@@ -198,8 +199,8 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     if a.total < max_size {
         eprintln!(
             "bulkmem: note: --total {} is below the largest size; cold batches use {}",
-            fmt_size(a.total),
-            fmt_size(max_size)
+            format_bytes(a.total),
+            format_bytes(max_size)
         );
     }
     let plan = Plan {
@@ -288,7 +289,7 @@ pub fn default_report(quiet: bool, json: Option<&Path>) -> Result<(), Failure> {
         env!("CARGO_PKG_VERSION"),
         i.brand,
         i.topology.online_cpus.len(),
-        fmt_size(i.llc_bytes()),
+        format_bytes(i.llc_bytes()),
         i.features.names().join(" "),
         bulkmem::auto::profile_status()
     ))?;

@@ -22,7 +22,8 @@ use crate::arena;
 use crate::cli::{check_outputs, publish, usage, with_progress, Failure, Output};
 use crate::harness::{fill_pattern, interleave, Rounds};
 use crate::results::Row;
-use crate::size::{self, fmt_size};
+use crate::size;
+use bulkmem::format_bytes;
 use bulkmem_report::table::Table;
 
 #[derive(Args)]
@@ -233,7 +234,11 @@ pub fn cmd(a: DispatchArgs, quiet: bool) -> Result<(), Failure> {
     let rows = with_progress(quiet, a.sizes.len(), |progress| {
         let mut rows = Vec::new();
         for (k, &size) in a.sizes.iter().enumerate() {
-            progress(k, a.sizes.len(), &format!("{} {}", a.op, fmt_size(size)));
+            progress(
+                k,
+                a.sizes.len(),
+                &format!("{} {}", a.op, format_bytes(size)),
+            );
             let r = Routines::new(op, size)?;
             let mut src = arena::prefaulted(size, false, 0).map_err(|e| e.to_string())?;
             fill_pattern(src.as_mut_slice());
@@ -347,7 +352,7 @@ fn table(op: Op, sizes: &[usize], rows: &[Row]) -> Table {
             .find(|r| r.size == size)
             .map_or(String::new(), |r| r.chose.clone());
         t.row(vec![
-            fmt_size(size),
+            format_bytes(size),
             kernel,
             gbps(med("kernel")),
             gbps(med("auto")),

@@ -13,7 +13,7 @@ use bulkmem::{Engine, Extent};
 
 use crate::harness::fill_pattern;
 use crate::out;
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 
 use std::path::PathBuf;
 
@@ -48,8 +48,8 @@ impl PoisonedSource {
         if !mover.supports_poison() {
             return Err("this kernel has no UFFDIO_POISON (Linux 6.6 or later)".into());
         }
-        let mut map =
-            Mapping::anonymous(len).map_err(|e| format!("cannot map {}: {e}", fmt_size(len)))?;
+        let mut map = Mapping::anonymous(len)
+            .map_err(|e| format!("cannot map {}: {e}", format_bytes(len)))?;
         fill_pattern(map.as_mut_slice());
         let mut region = PoisonedSource { map, mover };
         let bad = region.map.as_mut_ptr().wrapping_add(page * PAGE);
@@ -91,7 +91,7 @@ pub fn demonstration(len: usize) -> Result<String, String> {
     let took = t.elapsed();
     let mut out = format!(
         "\ndemonstration: {} source, page {bad_page} poisoned (UFFDIO_POISON)\n  copy_checked stopped after {:.2} ms: {f}\n",
-        fmt_size(pages * PAGE),
+        format_bytes(pages * PAGE),
         took.as_secs_f64() * 1e3
     );
     if f.offset != bad_page * PAGE || f.addr != src.map.as_ptr() as usize + bad_page * PAGE {
@@ -136,7 +136,7 @@ pub fn demonstration(len: usize) -> Result<String, String> {
     }
     out.push_str(&format!(
         "  checked engine batch ({n} x {}, {} workers): {done} extents done, extent {} faulted at offset {} ({})\n",
-        fmt_size(ext),
+        format_bytes(ext),
         r.report.workers,
         want.0,
         want.1,

@@ -46,7 +46,8 @@ use crate::cli::{
 use crate::harness::{gbps, interleave, Rounds};
 use crate::preflight::{times, Need};
 use crate::results::{pivot, Pivot, Row};
-use crate::size::{self, fmt_size};
+use crate::size;
+use bulkmem::format_bytes;
 use bulkmem_report::stats::Stats;
 
 #[derive(Args)]
@@ -165,16 +166,16 @@ pub fn cmd(a: LimitsArgs, quiet: bool) -> Result<(), Failure> {
     if let Some(&p) = pages.iter().find(|&&p| p > size) {
         return Err(crate::cli::usage(format!(
             "--pages {} is larger than --size {}",
-            fmt_size(p),
-            fmt_size(size)
+            format_bytes(p),
+            format_bytes(size)
         )));
     }
     let most = threads.iter().copied().max().unwrap_or(1);
     warn_oversubscribed(most, cpus.len());
     check_memory(&[Need {
         bytes: times(size, most),
-        flags: format!("--size {}", fmt_size(size)),
-        what: format!("{} per thread for {most} threads", fmt_size(size)),
+        flags: format!("--size {}", format_bytes(size)),
+        what: format!("{} per thread for {most} threads", format_bytes(size)),
     }])?;
     let rounds = Rounds {
         runs: a.runs as usize,
@@ -202,7 +203,7 @@ pub fn cmd(a: LimitsArgs, quiet: bool) -> Result<(), Failure> {
         Pivot {
             title: format!(
                 "memory limits, {} per thread: GB/s median±stdev of {} runs (summed over threads); R = read, W = the better write",
-                fmt_size(size),
+                format_bytes(size),
                 a.runs
             ),
             corner: "",
@@ -274,7 +275,7 @@ pub fn measure(
             Ok(Worker { buf, pages, spare })
         })
         .collect::<Result<_, std::io::Error>>()
-        .map_err(|e| format!("cannot map {}: {e}", fmt_size(size)))?;
+        .map_err(|e| format!("cannot map {}: {e}", format_bytes(size)))?;
     let bytes = size * threads;
     // Pattern 0 is the long run, pattern 1 + j page size j; each has
     // `per` cells: its read, its temporal write, then each streaming one.
@@ -381,7 +382,7 @@ fn rows_of(l: &Limits, size: usize) -> Vec<Row> {
             names.iter().zip(stats).map(move |(name, s)| {
                 let strategy = match page {
                     None => name.to_string(),
-                    Some(p) => format!("{} pages: {name}", fmt_size(p)),
+                    Some(p) => format!("{} pages: {name}", format_bytes(p)),
                 };
                 Row {
                     op: "limits",

@@ -72,7 +72,7 @@ pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
                 "{} {} {}",
                 plan.op,
                 regime.name(),
-                crate::size::fmt_size(size)
+                bulkmem::format_bytes(size)
             )
         };
         match regime {
@@ -172,7 +172,7 @@ fn verify(
         None => Ok(()),
         Some(i) => Err(format!(
             "verification failed: {op} strategy {s} ({regime}, extent {}) left byte {i} wrong; its numbers would be meaningless",
-            crate::size::fmt_size(size)
+            bulkmem::format_bytes(size)
         )),
     }
 }

@@ -20,7 +20,7 @@ use bulkmem::topology::Nodes;
 use crate::arena::{self as regions, PageKind};
 use crate::harness::{interleave_in, Order, Rounds};
 use crate::results::{pivot, MigrateCell, Pivot, Row};
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;
 
@@ -148,13 +148,13 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
             progress(
                 n,
                 plan.groups(),
-                &format!("{} {}", kind.name(), fmt_size(size)),
+                &format!("{} {}", kind.name(), format_bytes(size)),
             );
             n += 1;
             if !size.is_multiple_of(2 << 20) {
                 return Err(format!(
                     "--sizes {} is not a multiple of 2M",
-                    fmt_size(size)
+                    format_bytes(size)
                 ));
             }
             let mut map = regions::region(size, kind)?;
@@ -220,7 +220,7 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
 pub fn table(rows: &[Row]) -> Vec<Table> {
     let col = |r: &Row| {
         let m = r.migrated.as_ref().expect("migrate rows");
-        format!("{} {}->{} {}", m.page, m.from, m.to, fmt_size(r.size))
+        format!("{} {}->{} {}", m.page, m.from, m.to, format_bytes(r.size))
     };
     let row = |r: &Row| {
         Some(match r.strategy.as_str() {

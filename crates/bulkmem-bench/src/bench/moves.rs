@@ -20,7 +20,7 @@ use bulkmem::uffd::{MoveOptions, Mover};
 use crate::arena::{populate, region, PageKind};
 use crate::harness::{interleave, Rounds};
 use crate::results::{by_strategy, MoveCell, Row};
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;
 
@@ -62,13 +62,13 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
             progress(
                 n,
                 plan.groups(),
-                &format!("{} {}", kind.name(), crate::size::fmt_size(size)),
+                &format!("{} {}", kind.name(), bulkmem::format_bytes(size)),
             );
             n += 1;
             if size % HUGE != 0 {
                 return Err(format!(
                     "--sizes {} is not a multiple of 2M",
-                    crate::size::fmt_size(size)
+                    bulkmem::format_bytes(size)
                 ));
             }
             let mut unchecked = vec![true; STRATEGIES.len()];
@@ -190,7 +190,7 @@ fn one(
 pub fn table(rows: &[Row]) -> Vec<Table> {
     let col = |r: &Row| {
         let page = r.moved.as_ref().map_or("", |m| m.page);
-        format!("{page} {}", fmt_size(r.size))
+        format!("{page} {}", format_bytes(r.size))
     };
     by_strategy(
         rows,
@@ -225,7 +225,7 @@ pub fn cmd(a: MoveArgs, quiet: bool) -> Result<(), Failure> {
     if let Some(&s) = a.sizes.iter().find(|&&s| s % (2 << 20) != 0) {
         return Err(usage(format!(
             "--sizes {} is not a multiple of 2M",
-            size::fmt_size(s)
+            bulkmem::format_bytes(s)
         )));
     }
     check_memory(&[twice_the_largest(

@@ -14,7 +14,8 @@ use bulkmem::{Control, Engine, Extent};
 
 use crate::cli::{check_memory, runtime, twice_the_largest, usage, Failure};
 use crate::harness::fill_pattern;
-use crate::size::{self, fmt_size};
+use crate::size;
+use bulkmem::format_bytes;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::{fixed, Format, Table};
 
@@ -155,9 +156,9 @@ pub fn cmd(a: OverlapArgs, quiet: bool) -> Result<(), Failure> {
     let mut t = Table::new(
         format!(
             "overlap: compute on the caller vs a cold {} batch copy ({} x {}, {} engine thread{}), median of {} runs",
-            fmt_size(a.total),
+            format_bytes(a.total),
             extents.len(),
-            fmt_size(a.extent),
+            format_bytes(a.extent),
             a.threads,
             if a.threads == 1 { "" } else { "s" },
             a.runs

@@ -20,7 +20,7 @@ use crate::cli::{
 use crate::harness::Rounds;
 use crate::out;
 use crate::results::{self, Row};
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 
 #[derive(Args)]
 pub struct PeersArgs {
@@ -166,7 +166,7 @@ pub fn render(v: &[Verdict]) -> String {
             "{:<6} {:<6} {:>5}  {:>7.2} {:>5.2}x  {:>17} {:>6.2} {:>5.2}x  {:>13} {:>6.2}\n",
             c.op,
             c.regime,
-            fmt_size(c.size),
+            format_bytes(c.size),
             c.auto,
             x(c.auto),
             c.best.0,

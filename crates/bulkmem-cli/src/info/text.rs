@@ -10,7 +10,7 @@ use bulkmem::{auto, Hint};
 use super::facts::{gather, Info};
 use super::streams::BATCH_EXTENT;
 use super::SIZES;
-use bulkmem_bench::size::fmt_size;
+use bulkmem::format_bytes;
 
 pub fn text() -> String {
     let info = gather();
@@ -72,7 +72,7 @@ fn topology_lines(o: &mut String, info: &Info, i: &CpuInfo) {
             format!(
                 "L{}{k} {} (CPUs {})",
                 c.level,
-                fmt_size(c.size),
+                format_bytes(c.size),
                 format_cpu_list(&c.shared_cpus)
             )
         })
@@ -164,11 +164,15 @@ fn offload_lines(o: &mut String, info: &Info) {
 
 /// Page sizes, then the strategies per operation and their checked forms.
 fn strategy_lines(o: &mut String, info: &Info) {
-    let huge: Vec<String> = info.huge_page_sizes.iter().map(|&s| fmt_size(s)).collect();
+    let huge: Vec<String> = info
+        .huge_page_sizes
+        .iter()
+        .map(|&s| format_bytes(s))
+        .collect();
     let _ = writeln!(
         o,
         "pages:       {} base; hugetlb {}; THP {}",
-        fmt_size(info.machine.page_size),
+        format_bytes(info.machine.page_size),
         if huge.is_empty() {
             "none".to_string()
         } else {
@@ -213,18 +217,19 @@ fn auto_lines(o: &mut String, info: &Info) {
             let _ = writeln!(o, "             {line}");
         }
     } else {
-        let at =
-            |n: Option<usize>| n.map_or("never".to_string(), |n| format!("from {}", fmt_size(n)));
+        let at = |n: Option<usize>| {
+            n.map_or("never".to_string(), |n| format!("from {}", format_bytes(n)))
+        };
         let f = &p.streams_from;
         let _ = writeln!(
             o,
             "             built-in rules; one thread's LLC share {}; hint auto streams (non-temporal):\n\
              \x20            single calls: copies {}, clears {};\n\
              \x20            batches of {} extents: copies {}, clears {} (bytes in all)",
-            fmt_size(p.llc_share),
+            format_bytes(p.llc_share),
             at(f.copy_single),
             at(f.clear_single),
-            fmt_size(BATCH_EXTENT),
+            format_bytes(BATCH_EXTENT),
             at(f.copy_batch_2m),
             at(f.clear_batch_2m)
         );
@@ -258,7 +263,7 @@ fn override_lines(o: &mut String, info: &Info) {
         let _ = writeln!(
             o,
             "BULKMEM_NT_THRESHOLD: stream from {} (hint auto)",
-            fmt_size(t)
+            format_bytes(t)
         );
     }
     for w in &ov.warnings {
@@ -288,7 +293,7 @@ fn choice_table(o: &mut String, info: &Info) {
         .collect();
     let heads: Vec<String> = SIZES
         .iter()
-        .map(|&s| fmt_size(s))
+        .map(|&s| format_bytes(s))
         .chain(["128x2M".to_string()])
         .collect();
     let widths: Vec<usize> = (0..heads.len())

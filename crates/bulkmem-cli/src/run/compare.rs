@@ -23,10 +23,10 @@ use serde::Serialize;
 use super::ending::{last_lines, not_started, unnamed_file, Ending};
 use super::records::{self, Counts, KINDS};
 use super::RecordDir;
+use bulkmem::format_bytes;
 use bulkmem_bench::cli::Failure;
 use bulkmem_bench::failure::runtime;
 use bulkmem_bench::preload_cmd::ld_preload;
-use bulkmem_bench::size::fmt_size;
 use bulkmem_report::stats::{t_two_sided, Stats};
 
 /// What `--compare` found, as `--json` writes it.
@@ -295,20 +295,20 @@ pub fn text(c: &Comparison, min: usize) -> String {
                 "{} {} calls ({})",
                 KINDS[k],
                 c.calls_per_run[k],
-                fmt_size(c.bytes_per_run[k] as usize)
+                format_bytes(c.bytes_per_run[k] as usize)
             )
         })
         .collect();
     out += &if through.is_empty() {
         format!(
             "  no call of {} or more reached bulkmem: whatever moved, bulkmem did not move it\n",
-            fmt_size(min)
+            format_bytes(min)
         )
     } else {
         format!(
             "  through bulkmem in one run: {}, calls of {} and more\n",
             through.join(", "),
-            fmt_size(min)
+            format_bytes(min)
         )
     };
     out

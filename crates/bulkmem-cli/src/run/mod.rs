@@ -318,7 +318,7 @@ fn per_process(r: &records::Counts) -> String {
         .map(|(name, calls, bytes)| {
             format!(
                 "{name} {calls} calls ({})",
-                bulkmem_bench::size::fmt_size(bytes as usize)
+                bulkmem::format_bytes(bytes as usize)
             )
         })
         .collect();

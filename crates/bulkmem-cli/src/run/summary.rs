@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 
 use super::records::{Counts, KINDS};
-use bulkmem_bench::size::fmt_size;
+use bulkmem::format_bytes;
 
 /// What the summary is built from.
 pub struct Run<'a> {
@@ -54,7 +54,7 @@ fn names(run: &Run) -> String {
 }
 
 fn gib(b: u64) -> String {
-    fmt_size(b as usize)
+    format_bytes(b as usize)
 }
 
 /// The summary's lines, each at most [`WIDTH`] columns (words longer
@@ -146,7 +146,7 @@ fn unwrapped(run: &Run) -> String {
         "bulkmem run: {procs} of {}{}; calls of {} and more: {bulk_calls} through bulkmem",
         run.program,
         names(run),
-        fmt_size(run.min)
+        format_bytes(run.min)
     );
     for &(k, c, b) in &large {
         if c > 0 {
@@ -170,7 +170,7 @@ fn unwrapped(run: &Run) -> String {
             "  nothing reached {}, so bulkmem changed nothing (BULKMEM_PRELOAD_MIN sets the \
              threshold). Programs that copy files with copy_file_range, sendfile or splice \
              (cp, cat, rsync) move the data in the kernel, not through memcpy.",
-            fmt_size(run.min)
+            format_bytes(run.min)
         );
     } else {
         let took: f64 = total.nanos.iter().map(|&n| n as f64 * 1e-9).sum();

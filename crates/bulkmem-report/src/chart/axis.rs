@@ -1,7 +1,7 @@
 //! The axes of a chart: the y scale (linear, or log when the values span
 //! too much), nice tick steps, and tick labels.
 
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 
 /// Above this ratio of the largest to the smallest positive value a linear
 /// axis squashes the small lines into the floor, so the axis goes log.
@@ -34,7 +34,7 @@ fn fmt_tick(v: f64, step: f64) -> String {
 
 pub(super) fn x_tick_label(x: f64) -> String {
     if x >= 1.0 && x.fract() == 0.0 && x <= usize::MAX as f64 {
-        fmt_size(x as usize)
+        format_bytes(x as usize)
     } else {
         format!("{x:.1}")
     }

@@ -26,7 +26,7 @@ pub use judge::{fails, outcome, FailOn, Outcome};
 pub use render::{percent, render};
 
 use crate::document::{Document, Row, SCHEMA};
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 
 /// The fields that say which cell a row is: what the bench was asked to
 /// run, never what it measured. Everything else (rates, ratios, what
@@ -191,7 +191,7 @@ fn label(rec: &Record, with_total: bool) -> String {
     let mut parts = vec![
         r.op.to_string(),
         r.strategy.clone(),
-        fmt_size(r.size),
+        format_bytes(r.size),
         r.regime.to_string(),
         format!("{}t", r.threads),
     ];
@@ -200,13 +200,13 @@ fn label(rec: &Record, with_total: bool) -> String {
             continue;
         }
         let v = match (f.as_str(), v.as_u64()) {
-            ("element", Some(n)) => fmt_size(n as usize),
+            ("element", Some(n)) => format_bytes(n as usize),
             _ => plain(v),
         };
         parts.push(format!("{f}={v}"));
     }
     if with_total {
-        parts.push(format!("total={}", fmt_size(r.total)));
+        parts.push(format!("total={}", format_bytes(r.total)));
     }
     printable(&parts.join(" "))
 }

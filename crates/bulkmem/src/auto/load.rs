@@ -14,7 +14,6 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -332,12 +331,9 @@ pub enum ProfileSetting {
     File(PathBuf),
 }
 
-static LOADS: AtomicUsize = AtomicUsize::new(0);
-
 fn loaded() -> &'static (Option<Profile>, ProfileStatus) {
     static PROFILE: OnceLock<(Option<Profile>, ProfileStatus)> = OnceLock::new();
     PROFILE.get_or_init(|| {
-        LOADS.fetch_add(1, Ordering::Relaxed);
         let id = Identity::this();
         let secure = environment::is_secure();
         let setting = if secure {
@@ -410,13 +406,6 @@ pub fn profile() -> Option<&'static Profile> {
 /// Whether this process follows a profile, and if not, why.
 pub fn profile_status() -> &'static ProfileStatus {
     &loaded().1
-}
-
-/// How many times this process has loaded its profile: once at most,
-/// however many threads race the first call (for tests).
-#[cfg(feature = "test-hooks")]
-pub fn profile_loads() -> usize {
-    LOADS.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]

@@ -64,8 +64,6 @@ pub use bands::Bands;
 use bands::Compiled;
 
 pub use env::Overrides;
-#[cfg(feature = "test-hooks")]
-pub use load::profile_loads;
 pub use load::{
     profile, profile_setting, profile_status, ProfileSetting, ProfileStatus, SYSTEM_PROFILE_DIR,
 };

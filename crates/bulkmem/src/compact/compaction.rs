@@ -482,9 +482,8 @@ impl Compaction {
     /// of the first space behind the session's back, as a thread touching
     /// the heap in the pause would have populated it, leaving the page's
     /// state alone. The session must replace it with the built page.
-    /// (Feature `test-hooks`.)
-    #[cfg(feature = "test-hooks")]
-    pub fn map_behind(&self, page: usize) -> Result<(), Error> {
+    #[cfg(test)]
+    pub(crate) fn map_behind(&self, page: usize) -> Result<(), Error> {
         let s = &self.parts[0].shared;
         let buf = vec![0xA5u8; PAGE];
         let dst = s.base + page * PAGE;
@@ -502,13 +501,4 @@ impl Compaction {
             _ => Ok(()),
         }
     }
-}
-
-/// For tests of the drain: what bulkmem's SIGBUS handler answers for a
-/// fault at `addr` now (true: served or retried, false: not a session's).
-/// (Feature `test-hooks`.)
-#[cfg(feature = "test-hooks")]
-pub fn late_fault(addr: usize) -> bool {
-    // SAFETY: serve only reads tables and maps pages of live sessions.
-    unsafe { registry::serve(addr) }
 }

@@ -111,10 +111,10 @@ mod setup;
 mod shared;
 mod stats;
 mod stop;
+#[cfg(test)]
+mod tests;
 mod vmas;
 
-#[cfg(feature = "test-hooks")]
-pub use compaction::late_fault;
 pub use compaction::{support, Compaction, Space, Support};
 pub use stats::{Histogram, Stats};
 pub use stop::stop_the_world;

@@ -164,9 +164,6 @@ impl Unfenced<'_, CheckedCopyKernel> {
     /// unchecked kernel has one (`Unfenced<CopyKernel>::gang`).
     #[inline]
     pub(crate) fn gang(&self) -> Option<McGang> {
-        if !crate::kernels::gang::enabled() {
-            return None;
-        }
         match self.k.strategy {
             // `new` checked the CPU has each one's features.
             Strategy::Avx2Nt => Some(copy_mc_gang::bulkmem_mc_gang_avx2nt_unfenced),

@@ -15,7 +15,6 @@
 //! the write-combining buffers drain full.
 
 use core::arch::x86_64::*;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::avx2::Ymm;
 use super::avx512::Zmm;
@@ -36,25 +35,6 @@ pub(crate) const GANG_PREFETCH: usize = 4096;
 /// with one at a time (0.92x-1.04x at 1 and 2 MiB, one and two threads,
 /// on the Zen 4 VM), so batches of large folios keep the loop they had.
 pub(crate) const GANG_MAX: usize = 256 << 10;
-
-/// Off only while a test or an A/B measurement says so.
-static ENABLED: AtomicBool = AtomicBool::new(true);
-
-/// Whether batches copy scattered extents four at a time.
-#[inline]
-pub(crate) fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
-}
-
-/// Turns the four-extent copies of batches off (`false`: every extent on
-/// its own, as before them) or back on, so that tests run both paths and a
-/// benchmark can compare them in one process. Both are correct everywhere.
-/// (Feature `test-hooks`; an engine's own switch is
-/// [`EngineBuilder::gangs`](crate::EngineBuilder::gangs).)
-#[cfg(feature = "test-hooks")]
-pub fn force_gangs(on: bool) {
-    ENABLED.store(on, Ordering::Relaxed);
-}
 
 /// Four extents: destinations, sources, their common length, and the next
 /// gang's sources with how many of their bytes to request. `repr(C)`: the

@@ -97,22 +97,6 @@ pub fn from_leaves(leaves: &[Leaf], package: Option<usize>, online: usize) -> Op
     })
 }
 
-/// The facts as the full sysfs layout gives them: what the cheap path
-/// stands in for (and what `tests/cache_facts.rs` compares it with).
-/// (Feature `test-hooks`.)
-#[cfg(feature = "test-hooks")]
-pub fn from_topology(t: &topology::Topology) -> CacheFacts {
-    CacheFacts {
-        l1d: t.data_cache_bytes(1),
-        l2: t.data_cache_bytes(2),
-        llc: t.llc_bytes(),
-        llc_cpus: t.llc_domains.iter().map(Vec::len).max().unwrap_or(1).max(1),
-        cpus: t.online_cpus.len().max(1),
-        llc_assumed: t.llc_assumed,
-        source: CacheSource::Sysfs,
-    }
-}
-
 /// The running machine's facts from CPUID `leaves` (as [`intel_leaves`]
 /// or [`amd_leaves`] give them) where there are any, else from the first
 /// online CPU's sysfs cache directory.

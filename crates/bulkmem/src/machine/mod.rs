@@ -17,12 +17,11 @@
 //! a fixture machine (a sysfs copy, a `Features` value) can stand in for
 //! the real one in every test of a decision.
 //!
-//! The crate root re-exports `cpu`, `cpuid_cache`, `placement` and
-//! `topology`: `bulkmem::cpu::info()` and the like are the stable public
+//! The crate root re-exports `cpu`, `placement` and `topology`: `bulkmem::cpu::info()` and the like are the stable public
 //! paths, and this grouping is free to change beneath them.
 
 pub mod cpu;
-pub mod cpuid_cache;
+pub(crate) mod cpuid_cache;
 pub(crate) mod environment;
 pub mod placement;
 pub mod topology;

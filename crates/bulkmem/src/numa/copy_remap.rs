@@ -59,10 +59,10 @@ pub struct CopyOptions<'a> {
     pub hugepage: Option<bool>,
     /// Called after each chunk of the copy, from the copying threads.
     pub progress: Option<&'a (dyn Fn(Progress) + Sync)>,
-    /// Fail the copy once this many bytes are done: how the tests reach
-    /// the path of a copy that fails half-way. (Feature `test-hooks`.)
-    #[cfg(feature = "test-hooks")]
-    pub fail_after: Option<usize>,
+    /// Stops the copy once cancelled (checked between chunks): the range
+    /// is then left where it was, whole and writable, and the call returns
+    /// [`Error::MigrationFailed`] with `intact`.
+    pub cancel: Option<&'a CancelToken>,
 }
 
 impl<'a> CopyOptions<'a> {
@@ -95,22 +95,12 @@ impl<'a> CopyOptions<'a> {
         self
     }
 
-    /// Fails the copy once `bytes` are done (see
-    /// [`fail_after`](CopyOptions::fail_after)). (Feature `test-hooks`.)
-    #[cfg(feature = "test-hooks")]
+    /// Stops the copy when `token` is cancelled (see
+    /// [`cancel`](CopyOptions::cancel)).
     #[must_use]
-    pub fn fail_after(mut self, bytes: usize) -> CopyOptions<'a> {
-        self.fail_after = Some(bytes);
+    pub fn cancel(mut self, token: &'a CancelToken) -> CopyOptions<'a> {
+        self.cancel = Some(token);
         self
-    }
-
-    /// Where an injected failure stops the copy (none without the
-    /// feature).
-    fn failing_after(&self) -> Option<usize> {
-        #[cfg(feature = "test-hooks")]
-        return self.fail_after;
-        #[cfg(not(feature = "test-hooks"))]
-        None
     }
 }
 
@@ -354,18 +344,9 @@ fn copy_write_protected(
             errno(&e),
         ));
     }
-    let cancel = CancelToken::new();
-    let progress = |p: Progress| {
-        if let Some(f) = opts.progress {
-            f(p);
-        }
-        if opts.failing_after().is_some_and(|n| p.done >= n) {
-            cancel.cancel();
-        }
-    };
     let ctl = Control {
-        cancel: Some(&cancel),
-        progress: Some(&progress),
+        cancel: opts.cancel,
+        progress: opts.progress,
     };
     let extent = [Extent {
         dst: fresh.as_mut_ptr(),
@@ -380,12 +361,7 @@ fn copy_write_protected(
         Ok(r) if r.is_complete() => Ok(r.strategy),
         Ok(_) => {
             let _ = protect(vmas, |v| v.prot);
-            let why = if opts.failing_after().is_some() {
-                "copying (injected failure)"
-            } else {
-                "copying (cancelled)"
-            };
-            Err(failed(why, libc::ECANCELED))
+            Err(failed("copying (cancelled)", libc::ECANCELED))
         }
         Err(e) => {
             let _ = protect(vmas, |v| v.prot);

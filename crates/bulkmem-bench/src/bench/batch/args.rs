@@ -16,7 +16,8 @@ use crate::cli::{
 use crate::failure::runtime;
 use crate::preflight::{self, eviction_bytes, times, Need};
 use crate::results::{self, Row};
-use crate::size::{self, fmt_size};
+use crate::size;
+use bulkmem::format_bytes;
 
 #[derive(Args)]
 pub struct BatchArgs {
@@ -107,8 +108,8 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
     if let Some(&f) = a.folio.iter().find(|&&f| f > a.total) {
         return Err(usage(format!(
             "--folio {} is larger than --total {}",
-            size::fmt_size(f),
-            size::fmt_size(a.total)
+            bulkmem::format_bytes(f),
+            bulkmem::format_bytes(a.total)
         )));
     }
     // A source and a destination arena of the largest batch (a folio
@@ -123,7 +124,10 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
             preflight::approx(eviction_bytes())
         ),
     };
-    let mut needs = vec![arenas(a.total, format!("--total {}", fmt_size(a.total)))];
+    let mut needs = vec![arenas(
+        a.total,
+        format!("--total {}", format_bytes(a.total)),
+    )];
     if let Some(&c) = a.counts.iter().max() {
         needs.push(arenas(
             times(c as usize, COUNT_FOLIO),

@@ -2,7 +2,7 @@
 
 use super::Plan;
 use crate::results::{pivot, Pivot, Row};
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;
 
@@ -44,7 +44,7 @@ pub fn tables(rows: &[Row]) -> Vec<Table> {
                     _ => None,
                 }
             };
-            let col = |r: &Row| format!("{}x{}", batch(r).count, fmt_size(r.size));
+            let col = |r: &Row| format!("{}x{}", batch(r).count, format_bytes(r.size));
             let mut t = pivot(
                 rows,
                 Pivot {
@@ -128,7 +128,7 @@ fn shares(
     let mut header = vec!["threads".to_string()];
     header.extend(cols.iter().map(|c| c.0.clone()));
     if let Some((a, b)) = &ratio {
-        header.push(format!("{} / {}", fmt_size(a.1), fmt_size(b.1)));
+        header.push(format!("{} / {}", format_bytes(a.1), format_bytes(b.1)));
     }
     let bound = if op == "copy" { "min(R, W)" } else { "W" };
     let place = if layout == "scattered" {

@@ -17,7 +17,7 @@ use super::heap::Heap;
 use super::run::{join, mutate, status_kib};
 use super::{CompactArgs, Toggle};
 use crate::results::{CompactCell, CyclesCell, Row};
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 
 /// Lines of /proc/self/maps, open descriptors, and AnonHugePages (bytes).
 fn footprint() -> (usize, usize, u64) {
@@ -140,7 +140,7 @@ pub fn run(
     let mut rows = Vec::new();
     for &bytes in &a.heaps {
         for &live in &a.live {
-            let what = format!("{} {live}% x{}", fmt_size(bytes), a.cycles);
+            let what = format!("{} {live}% x{}", format_bytes(bytes), a.cycles);
             progress(rows.len(), groups, &what);
             rows.push(one(bytes, live, thp, a.cycles as usize)?);
         }
@@ -161,7 +161,7 @@ pub fn table(rows: &[Row]) -> Vec<Table> {
         let Some(y) = &c.cycles else { continue };
         let mib = |b: u64| b >> 20;
         t.row(vec![
-            fmt_size(r.size),
+            format_bytes(r.size),
             format!("{}%", c.live),
             if c.thp { "on" } else { "off" }.into(),
             y.cycles.to_string(),

@@ -11,7 +11,8 @@ use crate::cli::{
     Failure, Measure, Output,
 };
 use crate::preflight::{self, eviction_bytes, Need};
-use crate::size::{self, fmt_size};
+use crate::size;
+use bulkmem::format_bytes;
 
 #[derive(Args)]
 pub struct FillArgs {
@@ -44,17 +45,17 @@ pub fn cmd(a: FillArgs, quiet: bool) -> Result<(), Failure> {
         if let Some(&s) = a.sizes.iter().find(|&&s| s % el != 0) {
             return Err(usage(format!(
                 "--sizes {} is not a whole number of {el}-byte elements",
-                size::fmt_size(s)
+                bulkmem::format_bytes(s)
             )));
         }
     }
     let biggest = a.sizes.iter().copied().max().unwrap_or(0);
     check_memory(&[Need {
         bytes: biggest.saturating_add(eviction_bytes()),
-        flags: format!("--sizes {}", fmt_size(biggest)),
+        flags: format!("--sizes {}", format_bytes(biggest)),
         what: format!(
             "a region of {} and the {} eviction buffer",
-            fmt_size(biggest),
+            format_bytes(biggest),
             preflight::approx(eviction_bytes())
         ),
     }])?;

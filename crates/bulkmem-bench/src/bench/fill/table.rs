@@ -3,7 +3,7 @@
 
 use super::{BASELINE, STRATEGIES};
 use crate::results::{by_strategy, Row};
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 use bulkmem_report::chart::{self, Panel};
 use bulkmem_report::table::Table;
 
@@ -12,7 +12,7 @@ use bulkmem_report::table::Table;
 pub fn table(rows: &[Row]) -> Vec<Table> {
     let col = |r: &Row| {
         let el = r.fill.as_ref().map_or(0, |f| f.element);
-        format!("{el}B/{} {}", fmt_size(r.size), r.regime)
+        format!("{el}B/{} {}", format_bytes(r.size), r.regime)
     };
     by_strategy(
         rows,

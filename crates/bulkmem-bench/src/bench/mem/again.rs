@@ -9,7 +9,7 @@ use bulkmem::Strategy;
 
 use super::{run, Plan, Progress, Regime};
 use crate::results::{Remeasure, Remeasured, RemeasuredRow, Row};
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 
 /// Measures each of `cells` (from [`to_remeasure`](crate::results::to_remeasure)
 /// over `rows`) again, auto and the rows ahead of it, as `plan` measured
@@ -26,7 +26,7 @@ pub fn remeasure(
         progress(
             done,
             of,
-            &format!("again: {} {} {}", c.op, c.regime, fmt_size(c.size)),
+            &format!("again: {} {} {}", c.op, c.regime, format_bytes(c.size)),
         );
         let Some(regime) = Regime::ALL.into_iter().find(|r| r.name() == c.regime) else {
             continue;

@@ -4,7 +4,7 @@
 
 use super::{After, Regime};
 use crate::preflight::{self, eviction_bytes, times, Need};
-use crate::size::fmt_size;
+use bulkmem::format_bytes;
 
 /// The regimes `--regime` names.
 #[derive(Clone, Debug)]
@@ -49,13 +49,13 @@ pub fn needs(sizes: &[usize], regimes: &[Regime], threads: usize, total: usize) 
         needs.push(Need {
             bytes: times(times(2, max), threads),
             flags: if threads > 1 {
-                format!("--sizes {} --threads {threads}", fmt_size(max))
+                format!("--sizes {} --threads {threads}", format_bytes(max))
             } else {
-                format!("--sizes {}", fmt_size(max))
+                format!("--sizes {}", format_bytes(max))
             },
             what: format!(
                 "hot: a source and a destination of {} per thread",
-                fmt_size(max)
+                format_bytes(max)
             ),
         });
     }
@@ -64,13 +64,13 @@ pub fn needs(sizes: &[usize], regimes: &[Regime], threads: usize, total: usize) 
         needs.push(Need {
             bytes: times(2, arena).saturating_add(eviction_bytes()),
             flags: if total >= max {
-                format!("--total {}", fmt_size(total))
+                format!("--total {}", format_bytes(total))
             } else {
-                format!("--sizes {}", fmt_size(max))
+                format!("--sizes {}", format_bytes(max))
             },
             what: format!(
                 "cold: two arenas of {} and the {} eviction buffer",
-                fmt_size(arena),
+                format_bytes(arena),
                 preflight::approx(eviction_bytes())
             ),
         });

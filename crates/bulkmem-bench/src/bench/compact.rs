@@ -357,17 +357,14 @@ mod tests {
     use super::*;
 
     /// The command's arguments as a user would give them.
-    fn args(line: &[&str]) -> CompactArgs {
+    fn args(line: &str) -> CompactArgs {
         #[derive(clap::Parser)]
         struct Line {
             #[command(flatten)]
             a: CompactArgs,
         }
-        <Line as clap::Parser>::try_parse_from(
-            std::iter::once("compact").chain(line.iter().copied()),
-        )
-        .unwrap()
-        .a
+        let words = std::iter::once("compact").chain(line.split_whitespace());
+        <Line as clap::Parser>::try_parse_from(words).unwrap().a
     }
 
     #[test]
@@ -376,18 +373,7 @@ mod tests {
             eprintln!("skipping: {e}");
             return;
         }
-        let a = args(&[
-            "--heaps",
-            "8M",
-            "--live",
-            "50",
-            "--mutators",
-            "1",
-            "--thp",
-            "off",
-            "--runs",
-            "2",
-        ]);
+        let a = args("--heaps 8M --live 50 --mutators 1 --thp off --runs 2");
         let mut seen = Vec::new();
         let rows = run(&a, &mut |n, all, what| {
             seen.push((n, all, what.to_string()))

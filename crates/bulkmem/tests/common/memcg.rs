@@ -50,6 +50,12 @@ impl MemCg {
         if !v2 {
             fs::write(cg.dir.join("memory.oom_control"), "1")
                 .map_err(|e| format!("cannot disable the cgroup's OOM killer: {e}"))?;
+            // No swapping at the limit either (v2 sets swap.max to 0): with
+            // a swap device on (another test turns one on), the kernel
+            // would make room by swapping the heap out, and the limit
+            // would never refuse a charge.
+            fs::write(cg.dir.join("memory.swappiness"), "0")
+                .map_err(|e| format!("cannot turn the cgroup's swapping off: {e}"))?;
         }
         Ok(cg)
     }

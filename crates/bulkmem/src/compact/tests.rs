@@ -17,11 +17,9 @@ mod require;
 #[path = "../../tests/common/slide_heap.rs"]
 mod slide_heap;
 
-use super::{Compaction, Mode, Options, Stats};
+use super::{Compaction, Mode, Options, Stats, PAGE};
 use alone::alone;
 use slide_heap::{heap, mutate, SlideHeap, PER_PAGE};
-
-const PAGE: usize = 4096;
 
 /// What bulkmem's SIGBUS handler answers for a fault at `addr` now (true:
 /// served or retried, false: not a session's).

@@ -276,10 +276,27 @@ pub struct Engine {
         unsafe extern "C" fn(*mut c_void, c_int, c_ulong, c_ulong, c_ulong, c_ulong) -> c_int,
     pub unshare: unsafe extern "C" fn(*mut c_void, c_int) -> c_int,
     pub setns: unsafe extern "C" fn(*mut c_void, c_int, c_int) -> c_int,
-    /// For the test suite: helper threads started so far, and whether a
-    /// panic inside the engine is caught there (1).
+    /// For [`State`]: helper threads started so far, and whether a panic
+    /// inside the engine is caught there (1; probed at the first ask).
     pub helpers_started: extern "C" fn() -> u64,
-    pub selftest_unwind: extern "C" fn() -> c_int,
+    pub catches_panics: extern "C" fn() -> u64,
+}
+
+/// What `bulkmem_preload_state` tells a program about the preload in its
+/// process (docs/guide/preload.md declares it for C). Fields are only ever
+/// appended, each a `u64`: a program built against fewer gets the ones it
+/// knows.
+#[repr(C)]
+pub struct State {
+    /// Helper threads large calls have started since the process began
+    /// (none outlives its call, so counting threads cannot tell).
+    pub helpers_started: u64,
+    /// Bit `n` set: call `n`'s inline small path is on (0 `memcpy`, 1
+    /// `memmove`, 2 `memset`, 3 `mempcpy`, 4-6 their fortified forms).
+    pub small_paths: u64,
+    /// 1: a panic inside the engine is caught at its boundary (the
+    /// unwinder linked into it finds its frames); 0 also without an engine.
+    pub catches_panics: u64,
 }
 
 // SAFETY: immutable function pointers.

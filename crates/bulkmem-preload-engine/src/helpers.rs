@@ -68,9 +68,9 @@ static ACTIVE: Latch = Latch::new(0);
 /// single-threaded process may have to try again.
 static LAST_EXIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Helper threads started since the process began (for tests, through
-/// `bulkmem_preload_helpers_started`: none outlives its call, so a count
-/// of threads cannot tell whether a call had helpers).
+/// Helper threads started since the process began (`bulkmem_preload_state`
+/// tells a program: none outlives its call, so a count of threads cannot
+/// tell whether a call had helpers).
 pub static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 /// Helpers the calls running now have started, against the budget
 /// (`THREADS` - 1 by default, the CPUs the process may use - 1).

@@ -179,7 +179,7 @@ static ENGINE: abi::Engine = abi::Engine {
     unshare: sandbox::unshare,
     setns: sandbox::setns,
     helpers_started,
-    selftest_unwind,
+    catches_panics,
 };
 
 // The large calls, as the loader sends them (`n` at least its MIN; in
@@ -243,21 +243,23 @@ extern "C" fn helper_owner(addr: usize) -> u32 {
     raw_thread::owner_of_stack(addr).unwrap_or(0)
 }
 
-/// How many helper threads large calls have started in this process: the
-/// test suite's way to see that a call had helpers, since none outlives
-/// its call.
+/// Helper threads large calls have started in this process
+/// (`bulkmem_preload_state`).
 extern "C" fn helpers_started() -> u64 {
     helpers::STARTED.load(Ordering::Relaxed)
 }
 
-/// Unwinds through a frame of this library and says whether the unwind was
-/// caught (1): the proof, for the test suite, that the unwinder linked into
-/// the library (build.rs) finds its frames, so a panic inside bulkmem is
-/// caught at the boundary instead of aborting the host. `resume_unwind`
-/// runs no panic hook: nothing is printed.
-extern "C" fn selftest_unwind() -> c_int {
-    let caught = catch_unwind(|| std::panic::resume_unwind(Box::new(0u8)));
-    c_int::from(caught.is_err())
+/// Whether an unwind through a frame of this library is caught (1): that
+/// the unwinder linked into it (build.rs) finds its frames, so a panic
+/// inside bulkmem is caught at the boundary instead of aborting the host
+/// (`bulkmem_preload_state`). Probed once, at the first ask, not at start-
+/// up: the first unwind reads the unwind tables. `resume_unwind` runs no
+/// panic hook: nothing is printed.
+extern "C" fn catches_panics() -> u64 {
+    static CAUGHT: OnceLock<bool> = OnceLock::new();
+    let caught =
+        CAUGHT.get_or_init(|| catch_unwind(|| std::panic::resume_unwind(Box::new(0u8))).is_err());
+    u64::from(*caught)
 }
 
 fn overlap(d: *const c_void, s: *const c_void, n: usize) -> bool {

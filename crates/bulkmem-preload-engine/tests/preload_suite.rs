@@ -84,6 +84,7 @@ fn compile_with(name: &str, compiler: &str, flags: &[&str]) -> PathBuf {
             "-I{}",
             here().join("../bulkmem-capi/tests/c").display()
         ))
+        .arg(format!("-I{}", guide_header().display()))
         .arg(src)
         .args(["-ldl", "-lrt", "-o"])
         .arg(&fresh)
@@ -92,6 +93,34 @@ fn compile_with(name: &str, compiler: &str, flags: &[&str]) -> PathBuf {
     assert!(o.status.success(), "{compiler} {name}: {}", text(&o));
     std::fs::rename(&fresh, &out).expect("put the program in place");
     out
+}
+
+/// A folder holding `bulkmem_preload_state.h`: docs/guide/preload.md's C
+/// block as printed, which the tests use to read the preload's state, so
+/// the declaration a program copies from the guide is the one tested.
+fn guide_header() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let guide = here().join("../../docs/guide/preload.md");
+        let text = std::fs::read_to_string(&guide).expect("read docs/guide/preload.md");
+        let block = text
+            .split("```c\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("docs/guide/preload.md has a ```c block");
+        assert!(
+            block.contains("struct bulkmem_preload_state"),
+            "the guide's C block declares no struct bulkmem_preload_state"
+        );
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("preload-guide-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("make the header's folder");
+        let header = format!(
+            "#ifndef BULKMEM_PRELOAD_STATE_H\n#define BULKMEM_PRELOAD_STATE_H\n{block}#endif\n"
+        );
+        std::fs::write(dir.join("bulkmem_preload_state.h"), header).expect("write the header");
+        dir
+    })
 }
 
 /// Runs `cmd` with the preload and `env`; it must succeed.
@@ -490,6 +519,59 @@ fn the_preload_brings_its_own_unwinder_not_libgcc_s() {
         "the engine needs libgcc_s again: {deps:?}"
     );
     policy(&["unwind"], &[]);
+}
+
+/// What each stage exports is what programs and the loader call: the
+/// interposed functions, the two documented queries (docs/guide/preload.md)
+/// and the engine's one entry point; nothing only the tests use.
+#[test]
+fn the_preload_exports_only_what_programs_call() {
+    let exported = |lib: &Path| -> Vec<String> {
+        let o = Command::new("readelf")
+            .args(["--dyn-syms", "-W"])
+            .arg(lib)
+            .output()
+            .expect("run readelf (binutils, which cc needs)");
+        assert!(o.status.success(), "readelf --dyn-syms: {}", text(&o));
+        let mut names: Vec<String> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| {
+                // Num: Value Size Type Bind Vis Ndx Name
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let defined = f.len() >= 8 && f[6] != "UND" && matches!(f[4], "GLOBAL" | "WEAK");
+                defined.then(|| f[7].split('@').next().unwrap_or(f[7]).to_string())
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let loader: Vec<&str> = vec![
+        "__memcpy_chk",
+        "__memmove_chk",
+        "__memset_chk",
+        "__sigaction",
+        "__sysv_signal",
+        "bsd_signal",
+        "bulkmem_preload_active",
+        "bulkmem_preload_state",
+        "memcpy",
+        "memmove",
+        "mempcpy",
+        "memset",
+        "prctl",
+        "setns",
+        "sigaction",
+        "signal",
+        "sigset",
+        "sysv_signal",
+        "unshare",
+    ];
+    assert_eq!(exported(library()), loader, "the loader's exports");
+    assert_eq!(
+        exported(&engine_of(library())),
+        ["bulkmem_preload_engine_attach"],
+        "the engine's exports"
+    );
 }
 
 /// The engine beside a loader.

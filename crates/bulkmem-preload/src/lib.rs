@@ -55,19 +55,33 @@ pub extern "C" fn bulkmem_preload_active() -> c_int {
     c_int::from(ACTIVE.load(Ordering::Relaxed) && engine::get().is_some())
 }
 
-/// How many helper threads large calls have started in this process: the
-/// test suite's way to see that a call had helpers, since none outlives
-/// its call.
+/// Fills `out` with what the preload does in this process
+/// ([`abi::State`]; docs/guide/preload.md declares it for C): at most
+/// `size` bytes, whole fields only, and returns the size of the whole
+/// record (a null `out` gets nothing). Switched on, it opens the engine if
+/// it is not open, as [`bulkmem_preload_active`] does. Not for a signal handler: the
+/// first ask probes the engine's unwinder.
+///
+/// # Safety
+/// `out` is null or valid for writes of `size` bytes.
 #[no_mangle]
-pub extern "C" fn bulkmem_preload_helpers_started() -> u64 {
-    opened::loaded().map_or(0, |e| (e.helpers_started)())
-}
-
-/// Whether a panic inside the engine is caught there (1), for the test
-/// suite; 0 without an engine.
-#[no_mangle]
-pub extern "C" fn bulkmem_preload_selftest_unwind() -> c_int {
-    engine::get().map_or(0, |e| (e.selftest_unwind)())
+pub unsafe extern "C" fn bulkmem_preload_state(out: *mut u64, size: usize) -> usize {
+    let engine = ACTIVE.load(Ordering::Relaxed).then(engine::get).flatten();
+    let fields = [
+        engine.map_or(0, |e| (e.helpers_started)()),
+        small::paths_on(),
+        engine.map_or(0, |e| (e.catches_panics)()),
+    ];
+    const _: () = assert!(size_of::<abi::State>() == 3 * size_of::<u64>());
+    if !out.is_null() {
+        for (i, v) in fields.iter().enumerate().take(size / size_of::<u64>()) {
+            // SAFETY: field `i` ends within the `size` bytes the caller
+            // gave; one field at a time (a copy here would be this
+            // library's own memcpy), unaligned for a caller's packed copy.
+            unsafe { out.add(i).write_unaligned(*v) };
+        }
+    }
+    size_of::<abi::State>()
 }
 
 /// The variables the engine reads, besides `BULKMEM_PRELOAD`.

@@ -31,7 +31,7 @@
 //! Everything else takes the router as before. docs/measurements.md, "The
 //! preload", has the measurements.
 
-use core::ffi::{c_int, c_void};
+use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use crate::{c_library, calls};
@@ -564,13 +564,12 @@ macro_rules! set_body {
 }
 pub(crate) use set_body;
 
-/// For the test suite: whether `call`'s small path is on in this process
-/// (`calls`' numbers: 0 `memcpy`, 1 `memmove`, 2 `memset`, 3
-/// `mempcpy`, 4-6 their fortified forms).
-#[no_mangle]
-pub extern "C" fn bulkmem_preload_small_path(call: c_int) -> c_int {
-    usize::try_from(call)
-        .ok()
-        .and_then(|c| END.get(c))
-        .map_or(0, |e| c_int::from(e.load(Ordering::Relaxed) > 0))
+/// Which calls' small path is on in this process, bit `n` for call `n`
+/// (`calls`' numbers: 0 `memcpy`, 1 `memmove`, 2 `memset`, 3 `mempcpy`,
+/// 4-6 their fortified forms), for `bulkmem_preload_state`.
+pub fn paths_on() -> u64 {
+    END.iter()
+        .enumerate()
+        .filter(|(_, e)| e.load(Ordering::Relaxed) > 0)
+        .fold(0, |bits, (call, _)| bits | 1 << call)
 }

@@ -40,7 +40,7 @@
  *                      its pthread_create calls succeeds
  *   sched-fifo         (root, SCHED_FIFO allowed; else skipped) copies on
  *                      a SCHED_FIFO thread: no helper thread starts for a
- *                      real-time caller (bulkmem_preload_helpers_started,
+ *                      real-time caller (bulkmem_preload_state's helpers_started,
  *                      0 without the preload)
  *
  * The copies go through a volatile pointer, so each is a real call of the
@@ -75,6 +75,8 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+
+#include "bulkmem_preload_state.h"
 
 #include "large_calls.h"
 #endif
@@ -583,9 +585,9 @@ static void case_sched_fifo(void)
     sched_setscheduler(0, SCHED_OTHER, &back);
     int ok = memcmp(a, b, 64 * MIB) == 0 && all_zero(d, 256 * MIB);
     printf("OUTCOME copies right: %s\n", yes(ok));
-    unsigned long long (*started)(void) =
-        (unsigned long long (*)(void))dlsym(RTLD_DEFAULT, "bulkmem_preload_helpers_started");
-    printf("OUTCOME helpers=%llu\n", started ? started() : 0);
+    struct bulkmem_preload_state st;
+    bulkmem_preload_state_of(&st);
+    printf("OUTCOME helpers=%llu\n", (unsigned long long)st.helpers_started);
 }
 
 int main(int argc, char **argv)

@@ -37,6 +37,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "bulkmem_preload_state.h"
+
 /* The fortified entry points; glibc defines them, no header declares them. */
 extern void *__memcpy_chk(void *, const void *, size_t, size_t);
 extern void *__memmove_chk(void *, const void *, size_t, size_t);
@@ -78,12 +80,12 @@ static int threads(void)
 }
 
 /* Helper threads the preload's large calls have started (none outlives
- * its call, so threads() cannot tell). */
+ * its call, so threads() cannot tell); 0 without the preload. */
 static unsigned long long helpers_started(void)
 {
-    unsigned long long (*f)(void) =
-        (unsigned long long (*)(void))dlsym(RTLD_DEFAULT, "bulkmem_preload_helpers_started");
-    return f ? f() : 0;
+    struct bulkmem_preload_state s;
+    bulkmem_preload_state_of(&s);
+    return (unsigned long long)s.helpers_started;
 }
 
 static int finish(void)
@@ -330,10 +332,9 @@ static int scenario_zero(void)
 
 static int scenario_unwind(void)
 {
-    int (*selftest)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "bulkmem_preload_selftest_unwind");
-    EXPECT(selftest != NULL, "the preload exports bulkmem_preload_selftest_unwind");
-    if (selftest)
-        EXPECT(selftest() == 1, "an unwind inside the preload was not caught");
+    struct bulkmem_preload_state s;
+    EXPECT(bulkmem_preload_state_of(&s), "the preload exports bulkmem_preload_state");
+    EXPECT(s.catches_panics == 1, "an unwind inside the preload was not caught");
     EXPECT(dlsym(RTLD_DEFAULT, "_Unwind_RaiseException") == NULL,
            "the preload's unwinder is private, yet _Unwind_RaiseException is visible");
     return finish();

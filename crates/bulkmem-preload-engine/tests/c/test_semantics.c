@@ -25,6 +25,7 @@
 
 #include "check.h"
 #include "preload_check.h"
+#include "bulkmem_preload_state.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
@@ -544,11 +545,12 @@ static void overlapping_copy_section(void)
  * (BULKMEM_PRELOAD_MIN=0) or the preload is off. */
 static void small_path_section(void)
 {
-    int (*small)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "bulkmem_preload_small_path");
+    struct bulkmem_preload_state state;
+    int present = bulkmem_preload_state_of(&state);
     if (getenv("BULKMEM_TEST_EXPECT_NO_PRELOAD") != NULL)
         return;
-    CHECKF(small != NULL, "bulkmem_preload_small_path not defined");
-    if (small == NULL)
+    CHECKF(present, "bulkmem_preload_state not defined");
+    if (!present)
         return;
     int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "bulkmem_preload_active");
     const char *mn = getenv("BULKMEM_PRELOAD_MIN"), *st = getenv("BULKMEM_PRELOAD_STATS");
@@ -558,11 +560,13 @@ static void small_path_section(void)
     int want = defaults && __builtin_cpu_supports("avx2");
     int zero_min = mn != NULL && strcmp(mn, "0") == 0, off = active && !active();
     for (int call = 0; call < 7; call++) {
+        int on = (int)(state.small_paths >> call & 1);
         if (defaults || zero_min || off)
-            CHECKF(small(call) == want, "small path of call %d: %d, expected %d", call,
-                   small(call), want);
+            CHECKF(on == want, "small path of call %d: %d, expected %d", call, on, want);
     }
-    check_note("note: the preload's small path is %s", small(0) ? "on" : "off");
+    CHECKF(state.small_paths >> 7 == 0, "small paths of calls that do not exist: %#llx",
+           (unsigned long long)state.small_paths);
+    check_note("note: the preload's small path is %s", state.small_paths & 1 ? "on" : "off");
 }
 
 /* Calls real programs make that the standard leaves undefined or that look

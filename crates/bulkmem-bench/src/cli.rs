@@ -14,7 +14,7 @@ use crate::harness::Rounds;
 use crate::preflight::{self, times, Need};
 use crate::progress::{self, with_time_left, Heartbeat};
 use crate::results::{self, Row};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::chart;
 use bulkmem_report::table::{Format, Table};
 

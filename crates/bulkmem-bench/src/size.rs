@@ -2,7 +2,7 @@
 //! two), plain byte counts, and their short human form.
 
 /// Parses one size such as `4K`, `2m`, `256M`, `1G`, `4KiB` or `4096`
-/// (`bulkmem::parse_bytes`, the project's one byte-count parser); sizes on
+/// (`bulkmem_machine::units::parse_bytes`, the project's one byte-count parser); sizes on
 /// the command line must be greater than zero.
 ///
 /// Every flag parsed with this one lets values start with `-`
@@ -12,7 +12,7 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
     if s.trim_start().starts_with('-') {
         return Err(format!("{s}: sizes cannot be negative"));
     }
-    match bulkmem::parse_bytes(s)? {
+    match bulkmem_machine::units::parse_bytes(s)? {
         0 => Err(format!("size '{s}' must be greater than zero")),
         n => Ok(n),
     }
@@ -21,11 +21,11 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bulkmem::format_bytes;
+    use bulkmem_machine::units::format_bytes;
 
     #[test]
     fn command_line_sizes_are_positive_byte_counts() {
-        // The forms are bulkmem::parse_bytes's (tested there); the command
+        // The forms are bulkmem_machine::units::parse_bytes's (tested there); the command
         // line adds only that a size is more than zero.
         assert_eq!(parse_size("4K"), Ok(4096));
         assert!(parse_size("0").unwrap_err().contains("greater than zero"));

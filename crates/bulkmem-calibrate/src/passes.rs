@@ -325,7 +325,7 @@ impl Row<'_> {
                 "tie-break {} {} {}",
                 self.op,
                 self.shape.name(),
-                bulkmem::format_bytes(size)
+                bulkmem_machine::units::format_bytes(size)
             );
             (self.step)(Tick::Cell(label.clone(), cost));
             // Tie-breaks run at least MIN_RUN, as `bench` times its hot
@@ -372,7 +372,7 @@ impl Row<'_> {
             let label = format!(
                 "{prefix}{op} {} {}",
                 shape.name(),
-                bulkmem::format_bytes(size)
+                bulkmem_machine::units::format_bytes(size)
             );
             (self.step)(Tick::Cell(label.clone(), weight * cost(shape, size)));
             let s = strategies(size);
@@ -535,7 +535,7 @@ mod tests {
                 "{} {} {}",
                 c.op,
                 c.shape.name(),
-                bulkmem::format_bytes(c.size)
+                bulkmem_machine::units::format_bytes(c.size)
             );
             assert_eq!(traced.iter().filter(|t| **t == label).count(), 1, "{label}");
             let again = format!("re-check {label}");

@@ -25,7 +25,7 @@ pub fn summary(p: &Profile) -> Vec<String> {
                 last = Some(c.choice);
                 parts.push(format!(
                     "{}+ {}{}",
-                    bulkmem::format_bytes(c.size),
+                    bulkmem_machine::units::format_bytes(c.size),
                     c.choice,
                     why(c)
                 ));

@@ -9,11 +9,11 @@ use bulkmem::numa::{self, CopyOptions, MigrateOptions, MigrateReport};
 
 use bulkmem::topology::Nodes;
 
-use bulkmem::format_bytes;
 use bulkmem_bench::arena::{self as regions, PageKind};
 use bulkmem_bench::cli::{check_memory, runtime, twice_the_largest, usage, Failure};
 use bulkmem_bench::out;
 use bulkmem_bench::size;
+use bulkmem_machine::units::format_bytes;
 use clap::Args;
 
 /// The most address space one `migrate --range` covers: 1 TiB (2^28

@@ -125,7 +125,7 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
         started.elapsed().as_secs_f64(),
         ladder.runs,
         if a.quick { ", --quick" } else { "" },
-        bulkmem::format_bytes(*ladder.singles.last().unwrap_or(&0)),
+        bulkmem_machine::units::format_bytes(*ladder.singles.last().unwrap_or(&0)),
         bulkmem::cpu::info().brand
     );
     text.push_str("auto's choices, from each size up (margin over the runner-up):\n");

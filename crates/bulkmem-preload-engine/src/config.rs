@@ -113,7 +113,7 @@ fn bytes(
 ) -> usize {
     match get(name) {
         None => default,
-        Some(v) => bulkmem::parse_bytes(&v).unwrap_or_else(|why| {
+        Some(v) => bulkmem_machine::units::parse_bytes(&v).unwrap_or_else(|why| {
             warnings.push(format!("{name}: {why}; ignored"));
             default
         }),

@@ -45,7 +45,8 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
-use bulkmem::{CheckedKernel, Chunks, Latch};
+use bulkmem::CheckedKernel;
+use bulkmem_machine::{chunks::Chunks, latch::Latch};
 
 use crate::config::THREADS;
 use crate::raw_thread::{self, RawThread};

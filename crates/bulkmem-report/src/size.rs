@@ -1,6 +1,6 @@
 //! Sizes in tables and labels.
 
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 /// A size's exact form with its unit: [`format_bytes`]'s, with `B` after a
 /// plain byte count (`17B`; `--sizes` reads both back). Table columns

@@ -482,6 +482,11 @@ pub fn nt_drain() {
     kernels::drain();
 }
 
+// Their store fences, checked in the machine code.
+#[cfg(all(test, target_arch = "x86_64"))]
+#[path = "fill_fences.rs"]
+mod fences;
+
 #[cfg(test)]
 mod tests {
     use super::*;

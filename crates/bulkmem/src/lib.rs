@@ -49,34 +49,30 @@ extern crate self as bulkmem;
 pub mod auto;
 mod calls;
 #[cfg(target_arch = "x86_64")]
-mod checked;
-mod chunks;
-#[cfg(target_arch = "x86_64")]
 pub mod compact;
 mod control;
-mod descriptor;
 mod engine;
 mod error;
 mod extent;
 #[cfg(target_arch = "x86_64")]
 pub mod fault;
 mod fill;
-#[cfg(target_arch = "x86_64")]
-mod gangs;
 mod handle;
-mod kernels;
-mod latch;
-mod machine;
 pub mod mapping;
 mod move_report;
 pub mod numa;
 pub mod offload;
-pub(crate) mod plan;
 mod report;
-mod strategy;
-mod threads;
 pub mod uffd;
-mod units;
+
+// The floor below, bulkmem-machine, under the names the modules here use
+// (`crate::kernels`, `crate::machine::cpu`): private to this crate, which
+// re-exports only the users' items of it (below).
+#[cfg(target_arch = "x86_64")]
+use bulkmem_machine::{checked, gangs};
+use bulkmem_machine::{
+    chunks, descriptor, kernels, latch, machine, plan, strategy, threads, units,
+};
 
 // The machine facts live together in `machine/`; these are their stable
 // public paths (`bulkmem::cpu::info()`, `bulkmem::topology::Topology`).
@@ -89,7 +85,6 @@ pub use calls::{
     clear_with, copy, copy_batch, copy_batch_with, copy_extents, copy_hint, copy_if_direct,
     copy_opts, copy_with, resolve,
 };
-pub use chunks::Chunks;
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};
 pub use error::{BatchError, CopyError, EngineError, Error, StrategyError};
 pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, NtWriter};
@@ -97,6 +92,4 @@ pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, NtWriter};
 pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
 pub use kernels::{nt_copy_shape, set_nt_copy_shape, NtCopyShape};
-pub use latch::Latch;
 pub use strategy::{FillMode, Hint, Op, Options, ParseNameError, Strategy};
-pub use units::{format_bytes, parse_bytes};

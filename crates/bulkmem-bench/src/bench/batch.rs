@@ -214,7 +214,7 @@ pub fn run(
         // (the tests' CUDA double) says what it is before any row.
         eprintln!(
             "bulkmem: registered 2 x {} with {} in {:.0} ms ({:.1} GB/s)",
-            bulkmem::format_bytes(bytes),
+            bulkmem_machine::units::format_bytes(bytes),
             o.describe(),
             secs * 1e3,
             gbps(2 * bytes, t.elapsed())
@@ -236,7 +236,7 @@ pub fn run(
             &format!(
                 "{} x {} {}",
                 shape.count,
-                bulkmem::format_bytes(shape.size),
+                bulkmem_machine::units::format_bytes(shape.size),
                 shape.layout.name()
             ),
         );

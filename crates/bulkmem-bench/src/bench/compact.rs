@@ -43,7 +43,7 @@ use crate::cli::{
 };
 use crate::results::{CompactCell, Row};
 use crate::size;
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::{fixed, Table};
 

@@ -17,7 +17,7 @@ use crate::harness::Rounds;
 use crate::out;
 use crate::results::{self, Row};
 use crate::size;
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::table;
 
 #[derive(Args)]
@@ -170,7 +170,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     let nodes = bulkmem::topology::Nodes::detect();
     for (flag, node) in [("--src-node", a.src_node), ("--dst-node", a.dst_node)] {
         if let Some(n) = node {
-            nodes.target(n).map_err(|e| usage(format!("{flag}: {e}")))?;
+            bulkmem::numa::target(&nodes, n).map_err(|e| usage(format!("{flag}: {e}")))?;
         }
     }
     let known = strategies.iter().map(|s| s.name().to_string());

@@ -23,7 +23,7 @@ use crate::cli::{check_outputs, publish, usage, with_progress, Failure, Output};
 use crate::harness::{fill_pattern, interleave, Rounds};
 use crate::results::Row;
 use crate::size;
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::table::Table;
 
 #[derive(Args)]

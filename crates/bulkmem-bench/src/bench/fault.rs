@@ -13,7 +13,7 @@ use bulkmem::{Engine, Extent};
 
 use crate::harness::fill_pattern;
 use crate::out;
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 use std::path::PathBuf;
 

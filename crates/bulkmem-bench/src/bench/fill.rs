@@ -88,13 +88,16 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
             progress(
                 n,
                 plan.groups(),
-                &format!("{el}-byte elements, {}", bulkmem::format_bytes(size)),
+                &format!(
+                    "{el}-byte elements, {}",
+                    bulkmem_machine::units::format_bytes(size)
+                ),
             );
             n += 1;
             if size % el != 0 {
                 return Err(format!(
                     "--sizes {} is not a whole number of {el}-byte elements",
-                    bulkmem::format_bytes(size)
+                    bulkmem_machine::units::format_bytes(size)
                 ));
             }
             rows.extend(measure(

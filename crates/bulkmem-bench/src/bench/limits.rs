@@ -47,7 +47,7 @@ use crate::harness::{gbps, interleave, Rounds};
 use crate::preflight::{times, Need};
 use crate::results::{pivot, Pivot, Row};
 use crate::size;
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::stats::Stats;
 
 #[derive(Args)]

@@ -72,7 +72,7 @@ pub fn run(plan: &Plan, progress: Progress) -> Result<Vec<Row>, String> {
                 "{} {} {}",
                 plan.op,
                 regime.name(),
-                bulkmem::format_bytes(size)
+                bulkmem_machine::units::format_bytes(size)
             )
         };
         match regime {
@@ -172,7 +172,7 @@ fn verify(
         None => Ok(()),
         Some(i) => Err(format!(
             "verification failed: {op} strategy {s} ({regime}, extent {}) left byte {i} wrong; its numbers would be meaningless",
-            bulkmem::format_bytes(size)
+            bulkmem_machine::units::format_bytes(size)
         )),
     }
 }

@@ -20,7 +20,7 @@ use bulkmem::topology::Nodes;
 use crate::arena::{self as regions, PageKind};
 use crate::harness::{interleave_in, Order, Rounds};
 use crate::results::{pivot, MigrateCell, Pivot, Row};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;
 

@@ -20,7 +20,7 @@ use bulkmem::uffd::{MoveOptions, Mover};
 use crate::arena::{populate, region, PageKind};
 use crate::harness::{interleave, Rounds};
 use crate::results::{by_strategy, MoveCell, Row};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;
 
@@ -62,13 +62,17 @@ pub fn run(plan: &Plan, progress: &mut dyn FnMut(usize, usize, &str)) -> Result<
             progress(
                 n,
                 plan.groups(),
-                &format!("{} {}", kind.name(), bulkmem::format_bytes(size)),
+                &format!(
+                    "{} {}",
+                    kind.name(),
+                    bulkmem_machine::units::format_bytes(size)
+                ),
             );
             n += 1;
             if size % HUGE != 0 {
                 return Err(format!(
                     "--sizes {} is not a multiple of 2M",
-                    bulkmem::format_bytes(size)
+                    bulkmem_machine::units::format_bytes(size)
                 ));
             }
             let mut unchecked = vec![true; STRATEGIES.len()];
@@ -225,7 +229,7 @@ pub fn cmd(a: MoveArgs, quiet: bool) -> Result<(), Failure> {
     if let Some(&s) = a.sizes.iter().find(|&&s| s % (2 << 20) != 0) {
         return Err(usage(format!(
             "--sizes {} is not a multiple of 2M",
-            bulkmem::format_bytes(s)
+            bulkmem_machine::units::format_bytes(s)
         )));
     }
     check_memory(&[twice_the_largest(

@@ -15,7 +15,7 @@ use bulkmem::{Control, Engine, Extent};
 use crate::cli::{check_memory, runtime, twice_the_largest, usage, Failure};
 use crate::harness::fill_pattern;
 use crate::size;
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::{fixed, Format, Table};
 

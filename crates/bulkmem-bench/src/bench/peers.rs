@@ -20,7 +20,7 @@ use crate::cli::{
 use crate::harness::Rounds;
 use crate::out;
 use crate::results::{self, Row};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 #[derive(Args)]
 pub struct PeersArgs {

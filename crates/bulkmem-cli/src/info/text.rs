@@ -10,7 +10,7 @@ use bulkmem::{auto, Hint};
 use super::facts::{gather, Info};
 use super::streams::BATCH_EXTENT;
 use super::SIZES;
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 pub fn text() -> String {
     let info = gather();

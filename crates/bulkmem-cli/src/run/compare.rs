@@ -23,10 +23,10 @@ use serde::Serialize;
 use super::ending::{last_lines, not_started, unnamed_file, Ending};
 use super::records::{self, Counts, KINDS};
 use super::RecordDir;
-use bulkmem::format_bytes;
 use bulkmem_bench::cli::Failure;
 use bulkmem_bench::failure::runtime;
 use bulkmem_bench::preload_cmd::ld_preload;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::stats::{t_two_sided, Stats};
 
 /// What `--compare` found, as `--json` writes it.

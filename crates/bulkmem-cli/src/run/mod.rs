@@ -291,7 +291,7 @@ fn compare_cmd(a: &RunArgs, n: usize, lib: &std::path::Path) -> Result<(), Failu
 fn threshold() -> usize {
     std::env::var("BULKMEM_PRELOAD_MIN")
         .ok()
-        .and_then(|v| bulkmem::parse_bytes(&v).ok())
+        .and_then(|v| bulkmem_machine::units::parse_bytes(&v).ok())
         .unwrap_or(1 << 20)
 }
 
@@ -318,7 +318,7 @@ fn per_process(r: &records::Counts) -> String {
         .map(|(name, calls, bytes)| {
             format!(
                 "{name} {calls} calls ({})",
-                bulkmem::format_bytes(bytes as usize)
+                bulkmem_machine::units::format_bytes(bytes as usize)
             )
         })
         .collect();

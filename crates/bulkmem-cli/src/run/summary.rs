@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 
 use super::records::{Counts, KINDS};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 /// What the summary is built from.
 pub struct Run<'a> {

@@ -1,7 +1,7 @@
 //! The axes of a chart: the y scale (linear, or log when the values span
 //! too much), nice tick steps, and tick labels.
 
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 /// Above this ratio of the largest to the smallest positive value a linear
 /// axis squashes the small lines into the floor, so the axis goes log.

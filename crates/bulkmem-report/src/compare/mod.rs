@@ -26,7 +26,7 @@ pub use judge::{fails, outcome, FailOn, Outcome};
 pub use render::{percent, render};
 
 use crate::document::{Document, Row, SCHEMA};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 /// The fields that say which cell a row is: what the bench was asked to
 /// run, never what it measured. Everything else (rates, ratios, what

@@ -405,11 +405,7 @@ const HINTS: [Hint; 3] = [Hint::Auto, Hint::Reuse, Hint::Stream];
 
 #[inline]
 fn hint_ix(hint: Hint) -> usize {
-    match hint {
-        Hint::Auto => 0,
-        Hint::Reuse => 1,
-        Hint::Stream => 2,
-    }
+    hint.index()
 }
 
 /// This process's single-call decisions for `op` and `hint`, as bands.

@@ -114,10 +114,11 @@ pub(crate) fn streams(m: &Machine, req: &Request) -> bool {
                 && req.runs > 1
                 && req.total.saturating_mul(2) > m.l2_bytes)
     };
+    // A hint not named here (`Hint` is non-exhaustive) decides as `Auto`.
     let wanted = match req.hint {
         Hint::Reuse => false,
         Hint::Stream => true,
-        Hint::Auto => by_size(),
+        _ => by_size(),
     };
     wanted && req.mean_run() >= NT_MIN_RUN
 }

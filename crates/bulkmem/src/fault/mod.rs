@@ -88,8 +88,7 @@ pub use crate::error::{Fault, Side};
 /// SIGILL, SIGTRAP, SIGSYS). A thread that blocks one of them dies on the
 /// fault instead of reaching a handler, so a checked call cannot survive
 /// it. The library's own threads block every other signal and none of
-/// these; a caller's worker threads (over [`Chunks`](crate::Chunks) and
-/// [`Latch`](crate::Latch), say) that keep the program's signals away
+/// these; a caller's worker threads that keep the program's signals away
 /// should leave the same ones out.
 pub use crate::threads::SYNCHRONOUS as SYNCHRONOUS_SIGNALS;
 pub use outcome::{CheckedReport, Outcome};

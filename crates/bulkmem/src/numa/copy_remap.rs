@@ -210,7 +210,7 @@ fn failed(stage: &str, errno: i32) -> Error {
 /// Node `to`, if it can take `len` more bytes and keep [`HEADROOM`].
 fn target_with_room(to: usize, len: usize) -> Result<Node, Error> {
     let nodes = Nodes::detect();
-    let node = nodes.target(to)?.clone();
+    let node = super::target(&nodes, to)?.clone();
     if node.mem_total > 0 && node.mem_free < len as u64 + HEADROOM {
         return Err(Error::NotEnoughMemory {
             node: to,

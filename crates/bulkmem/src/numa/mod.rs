@@ -42,7 +42,7 @@ pub fn parse_nodes(s: &str, nodes: &Nodes) -> Result<Vec<usize>, Error> {
         })?
     };
     for &n in &list {
-        nodes.target(n)?;
+        target(nodes, n)?;
     }
     if list.is_empty() {
         return Err(Error::Config(format!("{s:?} names no node")));
@@ -50,17 +50,16 @@ pub fn parse_nodes(s: &str, nodes: &Nodes) -> Result<Vec<usize>, Error> {
     Ok(list)
 }
 
-// Here rather than beside `Nodes` in the topology module: it speaks the crate's
-// `Error`, which topology (read by `cpu`, which `error` depends on) must not.
-impl Nodes {
-    /// `id` as a migration target, or an error naming the nodes that are.
-    pub fn target(&self, id: usize) -> Result<&Node, Error> {
-        match self.get(id) {
-            Some(n) if self.with_memory.contains(&id) => Ok(n),
-            _ => Err(Error::NoSuchNode {
-                node: id,
-                nodes: self.with_memory.clone(),
-            }),
-        }
+/// Node `id` of `nodes` as a migration target, or an error naming the
+/// nodes that are. Here rather than a method of `Nodes`: it speaks this
+/// crate's `Error`, which bulkmem-machine, where `Nodes` lives, does not
+/// know.
+pub fn target(nodes: &Nodes, id: usize) -> Result<&Node, Error> {
+    match nodes.get(id) {
+        Some(n) if nodes.with_memory.contains(&id) => Ok(n),
+        _ => Err(Error::NoSuchNode {
+            node: id,
+            nodes: nodes.with_memory.clone(),
+        }),
     }
 }

@@ -250,7 +250,7 @@ pub fn migrate(
     opts: MigrateOptions,
 ) -> Result<MigrateReport, Error> {
     let pages = check_range(addr, len)?;
-    Nodes::detect().target(to)?;
+    super::target(&Nodes::detect(), to)?;
     if opts.batch_pages == 0 {
         return Err(Error::Config("batch_pages must be at least 1".into()));
     }

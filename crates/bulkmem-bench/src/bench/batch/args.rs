@@ -17,7 +17,7 @@ use crate::failure::runtime;
 use crate::preflight::{self, eviction_bytes, times, Need};
 use crate::results::{self, Row};
 use crate::size;
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 #[derive(Args)]
 pub struct BatchArgs {
@@ -108,8 +108,8 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
     if let Some(&f) = a.folio.iter().find(|&&f| f > a.total) {
         return Err(usage(format!(
             "--folio {} is larger than --total {}",
-            bulkmem::format_bytes(f),
-            bulkmem::format_bytes(a.total)
+            bulkmem_machine::units::format_bytes(f),
+            bulkmem_machine::units::format_bytes(a.total)
         )));
     }
     // A source and a destination arena of the largest batch (a folio

@@ -2,7 +2,7 @@
 
 use super::Plan;
 use crate::results::{pivot, Pivot, Row};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::stats::Stats;
 use bulkmem_report::table::Table;
 

@@ -17,7 +17,7 @@ use super::heap::Heap;
 use super::run::{join, mutate, status_kib};
 use super::{CompactArgs, Toggle};
 use crate::results::{CompactCell, CyclesCell, Row};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 /// Lines of /proc/self/maps, open descriptors, and AnonHugePages (bytes).
 fn footprint() -> (usize, usize, u64) {

@@ -12,7 +12,7 @@ use crate::cli::{
 };
 use crate::preflight::{self, eviction_bytes, Need};
 use crate::size;
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 #[derive(Args)]
 pub struct FillArgs {
@@ -45,7 +45,7 @@ pub fn cmd(a: FillArgs, quiet: bool) -> Result<(), Failure> {
         if let Some(&s) = a.sizes.iter().find(|&&s| s % el != 0) {
             return Err(usage(format!(
                 "--sizes {} is not a whole number of {el}-byte elements",
-                bulkmem::format_bytes(s)
+                bulkmem_machine::units::format_bytes(s)
             )));
         }
     }

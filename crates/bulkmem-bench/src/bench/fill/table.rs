@@ -3,7 +3,7 @@
 
 use super::{BASELINE, STRATEGIES};
 use crate::results::{by_strategy, Row};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 use bulkmem_report::chart::{self, Panel};
 use bulkmem_report::table::Table;
 

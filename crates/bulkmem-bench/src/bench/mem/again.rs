@@ -9,7 +9,7 @@ use bulkmem::Strategy;
 
 use super::{run, Plan, Progress, Regime};
 use crate::results::{Remeasure, Remeasured, RemeasuredRow, Row};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 /// Measures each of `cells` (from [`to_remeasure`](crate::results::to_remeasure)
 /// over `rows`) again, auto and the rows ahead of it, as `plan` measured

@@ -4,7 +4,7 @@
 
 use super::{After, Regime};
 use crate::preflight::{self, eviction_bytes, times, Need};
-use bulkmem::format_bytes;
+use bulkmem_machine::units::format_bytes;
 
 /// The regimes `--regime` names.
 #[derive(Clone, Debug)]

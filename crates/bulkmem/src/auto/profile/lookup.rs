@@ -45,8 +45,9 @@ impl Profile {
     pub fn decide(&self, req: &Request) -> Option<Choice> {
         let cell = self.cell_for(req.op, Shape::of(req), req.total)?;
         let c = |strategy, reason| Some(Choice { strategy, reason });
+        // `Hint` is non-exhaustive (bulkmem-machine defines it): a hint
+        // this match does not name decides as `Auto`.
         match req.hint {
-            Hint::Auto => c(cell.choice, "tuned: fastest measured here at this size"),
             Hint::Reuse => c(
                 cell.best_temporal().unwrap_or(cell.choice),
                 "tuned: fastest cache-allocating strategy measured here (hint reuse)",
@@ -65,6 +66,7 @@ impl Profile {
                 cell.best_temporal().unwrap_or(cell.choice),
                 "tuned: runs too short to stream; fastest cache-allocating",
             ),
+            _ => c(cell.choice, "tuned: fastest measured here at this size"),
         }
     }
 

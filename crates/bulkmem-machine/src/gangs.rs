@@ -1,19 +1,56 @@
-//! Which spans of a batch are copied four at a time: where the kernel has
+//! The one loop over a batch's spans, every batch path's: the calling
+//! thread's `copy_batch`, the engine's chunks (unchecked and checked) and
+//! the checked batches walk their spans with [`walk`]. Where the kernel has
 //! a four-extent form (`kernels::gang`), four spans in a row of one length
 //! go at once, with the next four's sources requested meanwhile; any other
-//! span goes on its own, the next one's source requested first. The
-//! engine's chunks (unchecked and checked) and the calling thread's
-//! `copy_batch` walk their spans with it. Why four at once:
-//! docs/measurements.md, "Where the 4 KiB time went".
+//! span goes on its own, the next one's source requested first. Why four at
+//! once: docs/measurements.md, "Where the 4 KiB time went".
 
-use crate::kernels::gang::{Gang, GANG, GANG_PREFETCH};
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::gang::GANG_PREFETCH;
+#[cfg(target_arch = "x86_64")]
+pub use crate::kernels::gang::{Gang, GANG};
 use crate::kernels::prefetch_ahead;
 use crate::plan::Span;
 
+/// Four extents at once, where only x86-64 has kernels for them: never
+/// made here, so `walk` takes every span alone.
+#[cfg(not(target_arch = "x86_64"))]
+pub enum Gang {}
+/// How many extents a [`Gang`] holds.
+#[cfg(not(target_arch = "x86_64"))]
+pub const GANG: usize = 4;
+
 /// Walks `spans` in order: `four` for each four in a row that make a
-/// [`Gang`], `one` for every other span, after requesting the next span's
-/// first bytes. Neither touches memory itself; the caller's closures copy.
-pub fn walk(
+/// [`Gang`] (never where `four` is `None`: the kernel has no four-extent
+/// form, or the caller wants one at a time), `one` for every other span,
+/// after requesting the next span's first bytes. Neither touches memory
+/// itself; the caller's closures copy.
+pub fn walk<F: FnMut(&Gang, &[Span; GANG])>(
+    spans: impl Iterator<Item = Span>,
+    mut one: impl FnMut(&Span),
+    four: Option<F>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(four) = four {
+        return in_gangs(spans, one, four);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = four;
+    // One at a time, without the gangs' window: its bookkeeping cost a
+    // batch of 4 KiB extents on one thread a tenth of its speed.
+    let mut spans = spans.peekable();
+    while let Some(s) = spans.next() {
+        if let Some(next) = spans.peek() {
+            prefetch_ahead(next.src, next.len);
+        }
+        one(&s);
+    }
+}
+
+/// [`walk`] with a four-extent form.
+#[cfg(target_arch = "x86_64")]
+fn in_gangs(
     mut spans: impl Iterator<Item = Span>,
     mut one: impl FnMut(&Span),
     mut four: impl FnMut(&Gang, &[Span; GANG]),
@@ -36,21 +73,7 @@ pub fn walk(
         }
         let taken = if held >= GANG && fits(&window[..GANG]) {
             let these: [Span; GANG] = core::array::from_fn(|j| window[j]);
-            let next = &window[GANG..held];
-            // A whole next gang is requested, or nothing.
-            let requests = if next.len() == GANG {
-                next.iter().map(|s| s.len).min().unwrap_or(0)
-            } else {
-                0
-            };
-            let g = Gang {
-                dst: these.map(|s| s.dst),
-                src: these.map(|s| s.src),
-                len: these[0].len,
-                next: core::array::from_fn(|j| next.get(j).map_or(these[j].src, |s| s.src)),
-                requests: requests.min(GANG_PREFETCH).min(these[0].len),
-            };
-            four(&g, &these);
+            four(&gang(&these, &window[GANG..held]), &these);
             GANG
         } else {
             if held > 1 {
@@ -64,13 +87,32 @@ pub fn walk(
     }
 }
 
+/// The gang of `these`, requesting `next`'s sources if they are a whole
+/// next gang.
+#[cfg(target_arch = "x86_64")]
+fn gang(these: &[Span; GANG], next: &[Span]) -> Gang {
+    let requests = if next.len() == GANG {
+        next.iter().map(|s| s.len).min().unwrap_or(0)
+    } else {
+        0
+    };
+    Gang {
+        dst: these.map(|s| s.dst),
+        src: these.map(|s| s.src),
+        len: these[0].len,
+        next: core::array::from_fn(|j| next.get(j).map_or(these[j].src, |s| s.src)),
+        requests: requests.min(GANG_PREFETCH).min(these[0].len),
+    }
+}
+
 /// Whether these spans make a gang: one length, as the loops need it.
+#[cfg(target_arch = "x86_64")]
 fn fits(spans: &[Span]) -> bool {
     let len = spans[0].len;
     spans.iter().all(|s| s.len == len) && Gang::fits(len, &core::array::from_fn(|j| spans[j].dst))
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
     use crate::plan::Extent;
@@ -88,12 +130,12 @@ mod tests {
                 .iter()
                 .map(|&(i, from, to)| Span::of(i, runs[i], from, to)),
             |s| log.borrow_mut().push((1, vec![s.run], 0)),
-            |g, s| {
+            Some(|g: &Gang, s: &[Span; GANG]| {
                 assert!(s.iter().zip(g.dst).all(|(s, d)| s.dst == d));
                 assert!(s.iter().zip(g.src).all(|(s, x)| s.src == x));
                 log.borrow_mut()
                     .push((4, s.iter().map(|s| s.run).collect(), g.requests))
-            },
+            }),
         );
         log.into_inner()
     }
@@ -131,6 +173,19 @@ mod tests {
         // Spans starting inside their runs keep their offsets.
         let inner: Vec<(usize, usize, usize)> = (0..4).map(|i| (i, 1024, 2048)).collect();
         assert_eq!(walked(&runs, &inner), vec![(4, vec![0, 1, 2, 3], 0)]);
+    }
+
+    #[test]
+    fn without_a_four_extent_form_every_span_goes_alone() {
+        let page = |i: usize| run(0x10_0000 + i * 4096, 0x90_0000 + i * 4096, 4096);
+        let runs: Vec<Extent> = (0..8).map(page).collect();
+        let mut alone = Vec::new();
+        walk(
+            (0..8).map(|i| Span::of(i, runs[i], 0, 4096)),
+            |s| alone.push(s.run),
+            None::<fn(&Gang, &[Span; GANG])>,
+        );
+        assert_eq!(alone, (0..8).collect::<Vec<_>>());
     }
 
     #[test]

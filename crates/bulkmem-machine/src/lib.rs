@@ -15,7 +15,6 @@
 pub mod checked;
 pub mod chunks;
 pub mod descriptor;
-#[cfg(target_arch = "x86_64")]
 pub mod gangs;
 pub mod kernels;
 pub mod latch;

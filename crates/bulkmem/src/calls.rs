@@ -7,7 +7,6 @@ use crate::auto::{self, Request};
 use crate::error::{BatchError, CopyError, StrategyError};
 use crate::extent::{check_lengths, validate_extents};
 use crate::handle::{ClearKernel, CopyKernel, Fence};
-use crate::kernels;
 use crate::plan::{self, exposed, exposed_mut, Extent};
 use crate::strategy::{Hint, Op, Options, Strategy};
 
@@ -230,28 +229,18 @@ pub fn copy_batch_with(
 unsafe fn copy_runs(k: CopyKernel, runs: impl Iterator<Item = Extent>) {
     let fence = Fence::new();
     let kernel = k.unfenced(&fence);
-    #[cfg(target_arch = "x86_64")]
-    if let Some(gang) = kernel.gang() {
-        crate::gangs::walk(
-            plan::coalesce(runs).map(|r| plan::Span::of(0, r, 0, r.len)),
-            // SAFETY: as below.
-            |s| unsafe { kernel.copy_raw(s.dst, s.src, s.len) },
-            // SAFETY: four runs of the caller's contract, whose
-            // destinations overlap nothing else.
-            |g, _| unsafe { gang(g) },
-        );
-        fence.drain();
-        return;
-    }
-    let mut runs = plan::coalesce(runs).peekable();
-    while let Some(r) = runs.next() {
-        if let Some(next) = runs.peek() {
-            kernels::prefetch_ahead(next.src, next.len);
-        }
+    let four = kernel.gang().map(|gang| {
+        // SAFETY: four runs of the caller's contract, whose destinations
+        // overlap nothing else.
+        move |g: &_, _: &_| unsafe { gang(g) }
+    });
+    crate::gangs::walk(
+        plan::coalesce(runs).map(|r| plan::Span::of(0, r, 0, r.len)),
         // SAFETY: a run is one extent or several continuing ones (the
         // caller's contract); `k` was checked against this CPU.
-        unsafe { kernel.copy_raw(r.dst, r.src, r.len) };
-    }
+        |s| unsafe { kernel.copy_raw(s.dst, s.src, s.len) },
+        four,
+    );
     fence.drain();
 }
 

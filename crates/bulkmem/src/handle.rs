@@ -326,12 +326,14 @@ impl Unfenced<'_, CopyKernel> {
 impl Unfenced<'_, CopyKernel> {
     /// The kernel's four-extent form, where it has one (the non-temporal
     /// vector copies): batches of scattered folios copy four at a time.
-    #[cfg(target_arch = "x86_64")]
+    /// None on other CPUs than x86-64, which have no such kernels.
     #[inline]
-    pub(crate) fn gang(&self) -> Option<unsafe fn(&kernels::gang::Gang)> {
+    pub(crate) fn gang(&self) -> Option<unsafe fn(&crate::gangs::Gang)> {
         match self.k.strategy {
             // `new` checked the CPU has each one's features.
+            #[cfg(target_arch = "x86_64")]
             Strategy::Avx2Nt => Some(kernels::gang::copy_nt_avx2),
+            #[cfg(target_arch = "x86_64")]
             Strategy::Avx512Nt => Some(kernels::gang::copy_nt_avx512),
             _ => None,
         }

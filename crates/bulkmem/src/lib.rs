@@ -69,9 +69,9 @@ pub mod uffd;
 // (`crate::kernels`, `crate::machine::cpu`): private to this crate, which
 // re-exports only the users' items of it (below).
 #[cfg(target_arch = "x86_64")]
-use bulkmem_machine::{checked, gangs};
+use bulkmem_machine::checked;
 use bulkmem_machine::{
-    chunks, descriptor, kernels, latch, machine, plan, strategy, threads, units,
+    chunks, descriptor, gangs, kernels, latch, machine, plan, strategy, threads, units,
 };
 
 // The machine facts live together in `machine/`; these are their stable

@@ -23,7 +23,6 @@ use crate::fault::log::FaultLog;
 #[cfg(target_arch = "x86_64")]
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 use crate::handle::{ClearKernel, CopyKernel, Fence};
-use crate::kernels;
 use crate::offload::Offload;
 use crate::plan::Extent;
 use crate::report::Report;
@@ -221,28 +220,18 @@ impl<B: Batch> Job<'_, B> {
         match self.work {
             Work::Copy(k) => {
                 let k = k.unfenced(&fence);
-                #[cfg(target_arch = "x86_64")]
-                if let Some(gang) = k.gang().filter(|_| self.gangs) {
-                    crate::gangs::walk(
-                        spans,
-                        // SAFETY: see above.
-                        |s| unsafe { k.copy_raw(s.dst, s.src, s.len) },
-                        // SAFETY: see above; no destination overlaps
-                        // another extent's source or destination (the
-                        // submitter's validation, or the borrows).
-                        |g, _| unsafe { gang(g) },
-                    );
-                    fence.drain();
-                    return;
-                }
-                let mut spans = spans.peekable();
-                while let Some(s) = spans.next() {
-                    if let Some(next) = spans.peek() {
-                        kernels::prefetch_ahead(next.src, next.len);
-                    }
+                let four = k.gang().filter(|_| self.gangs).map(|gang| {
+                    // SAFETY: see above; no destination overlaps another
+                    // extent's source or destination (the submitter's
+                    // validation, or the borrows).
+                    move |g: &_, _: &_| unsafe { gang(g) }
+                });
+                crate::gangs::walk(
+                    spans,
                     // SAFETY: see above.
-                    unsafe { k.copy_raw(s.dst, s.src, s.len) }
-                }
+                    |s| unsafe { k.copy_raw(s.dst, s.src, s.len) },
+                    four,
+                );
             }
             Work::Clear(k) => {
                 let k = k.unfenced(&fence);
@@ -261,26 +250,17 @@ impl<B: Batch> Job<'_, B> {
             #[cfg(target_arch = "x86_64")]
             Work::CopyChecked(k, log) => {
                 let k = k.unfenced(&fence);
-                if let Some(gang) = k.gang().filter(|_| self.gangs) {
-                    crate::gangs::walk(
-                        spans,
-                        // SAFETY: see above; the routine survives faults.
-                        |s| unsafe { log.copy(k, s) },
-                        // SAFETY: as for unchecked gangs; the routines
-                        // survive faults.
-                        |g, s| unsafe { log.copy_gang(k, gang, g, s) },
-                    );
-                    fence.drain();
-                    return;
-                }
-                let mut spans = spans.peekable();
-                while let Some(s) = spans.next() {
-                    if let Some(next) = spans.peek() {
-                        kernels::prefetch_ahead(next.src, next.len);
-                    }
+                let four = k.gang().filter(|_| self.gangs).map(|gang| {
+                    // SAFETY: as for unchecked gangs; the routines survive
+                    // faults.
+                    move |g: &_, s: &_| unsafe { log.copy_gang(k, gang, g, s) }
+                });
+                crate::gangs::walk(
+                    spans,
                     // SAFETY: see above; the routine survives faults.
-                    unsafe { log.copy(k, &s) }
-                }
+                    |s| unsafe { log.copy(k, s) },
+                    four,
+                );
             }
             #[cfg(target_arch = "x86_64")]
             Work::ClearChecked(k, log) => {

@@ -33,31 +33,35 @@ pub fn copy_batch_checked(
     // for the rest, when the loop is done.
     let fence = Fence::new();
     let k = k.unfenced(&fence);
+    let runs: Vec<Extent> = ops
+        .iter_mut()
+        .map(|(d, s)| Extent {
+            dst: d.as_mut_ptr(),
+            src: s.as_ptr(),
+            len: d.len(),
+        })
+        .collect();
     // Filled in one go; a fault overwrites its extent's entry.
-    let mut out = vec![Outcome::Done; ops.len()];
-    if let Some(gang) = k.gang() {
-        let runs: Vec<Extent> = ops
-            .iter_mut()
-            .map(|(d, s)| Extent {
-                dst: d.as_mut_ptr(),
-                src: s.as_ptr(),
-                len: d.len(),
-            })
-            .collect();
-        let copy = |out: &mut Vec<Outcome>, i: usize, from: usize| {
-            let r = runs[i];
-            // SAFETY: as in the loop below; `from` <= the extent's length.
-            let done = unsafe { copy_installed(k, r.dst.add(from), r.src.add(from), r.len - from) };
-            if let Err(mut f) = done {
-                f.offset += from;
-                out[i] = Outcome::Faulted(f);
-            }
-        };
-        let out = std::cell::RefCell::new(out);
-        crate::gangs::walk(
-            (0..runs.len()).map(|i| Span::of(i, runs[i], 0, runs[i].len)),
-            |s| copy(&mut out.borrow_mut(), s.run, 0),
-            |g, spans| {
+    let out = std::cell::RefCell::new(vec![Outcome::Done; ops.len()]);
+    let copy = |i: usize, from: usize| {
+        let r = runs[i];
+        // SAFETY: each run is a valid, disjoint (one borrowed mutably) pair
+        // of equal lengths, `from` at most its length; the routine came
+        // from a CheckedKernel; the handler was installed above.
+        let done = unsafe { copy_installed(k, r.dst.add(from), r.src.add(from), r.len - from) };
+        if let Err(mut f) = done {
+            f.offset += from;
+            out.borrow_mut()[i] = Outcome::Faulted(f);
+        }
+    };
+    // The batch loop every copy takes (a prefetch never faults and does
+    // not consume poison: docs/design.md, "Checked copies").
+    crate::gangs::walk(
+        (0..runs.len()).map(|i| Span::of(i, runs[i], 0, runs[i].len)),
+        |s| copy(s.run, 0),
+        k.gang().map(|gang| {
+            let copy = &copy;
+            move |g: &_, spans: &[Span; crate::gangs::GANG]| {
                 let mut raw = MaybeUninit::<RawFault>::uninit();
                 // SAFETY: four extents of this batch (valid, disjoint,
                 // equal lengths); the handler was installed above.
@@ -66,31 +70,14 @@ pub fn copy_batch_checked(
                     // Every extent from where the gang stopped, one at a
                     // time: the fault is reported exactly.
                     for s in spans {
-                        copy(&mut out.borrow_mut(), s.run, g.len - left);
+                        copy(s.run, g.len - left);
                     }
                 }
-            },
-        );
-        fence.drain();
-        return Ok(out.into_inner());
-    }
-    for i in 0..ops.len() {
-        // As `copy_batch` does: request the next extent's first bytes
-        // while this one copies (a prefetch never faults and does not
-        // consume poison: docs/design.md, "Checked copies").
-        if let Some((_, next)) = ops.get(i + 1) {
-            crate::kernels::prefetch_ahead(next.as_ptr(), next.len());
-        }
-        let (d, s) = &mut ops[i];
-        // SAFETY: each pair is a valid, disjoint (one borrowed mutably)
-        // pair of equal lengths; the routine came from a CheckedKernel;
-        // the handler was installed above.
-        if let Err(f) = unsafe { copy_installed(k, d.as_mut_ptr(), s.as_ptr(), d.len()) } {
-            out[i] = Outcome::Faulted(f);
-        }
-    }
+            }
+        }),
+    );
     fence.drain();
-    Ok(out)
+    Ok(out.into_inner())
 }
 
 /// As [`copy_batch_checked`], zeroing.

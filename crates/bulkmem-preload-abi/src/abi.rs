@@ -277,9 +277,12 @@ pub struct Engine {
     pub unshare: unsafe extern "C" fn(*mut c_void, c_int) -> c_int,
     pub setns: unsafe extern "C" fn(*mut c_void, c_int, c_int) -> c_int,
     /// For [`State`]: helper threads started so far, and whether a panic
-    /// inside the engine is caught there (1; probed at the first ask).
+    /// inside the engine is caught there (1). The argument says whether it
+    /// may be probed now (the first time: it allocates and takes the
+    /// unwinder's lock); false, from a signal handler, answers what an
+    /// earlier probe found, 0 before any.
     pub helpers_started: extern "C" fn() -> u64,
-    pub catches_panics: extern "C" fn() -> u64,
+    pub catches_panics: extern "C" fn(bool) -> u64,
 }
 
 /// What `bulkmem_preload_state` tells a program about the preload in its
@@ -295,7 +298,8 @@ pub struct State {
     /// `memmove`, 2 `memset`, 3 `mempcpy`, 4-6 their fortified forms).
     pub small_paths: u64,
     /// 1: a panic inside the engine is caught at its boundary (the
-    /// unwinder linked into it finds its frames); 0 also without an engine.
+    /// unwinder linked into it finds its frames); 0 also without an engine,
+    /// and in a signal handler before the first ask outside one.
     pub catches_panics: u64,
 }
 

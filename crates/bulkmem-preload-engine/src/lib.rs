@@ -252,13 +252,17 @@ extern "C" fn helpers_started() -> u64 {
 /// Whether an unwind through a frame of this library is caught (1): that
 /// the unwinder linked into it (build.rs) finds its frames, so a panic
 /// inside bulkmem is caught at the boundary instead of aborting the host
-/// (`bulkmem_preload_state`). Probed once, at the first ask, not at start-
-/// up: the first unwind reads the unwind tables. `resume_unwind` runs no
-/// panic hook: nothing is printed.
-extern "C" fn catches_panics() -> u64 {
+/// (`bulkmem_preload_state`). Probed once, at the first ask where
+/// `may_probe` (not in a signal handler: an unwind allocates and takes the
+/// unwinder's lock), not at start-up: the first unwind reads the unwind
+/// tables. `resume_unwind` runs no panic hook: nothing is printed.
+extern "C" fn catches_panics(may_probe: bool) -> u64 {
     static CAUGHT: OnceLock<bool> = OnceLock::new();
-    let caught =
-        CAUGHT.get_or_init(|| catch_unwind(|| std::panic::resume_unwind(Box::new(0u8))).is_err());
+    let caught = if may_probe {
+        CAUGHT.get_or_init(|| catch_unwind(|| std::panic::resume_unwind(Box::new(0u8))).is_err())
+    } else {
+        CAUGHT.get().unwrap_or(&false)
+    };
     u64::from(*caught)
 }
 

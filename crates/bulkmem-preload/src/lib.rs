@@ -59,8 +59,9 @@ pub extern "C" fn bulkmem_preload_active() -> c_int {
 /// ([`abi::State`]; docs/guide/preload.md declares it for C): at most
 /// `size` bytes, whole fields only, and returns the size of the whole
 /// record (a null `out` gets nothing). Switched on, it opens the engine if
-/// it is not open, as [`bulkmem_preload_active`] does. Not for a signal handler: the
-/// first ask probes the engine's unwinder.
+/// it is not open, as [`bulkmem_preload_active`] does (never in a signal
+/// handler), and at the first ask outside a handler probes the engine's
+/// unwinder: a handler gets what an earlier ask found.
 ///
 /// # Safety
 /// `out` is null or valid for writes of `size` bytes.
@@ -70,7 +71,7 @@ pub unsafe extern "C" fn bulkmem_preload_state(out: *mut u64, size: usize) -> us
     let fields = [
         engine.map_or(0, |e| (e.helpers_started)()),
         small::paths_on(),
-        engine.map_or(0, |e| (e.catches_panics)()),
+        engine.map_or(0, |e| (e.catches_panics)(!thread::in_handler())),
     ];
     const _: () = assert!(size_of::<abi::State>() == 3 * size_of::<u64>());
     if !out.is_null() {

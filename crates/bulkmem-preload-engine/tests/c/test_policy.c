@@ -330,11 +330,38 @@ static int scenario_zero(void)
 
 /* --- unwind -------------------------------------------------------------------------- */
 
+typedef size_t (*state_fn)(struct bulkmem_preload_state *, size_t);
+static state_fn state_in_handler;
+static struct bulkmem_preload_state handler_state;
+
+static void ask_state(int sig)
+{
+    (void)sig;
+    state_in_handler(&handler_state, sizeof handler_state);
+}
+
 static int scenario_unwind(void)
 {
     struct bulkmem_preload_state s;
+    /* The engine open (a large copy), its unwinder not yet probed: a
+     * handler's ask must not probe it (an unwind allocates and locks), so it
+     * answers 0; once an ask outside has probed, handlers see the answer. */
+    void *sym = dlsym(RTLD_DEFAULT, "bulkmem_preload_state");
+    EXPECT(sym != NULL, "the preload exports bulkmem_preload_state");
+    if (sym == NULL)
+        return finish();
+    memcpy(&state_in_handler, &sym, sizeof state_in_handler);
+    unsigned char *a = calloc(1, 4 << 20), *b = calloc(1, 4 << 20);
+    p_memcpy(b, a, 4 << 20);
+    free(a);
+    free(b);
+    signal(SIGUSR1, ask_state);
+    raise(SIGUSR1);
+    EXPECT(handler_state.catches_panics == 0, "a signal handler's ask probed the unwinder");
     EXPECT(bulkmem_preload_state_of(&s), "the preload exports bulkmem_preload_state");
     EXPECT(s.catches_panics == 1, "an unwind inside the preload was not caught");
+    raise(SIGUSR1);
+    EXPECT(handler_state.catches_panics == 1, "a handler does not see the earlier probe");
     EXPECT(dlsym(RTLD_DEFAULT, "_Unwind_RaiseException") == NULL,
            "the preload's unwinder is private, yet _Unwind_RaiseException is visible");
     return finish();

@@ -557,6 +557,13 @@ void bm_mover_free(bm_mover *m);
  *     same call makes an allocation buffer present and writable with one
  *     ioctl per run, so a thread filling it takes no fault per page.
  *   - fork() during a session builds every page first.
+ *   - at a memory limit that refuses rather than kills (a cgroup v1
+ *     limit with its OOM killer off), a fault waits for room and so
+ *     does bulkmem, but the kernel's write of a signal frame cannot:
+ *     a mutator whose SIGBUS frame lands on a stack page never
+ *     touched (a fresh alternate stack, like the one Rust's std maps
+ *     for each thread) dies of SIGSEGV. Write every page of each
+ *     mutator's alternate stack once, at thread start.
  * Signals: bulkmem installs one SIGBUS/SIGSEGV handler (at the first
  * prepare); a handler the program installed before is chained to for every
  * fault that is not a session's or a checked copy's, under the mask the

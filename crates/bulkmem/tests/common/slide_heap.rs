@@ -170,11 +170,12 @@ pub fn mutate(
                 // Written now, not at its first use: once running, a
                 // mutator touches no memory of its own, so every page it
                 // needs is the session's (as a memory cgroup sees it).
-                // That includes the stack the kernel writes each SIGBUS's
-                // frame on (several KiB with AVX-512 state).
+                // That includes the stacks the kernel writes each SIGBUS's
+                // frame on (several KiB with AVX-512 state), which it
+                // cannot wait for at the limit (the contract's words).
                 let mut tally = vec![0u64; h.live.len()];
                 std::hint::black_box(&mut tally[..]).fill(0);
-                touch_stack();
+                touch_signal_stacks();
                 ready.fetch_add(1, Ordering::Release);
                 let mut x = 0x9E37_79B9_7F4A_7C15u64 ^ (t as u64 + 1);
                 while !go.load(Ordering::Acquire) {
@@ -211,10 +212,28 @@ pub fn mutate(
     expect
 }
 
-/// Touches the next 64 KiB of this thread's stack, so that signal frames
-/// written there later find their pages present.
+/// Makes the pages a signal frame may be written on present: the next
+/// 64 KiB of this thread's stack and all of its alternate signal stack
+/// (std gives each thread one, mapped but never touched). The kernel
+/// writes a frame from kernel mode, where a memory cgroup at its limit
+/// with the OOM killer off refuses the page rather than waits: SIGSEGV.
 #[inline(never)]
-fn touch_stack() {
+fn touch_signal_stacks() {
     let mut room = [0u8; 64 << 10];
     std::hint::black_box(&mut room[..]).fill(1);
+    // SAFETY: a zeroed stack_t is a valid out-parameter for sigaltstack.
+    let mut alt: libc::stack_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a query (no new stack); fills `alt`.
+    let rc = unsafe { libc::sigaltstack(std::ptr::null(), &mut alt) };
+    assert_eq!(rc, 0, "sigaltstack: {}", std::io::Error::last_os_error());
+    if alt.ss_flags & libc::SS_DISABLE != 0 {
+        return;
+    }
+    // Not running on it (this is no handler), so nothing lives there.
+    let bytes = alt.ss_sp.cast::<u8>();
+    for off in (0..alt.ss_size).step_by(4096) {
+        // SAFETY: inside the thread's own alternate stack, which is
+        // readable and writable and unused outside a handler.
+        unsafe { bytes.add(off).write_volatile(0) };
+    }
 }

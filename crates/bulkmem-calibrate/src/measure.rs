@@ -35,7 +35,7 @@ use bulkmem::auto::Shape;
 use bulkmem::mapping::Mapping;
 use bulkmem::Error;
 use bulkmem::Kernel;
-use bulkmem::{clear_batch_with, copy_batch_with};
+use bulkmem::{clear_batch_opts, copy_batch_opts};
 use bulkmem::{Op, Options, Strategy};
 
 /// Bytes a hot run moves at least (by repeating the call), up to
@@ -280,7 +280,7 @@ pub(super) fn cold(
                 }
                 cooler.cool(2 * total, ops.iter().flat_map(|(d, s)| [&**d, *s]));
                 let t = Instant::now();
-                copy_batch_with(Options::strategy(strategies[i]), &mut ops)?;
+                copy_batch_opts(&mut ops, Options::strategy(strategies[i]))?;
                 let r = rate(t);
                 if first {
                     for (d, sr) in &ops {
@@ -300,7 +300,7 @@ pub(super) fn cold(
                 }
                 cooler.cool(total, ops.iter().map(|d| &**d));
                 let t = Instant::now();
-                clear_batch_with(Options::strategy(strategies[i]), &mut ops)?;
+                clear_batch_opts(&mut ops, Options::strategy(strategies[i]))?;
                 let r = rate(t);
                 if first {
                     for d in &ops {

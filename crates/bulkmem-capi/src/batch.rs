@@ -42,7 +42,7 @@ pub unsafe extern "C" fn bm_copy_batch(ext: *const BmExtent, n: usize) -> c_int 
         let v = unsafe { extents(ext, n)? };
         // SAFETY: the extents' memory is the caller's to lend (contract);
         // copy_extents validates pointers and overlaps before writing.
-        unsafe { bulkmem_core::copy_extents(Options::default(), &v)? };
+        unsafe { bulkmem_core::copy_extents(&v, Options::default())? };
         Ok(0)
     })
 }
@@ -52,7 +52,7 @@ pub unsafe extern "C" fn bm_clear_batch(ext: *const BmExtent, n: usize) -> c_int
         // SAFETY: forwarded contract.
         let v = unsafe { extents(ext, n)? };
         // SAFETY: as in bm_copy_batch.
-        unsafe { bulkmem_core::clear_extents(Options::default(), &v)? };
+        unsafe { bulkmem_core::clear_extents(&v, Options::default())? };
         Ok(0)
     })
 }

@@ -4,10 +4,11 @@
 //! [`ClearKernel`]: nothing here chooses a strategy or turns one into code.
 
 use crate::auto::{self, Request};
-use crate::error::{BatchError, CopyError, StrategyError};
+use crate::error::{BatchError, CopyError, EngineError, StrategyError};
 use crate::extent::{check_lengths, validate_extents};
 use crate::handle::{ClearKernel, CopyKernel, Fence};
 use crate::plan::{self, exposed, exposed_mut, Extent};
+use crate::report::Report;
 use crate::strategy::{Hint, Op, Options, Strategy};
 
 /// The concrete strategy `opts` means for `req`, or why it cannot run.
@@ -184,29 +185,29 @@ fn clear_opts_banded(opts: Options, dst: &mut [u8]) -> Result<Strategy, Strategy
     Ok(k.strategy())
 }
 
-/// Copies every `(dst, src)` pair, choosing one primitive for the whole batch
-/// from its total size (see [`auto`]). Adjacent extents are merged first.
-/// Returns the strategy used. On a length mismatch nothing is written and the
-/// error names the first bad extent.
-pub fn copy_batch(ops: &mut [(&mut [u8], &[u8])]) -> Result<Strategy, BatchError> {
-    copy_batch_with(Options::default(), ops)
+/// Copies every `(dst, src)` pair on the calling thread, choosing one
+/// primitive for the whole batch from its total size (see [`auto`]):
+/// [`Engine::copy_batch`](crate::Engine::copy_batch) with no workers, the
+/// same arguments, [`Report`] and errors. Adjacent extents are merged
+/// first. On a length mismatch nothing is written and the error names the
+/// first bad extent.
+pub fn copy_batch(ops: &mut [(&mut [u8], &[u8])]) -> Result<Report, EngineError> {
+    copy_batch_opts(ops, Options::default())
 }
 
-/// As [`copy_batch`] with a strategy or hint.
-pub fn copy_batch_with(
-    opts: Options,
+/// As [`copy_batch`] with a strategy or hint. A strategy this CPU cannot
+/// run is refused ([`BatchError::Unavailable`]) before anything is written.
+pub fn copy_batch_opts(
     ops: &mut [(&mut [u8], &[u8])],
-) -> Result<Strategy, BatchError> {
+    opts: Options,
+) -> Result<Report, EngineError> {
     check_lengths(ops)?;
-    let (total, count) = plan::shape(ops.iter().map(|(d, s)| Extent {
+    let shape = plan::shape(ops.iter().map(|(d, s)| Extent {
         dst: d.as_ptr() as *mut u8,
         src: s.as_ptr(),
         len: d.len(),
     }));
-    let k = auto::kernel::<CopyKernel>(
-        opts.strategy,
-        &Request::batch(Op::Copy, total, count, opts.hint),
-    )?;
+    let extents = ops.len();
     let runs = ops.iter_mut().map(|(d, s)| Extent {
         dst: exposed_mut(d.as_mut_ptr()),
         src: exposed(s.as_ptr()),
@@ -214,8 +215,120 @@ pub fn copy_batch_with(
     });
     // SAFETY: the runs lie inside slices lent mutably (dst) and shared
     // (src), disjoint by the borrow rules.
+    unsafe { copy_inline(runs, shape, extents, opts) }
+}
+
+/// Zeroes every extent on the calling thread, choosing one primitive for
+/// the whole batch: [`Engine::clear_batch`](crate::Engine::clear_batch)
+/// with no workers.
+pub fn clear_batch(ops: &mut [&mut [u8]]) -> Result<Report, EngineError> {
+    clear_batch_opts(ops, Options::default())
+}
+
+/// As [`clear_batch`] with a strategy or hint.
+pub fn clear_batch_opts(ops: &mut [&mut [u8]], opts: Options) -> Result<Report, EngineError> {
+    let shape = plan::shape(ops.iter().map(|d| Extent {
+        dst: d.as_ptr() as *mut u8,
+        src: core::ptr::null(),
+        len: d.len(),
+    }));
+    let extents = ops.len();
+    let runs = ops.iter_mut().map(|d| Extent {
+        dst: exposed_mut(d.as_mut_ptr()),
+        src: core::ptr::null(),
+        len: d.len(),
+    });
+    // SAFETY: each run lies inside a mutably borrowed slice.
+    unsafe { clear_inline(runs, shape, extents, opts) }
+}
+
+/// Copies extents given by address on the calling thread, choosing one
+/// primitive for the batch as [`copy_batch`] does. The batch is checked
+/// first, as [`Engine::copy_extents`](crate::Engine::copy_extents) checks
+/// it (no null pointer, no destination overlapping another extent or its
+/// own source), and nothing is written when it fails. This is what C
+/// callers' batches go through.
+///
+/// # Safety
+/// Every `src` readable and every `dst` writable for its `len` for the
+/// duration of the call, and nothing else accessing the destinations.
+pub unsafe fn copy_extents(ops: &[Extent], opts: Options) -> Result<Report, EngineError> {
+    validate_extents(Op::Copy, ops)?;
+    let shape = plan::shape(ops.iter().copied());
+    // SAFETY: the caller vouches for each extent; validation found no null
+    // pointer and no destination overlapping anything else.
+    unsafe { copy_inline(ops.iter().copied(), shape, ops.len(), opts) }
+}
+
+/// Zeroes extents given by address (`src` ignored); checked and chosen as
+/// [`copy_extents`].
+///
+/// # Safety
+/// Every `dst` writable for its `len` for the duration of the call, and
+/// nothing else accessing them.
+pub unsafe fn clear_extents(ops: &[Extent], opts: Options) -> Result<Report, EngineError> {
+    validate_extents(Op::Clear, ops)?;
+    let runs = ops.iter().map(|e| Extent {
+        src: core::ptr::null(),
+        ..*e
+    });
+    let shape = plan::shape(runs.clone());
+    // SAFETY: as in copy_extents.
+    unsafe { clear_inline(runs, shape, ops.len(), opts) }
+}
+
+/// The calling thread's batch copy: the kernel for the batch's shape
+/// (`total` bytes in `count` coalesced runs), the runs, and the report of
+/// a batch of `extents` one thread ran whole.
+///
+/// # Safety
+/// As [`copy_runs`].
+unsafe fn copy_inline(
+    runs: impl Iterator<Item = Extent>,
+    (total, count): (usize, usize),
+    extents: usize,
+    opts: Options,
+) -> Result<Report, EngineError> {
+    let req = Request::batch(Op::Copy, total, count, opts.hint);
+    let k = auto::kernel::<CopyKernel>(opts.strategy, &req).map_err(BatchError::from)?;
+    // SAFETY: the caller's contract, passed on.
     unsafe { copy_runs(k, runs) };
-    Ok(k.strategy())
+    Ok(inline_report(k.strategy(), total, extents))
+}
+
+/// As [`copy_inline`], zeroing.
+///
+/// # Safety
+/// As [`clear_runs`].
+unsafe fn clear_inline(
+    runs: impl Iterator<Item = Extent>,
+    (total, count): (usize, usize),
+    extents: usize,
+    opts: Options,
+) -> Result<Report, EngineError> {
+    let req = Request::batch(Op::Clear, total, count, opts.hint);
+    let k = auto::kernel::<ClearKernel>(opts.strategy, &req).map_err(BatchError::from)?;
+    // SAFETY: the caller's contract, passed on.
+    unsafe { clear_runs(k, runs) };
+    Ok(inline_report(k.strategy(), total, extents))
+}
+
+/// A batch of `extents` and `total` bytes, done whole by the calling
+/// thread in one chunk (none for an empty batch).
+fn inline_report(strategy: Strategy, total: usize, extents: usize) -> Report {
+    let ran = usize::from(total > 0);
+    Report {
+        strategy,
+        total,
+        bytes_done: total,
+        extents_done: extents,
+        partial: None,
+        cancelled: false,
+        chunks: ran,
+        workers: ran,
+        offloaded: 0,
+        offload_redone: 0,
+    }
 }
 
 /// Runs `k` unfenced over the coalesced `runs` (four at a time where
@@ -256,81 +369,4 @@ unsafe fn clear_runs(k: ClearKernel, runs: impl Iterator<Item = Extent>) {
         unsafe { kernel.clear_raw(r.dst, r.len) };
     }
     fence.drain();
-}
-
-/// Zeroes every extent, choosing one primitive for the whole batch.
-pub fn clear_batch(ops: &mut [&mut [u8]]) -> Result<Strategy, BatchError> {
-    clear_batch_with(Options::default(), ops)
-}
-
-/// As [`clear_batch`] with a strategy or hint.
-pub fn clear_batch_with(opts: Options, ops: &mut [&mut [u8]]) -> Result<Strategy, BatchError> {
-    let (total, count) = plan::shape(ops.iter().map(|d| Extent {
-        dst: d.as_ptr() as *mut u8,
-        src: core::ptr::null(),
-        len: d.len(),
-    }));
-    let k = auto::kernel::<ClearKernel>(
-        opts.strategy,
-        &Request::batch(Op::Clear, total, count, opts.hint),
-    )?;
-    let runs = ops.iter_mut().map(|d| Extent {
-        dst: exposed_mut(d.as_mut_ptr()),
-        src: core::ptr::null(),
-        len: d.len(),
-    });
-    // SAFETY: each run lies inside mutably borrowed extents (merged only
-    // where they continue each other).
-    unsafe { clear_runs(k, runs) };
-    Ok(k.strategy())
-}
-
-/// Copies extents given by address on the calling thread, choosing one
-/// primitive for the batch as [`copy_batch`] does. The batch is checked
-/// first, as [`crate::Engine::copy_extents`] checks it (no null pointer, no
-/// destination overlapping another extent or its own source), and nothing is
-/// written when it fails. This is what C callers' batches go through.
-///
-/// # Safety
-/// Every `src` readable and every `dst` writable for its `len` for the
-/// duration of the call, and nothing else accessing the destinations.
-pub unsafe fn copy_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, BatchError> {
-    validate_extents(Op::Copy, ops)?;
-    let runs = ops.iter().map(|e| Extent {
-        dst: e.dst,
-        src: e.src,
-        len: e.len,
-    });
-    let (total, count) = plan::shape(runs.clone());
-    let k = auto::kernel::<CopyKernel>(
-        opts.strategy,
-        &Request::batch(Op::Copy, total, count, opts.hint),
-    )?;
-    // SAFETY: the caller vouches for each extent; validation found no null
-    // pointer and no destination overlapping anything else.
-    unsafe { copy_runs(k, runs) };
-    Ok(k.strategy())
-}
-
-/// Zeroes extents given by address (`src` ignored); checked and chosen as
-/// [`copy_extents`].
-///
-/// # Safety
-/// Every `dst` writable for its `len` for the duration of the call, and
-/// nothing else accessing them.
-pub unsafe fn clear_extents(opts: Options, ops: &[Extent]) -> Result<Strategy, BatchError> {
-    validate_extents(Op::Clear, ops)?;
-    let runs = ops.iter().map(|e| Extent {
-        dst: e.dst,
-        src: core::ptr::null(),
-        len: e.len,
-    });
-    let (total, count) = plan::shape(runs.clone());
-    let k = auto::kernel::<ClearKernel>(
-        opts.strategy,
-        &Request::batch(Op::Clear, total, count, opts.hint),
-    )?;
-    // SAFETY: as in copy_extents.
-    unsafe { clear_runs(k, runs) };
-    Ok(k.strategy())
 }

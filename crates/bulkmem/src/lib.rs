@@ -11,8 +11,8 @@
 //! // 256 MiB stream, which a per-call memcpy cannot know.
 //! let (a, b) = dst.split_at_mut(4096);
 //! let mut batch = [(a, &src[..4096]), (b, &src[4096..])];
-//! let chose = bulkmem::copy_batch(&mut batch).unwrap();
-//! assert!(chose.supports(bulkmem::Op::Copy));
+//! let report = bulkmem::copy_batch(&mut batch).unwrap();
+//! assert!(report.strategy.supports(bulkmem::Op::Copy) && report.is_complete());
 //!
 //! // Or name the primitive; unavailable ones are refused, never executed.
 //! use bulkmem::{Hint, Strategy};
@@ -81,8 +81,8 @@ use bulkmem_machine::{
 pub use machine::{cpu, placement, topology};
 
 pub use calls::{
-    clear, clear_batch, clear_batch_with, clear_extents, clear_hint, clear_if_direct, clear_opts,
-    clear_with, copy, copy_batch, copy_batch_with, copy_extents, copy_hint, copy_if_direct,
+    clear, clear_batch, clear_batch_opts, clear_extents, clear_hint, clear_if_direct, clear_opts,
+    clear_with, copy, copy_batch, copy_batch_opts, copy_extents, copy_hint, copy_if_direct,
     copy_opts, copy_with, resolve,
 };
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};

@@ -2,7 +2,9 @@
 //! the layout (adjacent extents that coalesce, scattered ones that do not),
 //! the choice is made from the batch total, and bad input writes nothing.
 
-use bulkmem::{BatchError, CopyError, Error, Hint, Op, Options, Strategy, StrategyError};
+use bulkmem::{
+    BatchError, CopyError, EngineError, Error, Hint, Op, Options, Strategy, StrategyError,
+};
 use proptest::prelude::*;
 
 /// Splits `buf` into extents of the given lengths, in order, skipping `gap`
@@ -67,8 +69,12 @@ proptest! {
         let dsts = split(&mut dst, &lens, gap);
         let mut ops: Vec<(&mut [u8], &[u8])> = dsts.into_iter().zip(srcs).collect();
         if reverse { ops.reverse(); }
-        let chose = bulkmem::copy_batch_with(Options::hint(hint), &mut ops).unwrap();
-        prop_assert!(chose.supports(Op::Copy) && chose != Strategy::Auto);
+        let r = bulkmem::copy_batch_opts(&mut ops, Options::hint(hint)).unwrap();
+        prop_assert!(r.strategy.supports(Op::Copy) && r.strategy != Strategy::Auto);
+        // The engine's report of a batch one thread ran whole.
+        prop_assert_eq!((r.total, r.bytes_done, r.extents_done), (total, total, lens.len()));
+        prop_assert!(r.partial.is_none() && !r.cancelled);
+        prop_assert_eq!((r.chunks, r.workers), (usize::from(total > 0), usize::from(total > 0)));
         drop(ops);
         prop_assert!(dst == expected);
     }
@@ -89,7 +95,8 @@ proptest! {
             d += l + gap;
         }
         let mut ops = split(&mut dst, &lens, gap);
-        bulkmem::clear_batch_with(Options::hint(hint), &mut ops).unwrap();
+        let r = bulkmem::clear_batch_opts(&mut ops, Options::hint(hint)).unwrap();
+        prop_assert_eq!((r.total, r.bytes_done, r.extents_done), (total, total, lens.len()));
         drop(ops);
         prop_assert!(dst == expected);
     }
@@ -105,11 +112,11 @@ fn length_mismatch_names_the_first_bad_extent_and_writes_nothing() {
     let e = bulkmem::copy_batch(&mut ops).unwrap_err();
     assert_eq!(
         e,
-        BatchError::LengthMismatch {
+        EngineError::Batch(BatchError::LengthMismatch {
             index: 1,
             dst: 100,
             src: 99
-        }
+        })
     );
     assert!(e.to_string().contains("extent 1"), "{e}");
     drop(ops);
@@ -169,7 +176,7 @@ fn the_choice_comes_from_the_batch_total() {
         .rev()
         .map(|d| (d, &src[..]))
         .collect();
-    let whole = bulkmem::copy_batch(&mut ops).unwrap();
+    let whole = bulkmem::copy_batch(&mut ops).unwrap().strategy;
     drop(ops);
     assert!(dst.iter().all(|&x| x == 3));
     dst[..extent].fill(0);

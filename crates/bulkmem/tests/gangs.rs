@@ -126,7 +126,7 @@ fn copy_and_check(via: &Via, lens: &[usize], skew: usize, what: &str) {
             // SAFETY: as above: the extents are disjoint pieces of two
             // live mappings.
             let mut ops = unsafe { as_slices(&extents) };
-            bulkmem::copy_batch_with(bulkmem::Options::strategy(*s), &mut ops).expect(what);
+            bulkmem::copy_batch_opts(&mut ops, bulkmem::Options::strategy(*s)).expect(what);
         }
     }
     let out = dst.bytes();

@@ -141,11 +141,11 @@ fn streamed_batches_are_visible_after_return() {
     let opts = bulkmem::Options::hint(bulkmem::Hint::Stream);
     rounds(false, |buf, src| {
         let mut ops: Vec<(&mut [u8], &[u8])> = buf.chunks_mut(4096).zip(src.chunks(4096)).collect();
-        bulkmem::copy_batch_with(opts, &mut ops).unwrap();
+        bulkmem::copy_batch_opts(&mut ops, opts).unwrap();
     });
     rounds(true, |buf, _| {
         let mut ops: Vec<&mut [u8]> = buf.chunks_mut(4096).collect();
-        bulkmem::clear_batch_with(opts, &mut ops).unwrap();
+        bulkmem::clear_batch_opts(&mut ops, opts).unwrap();
     });
 }
 

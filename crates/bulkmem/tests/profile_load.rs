@@ -143,6 +143,8 @@ fn race_and_follow(path: &std::path::Path) {
     let src = vec![1u8; 8192];
     let mut a = vec![0u8; 4096];
     let mut b = vec![0u8; 4096];
-    let chose = bulkmem::copy_batch(&mut [(&mut a, &src[..4096]), (&mut b, &src[4096..])]).unwrap();
+    let chose = bulkmem::copy_batch(&mut [(&mut a, &src[..4096]), (&mut b, &src[4096..])])
+        .unwrap()
+        .strategy;
     assert_eq!(chose, Strategy::Portable);
 }

@@ -302,7 +302,7 @@ pub fn measure(
                 // SAFETY: page i lies in the buffer (i < size / page), apart.
                 list.push(unsafe { std::slice::from_raw_parts_mut(base.add(i * page), *page) });
             }
-            bulkmem::clear_batch_with(Options::strategy(s), &mut list)
+            bulkmem::clear_batch_opts(&mut list, Options::strategy(s))
                 .expect("a batch of disjoint slices");
             list.clear();
             w.spare = list

@@ -190,10 +190,14 @@ impl Exec {
     pub(super) fn copy_batch(self, ops: &mut [(&mut [u8], &[u8])]) -> Option<Strategy> {
         Some(match self {
             Exec::Auto(h) => {
-                bulkmem::copy_batch_with(Options::hint(h), ops).expect("equal lengths")
+                bulkmem::copy_batch_opts(ops, Options::hint(h))
+                    .expect("equal lengths")
+                    .strategy
             }
             Exec::Batch(s) => {
-                bulkmem::copy_batch_with(Options::strategy(s), ops).expect("an available strategy")
+                bulkmem::copy_batch_opts(ops, Options::strategy(s))
+                    .expect("an available strategy")
+                    .strategy
             }
             Exec::Checked(s) => {
                 let out =
@@ -222,10 +226,14 @@ impl Exec {
     pub(super) fn clear_batch(self, ops: &mut [&mut [u8]]) -> Option<Strategy> {
         Some(match self {
             Exec::Auto(h) => {
-                bulkmem::clear_batch_with(Options::hint(h), ops).expect("clear cannot fail")
+                bulkmem::clear_batch_opts(ops, Options::hint(h))
+                    .expect("clear cannot fail")
+                    .strategy
             }
             Exec::Batch(s) => {
-                bulkmem::clear_batch_with(Options::strategy(s), ops).expect("an available strategy")
+                bulkmem::clear_batch_opts(ops, Options::strategy(s))
+                    .expect("an available strategy")
+                    .strategy
             }
             Exec::Checked(s) => {
                 let out = bulkmem::fault::clear_batch_checked(Strategy::Auto, ops)

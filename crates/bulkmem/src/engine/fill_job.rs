@@ -4,7 +4,7 @@
 //! module through that one interface.
 
 use super::batch::FillShape;
-use super::job::Work;
+use super::job::{execute, Work};
 use super::stream::Marks;
 use super::Engine;
 use crate::control::Control;
@@ -13,73 +13,62 @@ use crate::fill::Plan;
 use crate::handle::Fence;
 use crate::report::Report;
 
-impl Engine {
-    /// Repeats `template` across `dst` on the workers (see
-    /// the `fill` module): chunks are whole windows of elements, so each
-    /// element is written by one worker. A cancelled fill reports how many
-    /// bytes (a whole number of elements) were written, from the start.
-    pub fn fill(&self, dst: &mut [u8], template: &[u8]) -> Result<Report, Error> {
-        self.fill_with_control(dst, template, Control::default())
-    }
+/// [`Engine::fill_with_control`]: chunks are whole windows of elements,
+/// so each element is written by one worker.
+pub(super) fn fill(
+    engine: &Engine,
+    dst: &mut [u8],
+    template: &[u8],
+    ctl: Control<'_>,
+) -> Result<Report, Error> {
+    let plan = Plan::new(dst.len(), template.len(), engine.opts.hint)?;
+    let l = template.len();
+    let each = |off: usize, p: *mut u8, n: usize, fence: &Fence| {
+        // SAFETY: the piece lies in `dst` (exclusively borrowed for the
+        // whole batch) and starts and ends on element boundaries.
+        unsafe { plan.run(p, n, template, off / l, fence) }
+    };
+    run(engine, dst, plan, &each, ctl)
+}
 
-    /// As [`Engine::fill`], with a cancel token and a progress callback
-    /// (see [`Control`]).
-    pub fn fill_with_control(
-        &self,
-        dst: &mut [u8],
-        template: &[u8],
-        ctl: Control<'_>,
-    ) -> Result<Report, Error> {
-        let plan = Plan::new(dst.len(), template.len(), self.opts.hint)?;
-        let l = template.len();
-        let each = |off: usize, p: *mut u8, n: usize, fence: &Fence| {
-            // SAFETY: the piece lies in `dst` (exclusively borrowed for the
-            // whole batch) and starts and ends on element boundaries.
-            unsafe { plan.run(p, n, template, off / l, fence) }
-        };
-        self.run_fill(dst, plan, &each, ctl)
-    }
+/// [`Engine::fill_with`].
+pub(super) fn fill_patched<P: Fn(usize, &mut [u8]) + Sync>(
+    engine: &Engine,
+    dst: &mut [u8],
+    template: &[u8],
+    patch: &P,
+    ctl: Control<'_>,
+) -> Result<Report, Error> {
+    let plan = Plan::new(dst.len(), template.len(), engine.opts.hint)?;
+    let l = template.len();
+    let each = |off: usize, p: *mut u8, n: usize, fence: &Fence| {
+        let mut f = |i: usize, e: &mut [u8]| patch(i, e);
+        // SAFETY: as in fill.
+        unsafe { plan.run_with(p, n, template, off / l, fence, &mut f) }
+    };
+    run(engine, dst, plan, &each, ctl)
+}
 
-    /// As [`Engine::fill`], with `patch(index, element)` applied to every
-    /// element before it is stored (from several workers at once, each index
-    /// exactly once).
-    pub fn fill_with<P: Fn(usize, &mut [u8]) + Sync>(
-        &self,
-        dst: &mut [u8],
-        template: &[u8],
-        patch: &P,
-        ctl: Control<'_>,
-    ) -> Result<Report, Error> {
-        let plan = Plan::new(dst.len(), template.len(), self.opts.hint)?;
-        let l = template.len();
-        let each = |off: usize, p: *mut u8, n: usize, fence: &Fence| {
-            let mut f = |i: usize, e: &mut [u8]| patch(i, e);
-            // SAFETY: as in fill_with_control.
-            unsafe { plan.run_with(p, n, template, off / l, fence, &mut f) }
-        };
-        self.run_fill(dst, plan, &each, ctl)
-    }
-
-    fn run_fill(
-        &self,
-        dst: &mut [u8],
-        plan: Plan,
-        each: &(dyn Fn(usize, *mut u8, usize, &Fence) + Sync),
-        ctl: Control<'_>,
-    ) -> Result<Report, Error> {
-        let _serial = self.serial()?;
-        let shape = FillShape(dst.as_mut_ptr(), dst.len());
-        let mut marks = Marks::default();
-        marks.mark(&shape, false);
-        // Whole staging windows per chunk: line-aligned boundaries too.
-        let align = plan.align();
-        self.execute(
-            marks.stream(&shape, false),
-            Work::Each(each),
-            plan.strategy(),
-            align,
-            ctl,
-        )
-        .map_err(Error::from)
-    }
+fn run(
+    engine: &Engine,
+    dst: &mut [u8],
+    plan: Plan,
+    each: &(dyn Fn(usize, *mut u8, usize, &Fence) + Sync),
+    ctl: Control<'_>,
+) -> Result<Report, Error> {
+    let _serial = engine.serial()?;
+    let shape = FillShape(dst.as_mut_ptr(), dst.len());
+    let mut marks = Marks::default();
+    marks.mark(&shape, false);
+    // Whole staging windows per chunk: line-aligned boundaries too.
+    let align = plan.align();
+    execute(
+        engine,
+        marks.stream(&shape, false),
+        Work::Each(each),
+        plan.strategy(),
+        align,
+        ctl,
+    )
+    .map_err(Error::from)
 }

@@ -9,7 +9,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::pool::{lock, panic_message, Inside};
+use super::pool::{dispatch, lock, panic_message, Inside};
 use super::serial::{stack_addr, Serial};
 use super::stream::Stream;
 use super::{Engine, MIN_CHUNK};
@@ -275,80 +275,77 @@ impl<B: Batch> Job<'_, B> {
     }
 }
 
-impl Engine {
-    /// Cuts the stream into chunks (boundaries on multiples of `align`
-    /// within a run), runs them inline or on the workers, and reports.
-    pub(super) fn execute<B: Batch>(
-        &self,
-        stream: Stream<'_, B>,
-        work: Work<'_>,
-        strategy: Strategy,
-        align: usize,
-        ctl: Control<'_>,
-    ) -> Result<Report, EngineError> {
-        let total = stream.total;
-        // Small batches are cut finer so every worker gets a share.
-        let balanced = (total / (4 * self.threads())).clamp(MIN_CHUNK, self.chunk.max(MIN_CHUNK));
-        let chunk = balanced.min(self.chunk).div_ceil(align) * align;
-        let job = Job {
-            work,
-            align,
-            stream,
-            chunk,
-            chunks: Chunks::new(total.div_ceil(chunk)),
-            done: AtomicUsize::new(0),
-            panic: Mutex::new(None),
-            reported: Mutex::new(0),
-            engine: self.id(),
-            workers: AtomicUsize::new(0),
-            ctl,
-            // In a fork's child the channels are the parent's: CPU only.
-            offload: match work {
-                Work::Copy(_) => self.offload.as_ref().filter(|o| o.0.usable_here()),
-                _ => None,
-            },
-            offloaded: AtomicUsize::new(0),
-            redone: AtomicUsize::new(0),
-            serial: &self.serial,
-            inline: total <= self.inline_max || total.div_ceil(chunk) <= 1,
-            gangs: self.gangs,
-        };
-        if job.inline {
-            job.work();
-        } else if let Some(o) = job.offload {
-            // Offload threads live for the batch; the CPU workers (unless
-            // offload_only) take chunks from the same counter meanwhile.
-            // A channel thread that cannot start (RLIMIT_NPROC, memory) is
-            // skipped: the others, the CPU workers or, with none of either,
-            // this thread take its chunks from the counter.
-            std::thread::scope(|s| {
-                let job = &job;
-                let mut started = 0;
-                for c in 0..o.channels() {
-                    let spawned = crate::threads::quiet(|| {
-                        std::thread::Builder::new()
-                            .spawn_scoped(s, move || job.work_offloaded(o, c))
-                    });
-                    started += usize::from(spawned.is_ok());
-                }
-                if !self.offload_only {
-                    self.dispatch(&|| job.work());
-                } else if started == 0 {
-                    job.work();
-                }
-            });
-        } else {
-            self.dispatch(&|| job.work());
-        }
-        let bytes_done = job.boundary(job.chunks.done());
-        let report = completion(stream.batch, bytes_done, total, strategy, &job);
-        match job.panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            Some(message) => Err(EngineError::WorkerPanicked {
-                message,
-                report: Box::new(report),
-            }),
-            None => Ok(report),
-        }
+/// Cuts the stream into chunks (boundaries on multiples of `align`
+/// within a run), runs them inline or on the workers, and reports.
+pub(super) fn execute<B: Batch>(
+    engine: &Engine,
+    stream: Stream<'_, B>,
+    work: Work<'_>,
+    strategy: Strategy,
+    align: usize,
+    ctl: Control<'_>,
+) -> Result<Report, EngineError> {
+    let total = stream.total;
+    // Small batches are cut finer so every worker gets a share.
+    let balanced = (total / (4 * engine.threads())).clamp(MIN_CHUNK, engine.chunk.max(MIN_CHUNK));
+    let chunk = balanced.min(engine.chunk).div_ceil(align) * align;
+    let job = Job {
+        work,
+        align,
+        stream,
+        chunk,
+        chunks: Chunks::new(total.div_ceil(chunk)),
+        done: AtomicUsize::new(0),
+        panic: Mutex::new(None),
+        reported: Mutex::new(0),
+        engine: engine.id(),
+        workers: AtomicUsize::new(0),
+        ctl,
+        // In a fork's child the channels are the parent's: CPU only.
+        offload: match work {
+            Work::Copy(_) => engine.offload.as_ref().filter(|o| o.0.usable_here()),
+            _ => None,
+        },
+        offloaded: AtomicUsize::new(0),
+        redone: AtomicUsize::new(0),
+        serial: &engine.serial,
+        inline: total <= engine.inline_max || total.div_ceil(chunk) <= 1,
+        gangs: engine.gangs,
+    };
+    if job.inline {
+        job.work();
+    } else if let Some(o) = job.offload {
+        // Offload threads live for the batch; the CPU workers (unless
+        // offload_only) take chunks from the same counter meanwhile.
+        // A channel thread that cannot start (RLIMIT_NPROC, memory) is
+        // skipped: the others, the CPU workers or, with none of either,
+        // this thread take its chunks from the counter.
+        std::thread::scope(|s| {
+            let job = &job;
+            let mut started = 0;
+            for c in 0..o.channels() {
+                let spawned = crate::threads::quiet(|| {
+                    std::thread::Builder::new().spawn_scoped(s, move || job.work_offloaded(o, c))
+                });
+                started += usize::from(spawned.is_ok());
+            }
+            if !engine.offload_only {
+                dispatch(engine, &|| job.work());
+            } else if started == 0 {
+                job.work();
+            }
+        });
+    } else {
+        dispatch(engine, &|| job.work());
+    }
+    let bytes_done = job.boundary(job.chunks.done());
+    let report = completion(stream.batch, bytes_done, total, strategy, &job);
+    match job.panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(message) => Err(EngineError::WorkerPanicked {
+            message,
+            report: Box::new(report),
+        }),
+        None => Ok(report),
     }
 }
 

@@ -1,14 +1,15 @@
 //! The batch engine: the [`Engine`] (whose documentation is the
-//! user's account of it) and its unchecked batch entry points. Beside it:
-//! `builder` (configuration, CPUs), `pool` (the worker threads), `job` (one
-//! batch's chunk stream and the loop that works it), `batch` (the shapes a
-//! batch arrives in), `fill_job` (fills on the workers), `submit` with
-//! `ticket` (batches run in the background, [`Ticket`]) and `checked` (the
-//! batches that survive a bad page: the engine's side of `crate::fault`,
-//! whose `log` its workers record faults in). The types a batch reports
-//! with live in `crate::report`, `crate::control` and `crate::plan`, so
-//! that the rest of the crate can name them without depending on the
-//! engine.
+//! user's account of it) and, in the one `impl Engine` here, every method
+//! it has. The modules beside it are the engine's parts, reached as
+//! functions of an `&Engine`: `builder` (configuration, CPUs), `pool`
+//! (the worker threads), `job` (one batch's chunk stream and the loop that
+//! works it), `batch` (the shapes a batch arrives in), `fill_job` (fills
+//! on the workers), `submit` with `ticket` (batches run in the background,
+//! [`Ticket`]) and `checked` (the batches that survive a bad page: the
+//! engine's side of `crate::fault`, whose `log` its workers record faults
+//! in). The types a batch reports with live in `crate::report`,
+//! `crate::control` and `crate::plan`, so that the rest of the crate can
+//! name them without depending on the engine.
 
 mod batch;
 mod builder;
@@ -27,6 +28,8 @@ use std::sync::Mutex;
 use crate::auto::Request;
 use crate::error::{BatchError, EngineError, Error};
 use crate::extent::validate;
+#[cfg(target_arch = "x86_64")]
+use crate::fault::CheckedReport;
 use crate::handle::{ClearKernel, CopyKernel};
 use crate::machine::placement::Placement;
 use crate::offload::Offload;
@@ -248,6 +251,152 @@ impl Engine {
         self.run(Op::Clear, &Raw(ops, Op::Clear), true, ctl)
     }
 
+    /// As [`Engine::copy_batch_with`], surviving SIGBUS: a fault ends only
+    /// the extent it hit (see [`Outcome`](crate::fault::Outcome)). Uses the checked form of the
+    /// engine's strategy ([`crate::fault::checked_kernel`]); a strategy without one
+    /// is refused ([`Error::NotChecked`]) before anything is written.
+    #[cfg(target_arch = "x86_64")]
+    pub fn copy_batch_checked(
+        &self,
+        ops: &mut [(&mut [u8], &[u8])],
+        ctl: Control<'_>,
+    ) -> Result<CheckedReport, Error> {
+        crate::extent::check_lengths(ops)?;
+        checked::run(self, Op::Copy, &CopySlices(ops), false, ctl)
+    }
+
+    /// As [`Engine::clear_batch_with`], surviving SIGBUS.
+    #[cfg(target_arch = "x86_64")]
+    pub fn clear_batch_checked(
+        &self,
+        ops: &mut [&mut [u8]],
+        ctl: Control<'_>,
+    ) -> Result<CheckedReport, Error> {
+        checked::run(self, Op::Clear, &ClearSlices(ops), false, ctl)
+    }
+
+    /// As [`Engine::copy_extents`], surviving SIGBUS.
+    ///
+    /// # Safety
+    /// As [`Engine::copy_extents`], except that a range may raise SIGBUS
+    /// (poisoned, past the end of its file): such extents are reported.
+    #[cfg(target_arch = "x86_64")]
+    pub unsafe fn copy_extents_checked(
+        &self,
+        ops: &[Extent],
+        ctl: Control<'_>,
+    ) -> Result<CheckedReport, Error> {
+        checked::run(self, Op::Copy, &Raw(ops, Op::Copy), true, ctl)
+    }
+
+    /// As [`Engine::clear_extents`], surviving SIGBUS.
+    ///
+    /// # Safety
+    /// As [`Engine::copy_extents_checked`].
+    #[cfg(target_arch = "x86_64")]
+    pub unsafe fn clear_extents_checked(
+        &self,
+        ops: &[Extent],
+        ctl: Control<'_>,
+    ) -> Result<CheckedReport, Error> {
+        checked::run(self, Op::Clear, &Raw(ops, Op::Clear), true, ctl)
+    }
+
+    /// Repeats `template` across `dst` on the workers (see
+    /// the `fill` module): chunks are whole windows of elements, so each
+    /// element is written by one worker. A cancelled fill reports how many
+    /// bytes (a whole number of elements) were written, from the start.
+    pub fn fill(&self, dst: &mut [u8], template: &[u8]) -> Result<Report, Error> {
+        self.fill_with_control(dst, template, Control::default())
+    }
+
+    /// As [`Engine::fill`], with a cancel token and a progress callback
+    /// (see [`Control`]).
+    pub fn fill_with_control(
+        &self,
+        dst: &mut [u8],
+        template: &[u8],
+        ctl: Control<'_>,
+    ) -> Result<Report, Error> {
+        fill_job::fill(self, dst, template, ctl)
+    }
+
+    /// As [`Engine::fill`], with `patch(index, element)` applied to every
+    /// element before it is stored (from several workers at once, each index
+    /// exactly once).
+    pub fn fill_with<P: Fn(usize, &mut [u8]) + Sync>(
+        &self,
+        dst: &mut [u8],
+        template: &[u8],
+        patch: &P,
+        ctl: Control<'_>,
+    ) -> Result<Report, Error> {
+        fill_job::fill_patched(self, dst, template, patch, ctl)
+    }
+
+    /// Queues a copy of `ops` and returns at once with a [`Ticket`] for it;
+    /// the batch runs on the engine's submission thread and workers, as
+    /// [`Engine::copy_extents`] would run it. Tickets of one engine run one
+    /// at a time, in submission order (see the module docs of `submit`).
+    ///
+    /// The batch is checked before it is queued, with the errors
+    /// [`Engine::copy_extents`] returns (and [`Error::Syscall`] when no
+    /// eventfd or thread can be made): an `Err` means nothing was queued
+    /// or written. `cancel`, if given, stops the batch as
+    /// [`Ticket::cancel`] does (the token may be shared by many tickets;
+    /// cancelling or dropping one ticket leaves it alone).
+    ///
+    /// # Safety
+    /// Every `src` must stay readable and every `dst` writable for `len`
+    /// bytes until the ticket is done (waited on or dropped), and nothing
+    /// else may access the destinations, or write the sources, meanwhile.
+    /// The ticket must not be leaked (`mem::forget`): dropping it is what
+    /// guarantees the batch has stopped before the memory goes.
+    pub unsafe fn submit_copy(
+        &self,
+        ops: &[Extent],
+        cancel: Option<&CancelToken>,
+    ) -> Result<Ticket<'_>, Error> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { submit::submit(self, Op::Copy, ops, cancel) }
+    }
+
+    /// As [`Engine::submit_copy`] for a clear of `ops` (`src` ignored), as
+    /// [`Engine::clear_extents`] would run it.
+    ///
+    /// # Safety
+    /// Every `dst` must stay writable for `len` bytes until the ticket is
+    /// done, and nothing else may access them meanwhile; the ticket must
+    /// not be leaked.
+    pub unsafe fn submit_clear(
+        &self,
+        ops: &[Extent],
+        cancel: Option<&CancelToken>,
+    ) -> Result<Ticket<'_>, Error> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { submit::submit(self, Op::Clear, ops, cancel) }
+    }
+
+    /// As [`Engine::submit_copy`] for [`Engine::fill`] of the `len` bytes
+    /// at `dst` with `template` (copied: the caller may drop it at once).
+    /// [`Error::BadFill`] and [`Error::BadExtent`] (null `dst`) are
+    /// returned before anything is queued.
+    ///
+    /// # Safety
+    /// `dst` must stay writable for `len` bytes until the ticket is done,
+    /// and nothing else may access them meanwhile; the ticket must not be
+    /// leaked.
+    pub unsafe fn submit_fill(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        template: &[u8],
+        cancel: Option<&CancelToken>,
+    ) -> Result<Ticket<'_>, Error> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { submit::submit_fill(self, dst, len, template, cancel) }
+    }
+
     fn run<B: Batch>(
         &self,
         op: Op,
@@ -292,7 +441,14 @@ impl Engine {
         scratch.marks.mark(batch, coalesce);
         let (work, strategy) = work(&scratch.request(op, self.opts.hint, self.threads()))?;
         let stream = scratch.marks.stream(batch, coalesce);
-        Ok(self.execute(stream, work, strategy, SPLIT_ALIGN, ctl)?)
+        Ok(job::execute(
+            self,
+            stream,
+            work,
+            strategy,
+            SPLIT_ALIGN,
+            ctl,
+        )?)
     }
 
     /// This engine's identity for [`Inside`](pool::Inside): its address is stable while
@@ -312,9 +468,7 @@ impl Engine {
     fn serial(&self) -> Result<SerialGuard<'_>, EngineError> {
         self.serial.acquire(self.id(), stack_addr())
     }
-}
 
-impl Engine {
     /// The engine's offload, if it was built with one.
     pub fn offload(&self) -> Option<&Offload> {
         self.offload.as_ref()

@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::latch::Latch;
 
 /// The worker threads of one process. A child made by `fork()` has the
-/// engine but none of its threads: [`Engine::dispatch`] starts a new pool
+/// engine but none of its threads: [`dispatch`] starts a new pool
 /// there (and never waits for or joins the parent's).
 pub(super) struct Pool {
     pid: u32,
@@ -207,33 +207,31 @@ fn worker_loop(shared: &Shared) {
     }
 }
 
-impl Engine {
-    /// Hands `job` to every worker and waits until all have finished it.
-    /// In a child made by `fork()` the workers are started anew first; if
-    /// they cannot be, the caller runs the job alone.
-    pub(super) fn dispatch(&self, job: Task<'_>) {
-        let mut pool = lock(&self.pool);
-        if pool.pid != std::process::id() {
-            match Pool::start(&self.cpus, self.pin) {
-                Ok(fresh) => {
-                    let mut parents = std::mem::replace(&mut *pool, fresh);
-                    parents.stop();
-                }
-                Err(_) => {
-                    drop(pool);
-                    job();
-                    return;
-                }
+/// Hands `job` to every worker and waits until all have finished it.
+/// In a child made by `fork()` the workers are started anew first; if
+/// they cannot be, the caller runs the job alone.
+pub(super) fn dispatch(engine: &Engine, job: Task<'_>) {
+    let mut pool = lock(&engine.pool);
+    if pool.pid != std::process::id() {
+        match Pool::start(&engine.cpus, engine.pin) {
+            Ok(fresh) => {
+                let mut parents = std::mem::replace(&mut *pool, fresh);
+                parents.stop();
+            }
+            Err(_) => {
+                drop(pool);
+                job();
+                return;
             }
         }
-        let shared = &pool.shared;
-        {
-            let mut slot = lock(&shared.slot);
-            slot.job = &job as *const Task<'_> as usize;
-            shared.finished.add(pool.workers.len() as u32);
-            slot.generation += 1;
-        }
-        shared.wake.notify_all();
-        shared.finished.wait();
     }
+    let shared = &pool.shared;
+    {
+        let mut slot = lock(&shared.slot);
+        slot.job = &job as *const Task<'_> as usize;
+        shared.finished.add(pool.workers.len() as u32);
+        slot.generation += 1;
+    }
+    shared.wake.notify_all();
+    shared.finished.wait();
 }

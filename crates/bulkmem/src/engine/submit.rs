@@ -192,123 +192,98 @@ impl Submitter {
     }
 }
 
-impl Engine {
-    /// Queues a copy of `ops` and returns at once with a [`Ticket`] for it;
-    /// the batch runs on the engine's submission thread and workers, as
-    /// [`Engine::copy_extents`] would run it. Tickets of one engine run one
-    /// at a time, in submission order (see the module docs of `submit`).
-    ///
-    /// The batch is checked before it is queued, with the errors
-    /// [`Engine::copy_extents`] returns (and [`Error::Syscall`] when no
-    /// eventfd or thread can be made): an `Err` means nothing was queued
-    /// or written. `cancel`, if given, stops the batch as
-    /// [`Ticket::cancel`] does (the token may be shared by many tickets;
-    /// cancelling or dropping one ticket leaves it alone).
-    ///
-    /// # Safety
-    /// Every `src` must stay readable and every `dst` writable for `len`
-    /// bytes until the ticket is done (waited on or dropped), and nothing
-    /// else may access the destinations, or write the sources, meanwhile.
-    /// The ticket must not be leaked (`mem::forget`): dropping it is what
-    /// guarantees the batch has stopped before the memory goes.
-    pub unsafe fn submit_copy(
-        &self,
-        ops: &[Extent],
-        cancel: Option<&CancelToken>,
-    ) -> Result<Ticket<'_>, Error> {
-        let total = self.check_extents(Op::Copy, ops)?;
-        self.enqueue(Queued::Copy(ops.to_vec()), total, cancel)
-    }
+/// [`Engine::submit_copy`] and [`Engine::submit_clear`]: checked, then
+/// queued.
+///
+/// # Safety
+/// As [`Engine::submit_copy`].
+pub(super) unsafe fn submit<'e>(
+    engine: &'e Engine,
+    op: Op,
+    ops: &[Extent],
+    cancel: Option<&CancelToken>,
+) -> Result<Ticket<'e>, Error> {
+    let total = check_extents(engine, op, ops)?;
+    let work = match op {
+        Op::Copy => Queued::Copy(ops.to_vec()),
+        Op::Clear => Queued::Clear(ops.to_vec()),
+    };
+    enqueue(engine, work, total, cancel)
+}
 
-    /// As [`Engine::submit_copy`] for a clear of `ops` (`src` ignored), as
-    /// [`Engine::clear_extents`] would run it.
-    ///
-    /// # Safety
-    /// Every `dst` must stay writable for `len` bytes until the ticket is
-    /// done, and nothing else may access them meanwhile; the ticket must
-    /// not be leaked.
-    pub unsafe fn submit_clear(
-        &self,
-        ops: &[Extent],
-        cancel: Option<&CancelToken>,
-    ) -> Result<Ticket<'_>, Error> {
-        let total = self.check_extents(Op::Clear, ops)?;
-        self.enqueue(Queued::Clear(ops.to_vec()), total, cancel)
+/// [`Engine::submit_fill`]: checked, then queued.
+///
+/// # Safety
+/// As [`Engine::submit_fill`].
+pub(super) unsafe fn submit_fill<'e>(
+    engine: &'e Engine,
+    dst: *mut u8,
+    len: usize,
+    template: &[u8],
+    cancel: Option<&CancelToken>,
+) -> Result<Ticket<'e>, Error> {
+    Plan::new(len, template.len(), engine.opts.hint)?;
+    if len > 0 && (dst.is_null() || (dst as usize).checked_add(len).is_none()) {
+        return Err(Error::BadExtent {
+            index: 0,
+            reason: "null or wrapping destination",
+        });
     }
+    let work = Queued::Fill {
+        dst,
+        len,
+        template: template.to_vec(),
+    };
+    enqueue(engine, work, len, cancel)
+}
 
-    /// As [`Engine::submit_copy`] for [`Engine::fill`] of the `len` bytes
-    /// at `dst` with `template` (copied: the caller may drop it at once).
-    /// [`Error::BadFill`] and [`Error::BadExtent`] (null `dst`) are
-    /// returned before anything is queued.
-    ///
-    /// # Safety
-    /// `dst` must stay writable for `len` bytes until the ticket is done,
-    /// and nothing else may access them meanwhile; the ticket must not be
-    /// leaked.
-    pub unsafe fn submit_fill(
-        &self,
-        dst: *mut u8,
-        len: usize,
-        template: &[u8],
-        cancel: Option<&CancelToken>,
-    ) -> Result<Ticket<'_>, Error> {
-        Plan::new(len, template.len(), self.opts.hint)?;
-        if len > 0 && (dst.is_null() || (dst as usize).checked_add(len).is_none()) {
-            return Err(Error::BadExtent {
-                index: 0,
-                reason: "null or wrapping destination",
-            });
+/// What the synchronous path checks before it writes anything, once:
+/// the extents (the queued batch runs without checking them again),
+/// and that the engine's strategy can do `op`, for the request `run`
+/// will make. Returns the batch's bytes.
+fn check_extents(engine: &Engine, op: Op, ops: &[Extent]) -> Result<usize, Error> {
+    let batch = Raw(ops, op);
+    validate(op, &batch, &mut Vec::new())?;
+    let mut marks = Marks::default();
+    marks.mark(&batch, true);
+    let req = request(
+        op,
+        marks.runs,
+        marks.total,
+        engine.opts.hint,
+        engine.threads(),
+    );
+    // Refused here, before anything is queued, as `run` would refuse it.
+    crate::calls::resolve(engine.opts, &req)?;
+    Ok(marks.total)
+}
+
+fn enqueue<'e>(
+    engine: &'e Engine,
+    work: Queued,
+    total: usize,
+    cancel: Option<&CancelToken>,
+) -> Result<Ticket<'e>, Error> {
+    let shared = Shared::new(total, cancel)?;
+    let entry = Entry {
+        engine,
+        work,
+        ticket: Arc::clone(&shared),
+    };
+    let me = std::process::id();
+    let mut sub = lock(&engine.submitter);
+    if sub.as_ref().is_none_or(|s| s.pid != me) {
+        if let Some(parents) = sub.take() {
+            parents.stop();
         }
-        let work = Queued::Fill {
-            dst,
-            len,
-            template: template.to_vec(),
-        };
-        self.enqueue(work, len, cancel)
+        *sub = Some(Submitter::start()?);
     }
-
-    /// What the synchronous path checks before it writes anything, once:
-    /// the extents (the queued batch runs without checking them again),
-    /// and that the engine's strategy can do `op`, for the request `run`
-    /// will make. Returns the batch's bytes.
-    fn check_extents(&self, op: Op, ops: &[Extent]) -> Result<usize, Error> {
-        let batch = Raw(ops, op);
-        validate(op, &batch, &mut Vec::new())?;
-        let mut marks = Marks::default();
-        marks.mark(&batch, true);
-        let req = request(op, marks.runs, marks.total, self.opts.hint, self.threads());
-        // Refused here, before anything is queued, as `run` would refuse it.
-        crate::calls::resolve(self.opts, &req)?;
-        Ok(marks.total)
-    }
-
-    fn enqueue(
-        &self,
-        work: Queued,
-        total: usize,
-        cancel: Option<&CancelToken>,
-    ) -> Result<Ticket<'_>, Error> {
-        let shared = Shared::new(total, cancel)?;
-        let entry = Entry {
-            engine: self,
-            work,
-            ticket: Arc::clone(&shared),
-        };
-        let me = std::process::id();
-        let mut sub = lock(&self.submitter);
-        if sub.as_ref().is_none_or(|s| s.pid != me) {
-            if let Some(parents) = sub.take() {
-                parents.stop();
-            }
-            *sub = Some(Submitter::start()?);
-        }
-        let queue = &sub.as_ref().expect("started above").queue;
-        lock(&queue.state).entries.push_back(entry);
-        queue.wake.notify_one();
-        Ok(Ticket {
-            shared,
-            engine: self,
-            pid: me,
-        })
-    }
+    let queue = &sub.as_ref().expect("started above").queue;
+    lock(&queue.state).entries.push_back(entry);
+    queue.wake.notify_one();
+    Ok(Ticket {
+        shared,
+        engine,
+        pid: me,
+    })
 }

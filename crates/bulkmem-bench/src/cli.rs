@@ -138,7 +138,7 @@ pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
     if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
         return Err(usage(format!(
             "--cpus: {bad} is not an online CPU (online: {})",
-            bulkmem::topology::format_cpu_list(online)
+            bulkmem_machine::machine::topology::format_cpu_list(online)
         )));
     }
     let first = cpus[0];
@@ -187,7 +187,7 @@ pub struct CpuList(pub Vec<usize>);
 
 /// A CPU list in numactl/sysfs syntax: `0-3,8,10-11`.
 pub fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    let cpus = bulkmem::topology::parse_cpu_list(s)?;
+    let cpus = bulkmem_machine::machine::topology::parse_cpu_list(s)?;
     if cpus.is_empty() {
         return Err("no CPUs named".into());
     }

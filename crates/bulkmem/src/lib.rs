@@ -63,6 +63,7 @@ mod move_report;
 pub mod numa;
 pub mod offload;
 mod report;
+pub mod topology;
 pub mod uffd;
 
 // The floor below, bulkmem-machine, under the names the modules here use
@@ -75,10 +76,11 @@ use bulkmem_machine::{
 };
 
 // The machine facts live together in `machine/`; these are their stable
-// public paths (`bulkmem::cpu::info()`, `bulkmem::topology::Topology`).
+// public paths (`bulkmem::cpu::info()`, `bulkmem::placement::pin_to`);
+// `topology` is its own module here, holding the users' types only.
 // Code inside the crate names `machine::cpu` and the like (the layering
 // check refuses the root's re-exports there).
-pub use machine::{cpu, placement, topology};
+pub use machine::{cpu, placement};
 
 pub use calls::{
     clear, clear_batch, clear_batch_opts, clear_extents, clear_hint, clear_if_direct, clear_opts,

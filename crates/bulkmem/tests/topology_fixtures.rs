@@ -377,8 +377,10 @@ fn capture_script_round_trips_this_machine() {
 fn full_walk_llc_domains(root: &Path) -> Vec<Vec<usize>> {
     let sys = root.join("sys/devices/system/cpu");
     let read = |p: PathBuf| std::fs::read_to_string(p).map(|s| s.trim().to_string());
-    let online = bulkmem::topology::parse_cpu_list(&read(sys.join("online")).unwrap_or_default())
-        .unwrap_or_default();
+    let online = bulkmem_machine::machine::topology::parse_cpu_list(
+        &read(sys.join("online")).unwrap_or_default(),
+    )
+    .unwrap_or_default();
     // (level, is-instruction, shared CPUs) of every index of a CPU.
     let caches = |cpu: usize| -> Vec<(u8, bool, Vec<usize>)> {
         let dir = sys.join(format!("cpu{cpu}/cache"));
@@ -393,7 +395,7 @@ fn full_walk_llc_domains(root: &Path) -> Vec<Vec<usize>> {
                 let level = read(p.join("level")).ok()?.parse().ok()?;
                 let instr = read(p.join("type")).ok()? == "Instruction";
                 read(p.join("size")).ok()?;
-                let shared = bulkmem::topology::parse_cpu_list(
+                let shared = bulkmem_machine::machine::topology::parse_cpu_list(
                     &read(p.join("shared_cpu_list")).unwrap_or_default(),
                 )
                 .unwrap_or_default();

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use bulkmem::cpu::CpuInfo;
-use bulkmem::topology::format_cpu_list;
 use bulkmem::{auto, Hint};
+use bulkmem_machine::machine::topology::format_cpu_list;
 
 use super::facts::{gather, Info};
 use super::streams::BATCH_EXTENT;

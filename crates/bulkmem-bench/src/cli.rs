@@ -327,7 +327,7 @@ pub fn parse_node_flag(
     nodes: &bulkmem::topology::Nodes,
 ) -> Result<Vec<usize>, String> {
     bulkmem::numa::parse_nodes(s, nodes).map_err(|e| match e {
-        bulkmem::Error::Config(what) => format!("{flag}: {what}"),
+        e @ bulkmem::Error::BadNodeList { .. } => format!("{flag}: {e}"),
         e => format!("{flag} {s:?}: {e}"),
     })
 }

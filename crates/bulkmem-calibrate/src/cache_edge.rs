@@ -11,8 +11,8 @@
 use std::time::Instant;
 
 use super::toolkit::{self, gbps};
+use crate::error::Error;
 use bulkmem::CopyKernel;
-use bulkmem::Error;
 use bulkmem::Strategy;
 
 /// The first size tried.
@@ -68,7 +68,7 @@ pub fn find(limit: usize) -> Result<CacheEdge, Error> {
 /// slower is the host's noise, not the cache).
 fn hot_rate(k: &CopyKernel, size: usize) -> Result<f64, Error> {
     let map = |fill| {
-        toolkit::prefaulted(size, true, fill).map_err(|e| Error::Calibration {
+        toolkit::prefaulted(size, true, fill).map_err(|e| Error::Measure {
             what: format!("cannot map {size} bytes to find the cache's edge: {e}"),
         })
     };

@@ -3,8 +3,8 @@
 //! measured to get, capped by the machine's memory.
 
 use super::cache_edge;
+use crate::error::Error;
 use bulkmem::auto::Shape;
-use bulkmem::Error;
 
 /// The sizes calibration measures.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,7 +196,7 @@ impl CalibrateOptions {
 /// under a second), not from the LLC the CPU reports.
 pub fn ladder_here(opts: &CalibrateOptions) -> Result<Ladder, Error> {
     if let Some(c) = opts.cpu {
-        bulkmem::placement::pin_to(c).map_err(|e| Error::Calibration {
+        bulkmem::placement::pin_to(c).map_err(|e| Error::Measure {
             what: format!("cannot pin to CPU {c}: {e}"),
         })?;
     }

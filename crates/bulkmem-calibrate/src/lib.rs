@@ -34,6 +34,7 @@
 
 pub mod cache_edge;
 mod choose;
+mod error;
 mod ladder;
 mod level;
 mod measure;
@@ -50,6 +51,7 @@ pub use choose::{
     break_tie, candidates, choose, disputed, recheck, rules_choice, settle_dispute,
     steady_near_top, ties, Measured, Prior, KEEP, NEAR_TOP, TIE_FLOOR,
 };
+pub use error::Error;
 pub use ladder::{
     ladder, ladder_here, ladder_top, memory_cap, CalibrateOptions, Ladder, FULL_RUNS,
     QUICK_TOP_FLOOR, SMALL_CELL, TOP_FLOOR,

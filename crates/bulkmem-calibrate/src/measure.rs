@@ -31,9 +31,9 @@ use super::toolkit::{
     self, first_wrong, gbps, lower_quartile, paired_ratio, pattern, poison, read_once, scattered,
     scattered_pairs, ColdArenas, Piece, Race, FULL_CHECK, POISON,
 };
+use crate::error::Error;
 use bulkmem::auto::Shape;
 use bulkmem::mapping::Mapping;
-use bulkmem::Error;
 use bulkmem::Kernel;
 use bulkmem::{clear_batch_opts, copy_batch_opts};
 use bulkmem::{Op, Options, Strategy};
@@ -50,7 +50,7 @@ pub const MAX_REPS: usize = 1 << 16;
 /// Maps `len` bytes advised to huge pages (as the kernel's direct map is,
 /// so TLB misses do not dominate) and touches every page with `fill`.
 fn prefaulted(len: usize, fill: u8) -> Result<Mapping, Error> {
-    toolkit::prefaulted(len, true, fill).map_err(|e| Error::Calibration {
+    toolkit::prefaulted(len, true, fill).map_err(|e| Error::Measure {
         what: format!("cannot map {len} bytes: {e}"),
     })
 }
@@ -74,7 +74,7 @@ fn checked(
 }
 
 fn wrong(op: Op, s: Strategy, size: usize, at: usize) -> Error {
-    Error::Calibration {
+    Error::Measure {
         what: format!(
             "{op} strategy {s} left byte {at} wrong ({size}-byte cell); its numbers would be meaningless"
         ),
@@ -142,7 +142,7 @@ pub(super) fn alone(
     )?;
     let of = |s| strategies.iter().position(|&x| x == s).map(|i| &samples[i]);
     let Some(mine) = of(choice) else {
-        return Err(Error::Calibration {
+        return Err(Error::Measure {
             what: format!("a tie-break of {op} at {size} bytes without its choice {choice}"),
         });
     };
@@ -247,10 +247,8 @@ fn hot_samples(
 
 /// Arenas for cold `op` batches of up to `total` bytes on this machine.
 pub(super) fn cold_arenas(op: Op, total: usize) -> Result<ColdArenas, Error> {
-    ColdArenas::new(op, total, bulkmem::cpu::info().llc_bytes(), true).map_err(|e| {
-        Error::Calibration {
-            what: format!("cannot map the arenas of a {total}-byte batch: {e}"),
-        }
+    ColdArenas::new(op, total, bulkmem::cpu::info().llc_bytes(), true).map_err(|e| Error::Measure {
+        what: format!("cannot map the arenas of a {total}-byte batch: {e}"),
     })
 }
 

@@ -10,7 +10,8 @@
 //! unless another beats it by [`SHAPE_MARGIN`] in the median, so noise
 //! cannot move a profile off the shape its CPU was measured with.
 
-use bulkmem::{CopyKernel, Error, NtCopyShape, Strategy};
+use crate::error::Error;
+use bulkmem::{CopyKernel, NtCopyShape, Strategy};
 
 use super::toolkit::{gbps, interleave, pattern, prefaulted, Order, POISON};
 
@@ -52,7 +53,7 @@ pub fn race_nt_shapes(bytes: usize, runs: usize) -> Result<Option<ShapeRace>, Er
     };
     let k = CopyKernel::new(strategy)?;
     let map = |fill| {
-        prefaulted(bytes, true, fill).map_err(|e| Error::Calibration {
+        prefaulted(bytes, true, fill).map_err(|e| Error::Measure {
             what: format!("cannot map {bytes} bytes for the shape race: {e}"),
         })
     };
@@ -65,7 +66,7 @@ pub fn race_nt_shapes(bytes: usize, runs: usize) -> Result<Option<ShapeRace>, Er
         k.copy(dst.as_mut_slice(), src.as_slice());
         let g = gbps(bytes, t.elapsed());
         if dst.as_slice() != src.as_slice() {
-            return Err(Error::Calibration {
+            return Err(Error::Measure {
                 what: format!(
                     "{strategy} in the {} shape copied wrong bytes",
                     NtCopyShape::ALL[i].name()

@@ -12,8 +12,8 @@ use super::level::levelled;
 use super::nt_shape::{race_nt_shapes, SHAPE_RUNS};
 use super::progress::{cost, Step, Tick, Tracker, DISPUTE_COST, RECHECK_COST, TIE_COST};
 use super::{measure, toolkit};
+use crate::error::Error;
 use bulkmem::auto::{Cell, Identity, Profile, Shape, FORMAT};
-use bulkmem::Error;
 use bulkmem::{Op, Strategy};
 
 /// The largest single call whose ties a quick calibration breaks: its

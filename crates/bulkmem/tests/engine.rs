@@ -424,11 +424,33 @@ fn several_callers_share_one_engine() {
 #[test]
 fn builder_rejects_bad_settings_with_clear_errors() {
     let e = Engine::builder().threads(0).build().unwrap_err();
-    assert!(e.to_string().contains("at least one thread"), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::OutOfRange {
+                what: "engine threads",
+                value: 0,
+                min: 1,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        e.to_string()
+            .contains("engine threads: 0 is out of range (1 to"),
+        "{e}"
+    );
     let e = Engine::builder().cpus(&[100_000]).build().unwrap_err();
+    assert!(
+        matches!(&e, Error::NoUsableCpu { asked, .. } if asked == &[100_000]),
+        "{e:?}"
+    );
     assert!(e.to_string().contains("100000"), "{e}");
     let e = Engine::builder().chunk(0).build().unwrap_err();
     assert!(e.to_string().contains("chunk"), "{e}");
+    let e = Engine::builder().offload_only(true).build().unwrap_err();
+    assert_eq!(e, Error::NoOffload);
     let unavailable = Strategy::ALL.iter().copied().find(|s| !s.available());
     if let Some(s) = unavailable {
         let e = Engine::builder().strategy(s).build().unwrap_err();
@@ -718,10 +740,21 @@ fn a_callback_submitting_to_its_own_engine_is_refused() {
 }
 
 #[test]
-fn an_absurd_chunk_size_is_a_config_error() {
-    for c in [usize::MAX, usize::MAX - 4095, isize::MAX as usize + 1] {
+fn an_absurd_chunk_size_is_out_of_range() {
+    for c in [0, usize::MAX, usize::MAX - 4095, isize::MAX as usize + 1] {
         match Engine::builder().chunk(c).build() {
-            Err(Error::Config(m)) => assert!(m.contains("too large"), "{m}"),
+            Err(
+                e @ Error::OutOfRange {
+                    what: "engine chunk bytes",
+                    value,
+                    min: 1,
+                    max,
+                },
+            ) => {
+                assert_eq!(value, c);
+                assert!(max <= isize::MAX as usize && max % 4096 == 0, "{e}");
+                assert!(e.to_string().contains(&c.to_string()), "{e}");
+            }
             other => panic!("chunk {c}: {other:?}"),
         }
     }
@@ -827,12 +860,18 @@ fn an_engine_works_in_a_forked_child_and_drops_cleanly() {
 fn absurd_thread_and_channel_counts_are_errors_not_aborts() {
     let max = bulkmem::placement::max_threads();
     assert!(max >= 4096, "the documented floor");
-    for n in [max + 1, 1 << 40, usize::MAX] {
+    for n in [0, max + 1, 1 << 40, usize::MAX] {
         let e = Engine::builder().threads(n).build().unwrap_err();
-        assert!(
-            matches!(&e, Error::Config(m) if m.contains(&n.to_string()) && m.contains("limit")),
-            "{e}"
+        assert_eq!(
+            e,
+            Error::OutOfRange {
+                what: "engine threads",
+                value: n,
+                min: 1,
+                max
+            }
         );
+        assert!(e.to_string().contains(&n.to_string()), "{e}");
     }
     // Capped, so that looking does not allocate for every thread asked for.
     assert!(Engine::builder().threads(usize::MAX).planned_cpus().len() <= max);
@@ -840,7 +879,11 @@ fn absurd_thread_and_channel_counts_are_errors_not_aborts() {
         bulkmem::offload::EmulatedOptions::default().channels(1 << 40),
     )
     .unwrap_err();
-    assert!(matches!(&o, Error::Config(m) if m.contains("limit")), "{o}");
+    assert!(
+        matches!(&o, Error::OutOfRange { what: "offload channels", value, max: m, .. }
+            if *value == 1 << 40 && *m == max),
+        "{o}"
+    );
 }
 
 #[test]

@@ -90,7 +90,7 @@ static int engine_threads_huge(void)
                     bm_last_error());
             return 1 + (int)i;
         }
-        if (!strstr(bm_last_error(), "limit"))
+        if (!strstr(bm_last_error(), "out of range"))
             return 10 + (int)i;
     }
     errno = 0;

@@ -229,8 +229,9 @@ impl Compaction {
                     .name("bulkmem-compact".into())
                     .spawn(move || collect::work(&parts, w))
             };
-            let h = crate::threads::quiet(spawn).map_err(|e| {
-                Error::Config(format!("compact: cannot start a collector thread: {e}"))
+            let h = crate::threads::quiet(spawn).map_err(|e| Error::Syscall {
+                call: "pthread_create",
+                errno: e.raw_os_error().unwrap_or(libc::EAGAIN),
             })?;
             self.workers.push(h);
         }
@@ -328,9 +329,7 @@ impl Compaction {
             s.from_space.unmap();
         }
         if panicked {
-            return Err(Error::Config(
-                "compact: a collector thread panicked (in the producer?)".into(),
-            ));
+            return Err(Error::CollectorPanicked);
         }
         Ok(self.stats())
     }
@@ -441,9 +440,10 @@ unsafe fn flip_one(
     let shared = match Shared::new(Arc::clone(fd), place, opts, Arc::clone(counters)) {
         Ok(s) => Arc::new(s),
         Err(e) => {
-            return Err(undo(Error::Config(format!(
-                "compact: cannot map the session's buffers: {e}"
-            ))))
+            return Err(undo(Error::Syscall {
+                call: "mmap",
+                errno: e.raw_os_error().unwrap_or(libc::ENOMEM),
+            }))
         }
     };
     registry::publish(slot, Arc::as_ptr(&shared));

@@ -264,18 +264,22 @@ impl Options {
     }
 
     fn check(&self) -> Result<(), crate::error::Error> {
+        use crate::error::Error;
         if !(1..=64).contains(&self.workers) {
-            return Err(crate::error::Error::Config(format!(
-                "compact: {} collector threads (1 to 64)",
-                self.workers
-            )));
+            return Err(Error::OutOfRange {
+                what: "compact collector threads",
+                value: self.workers,
+                min: 1,
+                max: 64,
+            });
         }
         if !(1..=collect::MAX_BATCH).contains(&self.pages_per_batch()) {
-            return Err(crate::error::Error::Config(format!(
-                "compact: a batch of {} pages (1 to {})",
-                self.batch,
-                collect::MAX_BATCH
-            )));
+            return Err(Error::OutOfRange {
+                what: "compact batch pages",
+                value: self.batch,
+                min: 1,
+                max: collect::MAX_BATCH,
+            });
         }
         Ok(())
     }

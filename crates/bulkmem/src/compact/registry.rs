@@ -75,9 +75,7 @@ impl Refused {
                     if from { "from-space" } else { "heap" }
                 ),
             },
-            Refused::Full => Error::Config(format!(
-                "compact: {SLOTS} spaces are being compacted already (the most at once)"
-            )),
+            Refused::Full => Error::TooManyCompactions { max: SLOTS },
         }
     }
 }

@@ -81,8 +81,10 @@ unsafe fn stop_the_world_in(
     // SAFETY: the caller's pause.
     let from = unsafe { setup::flip_plain(base, len, &pieces, opts.huge_pages) }?;
     let n = len / PAGE;
-    let from_space = FromSpace::new(from, n)
-        .map_err(|e| Error::Config(format!("compact: cannot map a bitmap: {e}")));
+    let from_space = FromSpace::new(from, n).map_err(|e| Error::Syscall {
+        call: "mmap",
+        errno: e.raw_os_error().unwrap_or(libc::ENOMEM),
+    });
     let released = std::sync::atomic::AtomicU64::new(0);
     for p in 0..n {
         // SAFETY: page p of the fresh, unregistered to-space.

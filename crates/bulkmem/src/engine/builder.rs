@@ -10,8 +10,8 @@ use super::serial::Serial;
 use super::{Engine, DEFAULT_CHUNK, INLINE_MAX, SPLIT_ALIGN};
 use crate::error::Error;
 use crate::machine::cpu;
+use crate::machine::placement::max_threads;
 use crate::machine::placement::{self, allowed_cpus, Placement};
-use crate::machine::placement::{max_threads, MAX_THREADS};
 use crate::machine::topology::Topology;
 use crate::offload::Offload;
 use crate::strategy::Options;
@@ -195,22 +195,26 @@ impl EngineBuilder {
     /// Checks the configuration and starts the workers.
     ///
     /// Fails with [`Error::Unavailable`] for a strategy this CPU lacks, and
-    /// with [`Error::Config`] for zero threads, more threads or offload
-    /// channels than [`max_threads`], a zero or oversized chunk, no usable
-    /// CPU, or a worker that cannot be pinned. A worker that cannot be
+    /// with [`Error::OutOfRange`] for zero threads, more threads or offload
+    /// channels than [`max_threads`], or a zero or oversized chunk,
+    /// [`Error::NoUsableCpu`], [`Error::NoOffload`] for `offload_only`
+    /// without an offload, and [`Error::CannotPin`] for a worker that cannot
+    /// be pinned. A worker that cannot be
     /// started at all (`RLIMIT_NPROC`, memory) gives [`Error::Syscall`] with
     /// `call: "pthread_create"` and its errno (usually `EAGAIN`). Either
     /// way the workers already started are stopped and joined first.
     pub fn build(self) -> Result<Engine, Error> {
-        let bad = |what: String| Err(Error::Config(what));
-        if self.threads == Some(0) {
-            return bad("an engine needs at least one thread".into());
-        }
         let max = max_threads();
-        if let Some(n) = self.threads.filter(|&n| n > max) {
-            return bad(format!(
-                "{n} threads is more than the limit of {max} (64 per online CPU, at least {MAX_THREADS})"
-            ));
+        let range = |what, value, min, max| {
+            Err(Error::OutOfRange {
+                what,
+                value,
+                min,
+                max,
+            })
+        };
+        if let Some(n) = self.threads.filter(|&n| n == 0 || n > max) {
+            return range("engine threads", n, 1, max);
         }
         if let Some(n) = self
             .offload
@@ -218,19 +222,16 @@ impl EngineBuilder {
             .map(Offload::channels)
             .filter(|&n| n > max)
         {
-            return bad(format!(
-                "{n} offload channels is more than the limit of {max} (64 per online CPU, at least {MAX_THREADS})"
-            ));
+            return range("offload channels", n, 1, max);
         }
-        if self.chunk == 0 {
-            return bad("the chunk size must be greater than zero".into());
-        }
+        // The largest chunk whose round-up to SPLIT_ALIGN still fits an isize.
+        let most = (isize::MAX as usize) & !(SPLIT_ALIGN - 1);
         let Some(chunk) = self
             .chunk
             .checked_next_multiple_of(SPLIT_ALIGN)
-            .filter(|&c| c <= isize::MAX as usize)
+            .filter(|&c| self.chunk > 0 && c <= most)
         else {
-            return bad(format!("the chunk size {} is too large", self.chunk));
+            return range("engine chunk bytes", self.chunk, 1, most);
         };
         if self.opts.strategy != Strategy::Auto {
             if let Some(needs) = self.opts.strategy.missing_feature(&cpu::info().features) {
@@ -241,18 +242,13 @@ impl EngineBuilder {
             }
         }
         if self.offload_only && self.offload.is_none() {
-            return bad("offload_only needs an offload (EngineBuilder::offload)".into());
+            return Err(Error::NoOffload);
         }
         let cpus = self.planned_cpus();
         if cpus.is_empty() {
-            let allowed = format!("{:?}", allowed_cpus().unwrap_or_default());
-            return bad(if self.cpus.is_empty() {
-                format!("this process may run on no online CPU (affinity: {allowed})")
-            } else {
-                format!(
-                    "none of the CPUs {:?} is online and allowed to this process (affinity: {allowed})",
-                    self.cpus
-                )
+            return Err(Error::NoUsableCpu {
+                asked: self.cpus.clone(),
+                allowed: allowed_cpus().unwrap_or_default(),
             });
         }
         let pool = Pool::start(&cpus, self.pin)?;

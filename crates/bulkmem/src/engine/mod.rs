@@ -480,18 +480,16 @@ impl Engine {
     /// As [`Offload::register`].
     pub unsafe fn register(&self, addr: *const u8, len: usize) -> Result<(), Error> {
         // SAFETY: the caller's contract.
-        unsafe { self.offload_or_config()?.register(addr, len) }
+        unsafe { self.offload_or_refuse()?.register(addr, len) }
     }
 
     /// [`Offload::unregister`] on this engine's offload.
     pub fn unregister(&self, addr: *const u8, len: usize) -> Result<(), Error> {
-        self.offload_or_config()?.unregister(addr, len)
+        self.offload_or_refuse()?.unregister(addr, len)
     }
 
-    fn offload_or_config(&self) -> Result<&Offload, Error> {
-        self.offload.as_ref().ok_or_else(|| {
-            Error::Config("this engine has no offload (EngineBuilder::offload)".into())
-        })
+    fn offload_or_refuse(&self) -> Result<&Offload, Error> {
+        self.offload.as_ref().ok_or(Error::NoOffload)
     }
 }
 

@@ -36,7 +36,7 @@ impl Pool {
             shared: Arc::clone(&shared),
             workers: Vec::new(),
         };
-        let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        let (tx, rx) = std::sync::mpsc::channel::<Result<(), Error>>();
         for (i, &cpu) in cpus.iter().enumerate() {
             let shared = Arc::clone(&shared);
             let tx = tx.clone();
@@ -50,9 +50,10 @@ impl Pool {
                             Ok(())
                         };
                         let ok = pinned.is_ok();
-                        let _ = tx.send(
-                            pinned.map_err(|e| format!("cannot pin a worker to CPU {cpu}: {e}")),
-                        );
+                        let _ = tx.send(pinned.map_err(|e| Error::CannotPin {
+                            cpu,
+                            errno: e.raw_os_error().unwrap_or(libc::EINVAL),
+                        }));
                         if ok {
                             worker_loop(&shared);
                         }
@@ -73,8 +74,13 @@ impl Pool {
         for _ in 0..cpus.len() {
             let failed = match rx.recv() {
                 Ok(Ok(())) => continue,
-                Ok(Err(e)) => Error::Config(e),
-                Err(_) => Error::Config("a worker thread died while starting".into()),
+                Ok(Err(e)) => e,
+                // A worker ended before it could say: only a panic while
+                // pinning can do that. Nothing was written.
+                Err(_) => Error::WorkerPanicked {
+                    message: "a worker thread panicked while starting".into(),
+                    report: Box::new(crate::report::Report::cancelled_before_start(0)),
+                },
             };
             pool.stop();
             return Err(failed);

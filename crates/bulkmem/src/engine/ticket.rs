@@ -18,10 +18,6 @@ use crate::error::Error;
 use crate::latch::Latch;
 use crate::report::Report;
 
-/// What [`Ticket::wait`] returns in a child made by `fork()` for a ticket
-/// its parent submitted: the batch runs (or ran) in the parent only.
-const FORKED: &str = "ticket submitted in the parent process";
-
 /// One submitted batch's state, shared by its ticket and the submission
 /// thread.
 pub(super) struct Shared {
@@ -101,7 +97,7 @@ impl Shared {
 ///
 /// In a child made by `fork()`, a ticket of the parent's never completes
 /// (the batch runs in the parent): waiting returns
-/// [`Error::Config`] at once, and dropping it does not wait.
+/// [`Error::ForkedChild`] at once, and dropping it does not wait.
 pub struct Ticket<'e> {
     pub(super) shared: Arc<Shared>,
     pub(super) engine: &'e Engine,
@@ -173,7 +169,10 @@ impl Ticket<'_> {
         if self.pid != std::process::id() {
             // The parent's submission thread does not exist here, and any
             // lock it held at the fork stays held: touch nothing.
-            return Some(Err(Error::Config(FORKED.into())));
+            return Some(Err(Error::ForkedChild {
+                what: "a ticket",
+                owner: self.pid,
+            }));
         }
         if !self.is_done() && Inside::current() == self.engine.id() {
             return Some(Err(Error::Reentrant));

@@ -20,7 +20,7 @@ use crate::strategy::{Op, Strategy};
 /// [`EngineError`], [`StrategyError`]), and each converts into this one
 /// with `From`, so `?` in a function returning `Error` accepts them all.
 /// The other areas (fills, checked copies, tickets, `uffd`, `numa`,
-/// offload, calibration) return `Error` itself.
+/// offload) return `Error` itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -75,8 +75,75 @@ pub enum Error {
         /// The template's length in bytes (0: empty).
         template: usize,
     },
-    /// An engine could not be built as asked.
-    Config(String),
+    /// A setting or count lies outside what it may be (a thread, channel,
+    /// page or byte count). Nothing was started or written.
+    OutOfRange {
+        /// The setting, in words (e.g. `"engine threads"`).
+        what: &'static str,
+        /// The value asked for.
+        value: usize,
+        /// The smallest value allowed.
+        min: usize,
+        /// The largest value allowed.
+        max: usize,
+    },
+    /// An engine's workers have no CPU to run on: none of the CPUs asked
+    /// for (`asked`; empty: any online CPU) is online and in this process's
+    /// affinity (`allowed`).
+    NoUsableCpu {
+        /// The CPUs the builder was given (empty: none named).
+        asked: Vec<usize>,
+        /// The CPUs this process may run on, ascending.
+        allowed: Vec<usize>,
+    },
+    /// A worker could not be pinned to `cpu` (`sched_setaffinity` failed
+    /// with `errno`).
+    CannotPin {
+        /// The CPU asked for.
+        cpu: usize,
+        /// The `errno` pinning failed with.
+        errno: i32,
+    },
+    /// An offload was asked of an engine built without one
+    /// (`EngineBuilder::offload`).
+    NoOffload,
+    /// Something owned by another process, here inherited by a child made
+    /// by `fork()`, was used in the child (`what`: a ticket, an offload's
+    /// channels), which cannot: their threads are the parent's.
+    ForkedChild {
+        /// What was used, in words.
+        what: &'static str,
+        /// The process that owns it.
+        owner: u32,
+    },
+    /// `max` compactions are running already, the most at once.
+    TooManyCompactions {
+        /// How many may run at once.
+        max: usize,
+    },
+    /// A compaction's collector thread panicked (in the producer, most
+    /// likely); the session was undone as far as it could be.
+    CollectorPanicked,
+    /// An offload's copy engine refused a call (`call`), in its own words.
+    Offload {
+        /// What was asked of it (e.g. `"register"`).
+        call: &'static str,
+        /// Its answer.
+        why: String,
+    },
+    /// `input` is not a list of NUMA nodes.
+    BadNodeList {
+        /// What was given.
+        input: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// `fault::chain_to` was given a signal other than SIGBUS or SIGSEGV,
+    /// or a host keeps those signals (`fault::host`).
+    NotChainable {
+        /// The signal asked for.
+        signal: i32,
+    },
     /// A callback (a progress callback, or a fill's patch) panicked; the
     /// batch stopped and the report names the completed prefix.
     WorkerPanicked {
@@ -153,13 +220,6 @@ pub enum Error {
         /// Whether the original memory is unchanged.
         intact: bool,
     },
-    /// Calibration (`bulkmem tune`, the bulkmem-calibrate crate) could not measure: a buffer could
-    /// not be mapped, or a strategy wrote wrong bytes (its numbers would
-    /// be meaningless).
-    Calibration {
-        /// What went wrong, in words.
-        what: String,
-    },
     /// The kernel lacks something asked for (`what`: a system call, a
     /// feature, or an operation on a kind of memory), e.g. `UFFDIO_MOVE`
     /// before Linux 6.8.
@@ -216,8 +276,46 @@ impl fmt::Display for Error {
                 f,
                 "a destination of {dst} bytes is not a whole number of {template}-byte templates"
             ),
-            Error::Config(what) => write!(f, "engine: {what}"),
-            Error::Calibration { what } => write!(f, "calibration failed: {what}"),
+            Error::OutOfRange {
+                what,
+                value,
+                min,
+                max,
+            } => write!(f, "{what}: {value} is out of range ({min} to {max})"),
+            Error::NoUsableCpu { asked, allowed } if asked.is_empty() => write!(
+                f,
+                "engine: this process may run on no online CPU (affinity: {allowed:?})"
+            ),
+            Error::NoUsableCpu { asked, allowed } => write!(
+                f,
+                "engine: none of the CPUs {asked:?} is online and allowed to this process \
+                 (affinity: {allowed:?})"
+            ),
+            Error::CannotPin { cpu, errno } => write!(
+                f,
+                "engine: cannot pin a worker to CPU {cpu}: {}",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+            Error::NoOffload => write!(f, "this engine has no offload (EngineBuilder::offload)"),
+            Error::ForkedChild { what, owner } => write!(
+                f,
+                "{what} cannot be used in a child made by fork(): it belongs to process {owner} \
+                 (the parent)"
+            ),
+            Error::TooManyCompactions { max } => write!(
+                f,
+                "compact: {max} spaces are being compacted already (the most at once)"
+            ),
+            Error::CollectorPanicked => {
+                write!(f, "compact: a collector thread panicked (in the producer?)")
+            }
+            Error::Offload { call, why } => write!(f, "offload: cannot {call}: {why}"),
+            Error::BadNodeList { input, why } => write!(f, "{input:?} is not a node list ({why})"),
+            Error::NotChainable { signal } => write!(
+                f,
+                "fault::chain_to: signal {signal} is not SIGBUS or SIGSEGV, or a host keeps \
+                 them (fault::host)"
+            ),
             Error::WorkerPanicked { message, report } => write!(
                 f,
                 "a callback panicked in the engine ({message}); extents 0..{} are complete",

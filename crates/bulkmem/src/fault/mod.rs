@@ -150,16 +150,13 @@ pub fn reinstall() -> bool {
 /// and no fault in a checked routine can reach it in between. The
 /// action's `sa_mask` is applied around its handler, `SA_NODEFER` lets the
 /// signal nest in it, `SA_RESETHAND` makes it the default after one
-/// delivery, as the kernel would. Refused (`Error::Config`) for any other
+/// delivery, as the kernel would. Refused ([`Error::NotChainable`]) for any other
 /// signal.
 pub fn chain_to(signal: i32, action: &libc::sigaction) -> Result<(), Error> {
     if handler::chain_to(signal, action) {
         Ok(())
     } else {
-        Err(Error::Config(format!(
-            "fault::chain_to: signal {signal} is not SIGBUS or SIGSEGV, or a host keeps \
-             them (fault::host)"
-        )))
+        Err(Error::NotChainable { signal })
     }
 }
 

@@ -35,17 +35,19 @@ pub fn parse_nodes(s: &str, nodes: &Nodes) -> Result<Vec<usize>, Error> {
     let list = if s.trim() == "all" {
         nodes.with_memory.clone()
     } else {
-        parse_cpu_list(s).map_err(|why| {
-            Error::Config(format!(
-                "{s:?} is not a node list ({why}; examples: 1, 0,2, 0-3, all)"
-            ))
+        parse_cpu_list(s).map_err(|why| Error::BadNodeList {
+            input: s.into(),
+            why: format!("{why}; examples: 1, 0,2, 0-3, all"),
         })?
     };
     for &n in &list {
         target(nodes, n)?;
     }
     if list.is_empty() {
-        return Err(Error::Config(format!("{s:?} names no node")));
+        return Err(Error::BadNodeList {
+            input: s.into(),
+            why: "it names no node".into(),
+        });
     }
     Ok(list)
 }

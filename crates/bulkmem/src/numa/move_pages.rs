@@ -63,7 +63,7 @@ impl MigrateOptions {
     }
 
     /// Asks about and moves `n` pages per system call; [`migrate`] refuses
-    /// 0 with [`Error::Config`].
+    /// 0 with [`Error::OutOfRange`].
     #[must_use]
     pub fn batch_pages(mut self, n: usize) -> MigrateOptions {
         self.batch_pages = n;
@@ -252,7 +252,12 @@ pub fn migrate(
     let pages = check_range(addr, len)?;
     super::target(&Nodes::detect(), to)?;
     if opts.batch_pages == 0 {
-        return Err(Error::Config("batch_pages must be at least 1".into()));
+        return Err(Error::OutOfRange {
+            what: "migrate batch_pages",
+            value: 0,
+            min: 1,
+            max: usize::MAX,
+        });
     }
     let mut r = MigrateReport {
         to,

@@ -120,10 +120,12 @@ impl std::fmt::Debug for Offload {
 fn check_channels(n: usize) -> Result<(), Error> {
     let max = crate::machine::placement::max_threads();
     if n > max {
-        return Err(Error::Config(format!(
-            "offload: {n} channels is more than the limit of {max} (64 per online CPU, at least {})",
-            crate::machine::placement::MAX_THREADS
-        )));
+        return Err(Error::OutOfRange {
+            what: "offload channels",
+            value: n,
+            min: 1,
+            max,
+        });
     }
     Ok(())
 }
@@ -181,10 +183,20 @@ impl Offload {
     /// now. [`Error::NotSupportedHere`] says why not where there is no
     /// driver or device.
     pub fn gpu(opts: GpuOptions) -> Result<Offload, Error> {
-        if opts.channels == 0 || opts.depth == 0 || opts.staging < 4096 {
-            return Err(Error::Config(format!(
-                "offload: channels and depth must be at least 1 and staging at least 4 KiB ({opts:?})"
-            )));
+        let at_least = |what, value, min| Error::OutOfRange {
+            what,
+            value,
+            min,
+            max: usize::MAX,
+        };
+        if opts.channels == 0 {
+            return Err(at_least("offload channels", 0, 1));
+        }
+        if opts.depth == 0 {
+            return Err(at_least("offload depth", 0, 1));
+        }
+        if opts.staging < 4096 {
+            return Err(at_least("offload staging bytes", opts.staging, 4096));
         }
         check_channels(opts.channels)?;
         #[cfg(target_os = "linux")]
@@ -213,7 +225,7 @@ impl Offload {
     }
 
     /// As [`Offload::emulated`], refusing more channels than
-    /// [`crate::placement::max_threads`] ([`Error::Config`]) instead of
+    /// [`crate::placement::max_threads`] ([`Error::OutOfRange`]) instead of
     /// allocating one per channel asked for.
     pub fn try_emulated(opts: EmulatedOptions) -> Result<Offload, Error> {
         check_channels(opts.channels)?;
@@ -229,15 +241,15 @@ impl Offload {
         }))
     }
 
-    /// [`Error::Config`] in a child made by `fork()`: see [`Inner`].
-    fn check_process(&self, what: &str) -> Result<(), Error> {
+    /// [`Error::ForkedChild`] in a child made by `fork()`: see [`Inner`].
+    fn check_process(&self) -> Result<(), Error> {
         if self.0.usable_here() {
             return Ok(());
         }
-        Err(Error::Config(format!(
-            "offload: cannot {what} in a child made by fork(): the channels belong to process {}",
-            self.0.pid
-        )))
+        Err(Error::ForkedChild {
+            what: "an offload's channels",
+            owner: self.0.pid,
+        })
     }
 
     /// Registers `[addr, addr + len)` with the backend (a GPU pins it), so
@@ -251,12 +263,16 @@ impl Offload {
     /// is unregistered or the last clone of this offload is dropped.
     pub unsafe fn register(&self, addr: *const u8, len: usize) -> Result<(), Error> {
         let addr = addr as usize;
-        self.check_process("register")?;
-        self.0.registry.add(addr, len).map_err(Error::Config)?;
+        self.check_process()?;
+        let bad = |why| Error::BadRange { addr, len, why };
+        self.0.registry.add(addr, len).map_err(bad)?;
         // SAFETY: the caller's contract.
-        if let Err(e) = unsafe { self.0.backend.register(addr, len) } {
+        if let Err(why) = unsafe { self.0.backend.register(addr, len) } {
             let _ = self.0.registry.remove(addr, len);
-            return Err(Error::Config(format!("offload: cannot register: {e}")));
+            return Err(Error::Offload {
+                call: "register",
+                why,
+            });
         }
         Ok(())
     }
@@ -266,12 +282,16 @@ impl Offload {
     /// batches.
     pub fn unregister(&self, addr: *const u8, len: usize) -> Result<(), Error> {
         let addr = addr as usize;
-        self.check_process("unregister")?;
-        self.0.registry.remove(addr, len).map_err(Error::Config)?;
+        self.check_process()?;
+        let bad = |why| Error::BadRange { addr, len, why };
+        self.0.registry.remove(addr, len).map_err(bad)?;
         self.0
             .backend
             .unregister(addr, len)
-            .map_err(|e| Error::Config(format!("offload: cannot unregister: {e}")))
+            .map_err(|why| Error::Offload {
+                call: "unregister",
+                why,
+            })
     }
 
     /// What the offload is (backend and channel count).

@@ -48,7 +48,7 @@ unsafe fn clear(opts: Options, dst: *mut c_void, len: usize) -> Res<c_int> {
 
 /// An empty call still refuses a strategy that could not run.
 fn resolve_only(opts: Options, op: Op) -> Res<c_int> {
-    bulkmem_core::resolve(opts, &Request::single(op, 0, opts.hint))?;
+    bulkmem_policy::auto::resolve(opts, &Request::single(op, 0, opts.hint))?;
     Ok(0)
 }
 
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn bm_copy(dst: *mut c_void, src: *const c_void, len: usiz
     if plain_copy(dst, src, len) {
         // SAFETY: checked just above; the header's contract.
         let (d, s) = unsafe { copy_slices(dst, src, len) };
-        if bulkmem_core::copy_if_direct(d, s) {
+        if bulkmem_policy::auto::direct::copy(d, s).is_some() {
             return 0;
         }
     }
@@ -103,7 +103,7 @@ pub unsafe extern "C" fn bm_clear(dst: *mut c_void, len: usize) -> c_int {
     if plain_region(dst as usize, len) {
         // SAFETY: non-NULL, not wrapping; the header's contract.
         let d = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
-        if bulkmem_core::clear_if_direct(d) {
+        if bulkmem_policy::auto::direct::clear(d).is_some() {
             return 0;
         }
     }
@@ -243,7 +243,7 @@ pub unsafe extern "C" fn bm_copy_checked(
         // SAFETY: checked just above; the header's contract (faults are
         // caught: the checked routines touch the memory from assembly).
         let (d, s) = unsafe { copy_slices(dst, src, len) };
-        match bulkmem_core::fault::copy_checked_if_direct(d, s) {
+        match bulkmem_policy::auto::direct::copy_checked_if_direct(d, s) {
             Some(Ok(())) => return 0,
             Some(Err(e)) => return call(|| Err(report_fault(bulkmem_core::Error::Fault(e), f))),
             None => {}
@@ -287,7 +287,7 @@ pub unsafe extern "C" fn bm_clear_checked(dst: *mut c_void, len: usize, f: *mut 
     if plain_region(dst as usize, len) {
         // SAFETY: as in bm_copy_checked.
         let d = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
-        match bulkmem_core::fault::clear_checked_if_direct(d) {
+        match bulkmem_policy::auto::direct::clear_checked_if_direct(d) {
             Some(Ok(())) => return 0,
             Some(Err(e)) => return call(|| Err(report_fault(bulkmem_core::Error::Fault(e), f))),
             None => {}

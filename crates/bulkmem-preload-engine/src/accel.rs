@@ -81,7 +81,7 @@ fn build() -> bool {
             for h in bulkmem::Hint::ALL {
                 let _ = bulkmem::auto::bands(op, *h);
             }
-            let _ = bulkmem::fault::auto_twin(&bulkmem::auto::Request::single(
+            let _ = bulkmem_policy::auto::chosen_twin(&bulkmem::auto::Request::single(
                 op,
                 0,
                 bulkmem::Hint::Auto,
@@ -143,7 +143,7 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
         }
         // Shared by threads that will not read it: decided as the engine
         // decides a split extent, not as a single call.
-        let k = bulkmem::fault::auto_twin(&bulkmem::auto::Request::batch(
+        let k = bulkmem_policy::auto::chosen_twin(&bulkmem::auto::Request::batch(
             op,
             n,
             threads.max(1),
@@ -170,7 +170,11 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
 /// As [`run`], and bulkmem is initialised.
 #[inline]
 unsafe fn on_this_thread(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
-    let k = bulkmem::fault::auto_twin(&bulkmem::auto::Request::single(op, n, bulkmem::Hint::Auto));
+    let k = bulkmem_policy::auto::chosen_twin(&bulkmem::auto::Request::single(
+        op,
+        n,
+        bulkmem::Hint::Auto,
+    ));
     let streamed = k.strategy().is_non_temporal();
     // SAFETY: forwarded contract; the routine survives faults, which the
     // caller meets again with the C library.

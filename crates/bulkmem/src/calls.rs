@@ -11,15 +11,6 @@ use crate::plan::{self, exposed, exposed_mut, Extent};
 use crate::report::Report;
 use crate::strategy::{Hint, Op, Options, Strategy};
 
-/// The concrete strategy `opts` means for `req`, or why it cannot run.
-#[inline]
-pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, StrategyError> {
-    match req.op {
-        Op::Copy => auto::kernel::<CopyKernel>(opts.strategy, req).map(|k| k.strategy()),
-        Op::Clear => auto::kernel::<ClearKernel>(opts.strategy, req).map(|k| k.strategy()),
-    }
-}
-
 /// Copies `src` into `dst` with the primitive `auto` picks for this size.
 ///
 /// ```
@@ -57,36 +48,6 @@ pub fn copy_hint(dst: &mut [u8], src: &[u8], hint: Hint) {
         return;
     }
     copy_banded(dst, src, hint);
-}
-
-/// [`copy`] on its fastest path only: true if `auto` has already settled
-/// the kernel for every length of this one's bit count (a slot of a static
-/// table, filled when the first calls compile this process's policy), and
-/// then the copy is done exactly as [`copy`] does it; false, with nothing
-/// written, if the slot is empty or the lengths differ.
-///
-/// Never panics, allocates, locks or reads a profile: for a caller that
-/// keeps set-up off its hot path (the C interface's `bm_copy` calls it
-/// before entering its panic guard, which costs a C caller about 15 ns)
-/// and calls [`copy`] when this says false.
-///
-/// ```
-/// let src = vec![1u8; 4096];
-/// let mut dst = vec![0u8; 4096];
-/// if !bulkmem::copy_if_direct(&mut dst, &src) {
-///     bulkmem::copy(&mut dst, &src); // settles the table for next time
-/// }
-/// assert_eq!(dst, src);
-/// ```
-#[inline]
-pub fn copy_if_direct(dst: &mut [u8], src: &[u8]) -> bool {
-    auto::direct::copy(dst, src).is_some()
-}
-
-/// As [`copy_if_direct`], zeroing: [`clear`]'s fastest path only.
-#[inline]
-pub fn clear_if_direct(dst: &mut [u8]) -> bool {
-    auto::direct::clear(dst).is_some()
 }
 
 // The calls' slow paths stay out of line: inlined, they made the one-load

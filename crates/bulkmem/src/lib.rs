@@ -57,7 +57,6 @@ mod extent;
 #[cfg(target_arch = "x86_64")]
 pub mod fault;
 mod fill;
-mod handle;
 pub mod mapping;
 mod move_report;
 pub mod numa;
@@ -72,8 +71,10 @@ pub mod uffd;
 #[cfg(target_arch = "x86_64")]
 use bulkmem_machine::checked;
 use bulkmem_machine::{
-    chunks, descriptor, gangs, kernels, latch, machine, plan, strategy, threads, units,
+    chunks, descriptor, gangs, kernels, latch, machine, plan, strategy, threads,
 };
+// The policy floor (bulkmem-policy): the kernel handles, named as before.
+use bulkmem_policy::handle;
 
 // The machine facts live together in `machine/`; these are their stable
 // public paths (`bulkmem::cpu::info()`, `bulkmem::placement::pin_to`);
@@ -83,9 +84,8 @@ use bulkmem_machine::{
 pub use machine::{cpu, placement};
 
 pub use calls::{
-    clear, clear_batch, clear_batch_opts, clear_extents, clear_hint, clear_if_direct, clear_opts,
-    clear_with, copy, copy_batch, copy_batch_opts, copy_extents, copy_hint, copy_if_direct,
-    copy_opts, copy_with, resolve,
+    clear, clear_batch, clear_batch_opts, clear_extents, clear_hint, clear_opts, clear_with, copy,
+    copy_batch, copy_batch_opts, copy_extents, copy_hint, copy_opts, copy_with,
 };
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};
 pub use error::{BatchError, CopyError, EngineError, Error, StrategyError};

@@ -313,13 +313,14 @@ fn twins_match_the_reference_around_block_edges() {
 #[test]
 fn a_shared_call_is_decided_as_a_batch_of_one_run_per_thread() {
     use bulkmem::auto::Request;
-    use bulkmem::fault::{auto_twin, checked_kernel};
+    use bulkmem::fault::checked_kernel;
     use bulkmem::{Hint, Op};
-    let shared = |op, len, threads| auto_twin(&Request::batch(op, len, threads, Hint::Auto));
+    let auto = |req: &Request| checked_kernel(Strategy::Auto, req).unwrap();
+    let shared = |op, len, threads| auto(&Request::batch(op, len, threads, Hint::Auto));
     for op in [Op::Copy, Op::Clear] {
         for len in [1 << 20, 64 << 20, 1 << 30] {
             let alone = shared(op, len, 1).strategy();
-            let single = auto_twin(&Request::single(op, len, Hint::Auto)).strategy();
+            let single = auto(&Request::single(op, len, Hint::Auto)).strategy();
             assert_eq!(alone, single, "{op} {len}");
             let req = Request {
                 op,

@@ -117,11 +117,14 @@ struct Routines {
 impl Routines {
     fn new(op: Op, size: usize) -> Result<Routines, String> {
         let req = Request::single(op, size, Hint::Auto);
-        let kernel = bulkmem::resolve(Options::default(), &req).map_err(|e| e.to_string())?;
+        let kernel =
+            bulkmem_policy::auto::resolve(Options::default(), &req).map_err(|e| e.to_string())?;
         let twin = bulkmem::fault::checked_kernel(Strategy::Auto, &req)
             .map_err(|e| e.to_string())?
             .strategy();
-        let named = |s| bulkmem::resolve(Options::strategy(s), &req).map_err(|e| e.to_string());
+        let named = |s| {
+            bulkmem_policy::auto::resolve(Options::strategy(s), &req).map_err(|e| e.to_string())
+        };
         let copy_k = if op == Op::Copy {
             kernel
         } else {

@@ -254,7 +254,7 @@ fn check_extents(engine: &Engine, op: Op, ops: &[Extent]) -> Result<usize, Error
         engine.threads(),
     );
     // Refused here, before anything is queued, as `run` would refuse it.
-    crate::calls::resolve(engine.opts, &req)?;
+    crate::auto::resolve(engine.opts, &req)?;
     Ok(marks.total)
 }
 

@@ -9,32 +9,8 @@ use std::fmt;
 use super::Error;
 use crate::report::Report;
 use crate::strategy::{Op, Strategy};
-
-/// Why a named strategy cannot run an operation here: what
-/// [`Kernel::new`](crate::Kernel::new), [`resolve`](crate::resolve),
-/// [`clear_with`](crate::clear_with) and [`clear_opts`](crate::clear_opts)
-/// can fail with. Nothing was written.
-///
-/// `Unavailable` is this machine's answer (fall back to `Auto`, or try the
-/// next strategy); `Unsupported` is the caller's mistake (a clear-only
-/// strategy asked to copy, or `Auto` where a concrete kernel is needed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StrategyError {
-    /// The CPU (or `BULKMEM_DISABLE`) lacks a feature the strategy needs.
-    Unavailable {
-        /// The strategy asked for.
-        strategy: Strategy,
-        /// The first missing CPU feature, as `/proc/cpuinfo` names it.
-        needs: &'static str,
-    },
-    /// The strategy does not implement this operation (e.g. `clzero` copy).
-    Unsupported {
-        /// The strategy asked for.
-        strategy: Strategy,
-        /// The operation it was asked to do.
-        op: Op,
-    },
-}
+use bulkmem_policy::CheckedStrategyError;
+pub use bulkmem_policy::StrategyError;
 
 /// Why a single copy was refused: what [`copy_with`](crate::copy_with) and
 /// [`copy_opts`](crate::copy_opts) can fail with. Nothing was written.
@@ -188,6 +164,20 @@ impl From<StrategyError> for Error {
     }
 }
 
+impl From<CheckedStrategyError> for Error {
+    fn from(e: CheckedStrategyError) -> Error {
+        match e {
+            CheckedStrategyError::Unavailable { strategy, needs } => {
+                Error::Unavailable { strategy, needs }
+            }
+            CheckedStrategyError::Unsupported { strategy, op } => {
+                Error::Unsupported { strategy, op }
+            }
+            CheckedStrategyError::NotChecked { strategy, op } => Error::NotChecked { strategy, op },
+        }
+    }
+}
+
 impl From<StrategyError> for CopyError {
     fn from(e: StrategyError) -> CopyError {
         match e {
@@ -289,4 +279,4 @@ macro_rules! display_as_umbrella {
     )*};
 }
 
-display_as_umbrella!(StrategyError, CopyError, BatchError, EngineError);
+display_as_umbrella!(CopyError, BatchError, EngineError);

@@ -1,49 +1,12 @@
-//! How `auto` picks a primitive for a copy or clear: from what was measured
-//! on this machine when there is a profile, else from built-in rules, and
-//! always under the user's environment overrides.
-//!
-//! In order, for each request (an operation, the batch total, how many
-//! contiguous runs it arrives in, and the caller's [`Hint`]):
-//!
-//! 1. **Overrides** ([`Overrides`]): `BULKMEM_STRATEGY` forces a strategy;
-//!    `BULKMEM_NT_THRESHOLD` sets the batch total from which hint `Auto`
-//!    streams. Unknown names and values are reported once on stderr and in
-//!    `bulkmem info`, then ignored.
-//! 2. **A profile** ([`Profile`]) written by `bulkmem tune` for this exact CPU
-//!    (vendor, family/model/stepping, features, caches, CPUs, bulkmem
-//!    version): the winner measured here for the request's shape (single
-//!    call, batch of small or of large extents) and size.
-//!    `BULKMEM_PROFILE=FILE` names another file, `BULKMEM_PROFILE=off`
-//!    ignores profiles. A missing, corrupt, foreign or outdated profile is
-//!    never fatal: [`profile_status`] says why the rules are used.
-//! 3. **Built-in rules** ([`Policy::rules`]): a few measured rules keyed on
-//!    CPU features and cache sizes.
-//!
-//! Everything is resolved once per process, lazily and thread-safely: a
-//! single call then costs a short scan of precompiled length bands
-//! ([`bands()`]), a plain one (hint `Auto`) one load from a static table
-//! (`direct`), a batch one [`Policy::decide`].
-//!
-//! One verb per question:
-//!
-//! - [`Policy::decide`]: which strategy, and why, for a request: the steps
-//!   above, a pure function of the policy's values ([`Policy::rules`] is
-//!   the last step alone, for a machine that was never tuned).
-//! - [`Policy::kernel`]: that decision as a kernel this CPU runs, typed by
-//!   the operation ([`CopyKernel`] or [`ClearKernel`]).
-//! - [`Policy::fill_mode`]: how a fill stores, under the same overrides,
-//!   profile and rules as copies.
-//! - [`Policy::bands`]: a single call's decision at every length, as
-//!   length bands ([`bands()`]: this process's, compiled once).
-//! - Inside the crate, `kernel` (a named strategy or `Auto`) and `chosen`
-//!   (`Auto`): the handle, or its checked twin, that runs for a request in
-//!   this process; every call path asks one of these two.
-//! - [`Machine::libc_twin`]: the checked routine that stands in for glibc's.
+//! How `auto` picks a primitive for a copy or clear. The users' account
+//! of it is the documentation of `bulkmem::auto`, which re-exports their
+//! items from here; the rest (`kernel`, `chosen`, `direct`, the checked
+//! twins) is what bulkmem's calls, engine and checked copies ask.
 
 mod bands;
 #[cfg(test)]
 mod cpu_fixtures;
-pub(crate) mod direct;
+pub mod direct;
 mod env;
 mod load;
 mod profile;
@@ -53,12 +16,12 @@ mod twin;
 
 use std::sync::OnceLock;
 
-use crate::error::{Error, StrategyError};
+use crate::error::{CheckedStrategyError, StrategyError};
 #[cfg(target_arch = "x86_64")]
-use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
+use crate::handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 use crate::handle::{ClearKernel, CopyKernel, OpKernel};
 use crate::machine::cpu::{self, Features, Vendor};
-use crate::strategy::{FillMode, Hint, Op, Strategy};
+use crate::strategy::{FillMode, Hint, Op, Options, Strategy};
 
 pub use bands::Bands;
 use bands::Compiled;
@@ -71,7 +34,7 @@ pub use profile::{Cell, Identity, Profile, Shape, FORMAT};
 use rules::{decide, STREAM_CAP, STREAM_FACTOR};
 use twin::{libc_twin, libc_twin_edges};
 #[cfg(target_arch = "x86_64")]
-pub(crate) use twin::{twin, Twin};
+pub use twin::{twin, Twin};
 
 /// The facts about a CPU that the rules consult. [`Machine::this`] describes
 /// the running machine; tests build others to check the rules elsewhere.
@@ -157,6 +120,7 @@ pub struct Request {
 
 impl Request {
     /// A single contiguous extent.
+    #[inline]
     pub fn single(op: Op, len: usize, hint: Hint) -> Request {
         Request {
             op,
@@ -167,6 +131,7 @@ impl Request {
     }
 
     /// A batch of `runs` contiguous runs, `total` bytes in all.
+    #[inline]
     pub fn batch(op: Op, total: usize, runs: usize, hint: Hint) -> Request {
         Request {
             op,
@@ -177,6 +142,7 @@ impl Request {
     }
 
     /// Mean bytes per contiguous run.
+    #[inline]
     pub fn mean_run(&self) -> usize {
         // Single calls skip the division: it alone costs more than the rest
         // of the decision, which every small copy pays.
@@ -416,7 +382,7 @@ pub fn bands(op: Op, hint: Hint) -> &'static Bands {
 
 /// A handle `auto` hands out in this process: the kernels and (x86-64)
 /// their checked twins, each typed by its operation.
-pub(crate) trait Runs: Copy {
+pub trait Runs: Copy {
     /// The operation it performs.
     const OP: Op;
     /// Why a named strategy has none.
@@ -433,7 +399,7 @@ pub(crate) trait Runs: Copy {
 /// once the CPU is checked, or for `Auto` what [`chosen`] gives. Every
 /// copy, clear and checked call gets its kernel here.
 #[inline]
-pub(crate) fn kernel<K: Runs>(strategy: Strategy, req: &Request) -> Result<K, K::Refusal> {
+pub fn kernel<K: Runs>(strategy: Strategy, req: &Request) -> Result<K, K::Refusal> {
     if strategy != Strategy::Auto {
         return K::named(strategy);
     }
@@ -445,7 +411,7 @@ pub(crate) fn kernel<K: Runs>(strategy: Strategy, req: &Request) -> Result<K, K:
 /// their checked twins. Infallible and free of anything to drop, for
 /// callers that must not unwind through code of their own.
 #[inline]
-pub(crate) fn chosen<K: Runs>(req: &Request) -> K {
+pub fn chosen<K: Runs>(req: &Request) -> K {
     debug_assert_eq!(req.op, K::OP);
     if req.runs <= 1 {
         K::single(req.hint, req.total)
@@ -489,8 +455,8 @@ impl Runs for ClearKernel {
 #[cfg(target_arch = "x86_64")]
 impl Runs for CheckedCopyKernel {
     const OP: Op = Op::Copy;
-    type Refusal = Error;
-    fn named(strategy: Strategy) -> Result<Self, Error> {
+    type Refusal = CheckedStrategyError;
+    fn named(strategy: Strategy) -> Result<Self, CheckedStrategyError> {
         CheckedCopyKernel::new(strategy)
     }
     #[inline]
@@ -506,8 +472,8 @@ impl Runs for CheckedCopyKernel {
 #[cfg(target_arch = "x86_64")]
 impl Runs for CheckedClearKernel {
     const OP: Op = Op::Clear;
-    type Refusal = Error;
-    fn named(strategy: Strategy) -> Result<Self, Error> {
+    type Refusal = CheckedStrategyError;
+    fn named(strategy: Strategy) -> Result<Self, CheckedStrategyError> {
         CheckedClearKernel::new(strategy)
     }
     #[inline]
@@ -520,9 +486,34 @@ impl Runs for CheckedClearKernel {
     }
 }
 
+/// The concrete strategy `opts` means for `req`, or why it cannot run.
+#[inline]
+pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, StrategyError> {
+    match req.op {
+        Op::Copy => kernel::<CopyKernel>(opts.strategy, req).map(|k| k.strategy()),
+        Op::Clear => kernel::<ClearKernel>(opts.strategy, req).map(|k| k.strategy()),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+/// The checked twin `auto` runs for `req`: `bulkmem::fault::checked_kernel(Strategy::Auto,
+/// req)`, which cannot fail, as a value. For a single call a length-band
+/// lookup, as `copy_checked` makes; for a call several threads share,
+/// each writing its part, ask with `Request::batch(op, len, threads, hint)`,
+/// as the engine decides an extent its workers split. Infallible and free of anything
+/// to drop, for callers that must not unwind through code of their own
+/// (an `LD_PRELOAD` shim).
+#[inline]
+pub fn chosen_twin(req: &Request) -> CheckedKernel {
+    match req.op {
+        Op::Copy => CheckedKernel::Copy(chosen(req)),
+        Op::Clear => CheckedKernel::Clear(chosen(req)),
+    }
+}
+
 /// [`Policy::fill_mode`] in this process, with the streaming kernel
 /// checked: `Temporal` (and no kernel) where it cannot run.
-pub(crate) fn fill(len: usize, hint: Hint) -> (FillMode, Option<CopyKernel>) {
+pub fn fill(len: usize, hint: Hint) -> (FillMode, Option<CopyKernel>) {
     match Policy::here().fill_mode(len, hint) {
         FillMode::Stream(s) => match CopyKernel::new(s) {
             Ok(k) => (FillMode::Stream(s), Some(k)),
@@ -536,7 +527,7 @@ pub(crate) fn fill(len: usize, hint: Hint) -> (FillMode, Option<CopyKernel>) {
 /// movs`, whose start-up interleaved with a window's non-temporal stores
 /// ran at 17 GB/s against 39 for a vector loop (4 KiB templates, Zen 5).
 /// A fixed pick, not a decision: no request describes an element copy.
-pub(crate) fn element_copy() -> CopyKernel {
+pub fn element_copy() -> CopyKernel {
     CopyKernel::new(Strategy::Avx2)
         .or_else(|_| CopyKernel::new(Strategy::Portable))
         .unwrap_or_else(|_| CopyKernel::baseline())

@@ -130,6 +130,7 @@ impl CopyKernel {
     }
 
     /// The strategy this kernel belongs to.
+    #[inline]
     pub fn strategy(&self) -> Strategy {
         self.strategy
     }
@@ -166,13 +167,14 @@ impl CopyKernel {
 
     /// The fenced function itself, for the plain call's one-load table
     /// (`auto::direct`).
-    pub(crate) fn fenced_fn(&self) -> CopyFn {
+    #[inline]
+    pub fn fenced_fn(&self) -> CopyFn {
         self.fenced
     }
 
     /// This kernel without its closing fence, owed to `fence`.
     #[inline]
-    pub(crate) fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CopyKernel> {
+    pub fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CopyKernel> {
         Unfenced::new(*self, fence)
     }
 }
@@ -200,6 +202,7 @@ impl ClearKernel {
     }
 
     /// The strategy this kernel belongs to.
+    #[inline]
     pub fn strategy(&self) -> Strategy {
         self.strategy
     }
@@ -223,13 +226,14 @@ impl ClearKernel {
     }
 
     /// The fenced function itself (see [`CopyKernel::fenced_fn`]).
-    pub(crate) fn fenced_fn(&self) -> ClearFn {
+    #[inline]
+    pub fn fenced_fn(&self) -> ClearFn {
         self.fenced
     }
 
     /// This kernel without its closing fence, owed to `fence`.
     #[inline]
-    pub(crate) fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, ClearKernel> {
+    pub fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, ClearKernel> {
         Unfenced::new(*self, fence)
     }
 }
@@ -268,14 +272,14 @@ impl OpKernel for ClearKernel {
 /// Bound to the thread that made it (the fence orders that thread's
 /// stores): neither `Send` nor `Sync`.
 #[must_use = "the fence drains when dropped: hold it across the unfenced stores"]
-pub(crate) struct Fence {
+pub struct Fence {
     _thread: PhantomData<*const ()>,
 }
 
 impl Fence {
     /// A drain owed from now on.
     #[inline]
-    pub(crate) fn new() -> Fence {
+    pub fn new() -> Fence {
         Fence {
             _thread: PhantomData,
         }
@@ -283,7 +287,15 @@ impl Fence {
 
     /// Drains now (what dropping does, said where it matters).
     #[inline]
-    pub(crate) fn drain(self) {}
+    pub fn drain(self) {}
+}
+
+impl Default for Fence {
+    /// As [`Fence::new`]: a drain owed from now on.
+    #[inline]
+    fn default() -> Fence {
+        Fence::new()
+    }
 }
 
 impl Drop for Fence {
@@ -296,7 +308,7 @@ impl Drop for Fence {
 /// A kernel running without its closing fence, which the borrowed
 /// [`Fence`] issues later. Its calls are the kernel's own, unfenced.
 #[derive(Clone, Copy)]
-pub(crate) struct Unfenced<'f, K> {
+pub struct Unfenced<'f, K> {
     k: K,
     _fence: PhantomData<&'f Fence>,
 }
@@ -317,7 +329,7 @@ impl Unfenced<'_, CopyKernel> {
     /// # Safety
     /// As [`CopyKernel::copy_raw`].
     #[inline]
-    pub(crate) unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) {
+    pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) {
         // SAFETY: the caller's contract; the fence borrowed drains later.
         unsafe { (self.k.unfenced)(dst, src, len) }
     }
@@ -328,7 +340,7 @@ impl Unfenced<'_, CopyKernel> {
     /// vector copies): batches of scattered folios copy four at a time.
     /// None on other CPUs than x86-64, which have no such kernels.
     #[inline]
-    pub(crate) fn gang(&self) -> Option<unsafe fn(&crate::gangs::Gang)> {
+    pub fn gang(&self) -> Option<unsafe fn(&crate::gangs::Gang)> {
         match self.k.strategy {
             // `new` checked the CPU has each one's features.
             #[cfg(target_arch = "x86_64")]
@@ -346,7 +358,7 @@ impl Unfenced<'_, ClearKernel> {
     /// # Safety
     /// As [`ClearKernel::clear_raw`].
     #[inline]
-    pub(crate) unsafe fn clear_raw(&self, dst: *mut u8, len: usize) {
+    pub unsafe fn clear_raw(&self, dst: *mut u8, len: usize) {
         // SAFETY: the caller's contract; the fence borrowed drains later.
         unsafe { (self.k.unfenced)(dst, len) }
     }
@@ -393,6 +405,7 @@ impl Kernel {
     }
 
     /// The strategy this kernel belongs to.
+    #[inline]
     pub fn strategy(&self) -> Strategy {
         match self {
             Kernel::Copy(k) => k.strategy(),
@@ -401,6 +414,7 @@ impl Kernel {
     }
 
     /// The operation it performs.
+    #[inline]
     pub fn op(&self) -> Op {
         match self {
             Kernel::Copy(_) => Op::Copy,
@@ -415,6 +429,7 @@ impl Kernel {
     #[deprecated(
         note = "match on `Kernel::Copy`, or make a `CopyKernel`: a clear kernel cannot copy"
     )]
+    #[inline]
     pub fn copy(&self, dst: &mut [u8], src: &[u8]) {
         self.copy_kernel().copy(dst, src)
     }
@@ -426,6 +441,7 @@ impl Kernel {
     #[deprecated(
         note = "match on `Kernel::Clear`, or make a `ClearKernel`: a copy kernel cannot clear"
     )]
+    #[inline]
     pub fn clear(&self, dst: &mut [u8]) {
         self.clear_kernel().clear(dst)
     }
@@ -440,6 +456,7 @@ impl Kernel {
     #[deprecated(
         note = "match on `Kernel::Copy`, or make a `CopyKernel`: a clear kernel cannot copy"
     )]
+    #[inline]
     pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) {
         // SAFETY: forwarded contract.
         unsafe { self.copy_kernel().copy_raw(dst, src, len) }
@@ -455,6 +472,7 @@ impl Kernel {
     #[deprecated(
         note = "match on `Kernel::Clear`, or make a `ClearKernel`: a copy kernel cannot clear"
     )]
+    #[inline]
     pub unsafe fn clear_raw(&self, dst: *mut u8, len: usize) {
         // SAFETY: forwarded contract.
         unsafe { self.clear_kernel().clear_raw(dst, len) }
@@ -480,9 +498,15 @@ impl Kernel {
 #[cfg(target_arch = "x86_64")]
 mod checked;
 #[cfg(target_arch = "x86_64")]
+mod checked_calls;
+#[cfg(target_arch = "x86_64")]
+pub mod exact;
+mod fault;
+#[cfg(target_arch = "x86_64")]
 pub use checked::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 #[cfg(target_arch = "x86_64")]
-pub(crate) use checked::{ClearRoutine, CopyRoutine};
+pub use checked::{ClearRoutine, CopyRoutine};
+pub use fault::{Fault, Side};
 
 #[cfg(test)]
 mod tests {

@@ -256,7 +256,7 @@ fn load_checked(path: &Path, id: &Identity, trust: Trust) -> Result<Profile, Pro
 }
 
 /// The largest profile read: `bulkmem tune` writes about 20 KiB.
-pub(crate) const MAX_BYTES: u64 = 1 << 20;
+pub const MAX_BYTES: u64 = 1 << 20;
 
 /// Reads `path` if it is a regular file of at most [`MAX_BYTES`]. The open
 /// does not block (`O_NONBLOCK`: a FIFO with no writer would hang every

@@ -102,7 +102,7 @@ pub const ERMS_MIN_RUN: usize = 2048;
 
 /// Whether the built-in rules stream `req` (before the primitive exists
 /// check): rules 1 and 2.
-pub(crate) fn streams(m: &Machine, req: &Request) -> bool {
+pub fn streams(m: &Machine, req: &Request) -> bool {
     let by_size = || {
         let single = req.runs <= 1;
         if single && req.op == Op::Copy && string_copy_keeps_up(m) {
@@ -159,7 +159,7 @@ fn wide_vectors(m: &Machine) -> bool {
 }
 
 /// The built-in streaming primitive for `op`, if the CPU has one.
-pub(crate) fn nt_strategy(m: &Machine, op: Op) -> Option<Strategy> {
+pub fn nt_strategy(m: &Machine, op: Op) -> Option<Strategy> {
     let f = &m.features;
     let avx512 = f.avx512f && f.avx512bw;
     match op {
@@ -191,7 +191,7 @@ pub fn decide(m: &Machine, req: &Request) -> Choice {
 
 /// The built-in temporal (cache-allocating) choice for `req`.
 #[inline]
-pub(crate) fn temporal(m: &Machine, req: &Request) -> Choice {
+pub fn temporal(m: &Machine, req: &Request) -> Choice {
     let f: &Features = &m.features;
     let c = |strategy, reason| Choice { strategy, reason };
     let run = req.mean_run();
@@ -248,7 +248,7 @@ pub(crate) fn temporal(m: &Machine, req: &Request) -> Choice {
 /// The lengths at which a single call's built-in decision may change, for
 /// [`super::Bands`].
 /// (The Intel L2 rule flips at `l2 / 2 + 1`, the clear rule's edge.)
-pub(crate) fn edges(m: &Machine) -> [usize; 7] {
+pub fn edges(m: &Machine) -> [usize; 7] {
     [
         0,
         NT_MIN_RUN,

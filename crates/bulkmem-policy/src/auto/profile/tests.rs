@@ -7,7 +7,7 @@ use crate::auto::{Machine, Overrides, Policy, Request};
 use crate::machine::cpu::{Features, Vendor};
 use crate::strategy::{Hint, Op, Strategy};
 
-pub(crate) fn identity() -> Identity {
+pub fn identity() -> Identity {
     Identity {
         vendor: "AMD".into(),
         family: 0x19,
@@ -39,7 +39,7 @@ fn c(op: Op, shape: Shape, size: usize, choice: Strategy, gbps: &[(Strategy, f64
 
 /// A hand-written profile: copies use avx2 up to 16K, rep-movsb to 16M,
 /// avx2-nt above; 4K batches stream from 16M; no clear cells.
-pub(crate) fn hand() -> Profile {
+pub fn hand() -> Profile {
     use Shape::*;
     use Strategy::*;
     let m = 1 << 20;

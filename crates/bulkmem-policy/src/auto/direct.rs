@@ -25,7 +25,9 @@ use super::bands::{bit_count, Compiled};
 #[cfg(target_arch = "x86_64")]
 use crate::checked::mc::{extable::RawFault, McClear, McCopy};
 #[cfg(target_arch = "x86_64")]
-use crate::handle::{CheckedClearKernel, CheckedCopyKernel, ClearRoutine, CopyRoutine};
+use crate::handle::exact::{clear_exact, copy_exact};
+#[cfg(target_arch = "x86_64")]
+use crate::handle::{CheckedClearKernel, CheckedCopyKernel, ClearRoutine, CopyRoutine, Fault};
 use crate::handle::{ClearKernel, CopyKernel};
 use crate::kernels::{ClearFn, CopyFn};
 use crate::strategy::Strategy;
@@ -101,11 +103,11 @@ pub(super) fn publish_checked(
 /// needs to run it and, after a fault, to finish up to it.
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
-pub(crate) struct CheckedCopy(McCopy);
+pub struct CheckedCopy(McCopy);
 
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
-pub(crate) struct CheckedClear(McClear);
+pub struct CheckedClear(McClear);
 
 #[cfg(target_arch = "x86_64")]
 impl CopyRoutine for CheckedCopy {
@@ -130,7 +132,7 @@ impl ClearRoutine for CheckedClear {
 /// filled.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-pub(crate) fn checked_copy(len: usize) -> Option<CheckedCopy> {
+pub fn checked_copy(len: usize) -> Option<CheckedCopy> {
     let (routine, _) = CHECKED_COPY.slot(len)?;
     // SAFETY: a filled slot of this table holds a `CheckedCopyKernel`'s
     // fenced routine (`publish_checked`).
@@ -142,7 +144,7 @@ pub(crate) fn checked_copy(len: usize) -> Option<CheckedCopy> {
 /// As [`checked_copy`], for `clear_checked`.
 #[cfg(target_arch = "x86_64")]
 #[inline]
-pub(crate) fn checked_clear(len: usize) -> Option<CheckedClear> {
+pub fn checked_clear(len: usize) -> Option<CheckedClear> {
     let (routine, _) = CHECKED_CLEAR.slot(len)?;
     // SAFETY: as in `checked_copy`.
     Some(CheckedClear(unsafe {
@@ -152,7 +154,7 @@ pub(crate) fn checked_clear(len: usize) -> Option<CheckedClear> {
 
 /// Which slot ran a call, for the strategy the call returns.
 #[derive(Clone, Copy)]
-pub(crate) struct Ran {
+pub struct Ran {
     table: &'static Table,
     bits: usize,
 }
@@ -160,7 +162,7 @@ pub(crate) struct Ran {
 impl Ran {
     /// The strategy of the kernel that ran.
     #[inline]
-    pub(crate) fn strategy(self) -> Strategy {
+    pub fn strategy(self) -> Strategy {
         let ix = self.table.strategies[self.bits].load(Ordering::Relaxed);
         Strategy::ALL[ix as usize]
     }
@@ -170,7 +172,7 @@ impl Ran {
 /// choice if its slot is filled; `None`, with nothing written, if the
 /// caller must take the band path.
 #[inline]
-pub(crate) fn copy(dst: &mut [u8], src: &[u8]) -> Option<Ran> {
+pub fn copy(dst: &mut [u8], src: &[u8]) -> Option<Ran> {
     if dst.len() != src.len() {
         return None;
     }
@@ -187,7 +189,7 @@ pub(crate) fn copy(dst: &mut [u8], src: &[u8]) -> Option<Ran> {
 
 /// As [`copy`], zeroing `dst`.
 #[inline]
-pub(crate) fn clear(dst: &mut [u8]) -> Option<Ran> {
+pub fn clear(dst: &mut [u8]) -> Option<Ran> {
     let (kernel, ran) = CLEAR.slot(dst.len())?;
     // SAFETY: a filled slot holds a checked `ClearKernel`'s `fenced_fn`
     // (`publish`); `dst` is a valid writable slice.
@@ -196,6 +198,35 @@ pub(crate) fn clear(dst: &mut [u8]) -> Option<Ran> {
         f(dst.as_mut_ptr(), dst.len());
     }
     Some(ran)
+}
+
+/// `bulkmem::fault::copy_checked`'s fastest path only, as [`copy`] is
+/// `bulkmem::copy`'s: `Some` with the checked copy's result if `auto` has
+/// already settled the checked twin for this length's bit count, `None`
+/// with nothing written if not (or if the lengths differ). Never panics, allocates or reads a
+/// profile (the C interface's `bm_copy_checked` calls it outside its panic
+/// guard); like every checked call it installs the fault handler first if
+/// none has (once a process, under a lock).
+#[inline]
+#[cfg(target_arch = "x86_64")]
+pub fn copy_checked_if_direct(dst: &mut [u8], src: &[u8]) -> Option<Result<(), Fault>> {
+    if dst.len() != src.len() {
+        return None;
+    }
+    let r = checked_copy(dst.len())?;
+    // SAFETY: two valid, disjoint slices of one length; the routine is a
+    // checked twin's.
+    Some(unsafe { copy_exact(r, dst.as_mut_ptr(), src.as_ptr(), dst.len()) })
+}
+
+/// As [`copy_checked_if_direct`], zeroing: `bulkmem::fault::clear_checked`'s
+/// fastest path only.
+#[inline]
+#[cfg(target_arch = "x86_64")]
+pub fn clear_checked_if_direct(dst: &mut [u8]) -> Option<Result<(), Fault>> {
+    let r = checked_clear(dst.len())?;
+    // SAFETY: a valid writable slice; the routine is a checked twin's.
+    Some(unsafe { clear_exact(r, dst.as_mut_ptr(), dst.len()) })
 }
 
 #[cfg(test)]
@@ -209,10 +240,8 @@ mod tests {
     /// inside the bit count.
     #[test]
     fn filled_slots_agree_with_the_bands() {
-        let mut dst = vec![0u8; 64];
-        let src = vec![7u8; 64];
-        // Any call compiles the bands and fills the tables.
-        crate::copy(&mut dst, &src);
+        // Compiling this process's bands fills the tables.
+        bands(Op::Copy, Hint::Auto);
         for (op, table) in [(Op::Copy, &COPY), (Op::Clear, &CLEAR)] {
             let b = bands(op, Hint::Auto);
             let mut filled = 0;
@@ -252,8 +281,8 @@ mod tests {
     #[test]
     fn filled_checked_slots_hold_the_banded_twins() {
         use crate::auto::{chosen, Request};
-        let (src, mut dst) = (vec![7u8; 64], vec![0u8; 64]);
-        crate::fault::copy_checked(&mut dst, &src).unwrap();
+        // Compiling this process's bands fills the checked tables too.
+        bands(Op::Copy, Hint::Auto);
         let mut filled = 0;
         for bits in 1..40usize {
             let (shortest, longest) = (1usize << (bits - 1), (1usize << bits) - 1);
@@ -276,7 +305,7 @@ mod tests {
 
     #[test]
     fn direct_calls_copy_and_clear_every_length_near_the_slot_edges() {
-        crate::clear(&mut [0u8; 8]);
+        bands(Op::Clear, Hint::Auto);
         let src: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + 1) as u8).collect();
         for len in (0..=4200).chain([8191, 8192, 8193]) {
             let len = len.min(src.len());

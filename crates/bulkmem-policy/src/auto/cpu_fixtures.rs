@@ -10,7 +10,7 @@ const MIB: usize = 1 << 20;
 
 /// AMD EPYC 7713 as the kernel's batched folio-copy patches describe it: AVX2, CLZERO, no ERMS/FSRM;
 /// 32 MiB L3 per 8-core (16-thread) CCX.
-pub(crate) fn zen3() -> Machine {
+pub fn zen3() -> Machine {
     Machine {
         vendor: Vendor::Amd,
         family: 0x19,
@@ -31,7 +31,7 @@ pub(crate) fn zen3() -> Machine {
 /// AMD EPYC as a 2-vCPU VM showed it (family 0x17 model 0x31, Zen 2):
 /// AVX2, CLZERO, no ERMS/FSRM, no AVX-512; 16 MiB L3 per 4-core
 /// (8-thread) CCX.
-pub(crate) fn zen2() -> Machine {
+pub fn zen2() -> Machine {
     Machine {
         family: 0x17,
         l1d_bytes: 32 << 10,
@@ -43,7 +43,7 @@ pub(crate) fn zen2() -> Machine {
 }
 
 /// AMD EPYC 9655: FSRM, ERMS, AVX-512, CLZERO.
-pub(crate) fn zen5() -> Machine {
+pub fn zen5() -> Machine {
     Machine {
         vendor: Vendor::Amd,
         family: 0x1a,
@@ -67,7 +67,7 @@ pub(crate) fn zen5() -> Machine {
 
 /// AMD EPYC 9004 (Zen 4, family 0x19): as Zen 5 to the rules' eyes,
 /// FSRM, ERMS, AVX-512, CLZERO, 1 MiB L2, 32 MiB L3 per CCX.
-pub(crate) fn zen4() -> Machine {
+pub fn zen4() -> Machine {
     Machine {
         family: 0x19,
         llc_cpus: 16,
@@ -76,7 +76,7 @@ pub(crate) fn zen4() -> Machine {
 }
 
 /// A Skylake-SP-like Intel: ERMS without FSRM, AVX-512, no CLZERO.
-pub(crate) fn intel_erms() -> Machine {
+pub fn intel_erms() -> Machine {
     Machine {
         vendor: Vendor::Intel,
         family: 6,
@@ -98,7 +98,7 @@ pub(crate) fn intel_erms() -> Machine {
 /// A 16-vCPU Emerald Rapids VM: family 6 model 0xcf,
 /// ERMS FSRM FZRM FSRS FSRC AVX-512, no CLZERO, 48 KiB L1d, 2 MiB L2,
 /// one 300 MiB L3 shared by all 16 CPUs.
-pub(crate) fn intel_emr() -> Machine {
+pub fn intel_emr() -> Machine {
     Machine {
         vendor: Vendor::Intel,
         family: 6,
@@ -123,7 +123,7 @@ pub(crate) fn intel_emr() -> Machine {
 }
 
 /// An x86 of before AVX2, ERMS and CLZERO.
-pub(crate) fn old_x86() -> Machine {
+pub fn old_x86() -> Machine {
     Machine {
         vendor: Vendor::Intel,
         family: 6,
@@ -138,7 +138,7 @@ pub(crate) fn old_x86() -> Machine {
 
 /// The 2-vCPU Emerald Rapids VM (family 6 model 0xcf): ERMS FSRM
 /// AVX-512, no FZRM/FSRS; the VM reports one 260 MiB L3 for its 2 CPUs.
-pub(crate) fn intel_emr_2vcpu() -> Machine {
+pub fn intel_emr_2vcpu() -> Machine {
     Machine {
         features: Features {
             erms: true,
@@ -156,7 +156,7 @@ pub(crate) fn intel_emr_2vcpu() -> Machine {
 
 /// Every description above but the VM's: the machines a rule must hold
 /// on.
-pub(crate) fn machines() -> [Machine; 7] {
+pub fn machines() -> [Machine; 7] {
     [
         zen2(),
         zen3(),

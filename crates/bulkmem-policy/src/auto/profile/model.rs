@@ -32,7 +32,7 @@ pub const SMALL_EXTENT_MAX: usize = 32 << 10;
 /// share them all change which primitive wins.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Identity {
-    /// [`Vendor::name`](crate::cpu::Vendor::name): "AMD", "Intel" or
+    /// [`Vendor::name`](crate::machine::cpu::Vendor::name): "AMD", "Intel" or
     /// "other".
     pub vendor: String,
     /// CPUID display family ([`Facts::family`]).
@@ -61,7 +61,7 @@ impl Identity {
         Identity::of(cpu::facts())
     }
 
-    /// The identity of the machine `i` describes (a [`crate::cpu::CpuInfo`]
+    /// The identity of the machine `i` describes (a [`CpuInfo`](crate::machine::cpu::CpuInfo)
     /// derefs to its facts).
     pub fn of(i: &Facts) -> Identity {
         Identity {

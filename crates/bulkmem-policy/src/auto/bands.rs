@@ -126,7 +126,7 @@ impl Bands {
 /// (`CheckedCopyKernel`, `CheckedClearKernel`) of the kernel the
 /// single-call bands run.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Compiled<K> {
+pub struct Compiled<K> {
     bands: Bands,
     kernels: [K; Bands::CAP],
 }
@@ -135,7 +135,7 @@ impl<K: Copy> Compiled<K> {
     /// Resolves every band of `bands`: `resolve(first length, strategy)`
     /// gives the band's kernel (a band whose strategy this CPU cannot run
     /// gets whatever `resolve` falls back to).
-    pub(crate) fn new(bands: Bands, resolve: impl Fn(usize, Strategy) -> K) -> Compiled<K> {
+    pub fn new(bands: Bands, resolve: impl Fn(usize, Strategy) -> K) -> Compiled<K> {
         let slice = bands.as_slice();
         let first = resolve(slice[0].0, slice[0].1);
         let mut kernels = [first; Bands::CAP];
@@ -147,13 +147,13 @@ impl<K: Copy> Compiled<K> {
 
     /// The kernel for a single call of `len` bytes.
     #[inline]
-    pub(crate) fn kernel(&self, len: usize) -> K {
+    pub fn kernel(&self, len: usize) -> K {
         self.kernels[self.bands.index(len)]
     }
 
     /// The kernel of every length of `bits` bits (see [`bit_count`]), if
     /// they all lie in one band.
-    pub(crate) fn whole_bit_count(&self, bits: usize) -> Option<K> {
+    pub fn whole_bit_count(&self, bits: usize) -> Option<K> {
         match self.bands.by_bits[bits] {
             MIXED => None,
             i => Some(self.kernels[i as usize]),

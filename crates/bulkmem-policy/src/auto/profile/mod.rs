@@ -47,7 +47,7 @@ mod format;
 mod lookup;
 mod model;
 #[cfg(test)]
-pub(crate) mod tests;
+pub mod tests;
 mod validation;
 
 pub use model::{Cell, Identity, Profile, Shape, FORMAT, MAX_CELLS};

@@ -1,14 +1,13 @@
-//! The calls of the checked twins (here, beside the fault handling they
-//! use; the handles themselves are `crate::handle`'s).
+//! The calls of the checked twins: a handle's `copy` and `clear`, run
+//! exactly (`exact`).
 
-use super::{clear_exact, copy_exact};
-use crate::auto;
-use crate::error::Fault;
-use crate::handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
+use super::exact::{clear_exact, copy_exact};
+use super::fault::Fault;
+use super::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 
 impl CheckedCopyKernel {
     /// Copies `src` into `dst`, stopping at the first byte that cannot be
-    /// read or written: as [`copy_checked`](super::copy_checked) with this
+    /// read or written: as `bulkmem::fault::copy_checked` with this
     /// routine.
     ///
     /// # Panics
@@ -36,8 +35,8 @@ impl CheckedCopyKernel {
     /// `[src, src + len)` and `[dst, dst + len)` do not overlap, and every
     /// byte of them is readable (writable) or faults with SIGBUS or
     /// SIGSEGV; bulkmem's handler must be in front for those signals (it
-    /// is installed here if it is not; see [`install`](super::install) and
-    /// [`chain_to`](super::chain_to)).
+    /// is installed here if it is not; see `bulkmem::fault::install` and
+    /// `bulkmem::fault::chain_to`).
     #[inline]
     pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<(), Fault> {
         // SAFETY: forwarded contract; the handle runs on this CPU.
@@ -73,6 +72,7 @@ impl CheckedKernel {
     #[deprecated(
         note = "match on `CheckedKernel::Copy`, or make a `CheckedCopyKernel`: a clear cannot copy"
     )]
+    #[inline]
     pub fn copy(&self, dst: &mut [u8], src: &[u8]) -> Result<(), Fault> {
         self.copy_kernel().copy(dst, src)
     }
@@ -84,6 +84,7 @@ impl CheckedKernel {
     #[deprecated(
         note = "match on `CheckedKernel::Clear`, or make a `CheckedClearKernel`: a copy cannot clear"
     )]
+    #[inline]
     pub fn clear(&self, dst: &mut [u8]) -> Result<(), Fault> {
         self.clear_kernel().clear(dst)
     }
@@ -98,6 +99,7 @@ impl CheckedKernel {
     #[deprecated(
         note = "match on `CheckedKernel::Copy`, or make a `CheckedCopyKernel`: a clear cannot copy"
     )]
+    #[inline]
     pub unsafe fn copy_raw(&self, dst: *mut u8, src: *const u8, len: usize) -> Result<(), Fault> {
         // SAFETY: forwarded contract.
         unsafe { self.copy_kernel().copy_raw(dst, src, len) }
@@ -113,36 +115,9 @@ impl CheckedKernel {
     #[deprecated(
         note = "match on `CheckedKernel::Clear`, or make a `CheckedClearKernel`: a copy cannot clear"
     )]
+    #[inline]
     pub unsafe fn clear_raw(&self, dst: *mut u8, len: usize) -> Result<(), Fault> {
         // SAFETY: forwarded contract.
         unsafe { self.clear_kernel().clear_raw(dst, len) }
     }
-}
-
-/// [`copy_checked`](super::copy_checked)'s fastest path only, as
-/// [`copy_if_direct`](crate::copy_if_direct) is [`copy`](crate::copy)'s:
-/// `Some` with the checked copy's result if `auto` has already settled the
-/// checked twin for this length's bit count, `None` with nothing written if
-/// not (or if the lengths differ). Never panics, allocates or reads a
-/// profile (the C interface's `bm_copy_checked` calls it outside its panic
-/// guard); like every checked call it installs the fault handler first if
-/// none has ([`install`](super::install): once a process, under a lock).
-#[inline]
-pub fn copy_checked_if_direct(dst: &mut [u8], src: &[u8]) -> Option<Result<(), Fault>> {
-    if dst.len() != src.len() {
-        return None;
-    }
-    let r = auto::direct::checked_copy(dst.len())?;
-    // SAFETY: two valid, disjoint slices of one length; the routine is a
-    // checked twin's.
-    Some(unsafe { copy_exact(r, dst.as_mut_ptr(), src.as_ptr(), dst.len()) })
-}
-
-/// As [`copy_checked_if_direct`], zeroing: [`clear_checked`](super::clear_checked)'s fastest
-/// path only.
-#[inline]
-pub fn clear_checked_if_direct(dst: &mut [u8]) -> Option<Result<(), Fault>> {
-    let r = auto::direct::checked_clear(dst.len())?;
-    // SAFETY: a valid writable slice; the routine is a checked twin's.
-    Some(unsafe { clear_exact(r, dst.as_mut_ptr(), dst.len()) })
 }

@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 
 #[cfg(target_arch = "x86_64")]
-use crate::error::Error;
+use crate::error::CheckedStrategyError;
 #[cfg(target_arch = "x86_64")]
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 use crate::strategy::{Op, Strategy};
@@ -20,9 +20,9 @@ const N: usize = Strategy::Portable as usize + 1;
 
 /// A checked twin type, for [`twin`].
 #[cfg(target_arch = "x86_64")]
-pub(crate) trait Twin: Copy + 'static {
+pub trait Twin: Copy + 'static {
     const OP: Op;
-    fn new(strategy: Strategy) -> Result<Self, Error>;
+    fn new(strategy: Strategy) -> Result<Self, CheckedStrategyError>;
     fn baseline() -> Self;
     fn strategy(&self) -> Strategy;
     /// Per strategy, the twin that runs for it (built once).
@@ -34,7 +34,7 @@ macro_rules! twin_type {
     ($t:ty, $op:expr) => {
         impl Twin for $t {
             const OP: Op = $op;
-            fn new(strategy: Strategy) -> Result<Self, Error> {
+            fn new(strategy: Strategy) -> Result<Self, CheckedStrategyError> {
                 <$t>::new(strategy)
             }
             fn baseline() -> Self {
@@ -65,13 +65,13 @@ twin_type!(CheckedClearKernel, Op::Clear);
 /// The checked routine that runs for `pick` on calls of `len` bytes: its
 /// own twin (the same instructions and loop shape); for `libc`, whose code
 /// has no exception table, the twin of what glibc runs at that length
-/// ([`libc_twin`]); for a strategy without a twin or one this CPU lacks,
+/// (`libc_twin`); for a strategy without a twin or one this CPU lacks,
 /// the descriptor's nearest stand-in. Resolved once per (op, strategy):
 /// walking the stand-in list on every call, and building an error for
 /// each routine this CPU lacks, was two thirds of a checked 4 KiB copy
 /// (56 ns against the bare kernel's 31 on Emerald Rapids).
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn twin<T: Twin>(pick: Strategy, len: usize) -> T {
+pub fn twin<T: Twin>(pick: Strategy, len: usize) -> T {
     let pick = match pick {
         Strategy::Libc => libc_twin(Machine::this(), T::OP, len),
         s => s,

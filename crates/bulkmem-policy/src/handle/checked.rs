@@ -1,19 +1,19 @@
 //! The checked twins of the kernels, typed by operation as the kernels
 //! are: a [`CheckedCopyKernel`] copies, surviving a bad page, a
-//! [`CheckedClearKernel`] clears (see [`crate::fault`], which holds their
-//! calls beside the fault handling they use).
+//! [`CheckedClearKernel`] clears. Their calls are `checked_calls`, run
+//! exactly by `exact`; `bulkmem::fault` holds the plain checked calls.
 
 use super::{available, Fence, Unfenced};
 use crate::checked::mc::copy_mc_gang::{self, McGang};
 use crate::checked::mc::{extable::RawFault, McClear, McCopy};
 use crate::descriptor;
-use crate::error::Error;
+use crate::error::CheckedStrategyError;
 use crate::strategy::{Op, Strategy};
 
 /// The checked twin of one strategy's copy, checked against this CPU when
-/// made: [`CopyKernel`](crate::CopyKernel)'s counterpart for copies that
-/// survive a bad page. [`crate::fault::auto_twin`] gives the twin
-/// `auto` runs for a call.
+/// made: [`CopyKernel`](crate::handle::CopyKernel)'s counterpart for
+/// copies that survive a bad page. `bulkmem::fault::checked_kernel` gives
+/// the twin `auto` runs for a call.
 ///
 /// ```
 /// # #[cfg(target_arch = "x86_64")] {
@@ -40,19 +40,18 @@ pub struct CheckedClearKernel {
 }
 
 impl CheckedCopyKernel {
-    /// The checked copy of `strategy`: [`Error::NotChecked`] if it has none
-    /// (`libc`, `portable`, `auto`), [`Error::Unavailable`] if the CPU
+    /// The checked copy of `strategy`: [`CheckedStrategyError::NotChecked`] if it
+    /// has none (`libc`, `portable`, `auto`),
+    /// [`CheckedStrategyError::Unavailable`] if the CPU
     /// lacks what it needs.
-    pub fn new(strategy: Strategy) -> Result<CheckedCopyKernel, Error> {
+    pub fn new(strategy: Strategy) -> Result<CheckedCopyKernel, CheckedStrategyError> {
         let d = descriptor::row(strategy);
-        let (fenced, unfenced) =
-            d.copy
-                .as_ref()
-                .and_then(|k| k.checked.own)
-                .ok_or(Error::NotChecked {
-                    strategy,
-                    op: Op::Copy,
-                })?;
+        let (fenced, unfenced) = d.copy.as_ref().and_then(|k| k.checked.own).ok_or(
+            CheckedStrategyError::NotChecked {
+                strategy,
+                op: Op::Copy,
+            },
+        )?;
         available(d)?;
         if matches!(strategy, Strategy::RepMovsb | Strategy::RepMovsq) {
             crate::checked::mc::copy_mc::route_near_ahead();
@@ -69,40 +68,40 @@ impl CheckedCopyKernel {
 
     /// The checked per-page loop, which every x86-64 CPU runs: what a
     /// checked choice falls back to when nothing better can be had.
-    pub(crate) fn baseline() -> CheckedCopyKernel {
+    pub fn baseline() -> CheckedCopyKernel {
         CheckedCopyKernel::new(Strategy::PerPage).expect("per-page has a checked copy")
     }
 
     /// The strategy whose checked routine this is.
+    #[inline]
     pub fn strategy(&self) -> Strategy {
         self.strategy
     }
 
     /// The fenced routine itself, for the checked call's one-load table
     /// (`auto::direct`).
-    pub(crate) fn fenced_fn(&self) -> McCopy {
+    #[inline]
+    pub fn fenced_fn(&self) -> McCopy {
         self.fenced
     }
 
     /// This routine without its closing fence, owed to `fence`.
     #[inline]
-    pub(crate) fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CheckedCopyKernel> {
+    pub fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CheckedCopyKernel> {
         Unfenced::new(*self, fence)
     }
 }
 
 impl CheckedClearKernel {
     /// The checked clear of `strategy` (see [`CheckedCopyKernel::new`]).
-    pub fn new(strategy: Strategy) -> Result<CheckedClearKernel, Error> {
+    pub fn new(strategy: Strategy) -> Result<CheckedClearKernel, CheckedStrategyError> {
         let d = descriptor::row(strategy);
-        let (fenced, unfenced) =
-            d.clear
-                .as_ref()
-                .and_then(|k| k.checked.own)
-                .ok_or(Error::NotChecked {
-                    strategy,
-                    op: Op::Clear,
-                })?;
+        let (fenced, unfenced) = d.clear.as_ref().and_then(|k| k.checked.own).ok_or(
+            CheckedStrategyError::NotChecked {
+                strategy,
+                op: Op::Clear,
+            },
+        )?;
         available(d)?;
         Ok(CheckedClearKernel {
             strategy,
@@ -112,23 +111,25 @@ impl CheckedClearKernel {
     }
 
     /// The checked per-page loop.
-    pub(crate) fn baseline() -> CheckedClearKernel {
+    pub fn baseline() -> CheckedClearKernel {
         CheckedClearKernel::new(Strategy::PerPage).expect("per-page has a checked clear")
     }
 
     /// The strategy whose checked routine this is.
+    #[inline]
     pub fn strategy(&self) -> Strategy {
         self.strategy
     }
 
     /// The fenced routine itself (see [`CheckedCopyKernel::fenced_fn`]).
-    pub(crate) fn fenced_fn(&self) -> McClear {
+    #[inline]
+    pub fn fenced_fn(&self) -> McClear {
         self.fenced
     }
 
     /// This routine without its closing fence, owed to `fence`.
     #[inline]
-    pub(crate) fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CheckedClearKernel> {
+    pub fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CheckedClearKernel> {
         Unfenced::new(*self, fence)
     }
 }
@@ -136,7 +137,7 @@ impl CheckedClearKernel {
 /// A checked copy routine as the fault paths call it: fenced, or unfenced
 /// under a [`Fence`]. Returns the bytes left (0: done); on a fault the
 /// routine has written `raw`.
-pub(crate) trait CopyRoutine: Copy {
+pub trait CopyRoutine: Copy {
     /// # Safety
     /// `src` readable and `dst` writable for `len` bytes unless they fault,
     /// not overlapping; bulkmem's fault handler installed; `raw` writable.
@@ -144,7 +145,7 @@ pub(crate) trait CopyRoutine: Copy {
 }
 
 /// As [`CopyRoutine`], for clears.
-pub(crate) trait ClearRoutine: Copy {
+pub trait ClearRoutine: Copy {
     /// # Safety
     /// `dst` writable for `len` bytes unless it faults; the handler
     /// installed; `raw` writable.
@@ -163,7 +164,7 @@ impl Unfenced<'_, CheckedCopyKernel> {
     /// The checked twin of the kernel's four-extent form, where the
     /// unchecked kernel has one (`Unfenced<CopyKernel>::gang`).
     #[inline]
-    pub(crate) fn gang(&self) -> Option<McGang> {
+    pub fn gang(&self) -> Option<McGang> {
         match self.k.strategy {
             // `new` checked the CPU has each one's features.
             Strategy::Avx2Nt => Some(copy_mc_gang::bulkmem_mc_gang_avx2nt_unfenced),
@@ -199,7 +200,7 @@ impl ClearRoutine for Unfenced<'_, CheckedClearKernel> {
 
 /// The checked twin of one strategy's kernel of either operation, for code
 /// that picks the operation at run time (an `LD_PRELOAD` shim). Its
-/// variants are the typed twins, whose calls live in [`crate::fault`].
+/// variants are the typed twins, whose calls are beside them and in `bulkmem::fault`.
 ///
 /// ```
 /// # #[cfg(target_arch = "x86_64")] {
@@ -223,7 +224,7 @@ pub enum CheckedKernel {
 impl CheckedKernel {
     /// The checked twin of `strategy` for `op` (see
     /// [`CheckedCopyKernel::new`]).
-    pub fn new(strategy: Strategy, op: Op) -> Result<CheckedKernel, Error> {
+    pub fn new(strategy: Strategy, op: Op) -> Result<CheckedKernel, CheckedStrategyError> {
         match op {
             Op::Copy => CheckedCopyKernel::new(strategy).map(CheckedKernel::Copy),
             Op::Clear => CheckedClearKernel::new(strategy).map(CheckedKernel::Clear),
@@ -231,6 +232,7 @@ impl CheckedKernel {
     }
 
     /// The operation it performs.
+    #[inline]
     pub fn op(&self) -> Op {
         match self {
             CheckedKernel::Copy(_) => Op::Copy,
@@ -239,6 +241,7 @@ impl CheckedKernel {
     }
 
     /// The strategy whose checked routine this is.
+    #[inline]
     pub fn strategy(&self) -> Strategy {
         match self {
             CheckedKernel::Copy(k) => k.strategy(),
@@ -250,7 +253,8 @@ impl CheckedKernel {
     ///
     /// # Panics
     /// If this is a clear.
-    pub(crate) fn copy_kernel(&self) -> CheckedCopyKernel {
+    #[inline]
+    pub fn copy_kernel(&self) -> CheckedCopyKernel {
         match self {
             CheckedKernel::Copy(k) => *k,
             CheckedKernel::Clear(k) => panic!("{} checked clear asked to copy", k.strategy),
@@ -261,7 +265,8 @@ impl CheckedKernel {
     ///
     /// # Panics
     /// If this is a copy.
-    pub(crate) fn clear_kernel(&self) -> CheckedClearKernel {
+    #[inline]
+    pub fn clear_kernel(&self) -> CheckedClearKernel {
         match self {
             CheckedKernel::Clear(k) => *k,
             CheckedKernel::Copy(k) => panic!("{} checked copy asked to clear", k.strategy),

@@ -88,7 +88,7 @@ pub use calls::{
     copy_batch, copy_batch_opts, copy_extents, copy_hint, copy_opts, copy_with,
 };
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};
-pub use error::{BatchError, CopyError, EngineError, Error, StrategyError};
+pub use error::{BatchError, CheckedStrategyError, CopyError, EngineError, Error, StrategyError};
 pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, NtWriter};
 #[cfg(target_arch = "x86_64")]
 pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};

@@ -460,6 +460,17 @@ fn unchecked_strategies_and_bad_lengths_are_refused() {
         Err(Error::NotChecked { .. })
     ));
     assert_eq!(d, vec![0u8; 8], "a refused call writes nothing");
+    // The handle's own refusal names the same failure, in the same words.
+    let k = bulkmem::CheckedCopyKernel::new(Strategy::Libc).unwrap_err();
+    assert_eq!(
+        k,
+        bulkmem::CheckedStrategyError::NotChecked {
+            strategy: Strategy::Libc,
+            op: bulkmem::Op::Copy
+        }
+    );
+    assert_eq!(k.to_string(), e.to_string());
+    assert_eq!(Error::from(k), e);
 }
 
 proptest! {

@@ -20,7 +20,7 @@
 //! * `errno`, the direction flag and the stack are untouched.
 //!
 //! From 65 to 512 bytes it uses 512-bit registers where the C library
-//! runs its own AVX-512 routine on AMD ([`WIDE`]).
+//! runs its own AVX-512 routine ([`WIDE`]).
 //!
 //! It is on only where its slot in [`END`] is not 0: AVX2 usable (as the
 //! C library found it at start), the next definition of the function the C
@@ -57,13 +57,12 @@ static ELIGIBLE: AtomicU8 = AtomicU8::new(0);
 /// no upper state to clear), as the C library's own AVX-512 routine does:
 /// copies of 65-512 bytes, and sets of 1-512 (up to 64 bytes one masked
 /// store, as glibc's, where it stays inside its page). On only where the
-/// C library found AVX-512 (F and BW) and BMI2 usable and the CPU is AMD
-/// from Zen 4 on (CPUID family 0x19 or later), where wide stores cost no
-/// frequency and glibc takes its AVX-512 routine: on the Zen 5 VM,
-/// 64-512-byte copies at every alignment ran 0.85-0.90x glibc with the
-/// AVX2 body and 0.94-1.03x with this one (a C loop of both bodies).
-/// Intel keeps AVX2: glibc prefers to avoid 512-bit registers on most of
-/// its parts.
+/// C library found AVX-512 (F and BW) and BMI2 usable and takes its own
+/// AVX-512 routine, where wide stores cost no frequency: AMD from Zen 4
+/// on, Intel from Sapphire Rapids on (`Leaves::wide_usable`). On the Zen
+/// 5 VM, 64-512-byte copies at every alignment ran 0.85-0.90x glibc with
+/// the AVX2 body and 0.94-1.03x with this one (a C loop of both bodies).
+/// Older Intel server parts keep AVX2, as glibc does.
 ///
 /// Read by the bodies' first instructions, the copy's as `len - 65 <
 /// WIDE[0]`, the set's as `len - 1 < WIDE[1]` (0 where off): one compare
@@ -150,10 +149,12 @@ struct Leaf {
     active: [u32; 4],
 }
 
-/// `CPUID_INDEX_1` and `CPUID_INDEX_7` in glibc's numbering, and the words
+/// `CPUID_INDEX_1`, `CPUID_INDEX_7` and `CPUID_INDEX_7_ECX_1` in glibc's
+/// numbering (an index the C library does not know reads as zeros), and the words
 /// of a leaf read here.
 const INDEX_1: u32 = 0;
 const INDEX_7: u32 = 1;
+const INDEX_7_ECX_1: u32 = 6;
 const EAX: usize = 0;
 const EBX: usize = 1;
 
@@ -197,17 +198,26 @@ impl Leaves {
             .is_some_and(|l| l.active[EBX] & AVX2 != 0)
     }
 
-    /// Whether the bodies may use 512-bit registers
-    /// ([`WIDE`]): AVX-512 F and BW and BMI2 usable as the C library decided, on AMD
-    /// family 0x19 or later (Intel's display family is 6, or 0x13 for its
-    /// newest; AMD's AVX-512 parts are 0x19 and 0x1a), told by leaf 1's
-    /// EAX, which the C library also keeps.
+    /// Whether the bodies may use 512-bit registers ([`WIDE`]): AVX-512
+    /// F and BW and BMI2 usable as the C library decided, on a CPU where
+    /// the C library itself takes its AVX-512 routines. glibc (2.33 on)
+    /// does on Intel parts that list AVX-VNNI and not AVX512ER ("won't
+    /// lower CPU frequency when ZMM load and store instructions are
+    /// used": Sapphire and Emerald Rapids, not Skylake-SP or Ice Lake),
+    /// and on AMD's AVX-512 parts, family 0x19 and later (Intel's display
+    /// family is 6, or 0x13 for its newest). Both facts come from the
+    /// record the C library keeps (leaf 1's EAX, leaf 7 and leaf 7.1).
     fn wide_usable(&self) -> bool {
         /// AVX-512 F and BW, and BMI2 (the set's mask), in leaf 7's EBX.
         const NEEDED: u32 = 1 << 16 | 1 << 30 | 1 << 8;
-        let wide = self
-            .leaf(INDEX_7)
-            .is_some_and(|l| l.active[EBX] & NEEDED == NEEDED);
+        /// AVX512ER (Xeon Phi), in leaf 7's EBX.
+        const AVX512ER: u32 = 1 << 27;
+        /// AVX-VNNI, in leaf 7.1's EAX.
+        const AVX_VNNI: u32 = 1 << 4;
+        let Some(leaf7) = self.leaf(INDEX_7) else {
+            return false;
+        };
+        let wide = leaf7.active[EBX] & NEEDED == NEEDED;
         let family = self.leaf(INDEX_1).map_or(0, |l| {
             let eax = l.cpuid[EAX];
             let base = (eax >> 8) & 0xf;
@@ -217,7 +227,11 @@ impl Leaves {
                 base
             }
         });
-        wide && family >= 0x19
+        let intel_wide = leaf7.cpuid[EBX] & AVX512ER == 0
+            && self
+                .leaf(INDEX_7_ECX_1)
+                .is_some_and(|l| l.cpuid[EAX] & AVX_VNNI != 0);
+        wide && (family >= 0x19 || intel_wide)
     }
 }
 
@@ -470,13 +484,13 @@ pub(crate) use copy_body;
 macro_rules! set_body {
     () => {
         concat!(
-            "movzx ecx, sil\n",
-            "movabs r8, 0x0101010101010101\n",
-            "imul rcx, r8\n",
             "lea r9, [rdx - 1]\n",
             "cmp r9, qword ptr [rip + {wide} + 8]\n",
             "jb 50f\n",
             "21:\n",
+            "movzx ecx, sil\n",
+            "movabs r8, 0x0101010101010101\n",
+            "imul rcx, r8\n",
             $crate::small::by_length!(),
             "mov byte ptr [rdi], cl\n",
             "30:\n",
@@ -529,7 +543,7 @@ macro_rules! set_body {
             "ret\n",
             // 1-512 bytes from zmm16 (see the copy's): labels 50-52.
             "50:\n",
-            "vpbroadcastq zmm16, rcx\n",
+            "vpbroadcastb zmm16, esi\n",
             "cmp edx, 64\n",
             "jbe 52f\n",
             "vmovdqu64 zmmword ptr [rdi], zmm16\n",

@@ -28,7 +28,7 @@ pub struct Machine {
     pub thp: Option<String>,
     /// What `auto` followed: `tuned` (a profile) or `built-in` (the rules).
     pub auto: &'static str,
-    /// Why (`bulkmem::auto::profile_status`).
+    /// Why (`bulkmem_policy::auto::profile_status`).
     pub profile: String,
 }
 
@@ -48,7 +48,7 @@ impl Machine {
             page_size: t.page_size,
             thp: t.thp_mode.clone(),
             auto: auto_kind(),
-            profile: bulkmem::auto::profile_status().to_string(),
+            profile: bulkmem_policy::auto::profile_status().to_string(),
         }
     }
 }
@@ -77,7 +77,7 @@ pub fn write_json(path: &Path, rows: &[Row]) -> Result<(), String> {
 
 /// `tuned` when `auto` follows a profile in this process, else `built-in`.
 pub fn auto_kind() -> &'static str {
-    if bulkmem::auto::profile().is_some() {
+    if bulkmem_policy::auto::profile().is_some() {
         "tuned"
     } else {
         "built-in"

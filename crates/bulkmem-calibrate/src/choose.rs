@@ -33,8 +33,8 @@
 //!    cell ([`break_tie`]; by more than KEEP only where it streams and the
 //!    choice does not, or the other way round).
 
-use bulkmem::auto::{Cell, Machine, Policy, Request, Shape};
 use bulkmem::{Hint, Op, Strategy};
+use bulkmem_policy::auto::{Cell, Machine, Policy, Request, Shape};
 
 /// Keep the rules' (or else the previous size's) choice while it scores at
 /// least this fraction of the top.
@@ -365,11 +365,11 @@ pub const TIE_FLOOR: f64 = 0.85;
 
 /// Whether `s` leaves a destination of `size` bytes in the cache: not a
 /// streaming kernel, and for `libc` not past glibc's non-temporal
-/// threshold on this machine (what [`Machine::libc_twin`](bulkmem::auto::Machine::libc_twin)
+/// threshold on this machine (what [`Machine::libc_twin`](bulkmem_policy::auto::Machine::libc_twin)
 /// says it runs there).
 fn allocates(op: Op, size: usize, s: Strategy) -> bool {
     let runs = match s {
-        Strategy::Libc => bulkmem::auto::Machine::this().libc_twin(op, size),
+        Strategy::Libc => bulkmem_policy::auto::Machine::this().libc_twin(op, size),
         s => s,
     };
     !runs.is_non_temporal()

@@ -4,7 +4,7 @@
 
 use super::cache_edge;
 use crate::error::Error;
-use bulkmem::auto::Shape;
+use bulkmem_policy::auto::Shape;
 
 /// The sizes calibration measures.
 #[derive(Clone, Debug, PartialEq, Eq)]

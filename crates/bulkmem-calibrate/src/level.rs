@@ -64,8 +64,8 @@ pub const LEVEL_TIE: f64 = 0.04;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bulkmem::auto::Shape;
     use bulkmem::Op;
+    use bulkmem_policy::auto::Shape;
 
     fn cell(size: usize, g: &[(Strategy, f64)]) -> Measured {
         Measured {

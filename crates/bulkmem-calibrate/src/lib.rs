@@ -1,6 +1,6 @@
 //! Calibration: measure every strategy on this machine and build the
 //! profile `auto` follows (docs/design.md, "Calibration"). This crate
-//! measures; the policy (`bulkmem::auto`) decides, from the rules and the
+//! measures; the policy (`bulkmem_policy::auto`) decides, from the rules and the
 //! profile this writes. `bulkmem tune` is a thin command over
 //! [`calibrate`] and [`write_profile`]; a program can calibrate itself the
 //! same way.

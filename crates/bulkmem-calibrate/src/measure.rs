@@ -32,11 +32,11 @@ use super::toolkit::{
     scattered_pairs, ColdArenas, Piece, Race, FULL_CHECK, POISON,
 };
 use crate::error::Error;
-use bulkmem::auto::Shape;
 use bulkmem::mapping::Mapping;
 use bulkmem::Kernel;
 use bulkmem::{clear_batch_opts, copy_batch_opts};
 use bulkmem::{Op, Options, Strategy};
+use bulkmem_policy::auto::Shape;
 
 /// Bytes a hot run moves at least (by repeating the call), up to
 /// `MAX_REPS` calls.

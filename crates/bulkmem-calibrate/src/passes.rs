@@ -13,8 +13,8 @@ use super::nt_shape::{race_nt_shapes, SHAPE_RUNS};
 use super::progress::{cost, Step, Tick, Tracker, DISPUTE_COST, RECHECK_COST, TIE_COST};
 use super::{measure, toolkit};
 use crate::error::Error;
-use bulkmem::auto::{Cell, Identity, Profile, Shape, FORMAT};
 use bulkmem::{Op, Strategy};
+use bulkmem_policy::auto::{Cell, Identity, Profile, Shape, FORMAT};
 
 /// The largest single call whose ties a quick calibration breaks: its
 /// budget is 20 s, and a tie-break (three 10 ms runs) cost it 0.05-0.25 s

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use super::ladder::Ladder;
 use super::measure;
 use super::measure::HOT_BYTES;
-use bulkmem::auto::Shape;
 use bulkmem::Strategy;
+use bulkmem_policy::auto::Shape;
 
 /// Where a calibration is, for a progress display.
 #[derive(Clone, Copy, Debug)]

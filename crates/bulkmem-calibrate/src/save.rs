@@ -4,7 +4,7 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use bulkmem::auto::Profile;
+use bulkmem_policy::auto::Profile;
 
 /// Writes `p` to `path` atomically and without harm to what is there:
 ///
@@ -99,7 +99,7 @@ fn create_temporary(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bulkmem::auto::{Identity, FORMAT};
+    use bulkmem_policy::auto::{Identity, FORMAT};
 
     fn tiny_profile() -> Profile {
         Profile {

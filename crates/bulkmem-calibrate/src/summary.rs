@@ -3,8 +3,8 @@
 //! fastest.
 
 use super::choose::rules_choice;
-use bulkmem::auto::{Cell, Profile, Shape};
 use bulkmem::{Op, Strategy};
+use bulkmem_policy::auto::{Cell, Profile, Shape};
 
 /// The profile's choices as bands, one line per (op, shape):
 /// `copy single     64+ avx2 (1.51x libc) | 16K+ rep-movsb ...`.

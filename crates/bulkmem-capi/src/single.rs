@@ -199,7 +199,7 @@ pub extern "C" fn bm_auto_choice(op: c_int, total: usize, runs: usize, h: c_int)
 }
 
 pub extern "C" fn bm_is_tuned() -> c_int {
-    c_int::from(auto::profile().is_some())
+    c_int::from(bulkmem_policy::auto::profile().is_some())
 }
 
 pub extern "C" fn bm_profile_status() -> *const c_char {

@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use bulkmem::auto::{self, Identity, ProfileSetting};
 use bulkmem_calibrate::{self as calibrate, CalibrateOptions};
+use bulkmem_policy::auto::{self, Identity, ProfileSetting};
 use clap::Args;
 
 use bulkmem_bench::cli::{progress_bar, runtime, usage, Failure};

@@ -438,7 +438,7 @@ fn info_says_why_the_built_in_rules_are_used() {
         &truncated,
         format!(
             "format = {}\nbulkmem = \"0.1.0\"\ncells = 3\n",
-            bulkmem::auto::FORMAT
+            bulkmem_policy::auto::FORMAT
         ),
     )
     .unwrap();

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use bulkmem::auto::{Cell, Identity, Profile, Shape, FORMAT};
 use bulkmem::{Op, Strategy};
+use bulkmem_policy::auto::{Cell, Identity, Profile, Shape, FORMAT};
 
 /// Runs bulkmem with `env`, killing it after 60 s: a hang fails the test
 /// instead of hanging the suite.
@@ -354,7 +354,7 @@ fn a_setuid_program_ignores_every_bulkmem_variable() {
     assert_eq!(code, Some(0), "{t}");
     // Only a root-owned system-wide profile could be followed.
     assert!(
-        t.contains("AT_SECURE") || t.contains(bulkmem::auto::SYSTEM_PROFILE_DIR),
+        t.contains("AT_SECURE") || t.contains(bulkmem_policy::auto::SYSTEM_PROFILE_DIR),
         "{t}"
     );
     assert!(!t.contains("s3cr3t") && !t.contains("secret"), "{t}");

@@ -79,19 +79,17 @@ fn build() -> bool {
         }
         for op in [Op::Copy, Op::Clear] {
             for h in bulkmem::Hint::ALL {
-                let _ = bulkmem::auto::bands(op, *h);
+                let _ = bulkmem_policy::auto::bands(op, *h);
             }
-            let _ = bulkmem_policy::auto::chosen_twin(&bulkmem::auto::Request::single(
+            let _ = bulkmem_policy::auto::chosen_twin(&bulkmem_policy::auto::Request::single(
                 op,
                 0,
                 bulkmem::Hint::Auto,
             ));
         }
-        let _ = bulkmem::auto::Policy::here().decide(&bulkmem::auto::Request::single(
-            Op::Copy,
-            0,
-            bulkmem::Hint::Auto,
-        ));
+        let _ = bulkmem_policy::auto::Policy::here().decide(
+            &bulkmem_policy::auto::Request::single(Op::Copy, 0, bulkmem::Hint::Auto),
+        );
         loader::take_faults();
         true
     })
@@ -143,7 +141,7 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
         }
         // Shared by threads that will not read it: decided as the engine
         // decides a split extent, not as a single call.
-        let k = bulkmem_policy::auto::chosen_twin(&bulkmem::auto::Request::batch(
+        let k = bulkmem_policy::auto::chosen_twin(&bulkmem_policy::auto::Request::batch(
             op,
             n,
             threads.max(1),
@@ -170,7 +168,7 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
 /// As [`run`], and bulkmem is initialised.
 #[inline]
 unsafe fn on_this_thread(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
-    let k = bulkmem_policy::auto::chosen_twin(&bulkmem::auto::Request::single(
+    let k = bulkmem_policy::auto::chosen_twin(&bulkmem_policy::auto::Request::single(
         op,
         n,
         bulkmem::Hint::Auto,

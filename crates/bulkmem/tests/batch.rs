@@ -184,7 +184,8 @@ fn the_choice_comes_from_the_batch_total() {
     assert!(dst[..extent].iter().all(|&x| x == 3));
     // A tuned profile or BULKMEM_* overrides may choose otherwise; a CPU
     // without AVX2 has no non-temporal copy.
-    let untuned = bulkmem::auto::profile().is_none() && !bulkmem::auto::Overrides::from_env().any();
+    let untuned = bulkmem_policy::auto::profile().is_none()
+        && !bulkmem_policy::auto::Overrides::from_env().any();
     if !(untuned && Strategy::Avx2Nt.available()) {
         eprintln!("skipped the choice check: tuned, overridden or no AVX2 ({whole}, {single})");
         return;

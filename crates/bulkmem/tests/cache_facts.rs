@@ -3,10 +3,10 @@
 //! the built-in rules must still choose the same primitive for every
 //! request, or the start-up shortcut changed what `auto` does.
 
-use bulkmem::auto::{Machine, Policy, Request};
 use bulkmem::cpu::{CacheFacts, CacheSource};
 use bulkmem::topology::Topology;
 use bulkmem::{Hint, Op};
+use bulkmem_policy::auto::{Machine, Policy, Request};
 
 /// The facts as the full sysfs layout gives them: what the cheap path
 /// stands in for.

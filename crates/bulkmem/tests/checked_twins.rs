@@ -312,9 +312,9 @@ fn twins_match_the_reference_around_block_edges() {
 /// single call.
 #[test]
 fn a_shared_call_is_decided_as_a_batch_of_one_run_per_thread() {
-    use bulkmem::auto::Request;
     use bulkmem::fault::checked_kernel;
     use bulkmem::{Hint, Op};
+    use bulkmem_policy::auto::Request;
     let auto = |req: &Request| checked_kernel(Strategy::Auto, req).unwrap();
     let shared = |op, len, threads| auto(&Request::batch(op, len, threads, Hint::Auto));
     for op in [Op::Copy, Op::Clear] {

@@ -5,8 +5,8 @@
 
 use std::process::Command;
 
-use bulkmem::auto::{self, Cell, Identity, Profile, ProfileStatus, Shape, FORMAT};
 use bulkmem::{Hint, Op, Options, Strategy};
+use bulkmem_policy::auto::{self, Cell, Identity, Profile, ProfileStatus, Shape, FORMAT};
 
 /// Set in the copy of this binary that races the first calls.
 const CHILD: &str = "BULKMEM_TEST_PROFILE_LOAD_CHILD";

@@ -273,7 +273,7 @@ fn copy_hint_and_clear_hint_stream_with_non_temporal_kernels() {
     assert_eq!(dst, src);
     bulkmem::clear_hint(&mut dst, Hint::Stream);
     assert!(dst.iter().all(|&b| b == 0));
-    let forced = bulkmem::auto::Overrides::from_env().any();
+    let forced = bulkmem_policy::auto::Overrides::from_env().any();
     if !bulkmem::Strategy::Avx2Nt.available() || forced {
         eprintln!("skipped the kernel check: no non-temporal kernel here, or BULKMEM_* overrides");
         return;
@@ -285,7 +285,7 @@ fn copy_hint_and_clear_hint_stream_with_non_temporal_kernels() {
     assert_eq!(dst, src);
     let clear = bulkmem::clear_opts(Options::hint(Hint::Stream), &mut dst).unwrap();
     assert!(dst.iter().all(|&b| b == 0));
-    let here = bulkmem::auto::Policy::here().decide(&bulkmem::auto::Request::single(
+    let here = bulkmem_policy::auto::Policy::here().decide(&bulkmem_policy::auto::Request::single(
         Op::Copy,
         n,
         Hint::Stream,

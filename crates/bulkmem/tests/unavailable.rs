@@ -5,8 +5,8 @@
 
 mod common;
 
-use bulkmem::auto::{self, Policy, Request};
 use bulkmem::{cpu, ClearKernel, CopyKernel, Error, Hint, Kernel, Op, Strategy};
+use bulkmem_policy::auto::{self, Policy, Request};
 use common::require::rerun;
 
 const AVX2: [Strategy; 2] = [Strategy::Avx2, Strategy::Avx2Nt];

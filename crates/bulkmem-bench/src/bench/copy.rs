@@ -291,7 +291,7 @@ pub fn default_report(quiet: bool, json: Option<&Path>) -> Result<(), Failure> {
         i.topology.online_cpus.len(),
         format_bytes(i.llc_bytes()),
         i.features.names().join(" "),
-        bulkmem::auto::profile_status()
+        bulkmem_policy::auto::profile_status()
     ))?;
     let mut all = Vec::new();
     for op in [Op::Copy, Op::Clear] {

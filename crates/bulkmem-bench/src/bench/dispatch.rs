@@ -14,9 +14,9 @@ use std::time::Instant;
 
 use clap::Args;
 
-use bulkmem::auto::Request;
 use bulkmem::{CheckedClearKernel, CheckedCopyKernel, ClearKernel, CopyKernel};
 use bulkmem::{Hint, Op, Options, Strategy};
+use bulkmem_policy::auto::Request;
 
 use crate::arena;
 use crate::cli::{check_outputs, publish, usage, with_progress, Failure, Output};

@@ -4,10 +4,11 @@
 
 use serde::Serialize;
 
-use bulkmem::auto::Machine;
-use bulkmem::auto::Request;
 use bulkmem::topology::{CacheKind, Topology};
-use bulkmem::{auto, Hint, Op, Strategy};
+use bulkmem::{Hint, Op, Strategy};
+use bulkmem_policy::auto;
+use bulkmem_policy::auto::Machine;
+use bulkmem_policy::auto::Request;
 
 use super::streams::{streams_from, StreamsFrom, BATCH_EXTENT};
 use super::SIZES;

@@ -4,11 +4,12 @@
 
 use serde::Serialize;
 
-use bulkmem::{auto, Hint, Op};
+use bulkmem::{Hint, Op};
+use bulkmem_policy::auto;
 
-use bulkmem::auto::Machine;
+use bulkmem_policy::auto::Machine;
 
-use bulkmem::auto::Request;
+use bulkmem_policy::auto::Request;
 
 /// The smallest size from which the built-in rules choose non-temporal
 /// stores (hint auto), per kind of call; `null`: never (up to 1 TiB).

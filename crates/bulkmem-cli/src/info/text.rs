@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 
 use bulkmem::cpu::CpuInfo;
-use bulkmem::{auto, Hint};
+use bulkmem::Hint;
 use bulkmem_machine::machine::topology::format_cpu_list;
+use bulkmem_policy::auto;
 
 use super::facts::{gather, Info};
 use super::streams::BATCH_EXTENT;

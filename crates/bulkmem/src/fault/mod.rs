@@ -279,7 +279,7 @@ mod tests {
                     )
                     .unwrap();
                     let want = match pick {
-                        Strategy::Libc => auto::Machine::this().libc_twin(op, len),
+                        Strategy::Libc => bulkmem_policy::auto::Machine::this().libc_twin(op, len),
                         Strategy::Portable => c,
                         s => s,
                     };

@@ -26,7 +26,7 @@ pub(super) fn cold_group(plan: &Plan, size: usize, a: &mut ColdArenas) -> Result
     let total = count * size;
     let sparse = total > FULL_CHECK;
     let per_thread = count.div_ceil(plan.threads);
-    let batch = bulkmem::auto::Request {
+    let batch = bulkmem_policy::auto::Request {
         op: plan.op,
         total: per_thread * size,
         runs: per_thread,

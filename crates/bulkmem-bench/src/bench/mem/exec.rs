@@ -29,7 +29,7 @@ pub(super) enum Exec {
 /// plan says so ([`Plan::named_batches`]).
 pub(super) fn cells(
     plan: &Plan,
-    req: &bulkmem::auto::Request,
+    req: &bulkmem_policy::auto::Request,
     cold: bool,
 ) -> Result<Vec<(String, Exec)>, String> {
     let mut v: Vec<(String, Exec)> = plan

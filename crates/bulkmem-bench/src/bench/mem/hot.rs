@@ -109,7 +109,7 @@ pub(super) fn hot_group(
 ) -> Result<Vec<Row>, String> {
     let cells = cells(
         plan,
-        &bulkmem::auto::Request::single(plan.op, size, plan.hint),
+        &bulkmem_policy::auto::Request::single(plan.op, size, plan.hint),
         false,
     )?;
     let execs: Vec<Exec> = cells.iter().map(|c| c.1).collect();

@@ -1557,12 +1557,21 @@ fn node_webassembly_traps_behave_as_without_the_preload() {
 
 /// Boehm GC: a program that allocates, fills and copies large buffers
 /// (some holding pointers the collector scans) computes the same under
-/// the preload, and collects as often. Not to the collection: Boehm's
-/// decisions follow the address space's layout and its roots (preloading
-/// libstdc++, which does nothing, turns 207 collections into 205; bulkmem
-/// 206), so the count may move by 2%. Incremental mode (a write barrier of
-/// protected pages, a SIGSEGV per page) is checked the same way; its heap
-/// size follows timing even without the preload and is not compared.
+/// the preload, loses no pointer, and keeps no more alive than it did.
+/// The number of collections is not a property of the program: Boehm
+/// reads its stack and registers conservatively, so whatever stale word a
+/// call leaves where the collector later looks decides whether a dropped
+/// 4 MiB buffer still counts as live, and so when the heap grows. On a
+/// Zen 5 VM the preload left the count at 206 of 207; on a Xeon (CPUID
+/// model 0xa7), with nothing but its small-call bodies changed (AVX2 or
+/// EVEX registers, no memory touched), at 197, then 404; and moving the
+/// program's own four large calls into a function of their own took
+/// glibc's alone from 207 to 585. So the count is held to a factor of
+/// 2.5 either way, and what a retaining or root-hiding preload would
+/// change is checked directly: the result (a lost pointer is reported),
+/// and the heap, which keeping every round's buffers alive would take
+/// from tens of MiB to gigabytes. Incremental mode (a write barrier of
+/// protected pages, a SIGSEGV per page) is checked the same way.
 #[test]
 fn boehm_gc_collects_as_without_the_preload() {
     let o = Command::new("pkg-config")
@@ -1587,12 +1596,14 @@ fn boehm_gc_collects_as_without_the_preload() {
         .output()
         .expect("run cc");
     assert!(o.status.success(), "cc boehm.c: {}", text(&o));
-    let collections = |full: &str| -> u64 {
+    // "GC collections N heap M MiB": (N, M).
+    let counts = |full: &str| -> (u64, u64) {
         let line = full
             .lines()
             .find(|l| l.starts_with("GC collections"))
             .unwrap_or_else(|| panic!("no collection count:\n{full}"));
-        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+        let word = |i: usize| line.split_whitespace().nth(i).unwrap().parse().unwrap();
+        (word(2), word(4))
     };
     let p = library().display().to_string();
     for mode in ["full", "incremental"] {
@@ -1602,14 +1613,18 @@ fn boehm_gc_collects_as_without_the_preload() {
             want.contains("OUTCOME kept"),
             "{mode} without the preload:\n{full}"
         );
-        let plain = collections(&full);
+        let (plain, plain_heap) = counts(&full);
         for env in RUNTIME_SETTINGS {
             let (got, full) = outcome_of(&argv, Some(&p), env);
             assert_eq!(got, want, "{mode} with the preload {env:?}:\n{full}");
-            let n = collections(&full);
+            let (n, heap) = counts(&full);
             assert!(
-                n.abs_diff(plain) * 50 <= plain.max(100),
+                n * 2 <= plain.max(100) * 5 && plain * 2 <= n.max(100) * 5,
                 "{mode} with the preload {env:?}: {n} collections against {plain}:\n{full}"
+            );
+            assert!(
+                heap <= 4 * plain_heap + 64,
+                "{mode} with the preload {env:?}: a {heap} MiB heap against {plain_heap}:\n{full}"
             );
         }
     }

@@ -168,14 +168,8 @@ impl CopyKernel {
     /// The fenced function itself, for the plain call's one-load table
     /// (`auto::direct`).
     #[inline]
-    pub fn fenced_fn(&self) -> CopyFn {
+    pub(crate) fn fenced_fn(&self) -> CopyFn {
         self.fenced
-    }
-
-    /// This kernel without its closing fence, owed to `fence`.
-    #[inline]
-    pub fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CopyKernel> {
-        Unfenced::new(*self, fence)
     }
 }
 
@@ -227,14 +221,8 @@ impl ClearKernel {
 
     /// The fenced function itself (see [`CopyKernel::fenced_fn`]).
     #[inline]
-    pub fn fenced_fn(&self) -> ClearFn {
+    pub(crate) fn fenced_fn(&self) -> ClearFn {
         self.fenced
-    }
-
-    /// This kernel without its closing fence, owed to `fence`.
-    #[inline]
-    pub fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, ClearKernel> {
-        Unfenced::new(*self, fence)
     }
 }
 
@@ -314,8 +302,11 @@ pub struct Unfenced<'f, K> {
 }
 
 impl<'f, K> Unfenced<'f, K> {
+    /// Kernel `k` without its closing fence, owed to `fence`: for the
+    /// handles whose calls have unfenced forms ([`CopyKernel`],
+    /// [`ClearKernel`] and their checked twins).
     #[inline]
-    fn new(k: K, _: &'f Fence) -> Unfenced<'f, K> {
+    pub fn new(k: K, _: &'f Fence) -> Unfenced<'f, K> {
         Unfenced {
             k,
             _fence: PhantomData,
@@ -556,8 +547,7 @@ mod tests {
                     let fence = Fence::new();
                     // SAFETY: two valid slices of one length, not overlapping.
                     unsafe {
-                        k.unfenced(&fence)
-                            .copy_raw(dst.as_mut_ptr(), src.as_ptr(), len)
+                        Unfenced::new(k, &fence).copy_raw(dst.as_mut_ptr(), src.as_ptr(), len)
                     };
                     fence.drain();
                     assert_eq!(dst, src[..len], "{s} unfenced copy {len}");
@@ -571,7 +561,7 @@ mod tests {
                 let mut dst = src.clone();
                 let fence = Fence::new();
                 // SAFETY: a valid writable range inside `dst`.
-                unsafe { k.unfenced(&fence).clear_raw(dst[1..].as_mut_ptr(), 4998) };
+                unsafe { Unfenced::new(k, &fence).clear_raw(dst[1..].as_mut_ptr(), 4998) };
                 drop(fence);
                 assert!(dst[1..4999].iter().all(|&b| b == 0), "{s} unfenced clear");
                 assert_eq!((dst[0], dst[4999]), (src[0], src[4999]), "{s} bounds");

@@ -6,7 +6,7 @@
 use crate::auto::{self, Request};
 use crate::error::{BatchError, CopyError, EngineError, StrategyError};
 use crate::extent::{check_lengths, validate_extents};
-use crate::handle::{ClearKernel, CopyKernel, Fence};
+use crate::handle::{ClearKernel, CopyKernel, Fence, Unfenced};
 use crate::plan::{self, exposed, exposed_mut, Extent};
 use crate::report::Report;
 use crate::strategy::{Hint, Op, Options, Strategy};
@@ -302,7 +302,7 @@ fn inline_report(strategy: Strategy, total: usize, extents: usize) -> Report {
 /// destination overlapping anything else.
 unsafe fn copy_runs(k: CopyKernel, runs: impl Iterator<Item = Extent>) {
     let fence = Fence::new();
-    let kernel = k.unfenced(&fence);
+    let kernel = Unfenced::new(k, &fence);
     let four = kernel.gang().map(|gang| {
         // SAFETY: four runs of the caller's contract, whose destinations
         // overlap nothing else.
@@ -324,7 +324,7 @@ unsafe fn copy_runs(k: CopyKernel, runs: impl Iterator<Item = Extent>) {
 /// Every run's `dst` writable for its `len`.
 unsafe fn clear_runs(k: ClearKernel, runs: impl Iterator<Item = Extent>) {
     let fence = Fence::new();
-    let kernel = k.unfenced(&fence);
+    let kernel = Unfenced::new(k, &fence);
     for r in plan::coalesce(runs) {
         // SAFETY: the caller's contract; `k` was checked against this CPU.
         unsafe { kernel.clear_raw(r.dst, r.len) };

@@ -66,7 +66,7 @@ impl Store {
     /// The streaming kernel without its fence, owed to `fence`; `None`:
     /// temporal stores.
     fn kernel<'f>(self, fence: Option<&'f Fence>) -> Option<Unfenced<'f, CopyKernel>> {
-        self.nt.zip(fence).map(|(k, f)| k.unfenced(f))
+        self.nt.zip(fence).map(|(k, f)| Unfenced::new(k, f))
     }
 }
 

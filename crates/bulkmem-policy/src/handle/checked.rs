@@ -3,7 +3,7 @@
 //! [`CheckedClearKernel`] clears. Their calls are `checked_calls`, run
 //! exactly by `exact`; `bulkmem::fault` holds the plain checked calls.
 
-use super::{available, Fence, Unfenced};
+use super::{available, Unfenced};
 use crate::checked::mc::copy_mc_gang::{self, McGang};
 use crate::checked::mc::{extable::RawFault, McClear, McCopy};
 use crate::descriptor;
@@ -81,14 +81,8 @@ impl CheckedCopyKernel {
     /// The fenced routine itself, for the checked call's one-load table
     /// (`auto::direct`).
     #[inline]
-    pub fn fenced_fn(&self) -> McCopy {
+    pub(crate) fn fenced_fn(&self) -> McCopy {
         self.fenced
-    }
-
-    /// This routine without its closing fence, owed to `fence`.
-    #[inline]
-    pub fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CheckedCopyKernel> {
-        Unfenced::new(*self, fence)
     }
 }
 
@@ -123,14 +117,8 @@ impl CheckedClearKernel {
 
     /// The fenced routine itself (see [`CheckedCopyKernel::fenced_fn`]).
     #[inline]
-    pub fn fenced_fn(&self) -> McClear {
+    pub(crate) fn fenced_fn(&self) -> McClear {
         self.fenced
-    }
-
-    /// This routine without its closing fence, owed to `fence`.
-    #[inline]
-    pub fn unfenced<'f>(&self, fence: &'f Fence) -> Unfenced<'f, CheckedClearKernel> {
-        Unfenced::new(*self, fence)
     }
 }
 
@@ -254,7 +242,7 @@ impl CheckedKernel {
     /// # Panics
     /// If this is a clear.
     #[inline]
-    pub fn copy_kernel(&self) -> CheckedCopyKernel {
+    pub(crate) fn copy_kernel(&self) -> CheckedCopyKernel {
         match self {
             CheckedKernel::Copy(k) => *k,
             CheckedKernel::Clear(k) => panic!("{} checked clear asked to copy", k.strategy),
@@ -266,7 +254,7 @@ impl CheckedKernel {
     /// # Panics
     /// If this is a copy.
     #[inline]
-    pub fn clear_kernel(&self) -> CheckedClearKernel {
+    pub(crate) fn clear_kernel(&self) -> CheckedClearKernel {
         match self {
             CheckedKernel::Clear(k) => *k,
             CheckedKernel::Copy(k) => panic!("{} checked copy asked to clear", k.strategy),

@@ -22,7 +22,7 @@ use crate::extent::Batch;
 use crate::fault::log::FaultLog;
 #[cfg(target_arch = "x86_64")]
 use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
-use crate::handle::{ClearKernel, CopyKernel, Fence};
+use crate::handle::{ClearKernel, CopyKernel, Fence, Unfenced};
 use crate::offload::Offload;
 use crate::plan::Extent;
 use crate::report::Report;
@@ -219,7 +219,7 @@ impl<B: Batch> Job<'_, B> {
         // the kernel suits this CPU.
         match self.work {
             Work::Copy(k) => {
-                let k = k.unfenced(&fence);
+                let k = Unfenced::new(k, &fence);
                 let four = k.gang().filter(|_| self.gangs).map(|gang| {
                     // SAFETY: see above; no destination overlaps another
                     // extent's source or destination (the submitter's
@@ -234,7 +234,7 @@ impl<B: Batch> Job<'_, B> {
                 );
             }
             Work::Clear(k) => {
-                let k = k.unfenced(&fence);
+                let k = Unfenced::new(k, &fence);
                 for s in spans {
                     // SAFETY: see above.
                     unsafe { k.clear_raw(s.dst, s.len) }
@@ -249,7 +249,7 @@ impl<B: Batch> Job<'_, B> {
             // span's `run` is its extent.
             #[cfg(target_arch = "x86_64")]
             Work::CopyChecked(k, log) => {
-                let k = k.unfenced(&fence);
+                let k = Unfenced::new(k, &fence);
                 let four = k.gang().filter(|_| self.gangs).map(|gang| {
                     // SAFETY: as for unchecked gangs; the routines survive
                     // faults.
@@ -264,7 +264,7 @@ impl<B: Batch> Job<'_, B> {
             }
             #[cfg(target_arch = "x86_64")]
             Work::ClearChecked(k, log) => {
-                let k = k.unfenced(&fence);
+                let k = Unfenced::new(k, &fence);
                 for s in spans {
                     // SAFETY: see above; the routine survives faults.
                     unsafe { log.clear(k, &s) }

@@ -10,7 +10,7 @@ use crate::checked::mc::extable::RawFault;
 use crate::checked::mc::handler;
 use crate::error::Error;
 use crate::extent::check_lengths;
-use crate::handle::{CheckedClearKernel, CheckedCopyKernel, Fence};
+use crate::handle::{CheckedClearKernel, CheckedCopyKernel, Fence, Unfenced};
 use crate::plan::{Extent, Span};
 use crate::strategy::{Hint, Op, Strategy};
 
@@ -32,7 +32,7 @@ pub fn copy_batch_checked(
     // The unfenced routines fence only when they fault: this fence once
     // for the rest, when the loop is done.
     let fence = Fence::new();
-    let k = k.unfenced(&fence);
+    let k = Unfenced::new(k, &fence);
     let runs: Vec<Extent> = ops
         .iter_mut()
         .map(|(d, s)| Extent {
@@ -90,7 +90,7 @@ pub fn clear_batch_checked(
     let k = auto::kernel::<CheckedClearKernel>(strategy, &req)?;
     handler::ensure();
     let fence = Fence::new();
-    let k = k.unfenced(&fence);
+    let k = Unfenced::new(k, &fence);
     let mut out = vec![Outcome::Done; ops.len()];
     for (d, o) in ops.iter_mut().zip(&mut out) {
         // SAFETY: a valid writable slice; the routine came from a

@@ -32,7 +32,7 @@ unsafe fn fill(
     };
     match patch {
         None => bulkmem_core::fill(d, t)?,
-        Some(f) => bulkmem_core::fill_with(d, t, |i, elem: &mut [u8]| {
+        Some(f) => bulkmem_core::fill_patched(d, t, |i, elem: &mut [u8]| {
             f(i, elem.as_mut_ptr().cast(), elem.len(), ctx)
         })?,
     };

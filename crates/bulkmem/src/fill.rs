@@ -105,16 +105,16 @@ fn fill_auto<P: Patch>(
 /// each element (a copy in a staging buffer, or in place when temporal)
 /// before it is stored. Each index is patched exactly once, in order.
 /// Returns after a store fence.
-pub fn fill_with<P: FnMut(usize, &mut [u8])>(
+pub fn fill_patched<P: FnMut(usize, &mut [u8])>(
     dst: &mut [u8],
     template: &[u8],
     patch: P,
 ) -> Result<FillMode, Error> {
-    fill_with_hint(dst, template, Hint::Auto, patch)
+    fill_patched_hint(dst, template, Hint::Auto, patch)
 }
 
-/// As [`fill_with`] with a hint.
-pub fn fill_with_hint<P: FnMut(usize, &mut [u8])>(
+/// As [`fill_patched`] with a hint.
+pub fn fill_patched_hint<P: FnMut(usize, &mut [u8])>(
     dst: &mut [u8],
     template: &[u8],
     hint: Hint,
@@ -430,8 +430,8 @@ impl NtWriter {
         Ok(())
     }
 
-    /// As [`fill_with`] with non-temporal stores, without the fence.
-    pub fn fill_with<P: FnMut(usize, &mut [u8])>(
+    /// As [`fill_patched`] with non-temporal stores, without the fence.
+    pub fn fill_patched<P: FnMut(usize, &mut [u8])>(
         &mut self,
         dst: &mut [u8],
         template: &[u8],

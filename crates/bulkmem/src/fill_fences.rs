@@ -16,16 +16,16 @@ use crate::strategy::{FillMode, Hint};
 type Fill = fn(&mut [u8], &[u8]) -> Result<FillMode, Error>;
 type FillHint = fn(&mut [u8], &[u8], Hint) -> Result<FillMode, Error>;
 
-/// `fill_with` and `fill_with_hint` as instantiated for a closure `P`
+/// `fill_patched` and `fill_patched_hint` as instantiated for a closure `P`
 /// (a closure, not a fn pointer, so the analysis sees its code).
 fn patched<P: FnMut(usize, &mut [u8])>(_: P) -> [(&'static str, usize); 2] {
     type With<P> = fn(&mut [u8], &[u8], P) -> Result<FillMode, Error>;
     type WithHint<P> = fn(&mut [u8], &[u8], Hint, P) -> Result<FillMode, Error>;
     [
-        ("fill_with", fill::fill_with::<P> as With<P> as usize),
+        ("fill_patched", fill::fill_patched::<P> as With<P> as usize),
         (
-            "fill_with_hint",
-            fill::fill_with_hint::<P> as WithHint<P> as usize,
+            "fill_patched_hint",
+            fill::fill_patched_hint::<P> as WithHint<P> as usize,
         ),
     ]
 }

@@ -28,7 +28,7 @@
 //! ```
 //! let mut pages = vec![0u8; 64 * 1024];
 //! let template = [0xABu8; 64];
-//! bulkmem::fill_with(&mut pages, &template, |i, elem| {
+//! bulkmem::fill_patched(&mut pages, &template, |i, elem| {
 //!     elem[..8].copy_from_slice(&(i as u64).to_le_bytes()); // per-element field
 //! })
 //! .unwrap();
@@ -89,7 +89,7 @@ pub use calls::{
 };
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};
 pub use error::{BatchError, CheckedStrategyError, CopyError, EngineError, Error, StrategyError};
-pub use fill::{fill, fill_hint, fill_with, fill_with_hint, nt_drain, NtWriter};
+pub use fill::{fill, fill_hint, fill_patched, fill_patched_hint, nt_drain, NtWriter};
 #[cfg(target_arch = "x86_64")]
 pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
 pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};

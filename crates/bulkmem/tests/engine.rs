@@ -151,7 +151,7 @@ fn chunks_are_taken_by_distinct_workers_on_their_own_cpus() {
         };
         let mut dst = vec![0u8; 64 * 4096];
         let r = e
-            .fill_with(&mut dst, &[7u8; 64], &patch, Control::default())
+            .fill_patched(&mut dst, &[7u8; 64], &patch, Control::default())
             .unwrap();
         assert!(r.is_complete());
         assert!(dst
@@ -618,7 +618,7 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
 
 #[test]
 fn a_panicking_patch_on_a_worker_is_an_error_not_a_hang() {
-    let r = within(30, "fill_with with a panicking patch", || {
+    let r = within(30, "fill_patched with a panicking patch", || {
         let e = Engine::builder()
             .threads(2)
             .inline_max(0)
@@ -627,7 +627,7 @@ fn a_panicking_patch_on_a_worker_is_an_error_not_a_hang() {
             .unwrap();
         let template = [7u8; 64];
         let mut dst = vec![0u8; 64 * 100_000];
-        let r = e.fill_with(
+        let r = e.fill_patched(
             &mut dst,
             &template,
             &|i: usize, elem: &mut [u8]| {

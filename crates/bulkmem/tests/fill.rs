@@ -38,7 +38,7 @@ fn one_case(buf: &mut Guarded, off: usize, t: &[u8], count: usize, hint: Hint, p
     let dst = buf.slice(off, len);
     let mode = if patched {
         let mut seen = Vec::with_capacity(count);
-        let m = bulkmem::fill_with_hint(dst, t, hint, |i, e| {
+        let m = bulkmem::fill_patched_hint(dst, t, hint, |i, e| {
             assert_eq!(e.len(), t.len());
             seen.push(i);
             stamp(i, e);
@@ -127,13 +127,13 @@ fn bad_shapes_are_refused_and_write_nothing() {
         e.to_string().contains("100 bytes") && e.to_string().contains("64-byte"),
         "{e}"
     );
-    let e =
-        bulkmem::fill_with(&mut dst, &[], |_, _| panic!("no element may be patched")).unwrap_err();
+    let e = bulkmem::fill_patched(&mut dst, &[], |_, _| panic!("no element may be patched"))
+        .unwrap_err();
     assert!(e.to_string().contains("empty"), "{e}");
     assert!(NtWriter::new().fill(&mut dst, &[1u8; 3]).is_err());
     assert!(dst.iter().all(|&b| b == 7));
     // Empty destinations are fine and patch nothing.
-    assert!(bulkmem::fill_with(&mut [], &[1u8; 3], |_, _| panic!("nothing to patch")).is_ok());
+    assert!(bulkmem::fill_patched(&mut [], &[1u8; 3], |_, _| panic!("nothing to patch")).is_ok());
 }
 
 #[test]
@@ -144,7 +144,7 @@ fn nt_writer_fills_and_copies_many_regions_then_drains_once() {
     let src: Vec<u8> = (0..10_000).map(|i| i as u8).collect();
     let mut w = NtWriter::new();
     w.fill(&mut a, &template(64)).unwrap();
-    w.fill_with(&mut b, &template(3), stamp).unwrap();
+    w.fill_patched(&mut b, &template(3), stamp).unwrap();
     w.copy(&mut c, &src);
     w.drain();
     assert_eq!(a, expected(&template(64), 1024, false));
@@ -167,7 +167,7 @@ proptest! {
         let t = template(l);
         let mut dst = vec![0u8; l * count];
         let r = if patched {
-            e.fill_with(&mut dst, &t, &|i: usize, el: &mut [u8]| stamp(i, el), Control::default()).unwrap()
+            e.fill_patched(&mut dst, &t, &|i: usize, el: &mut [u8]| stamp(i, el), Control::default()).unwrap()
         } else {
             e.fill(&mut dst, &t).unwrap()
         };
@@ -192,7 +192,7 @@ fn engine_fill_patches_every_index_once_across_workers() {
         stamp(i, el);
     };
     let r = e
-        .fill_with(&mut dst, &template(40), &patch, Control::default())
+        .fill_patched(&mut dst, &template(40), &patch, Control::default())
         .unwrap();
     assert!(r.workers >= 1 && r.is_complete());
     assert!(hits
@@ -334,7 +334,7 @@ fn a_large_odd_template_streams_without_staging_copies_of_it() {
     dst.fill(0xee);
     let mut seen = Vec::new();
     let grew = peak_growth(|| {
-        mode = bulkmem::fill_with_hint(&mut dst, &t, Hint::Stream, |i, e| {
+        mode = bulkmem::fill_patched_hint(&mut dst, &t, Hint::Stream, |i, e| {
             assert_eq!(e.len(), l);
             assert_eq!((e[0], e[l - 1]), (t[0], t[l - 1]), "element {i} unfilled");
             seen.push(i);

@@ -4,9 +4,9 @@
 //!
 //! * `memcpy-per-element`: copy the template into each element (no patch);
 //! * `memcpy-patch`: the same, then patch it in place: the baseline;
-//! * `fill-temporal` / `fill-nt` / `fill-auto`: `fill_with` with hint
+//! * `fill-temporal` / `fill-nt` / `fill-auto`: `fill_patched` with hint
 //!   reuse / stream / auto;
-//! * `engine`: the engine's `fill_with` on `--threads` workers.
+//! * `engine`: the engine's `fill_patched` on `--threads` workers.
 //!
 //! Regions up to 1 MiB are measured hot (refilled until a run has written
 //! 64 MiB); larger ones cold (evicted before each run). Every row is checked
@@ -146,12 +146,13 @@ fn measure(
                     "fill-nt" => Hint::Stream,
                     _ => Hint::Auto,
                 };
-                let m = bulkmem::fill_with_hint(dst, &t, hint, stamp).map_err(|e| e.to_string())?;
+                let m =
+                    bulkmem::fill_patched_hint(dst, &t, hint, stamp).map_err(|e| e.to_string())?;
                 m.strategy().name().into()
             }
             _ => {
                 let r = engine
-                    .fill_with(dst, &t, &stamp, Control::default())
+                    .fill_patched(dst, &t, &stamp, Control::default())
                     .map_err(|e| e.to_string())?;
                 r.strategy.name().into()
             }

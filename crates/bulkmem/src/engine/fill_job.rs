@@ -31,7 +31,7 @@ pub(super) fn fill(
     run(engine, dst, plan, &each, ctl)
 }
 
-/// [`Engine::fill_with`].
+/// [`Engine::fill_patched`].
 pub(super) fn fill_patched<P: Fn(usize, &mut [u8]) + Sync>(
     engine: &Engine,
     dst: &mut [u8],

@@ -324,7 +324,7 @@ impl Engine {
     /// As [`Engine::fill`], with `patch(index, element)` applied to every
     /// element before it is stored (from several workers at once, each index
     /// exactly once).
-    pub fn fill_with<P: Fn(usize, &mut [u8]) + Sync>(
+    pub fn fill_patched<P: Fn(usize, &mut [u8]) + Sync>(
         &self,
         dst: &mut [u8],
         template: &[u8],

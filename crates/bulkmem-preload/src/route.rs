@@ -3,7 +3,8 @@
 //!
 //! Each is assembly. A call below its [`small::END`] slot (4 KiB copies,
 //! 512-byte sets, where the C library is the next definition) is done
-//! right there by [`small`]'s code, a leaf with unwind information. A
+//! right there by [`small`]'s code, a leaf with unwind information, whose
+//! compare with `END` also sends every other call on (label 9). A
 //! call below [`MIN`](crate::calls::MIN) jumps to the C library's function once it is known:
 //! a load, a compare, a load, a test and a jump. Any other call asks
 //! [`route`] where to go, with its arguments saved, then jumps there with
@@ -69,8 +70,9 @@ extern "C" fn overflow() -> ! {
 /// fortified form's object size in rcx), `$fast` the C library's function
 /// for the path below `MIN` (a [`next::Next`], whose first word is the
 /// pointer), `$small` the [`small`] body that does calls below its
-/// [`small::END`] slot here, after `$check` (a fortified form's overflow
-/// test) and `$ret` (the return value into rax).
+/// [`small::END`] slot here and sends the others to label 9, after
+/// `$check` (a fortified form's overflow test, to label 9 too) and `$ret`
+/// (the return value into rax, which the road from label 9 overwrites).
 macro_rules! router {
     ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), $call:expr, $fast:path,
      $check:expr, $ret:expr, $small:expr) => {
@@ -94,8 +96,6 @@ macro_rules! router {
         pub unsafe extern "C" fn $name($($arg: $ty),*) -> *mut c_void {
             core::arch::naked_asm!(
                 ".cfi_startproc",
-                "cmp rdx, qword ptr [rip + {end} + 8 * {call}]",
-                "jae 9f",
                 $check,
                 $ret,
                 $small,

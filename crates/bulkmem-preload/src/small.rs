@@ -64,17 +64,26 @@ static ELIGIBLE: AtomicU8 = AtomicU8::new(0);
 /// the AVX2 body and 0.94-1.03x with this one (a C loop of both bodies).
 /// Older Intel server parts keep AVX2, as glibc does.
 ///
-/// Read by the bodies' first instructions, the copy's as `len - 65 <
-/// WIDE[0]`, the set's as `len - 1 < WIDE[1]` (0 where off): one compare
-/// for the range and the switch, so those calls take a single branch to
-/// their body. Behind three (by length, then the switch), the wide copy
-/// had run 0.96-0.97x glibc on 64-512-byte copies (`preload-workload
-/// small-64-512`), glibc taking one.
-pub static WIDE: [AtomicUsize; 2] = [const { AtomicUsize::new(0) }; 2];
+/// Per interposed function (as [`END`]), read by the bodies, a copy's as
+/// `len - 65 < WIDE[call]`, a set's as `len - 1 < WIDE[call]` (0 where
+/// off): one compare with a static for the range and the switch, so
+/// those calls take a single branch to their body, as glibc's take one.
+/// [`publish`] keeps the span below `END`, so a set asks it first and
+/// skips `END`'s compare; a copy asks `END` first, because 8-64-byte
+/// copies, which never take the wide body, ran 2% slower behind it. On a
+/// Xeon (CPUID model 0xa7), `preload-workload`, medians of 8 children
+/// against the order of `END` first for both: 8-64 0.958x -> 0.974x
+/// glibc, 64-512 1.006x -> 1.010x, sets of 8-512 0.970x -> 0.986x. Behind
+/// three compares (by length, then the switch), the wide copy had run
+/// 0.96-0.97x glibc on 64-512-byte copies (Zen 5 VM).
+pub static WIDE: [AtomicUsize; 7] = [const { AtomicUsize::new(0) }; 7];
 
-/// [`WIDE`]'s values where the wide bodies are on: copies of 65-512
-/// bytes, sets of 1-512.
-pub const WIDE_SPANS: [usize; 2] = [512 - 64, 512];
+/// Whether [`decide`] found the wide bodies usable ([`WIDE`]).
+static WIDE_ON: AtomicBool = AtomicBool::new(false);
+
+/// The first length a copy's (a set's) wide body takes, and the last.
+const WIDE_COPY: (usize, usize) = (65, 512);
+const WIDE_SET: (usize, usize) = (1, 512);
 
 /// Decides, in the constructor, which functions may take the small path
 /// in this process, then [`publish`]es. The fortified forms are not
@@ -97,11 +106,7 @@ pub fn decide() {
         eligible_if_c_library(call, calls::NEXT[call].get());
     }
     AVX2.store(true, Ordering::Relaxed);
-    if leaves.wide_usable() {
-        for (wide, span) in WIDE.iter().zip(WIDE_SPANS) {
-            wide.store(span, Ordering::Relaxed);
-        }
-    }
+    WIDE_ON.store(leaves.wide_usable(), Ordering::Relaxed);
     publish();
 }
 
@@ -125,20 +130,33 @@ fn eligible_if_c_library(call: usize, p: *const c_void) -> bool {
     ok
 }
 
-/// Sets [`END`] from the loader's `MIN` (calls from it go to the engine):
-/// after [`decide`], and again once the engine has published its
-/// settings.
+/// Sets [`END`] from the loader's `MIN` (calls from it go to the engine),
+/// and [`WIDE`] inside it: after [`decide`], and again once the engine
+/// has published its settings. A call racing with it finds the wide span
+/// off while `END` changes, and so takes the checked road.
 pub fn publish() {
     let min = calls::MIN.load(Ordering::Acquire);
     let eligible = ELIGIBLE.load(Ordering::Relaxed);
-    for (call, end) in END.iter().enumerate() {
-        let max = if call == calls::MEMSET_CALL || call == calls::MEMSET_CHK_CALL {
-            SET_MAX
+    let wide_on = WIDE_ON.load(Ordering::Relaxed);
+    for (call, (end, wide)) in END.iter().zip(&WIDE).enumerate() {
+        let set = call == calls::MEMSET_CALL || call == calls::MEMSET_CHK_CALL;
+        let (max, (lo, hi)) = if set {
+            (SET_MAX, WIDE_SET)
         } else {
-            COPY_MAX
+            (COPY_MAX, WIDE_COPY)
         };
         let on = eligible & (1 << call) != 0;
-        end.store(if on { min.min(max + 1) } else { 0 }, Ordering::Release);
+        let below = if on { min.min(max + 1) } else { 0 };
+        // Lengths lo..lo + span take the wide body: all of them below
+        // `below`, the small path's bound, and at most hi.
+        let span = if wide_on {
+            below.min(hi + 1).saturating_sub(lo)
+        } else {
+            0
+        };
+        wide.store(0, Ordering::Release);
+        end.store(below, Ordering::Release);
+        wide.store(span, Ordering::Release);
     }
 }
 
@@ -257,15 +275,18 @@ macro_rules! by_length {
 }
 pub(crate) use by_length;
 
-/// The copy of `rdx` bytes (at most [`COPY_MAX`]) from `rsi` to `rdi`:
-/// up to 512 every load before any store, beyond that a loop that never
-/// overwrites a source byte it has not read; `rax` already holds the
-/// return value. Label numbers 20-44 are this body's.
+/// The copy of `rdx` bytes from `rsi` to `rdi` for interposed function
+/// `{call}`, if below its [`END`] slot (else to label 9, the router's
+/// road): up to 512 every load before any store, beyond that a loop that
+/// never overwrites a source byte it has not read; `rax` already holds
+/// the return value. Label numbers 20-53 are this body's.
 macro_rules! copy_body {
     () => {
         concat!(
+            "cmp rdx, qword ptr [rip + {end} + 8 * {call}]\n",
+            "jae 9f\n",
             "lea r9, [rdx - 65]\n",
-            "cmp r9, qword ptr [rip + {wide}]\n",
+            "cmp r9, qword ptr [rip + {wide} + 8 * {call}]\n",
             "jb 50f\n",
             $crate::small::by_length!(),
             "movzx ecx, byte ptr [rsi]\n",
@@ -479,14 +500,17 @@ macro_rules! copy_body {
 }
 pub(crate) use copy_body;
 
-/// The set of `rdx` bytes (below 513) at `rdi` to the low byte of `esi`;
-/// `rax` already holds the return value. Labels 20-39.
+/// The set of `rdx` bytes at `rdi` to the low byte of `esi` for
+/// interposed function `{call}`, if below its [`END`] slot (at most 513;
+/// else to label 9); `rax` already holds the return value. Labels 20-52.
 macro_rules! set_body {
     () => {
         concat!(
             "lea r9, [rdx - 1]\n",
-            "cmp r9, qword ptr [rip + {wide} + 8]\n",
+            "cmp r9, qword ptr [rip + {wide} + 8 * {call}]\n",
             "jb 50f\n",
+            "cmp rdx, qword ptr [rip + {end} + 8 * {call}]\n",
+            "jae 9f\n",
             "21:\n",
             "movzx ecx, sil\n",
             "movabs r8, 0x0101010101010101\n",

@@ -139,14 +139,20 @@ unsafe fn execute(op: Op, d: *mut u8, s: *const u8, n: usize) -> Done {
             // SAFETY: forwarded contract.
             return unsafe { on_this_thread(op, d, s, n) };
         }
-        // Shared by threads that will not read it: decided as the engine
-        // decides a split extent, not as a single call.
-        let k = bulkmem_policy::auto::chosen_twin(&bulkmem_policy::auto::Request::batch(
-            op,
-            n,
-            threads.max(1),
-            bulkmem::Hint::Auto,
-        ));
+        // Past the stream threshold, shared by threads that will not read
+        // it: decided as the engine decides a split extent (a preloaded
+        // 1 GiB copy on two threads ran 18.2 GB/s streamed, 14.0 with
+        // `rep movsb`, Zen 4 VM). Below it, as the single call it is,
+        // whose caller reads it next: as a batch, Intel's rule for
+        // batches past L2 streamed a stream of 4 MiB copies on two
+        // threads at 0.63x the C library, against 0.85-0.95x temporal
+        // (Xeon, CPUID model 0xa7, `preload-workload stream-64K-4M`).
+        let req = if n >= bulkmem_policy::auto::Machine::this().stream_from() {
+            bulkmem_policy::auto::Request::batch(op, n, threads.max(1), bulkmem::Hint::Auto)
+        } else {
+            bulkmem_policy::auto::Request::single(op, n, bulkmem::Hint::Auto)
+        };
+        let k = bulkmem_policy::auto::chosen_twin(&req);
         // SAFETY: forwarded contract.
         let worth = unsafe { worth_helpers(k, n, threads) };
         // SAFETY: forwarded contract.

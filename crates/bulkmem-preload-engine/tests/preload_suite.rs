@@ -1630,6 +1630,27 @@ fn boehm_gc_collects_as_without_the_preload() {
     }
 }
 
+/// The preload's stats line for python3 running `script` under the
+/// preload with both thresholds at 64 KiB, two threads and `env`.
+fn python_stats_with_helpers_from_64k(
+    py: &std::path::Path,
+    script: &str,
+    env: &[(&str, &str)],
+) -> String {
+    let mut all = vec![
+        ("BULKMEM_PRELOAD_MIN", "64K"),
+        ("BULKMEM_PRELOAD_MT_MIN", "64K"),
+        ("BULKMEM_PRELOAD_THREADS", "2"),
+        ("BULKMEM_PRELOAD_STATS", "1"),
+    ];
+    all.extend_from_slice(env);
+    let out = under_preload(Command::new(py).args(["-c", script]), &all);
+    out.lines()
+        .find(|l| l.starts_with("bulkmem preload ["))
+        .unwrap_or_else(|| panic!("no stats line:\n{out}"))
+        .to_string()
+}
+
 /// Helpers only where they pay: with MT_MIN lowered to 64 KiB, a stream of
 /// 64 KiB copies (ZGC's relocations took 5x longer when each started and
 /// joined helpers) stays on the calling thread, and a 64 MiB copy still
@@ -1641,23 +1662,11 @@ fn helpers_take_only_the_calls_they_speed_up() {
     let py = python();
     let mut lines = Vec::new();
     for _ in 0..3 {
-        let out = under_preload(
-            Command::new(&py).args([
-                "-c",
-                "b = bytearray(64 << 10)\n[bytes(b) for _ in range(5000)]\nc = bytes(bytearray(64 << 20))",
-            ]),
-            &[
-                ("BULKMEM_PRELOAD_MIN", "64K"),
-                ("BULKMEM_PRELOAD_MT_MIN", "64K"),
-                ("BULKMEM_PRELOAD_THREADS", "2"),
-                ("BULKMEM_PRELOAD_STATS", "1"),
-            ],
+        let line = python_stats_with_helpers_from_64k(
+            &py,
+            "b = bytearray(64 << 10)\n[bytes(b) for _ in range(5000)]\nc = bytes(bytearray(64 << 20))",
+            &[],
         );
-        let line = out
-            .lines()
-            .find(|l| l.starts_with("bulkmem preload ["))
-            .unwrap_or_else(|| panic!("no stats line:\n{out}"))
-            .to_string();
         let (cpu, helpers) = (
             path_calls(&line, "bulkmem auto"),
             path_calls(&line, "bulkmem threads"),
@@ -1683,26 +1692,13 @@ fn helpers_take_only_the_calls_they_speed_up() {
 /// prints it), which this test would then misjudge.
 #[test]
 fn shared_calls_below_the_stream_threshold_stay_in_the_cache() {
-    let py = python();
-    let out = under_preload(
-        Command::new(&py).args([
-            "-c",
-            "b = bytearray(4 << 20)\n[bytes(b) for _ in range(300)]",
-        ]),
-        &[
-            ("BULKMEM_PRELOAD_MIN", "64K"),
-            ("BULKMEM_PRELOAD_MT_MIN", "64K"),
-            ("BULKMEM_PRELOAD_THREADS", "2"),
-            ("BULKMEM_PRELOAD_STATS", "1"),
-            ("BULKMEM_PROFILE", "off"),
-        ],
+    let line = python_stats_with_helpers_from_64k(
+        &python(),
+        "b = bytearray(4 << 20)\n[bytes(b) for _ in range(300)]",
+        &[("BULKMEM_PROFILE", "off")],
     );
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("bulkmem preload ["))
-        .unwrap_or_else(|| panic!("no stats line:\n{out}"));
     assert!(
-        path_calls(line, "bulkmem auto") + path_calls(line, "bulkmem threads") >= 300,
+        path_calls(&line, "bulkmem auto") + path_calls(&line, "bulkmem threads") >= 300,
         "{line}"
     );
     assert!(line.ends_with("non-temporal stores 0.0 MiB"), "{line}");

@@ -28,6 +28,7 @@
 
 mod c_library;
 mod calls;
+mod cpu_record;
 mod engine;
 mod next;
 mod opened;

@@ -35,7 +35,7 @@ use std::sync::Arc;
 /// let remote = token.clone();
 /// std::thread::spawn(move || remote.cancel()).join().unwrap();
 /// let ctl = Control { cancel: Some(&token), progress: None };
-/// let report = engine.copy_batch_with(&mut [(&mut dst[..], &src[..])], ctl)?;
+/// let report = engine.copy_batch_with_control(&mut [(&mut dst[..], &src[..])], ctl)?;
 /// assert!(report.cancelled && report.bytes_done == 0);
 ///
 /// // Cancelled from the progress callback (a worker thread) once 2 MiB
@@ -47,7 +47,7 @@ use std::sync::Arc;
 ///     }
 /// };
 /// let ctl = Control { cancel: Some(&token), progress: Some(&stop_at_2mib) };
-/// let report = engine.copy_batch_with(&mut [(&mut dst[..], &src[..])], ctl)?;
+/// let report = engine.copy_batch_with_control(&mut [(&mut dst[..], &src[..])], ctl)?;
 /// assert!(report.cancelled && !report.is_complete());
 /// assert!(report.bytes_done >= 2 << 20);
 /// // Exactly the reported prefix was written, nothing after it.
@@ -109,7 +109,7 @@ pub struct Progress {
 /// let seen = Mutex::new(Vec::new());
 /// let record = |p: Progress| seen.lock().unwrap().push(p.done);
 /// let ctl = Control { cancel: None, progress: Some(&record) };
-/// let report = engine.copy_batch_with(&mut [(&mut dst[..], &src[..])], ctl)?;
+/// let report = engine.copy_batch_with_control(&mut [(&mut dst[..], &src[..])], ctl)?;
 ///
 /// let seen = seen.into_inner().unwrap();
 /// assert!(seen.windows(2).all(|w| w[0] < w[1])); // strictly increasing

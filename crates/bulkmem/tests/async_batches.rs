@@ -127,7 +127,7 @@ fn gated<R>(e: &Engine, body: impl FnOnce(&dyn Fn()) -> R) -> R {
                 cancel: None,
                 progress: Some(&block),
             };
-            e.copy_batch_with(&mut [(&mut dst[..], &src[..])], ctl)
+            e.copy_batch_with_control(&mut [(&mut dst[..], &src[..])], ctl)
                 .unwrap();
         });
         held.recv().unwrap();
@@ -506,7 +506,7 @@ fn waiting_inside_a_callback_of_the_same_engine_is_refused() {
         cancel: None,
         progress: Some(&cb),
     };
-    e.copy_batch_with(&mut [(&mut bdst[..], &bsrc[..])], ctl)
+    e.copy_batch_with_control(&mut [(&mut bdst[..], &bsrc[..])], ctl)
         .unwrap();
     assert_eq!(
         seen.lock().unwrap().take(),

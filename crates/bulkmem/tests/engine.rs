@@ -286,10 +286,10 @@ fn cancel_case(threads: usize, clear: bool) {
     let srcs = carve_src(&src, &lens, 0);
     let report = if clear {
         let mut ops = dsts;
-        e.clear_batch_with(&mut ops, ctl).unwrap()
+        e.clear_batch_with_control(&mut ops, ctl).unwrap()
     } else {
         let mut ops: Vec<(&mut [u8], &[u8])> = dsts.into_iter().zip(srcs).collect();
-        e.copy_batch_with(&mut ops, ctl).unwrap()
+        e.copy_batch_with_control(&mut ops, ctl).unwrap()
     };
     assert!(report.cancelled, "{report:?}");
     assert!(!report.is_complete());
@@ -342,7 +342,7 @@ fn progress_reaches_the_total_and_only_grows() {
     let seen = Mutex::new(Vec::new());
     let cb = |p: Progress| seen.lock().unwrap().push(p);
     let r = e
-        .copy_batch_with(
+        .copy_batch_with_control(
             &mut [(&mut dst[..], &src[..])],
             Control {
                 cancel: None,
@@ -376,7 +376,7 @@ fn a_panicking_callback_stops_the_batch_without_hanging() {
         }
     };
     let err = e
-        .copy_batch_with(
+        .copy_batch_with_control(
             &mut [(&mut dst[..], &src[..])],
             Control {
                 cancel: None,
@@ -664,7 +664,7 @@ fn progress_is_monotonic_with_many_small_chunks() {
     for round in 0..50 {
         let seen = Mutex::new(Vec::new());
         let cb = |p: Progress| seen.lock().unwrap().push(p.done);
-        e.copy_batch_with(
+        e.copy_batch_with_control(
             &mut [(&mut dst[..], &src[..])],
             Control {
                 cancel: None,
@@ -698,7 +698,7 @@ fn a_callback_submitting_to_its_own_engine_is_refused() {
             inner.lock().unwrap().push(r);
         };
         let outer = e
-            .copy_batch_with(
+            .copy_batch_with_control(
                 &mut [(&mut dst[..], &src[..])],
                 Control {
                     cancel: None,
@@ -728,7 +728,7 @@ fn a_callback_submitting_to_its_own_engine_is_refused() {
             ok.fetch_add(1, Ordering::Relaxed);
         }
     };
-    e.copy_batch_with(
+    e.copy_batch_with_control(
         &mut [(&mut dst[..], &src[..])],
         Control {
             cancel: None,

@@ -57,7 +57,8 @@ impl Seen {
 }
 
 fn copy(e: &Engine, dst: &mut [u8], src: &[u8], ctl: Control<'_>) -> Report {
-    e.copy_batch_with(&mut [(dst, src)], ctl).expect("batch")
+    e.copy_batch_with_control(&mut [(dst, src)], ctl)
+        .expect("batch")
 }
 
 #[test]
@@ -168,7 +169,9 @@ fn no_call_for_a_batch_that_writes_nothing() {
         cancel: None,
         progress: Some(&cb),
     };
-    let report = e.clear_batch_with(&mut [], ctl).expect("empty batch");
+    let report = e
+        .clear_batch_with_control(&mut [], ctl)
+        .expect("empty batch");
     assert!(report.is_complete() && !report.cancelled);
     // Cancelled before its first chunk: `Ok`, cancelled, nothing written.
     let token = CancelToken::new();
@@ -179,7 +182,7 @@ fn no_call_for_a_batch_that_writes_nothing() {
         progress: Some(&cb),
     };
     let report = e
-        .clear_batch_with(&mut [&mut dst[..]], ctl)
+        .clear_batch_with_control(&mut [&mut dst[..]], ctl)
         .expect("a cancelled batch is Ok");
     assert!(report.cancelled && report.bytes_done == 0, "{report:?}");
     assert!(dst.iter().all(|&b| b == 5));

@@ -251,7 +251,9 @@ fn batches_up_to_4_mib_run_on_the_caller_and_larger_ones_on_the_workers() {
             cancel: None,
             progress: Some(&cb),
         };
-        let r = e.copy_batch_with(&mut [(&mut dst, &src)], ctl).unwrap();
+        let r = e
+            .copy_batch_with_control(&mut [(&mut dst, &src)], ctl)
+            .unwrap();
         assert!(r.is_complete() && dst == src, "{len}: {r:?}");
         let ran_on = ran_on.into_inner().unwrap();
         assert!(!ran_on.is_empty(), "{len}: no progress reported");

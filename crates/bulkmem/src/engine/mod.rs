@@ -187,14 +187,14 @@ impl Engine {
     /// names the first bad extent and nothing is written); the borrows
     /// already guarantee that no destination overlaps anything.
     pub fn copy_batch(&self, ops: &mut [(&mut [u8], &[u8])]) -> Result<Report, EngineError> {
-        self.copy_batch_with(ops, Control::default())
+        self.copy_batch_with_control(ops, Control::default())
     }
 
     /// As [`Engine::copy_batch`], with a cancel token and a progress
     /// callback (see [`Control`] for what the callback is promised). A
     /// cancelled batch is `Ok`, its report `cancelled` and exact about
     /// what was written (see [`CancelToken`] for why it is not an error).
-    pub fn copy_batch_with(
+    pub fn copy_batch_with_control(
         &self,
         ops: &mut [(&mut [u8], &[u8])],
         ctl: Control<'_>,
@@ -206,12 +206,12 @@ impl Engine {
     /// Zeroes every extent; the borrows guarantee that none overlaps
     /// another.
     pub fn clear_batch(&self, ops: &mut [&mut [u8]]) -> Result<Report, EngineError> {
-        self.clear_batch_with(ops, Control::default())
+        self.clear_batch_with_control(ops, Control::default())
     }
 
     /// As [`Engine::clear_batch`], with a cancel token and a progress
     /// callback (see [`Control`]).
-    pub fn clear_batch_with(
+    pub fn clear_batch_with_control(
         &self,
         ops: &mut [&mut [u8]],
         ctl: Control<'_>,
@@ -251,7 +251,7 @@ impl Engine {
         self.run(Op::Clear, &Raw(ops, Op::Clear), true, ctl)
     }
 
-    /// As [`Engine::copy_batch_with`], surviving SIGBUS: a fault ends only
+    /// As [`Engine::copy_batch_with_control`], surviving SIGBUS: a fault ends only
     /// the extent it hit (see [`Outcome`](crate::fault::Outcome)). Uses the checked form of the
     /// engine's strategy ([`crate::fault::checked_kernel`]); a strategy without one
     /// is refused ([`Error::NotChecked`]) before anything is written.
@@ -265,7 +265,7 @@ impl Engine {
         checked::run(self, Op::Copy, &CopySlices(ops), false, ctl)
     }
 
-    /// As [`Engine::clear_batch_with`], surviving SIGBUS.
+    /// As [`Engine::clear_batch_with_control`], surviving SIGBUS.
     #[cfg(target_arch = "x86_64")]
     pub fn clear_batch_checked(
         &self,

@@ -123,8 +123,8 @@ impl CheckedClearKernel {
 }
 
 /// A checked copy routine as the fault paths call it: fenced, or unfenced
-/// under a [`Fence`]. Returns the bytes left (0: done); on a fault the
-/// routine has written `raw`.
+/// under a [`Fence`](super::Fence). Returns the bytes left (0: done); on
+/// a fault the routine has written `raw`.
 pub trait CopyRoutine: Copy {
     /// # Safety
     /// `src` readable and `dst` writable for `len` bytes unless they fault,

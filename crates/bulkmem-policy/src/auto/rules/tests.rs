@@ -254,15 +254,16 @@ fn the_per_thread_share_sets_the_stream_threshold() {
     assert_eq!(m.llc_share(), 300 * MIB / 16);
     // 256 MiB is < 2x the whole 300 MiB L3 but many times one share.
     assert!(streams(&m, &single(Op::Clear, 256 * MIB, Hint::Auto)));
+    // Single calls: Intel's batches past L2 stream earlier (rule 2).
     let share = m.llc_share();
-    let z = batch(Op::Clear, 4096, (2 * share) / 4096 - 1, Hint::Auto);
+    let z = single(Op::Clear, 2 * share - 4096, Hint::Auto);
     assert!(!streams(&m, &z), "just under 2 shares stays temporal");
-    let z = batch(Op::Clear, 4096, (2 * share).div_ceil(4096), Hint::Auto);
+    let z = single(Op::Clear, 2 * share, Hint::Auto);
     assert!(streams(&m, &z));
 }
 
 #[test]
-fn intel_streams_batch_copies_past_l2_but_amd_does_not() {
+fn intel_streams_batches_past_l2_but_amd_does_not() {
     let c = batch(Op::Copy, 4096, 512, Hint::Auto);
     assert!(choose(&intel_emr(), &c).is_non_temporal());
     assert!(!choose(&zen5(), &c).is_non_temporal());
@@ -274,6 +275,13 @@ fn intel_streams_batch_copies_past_l2_but_amd_does_not() {
     // Reuse keeps it in the cache.
     let r = batch(Op::Copy, 4096, 512, Hint::Reuse);
     assert!(!choose(&intel_emr(), &r).is_non_temporal());
+    // A clear touches its destinations only: past L2 by them alone.
+    let clear = batch(Op::Clear, 4096, 768, Hint::Auto);
+    assert!(choose(&intel_emr(), &clear).is_non_temporal());
+    assert!(clear.total < zen5().stream_from());
+    assert!(!choose(&zen5(), &clear).is_non_temporal());
+    let in_l2 = batch(Op::Clear, 4096, 512, Hint::Auto);
+    assert!(!choose(&intel_emr(), &in_l2).is_non_temporal());
 }
 
 #[test]

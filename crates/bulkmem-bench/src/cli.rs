@@ -133,7 +133,7 @@ pub fn measuring_cpus(named: Option<&[usize]>) -> Result<Vec<usize>, Failure> {
     let online = &bulkmem::cpu::info().topology.online_cpus;
     let mut cpus = match named {
         Some(list) => list.to_vec(),
-        None => vec![bulkmem::placement::current_cpu()],
+        None => vec![bulkmem_machine::machine::placement::current_cpu()],
     };
     if let Some(bad) = cpus.iter().find(|c| !online.contains(c)) {
         return Err(usage(format!(
@@ -319,22 +319,59 @@ pub fn parse_placement(s: &str) -> Result<bulkmem::placement::Placement, String>
         .map_err(|e: bulkmem::ParseNameError| e.to_string())
 }
 
-/// A node list flag (`--to`, `--nodes`) in numactl's syntax, its errors
-/// naming the flag.
+/// A node list flag (`--to`, `--nodes`) in numactl's syntax (`1`, `0,2`,
+/// `0-3`, `all`: every node with memory), each node one with memory, its
+/// errors naming the flag.
 pub fn parse_node_flag(
     flag: &str,
     s: &str,
     nodes: &bulkmem::topology::Nodes,
 ) -> Result<Vec<usize>, String> {
-    bulkmem::numa::parse_nodes(s, nodes).map_err(|e| match e {
-        e @ bulkmem::Error::BadNodeList { .. } => format!("{flag}: {e}"),
-        e => format!("{flag} {s:?}: {e}"),
-    })
+    let list = if s.trim() == "all" {
+        nodes.with_memory.clone()
+    } else {
+        bulkmem_machine::machine::topology::parse_cpu_list(s).map_err(|why| {
+            format!("{flag}: {s:?} is not a node list ({why}; examples: 1, 0,2, 0-3, all)")
+        })?
+    };
+    if list.is_empty() {
+        return Err(format!(
+            "{flag}: {s:?} is not a node list (it names no node)"
+        ));
+    }
+    for &n in &list {
+        bulkmem::numa::target(nodes, n).map_err(|e| format!("{flag} {s:?}: {e}"))?;
+    }
+    Ok(list)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_lists_name_nodes_with_memory() {
+        use bulkmem::topology::{Node, Nodes};
+        let node = |id| Node {
+            id,
+            cpus: vec![],
+            distances: vec![],
+            mem_total: 1 << 30,
+            mem_free: 1 << 30,
+        };
+        let nodes = Nodes {
+            nodes: vec![node(0), node(1), node(2)],
+            with_memory: vec![0, 1, 2],
+        };
+        let parse = |s| parse_node_flag("--to", s, &nodes);
+        assert_eq!(parse("all").unwrap(), vec![0, 1, 2]);
+        assert_eq!(parse("0,2").unwrap(), vec![0, 2]);
+        assert_eq!(parse("1-2").unwrap(), vec![1, 2]);
+        let e = parse("3").unwrap_err();
+        assert!(e.contains("no NUMA node 3") && e.contains("0, 1, 2"), "{e}");
+        let e = parse("x").unwrap_err();
+        assert!(e.starts_with("--to: \"x\" is not a node list"), "{e}");
+    }
 
     #[test]
     fn time_left_follows_the_pace_so_far() {

@@ -33,10 +33,10 @@ use super::toolkit::{
 };
 use crate::error::Error;
 use bulkmem::mapping::Mapping;
-use bulkmem::Kernel;
 use bulkmem::{clear_batch_opts, copy_batch_opts};
 use bulkmem::{Op, Options, Strategy};
 use bulkmem_policy::auto::Shape;
+use bulkmem_policy::handle::Kernel;
 
 /// Bytes a hot run moves at least (by repeating the call), up to
 /// `MAX_REPS` calls.

@@ -1,5 +1,5 @@
 //! Which shape this machine's non-temporal copies take
-//! (`bulkmem::NtCopyShape`: one prefetched stream, four pages at once, or
+//! (`bulkmem_machine::kernels::NtCopyShape`: one prefetched stream, four pages at once, or
 //! glibc's two pages). No CPU family settles it (one stream led by 1.3x on
 //! Zen 3 and Zen 5, glibc's two pages by 1.2x on the review's Zen 2, four
 //! pages on Intel), so a tune measures it once, before the ladder: every
@@ -11,7 +11,8 @@
 //! cannot move a profile off the shape its CPU was measured with.
 
 use crate::error::Error;
-use bulkmem::{CopyKernel, NtCopyShape, Strategy};
+use bulkmem::{CopyKernel, Strategy};
+use bulkmem_machine::kernels::NtCopyShape;
 
 use super::toolkit::{gbps, interleave, pattern, prefaulted, Order, POISON};
 
@@ -48,8 +49,8 @@ pub fn race_nt_shapes(bytes: usize, runs: usize) -> Result<Option<ShapeRace>, Er
         return Ok(None);
     };
     let builtin = {
-        bulkmem::set_nt_copy_shape(None);
-        bulkmem::nt_copy_shape()
+        bulkmem_machine::kernels::set_nt_copy_shape(None);
+        bulkmem_machine::kernels::nt_copy_shape()
     };
     let k = CopyKernel::new(strategy)?;
     let map = |fill| {
@@ -61,7 +62,7 @@ pub fn race_nt_shapes(bytes: usize, runs: usize) -> Result<Option<ShapeRace>, Er
     pattern(src.as_mut_slice());
     let mut dst = map(POISON)?;
     let samples = interleave(NtCopyShape::ALL.len(), runs, 1, Order::Rotated, |i| {
-        bulkmem::set_nt_copy_shape(Some(NtCopyShape::ALL[i]));
+        bulkmem_machine::kernels::set_nt_copy_shape(Some(NtCopyShape::ALL[i]));
         let t = std::time::Instant::now();
         k.copy(dst.as_mut_slice(), src.as_slice());
         let g = gbps(bytes, t.elapsed());
@@ -78,7 +79,7 @@ pub fn race_nt_shapes(bytes: usize, runs: usize) -> Result<Option<ShapeRace>, Er
     let samples = match samples {
         Ok(s) => s,
         Err(e) => {
-            bulkmem::set_nt_copy_shape(None);
+            bulkmem_machine::kernels::set_nt_copy_shape(None);
             return Err(e);
         }
     };
@@ -87,7 +88,7 @@ pub fn race_nt_shapes(bytes: usize, runs: usize) -> Result<Option<ShapeRace>, Er
         .zip(samples.iter().map(|s| median(s)))
         .collect();
     let chosen = pick(&medians, builtin);
-    bulkmem::set_nt_copy_shape(Some(chosen));
+    bulkmem_machine::kernels::set_nt_copy_shape(Some(chosen));
     Ok(Some(ShapeRace {
         strategy,
         bytes,
@@ -144,9 +145,9 @@ mod tests {
             eprintln!("skipped: this CPU runs no non-temporal copy");
             return;
         };
-        assert_eq!(bulkmem::nt_copy_shape(), r.chosen);
+        assert_eq!(bulkmem_machine::kernels::nt_copy_shape(), r.chosen);
         assert_eq!(r.gbps.len(), NtCopyShape::ALL.len());
         assert!(r.gbps.iter().all(|g| g.1 > 0.0), "{r:?}");
-        bulkmem::set_nt_copy_shape(None);
+        bulkmem_machine::kernels::set_nt_copy_shape(None);
     }
 }

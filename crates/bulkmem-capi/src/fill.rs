@@ -62,5 +62,5 @@ pub unsafe extern "C" fn bm_fill_with(
 }
 
 pub extern "C" fn bm_nt_drain() {
-    bulkmem_core::nt_drain();
+    bulkmem_machine::kernels::drain();
 }

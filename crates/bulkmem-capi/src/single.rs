@@ -29,7 +29,7 @@ unsafe fn copy(opts: Options, dst: *mut c_void, src: *const c_void, len: usize) 
             std::slice::from_raw_parts(src.cast::<u8>(), len),
         )
     };
-    bulkmem_core::copy_opts(opts, d, s)?;
+    bulkmem_core::copy_opts(d, s, opts)?;
     Ok(0)
 }
 
@@ -42,7 +42,7 @@ unsafe fn clear(opts: Options, dst: *mut c_void, len: usize) -> Res<c_int> {
     }
     // SAFETY: checked non-NULL and not wrapping; the caller vouches.
     let d = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), len) };
-    bulkmem_core::clear_opts(opts, d)?;
+    bulkmem_core::clear_opts(d, opts)?;
     Ok(0)
 }
 

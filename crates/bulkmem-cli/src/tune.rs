@@ -87,7 +87,7 @@ pub fn cmd(a: TuneArgs, quiet: bool) -> Result<(), Failure> {
     } else {
         CalibrateOptions::full()
     }
-    .cpu(bulkmem::placement::current_cpu());
+    .cpu(bulkmem_machine::machine::placement::current_cpu());
     if let Some(r) = a.runs {
         opts = opts.runs(r as usize);
     }

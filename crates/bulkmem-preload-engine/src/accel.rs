@@ -24,7 +24,8 @@
 use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
-use bulkmem::{CheckedKernel, Op};
+use bulkmem::Op;
+use bulkmem_policy::handle::CheckedKernel;
 
 use crate::config::MT_MIN;
 use crate::stats::{now_ns, Path};

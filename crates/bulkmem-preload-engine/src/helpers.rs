@@ -45,8 +45,8 @@ use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 
-use bulkmem::CheckedKernel;
 use bulkmem_machine::{chunks::Chunks, latch::Latch};
+use bulkmem_policy::handle::CheckedKernel;
 
 use crate::config::THREADS;
 use crate::raw_thread::{self, RawThread};

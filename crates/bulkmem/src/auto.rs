@@ -34,18 +34,15 @@
 //!   the operation ([`CopyKernel`](crate::CopyKernel) or [`ClearKernel`](crate::ClearKernel)).
 //! - [`Policy::fill_mode`]: how a fill stores, under the same overrides,
 //!   profile and rules as copies.
-//! - [`profile_status`] and [`profile_setting`]: which profile is in use
-//!   and where it was looked for.
+//! - [`profile_status`]: which profile is in use, or why none is (and
+//!   where it was looked for).
 //!
 //! The profile's contents, the machine description the rules read and the
 //! compiled bands are the `bulkmem-policy` crate's, which `bulkmem tune`
 //! and `bulkmem info` use.
 
 // The policy lives in bulkmem-policy; these are the users' items of it.
-pub use bulkmem_policy::auto::{
-    profile_setting, profile_status, Choice, Policy, ProfileSetting, ProfileStatus, Request,
-    SYSTEM_PROFILE_DIR,
-};
+pub use bulkmem_policy::auto::{profile_status, Choice, Policy, ProfileStatus, Request};
 // The calls ask the rest (`kernel`, `chosen`, `direct`, the checked
 // twins) by these names.
 pub(crate) use bulkmem_policy::auto::{chosen, direct, element_copy, fill, kernel, resolve};

@@ -67,17 +67,12 @@ fn copy_banded(dst: &mut [u8], src: &[u8], hint: Hint) {
     auto::chosen::<CopyKernel>(&req).copy(dst, src);
 }
 
-/// Copies with the named strategy (`Auto` allowed). Refused, with nothing
-/// written, when the lengths differ or the strategy cannot copy here: see
-/// [`CopyError`], whose example matches on a length mismatch.
-pub fn copy_with(strategy: Strategy, dst: &mut [u8], src: &[u8]) -> Result<(), CopyError> {
-    copy_opts(Options::strategy(strategy), dst, src).map(drop)
-}
-
-/// Copies with full options; returns the strategy that ran. Fails as
-/// [`copy_with`].
+/// Copies with options (a named strategy, `Auto` allowed, and a hint);
+/// returns the strategy that ran. Refused, with nothing written, when the
+/// lengths differ or the strategy cannot copy here: see [`CopyError`],
+/// whose example matches on a length mismatch.
 #[inline]
-pub fn copy_opts(opts: Options, dst: &mut [u8], src: &[u8]) -> Result<Strategy, CopyError> {
+pub fn copy_opts(dst: &mut [u8], src: &[u8], opts: Options) -> Result<Strategy, CopyError> {
     if opts == Options::default() {
         if let Some(ran) = auto::direct::copy(dst, src) {
             return Ok(ran.strategy());
@@ -121,15 +116,11 @@ fn clear_banded(dst: &mut [u8], hint: Hint) {
     auto::chosen::<ClearKernel>(&req).clear(dst);
 }
 
-/// Zeroes with the named strategy (`Auto` allowed); refused, with nothing
-/// written, when the strategy cannot clear here.
-pub fn clear_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), StrategyError> {
-    clear_opts(Options::strategy(strategy), dst).map(drop)
-}
-
-/// Zeroes with full options; returns the strategy that ran.
+/// Zeroes with options (a named strategy, `Auto` allowed, and a hint);
+/// returns the strategy that ran. Refused, with nothing written, when the
+/// strategy cannot clear here.
 #[inline]
-pub fn clear_opts(opts: Options, dst: &mut [u8]) -> Result<Strategy, StrategyError> {
+pub fn clear_opts(dst: &mut [u8], opts: Options) -> Result<Strategy, StrategyError> {
     if opts == Options::default() {
         if let Some(ran) = auto::direct::clear(dst) {
             return Ok(ran.strategy());

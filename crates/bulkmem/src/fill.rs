@@ -16,7 +16,6 @@
 use crate::auto;
 use crate::error::Error;
 use crate::handle::{CopyKernel, Fence, Unfenced};
-use crate::kernels;
 use crate::strategy::{Hint, Strategy};
 
 /// Target bytes per staging window: small enough to stay in L1, large
@@ -475,11 +474,6 @@ impl NtWriter {
         // Dropping the fence drains; so does dropping the writer.
         self.fence = None;
     }
-}
-
-/// A store fence for callers that used unfenced kernels themselves.
-pub fn nt_drain() {
-    kernels::drain();
 }
 
 // Their store fences, checked in the machine code.

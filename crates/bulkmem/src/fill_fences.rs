@@ -69,8 +69,11 @@ fn fills_fence_after_their_streamed_windows() {
 #[test]
 fn the_drains_fence() {
     // Entered dirty: the stores it must order were issued before.
-    let r = image().check(fill::nt_drain as fn() as usize, true);
-    assert!(r.unfenced_exits.is_empty(), "nt_drain: {r:#?}");
+    let r = image().check(crate::kernels::drain as fn() as usize, true);
+    assert!(
+        r.unfenced_exits.is_empty(),
+        "kernels::drain (bm_nt_drain): {r:#?}"
+    );
     // Its fence is conditional (on the writer having streamed): the
     // fence must be reachable and lead to a return.
     let r = image().check(NtWriter::drain as fn(&mut NtWriter) as usize, true);

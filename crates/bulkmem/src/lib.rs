@@ -15,9 +15,9 @@
 //! assert!(report.strategy.supports(bulkmem::Op::Copy) && report.is_complete());
 //!
 //! // Or name the primitive; unavailable ones are refused, never executed.
-//! use bulkmem::{Hint, Strategy};
+//! use bulkmem::{Hint, Options, Strategy};
 //! if Strategy::Avx2Nt.available() {
-//!     bulkmem::copy_with(Strategy::Avx2Nt, &mut dst, &src).unwrap();
+//!     bulkmem::copy_opts(&mut dst, &src, Options::strategy(Strategy::Avx2Nt)).unwrap();
 //! }
 //! bulkmem::copy_hint(&mut dst, &src, Hint::Stream); // write-once data
 //! ```
@@ -61,6 +61,7 @@ pub mod mapping;
 mod move_report;
 pub mod numa;
 pub mod offload;
+pub mod placement;
 mod report;
 pub mod topology;
 pub mod uffd;
@@ -77,21 +78,19 @@ use bulkmem_machine::{
 use bulkmem_policy::handle;
 
 // The machine facts live together in `machine/`; these are their stable
-// public paths (`bulkmem::cpu::info()`, `bulkmem::placement::pin_to`);
-// `topology` is its own module here, holding the users' types only.
-// Code inside the crate names `machine::cpu` and the like (the layering
-// check refuses the root's re-exports there).
-pub use machine::{cpu, placement};
+// public paths (`bulkmem::cpu::info()`; `bulkmem::placement::pin_to` in
+// `placement`, which like `topology` holds the users' items only).
+// Code inside the crate names `machine::cpu` and the like, where they live.
+pub use machine::cpu;
 
 pub use calls::{
-    clear, clear_batch, clear_batch_opts, clear_extents, clear_hint, clear_opts, clear_with, copy,
-    copy_batch, copy_batch_opts, copy_extents, copy_hint, copy_opts, copy_with,
+    clear, clear_batch, clear_batch_opts, clear_extents, clear_hint, clear_opts, copy, copy_batch,
+    copy_batch_opts, copy_extents, copy_hint, copy_opts,
 };
 pub use engine::{CancelToken, Control, Engine, EngineBuilder, Extent, Progress, Report, Ticket};
 pub use error::{BatchError, CheckedStrategyError, CopyError, EngineError, Error, StrategyError};
-pub use fill::{fill, fill_hint, fill_patched, fill_patched_hint, nt_drain, NtWriter};
+pub use fill::{fill, fill_hint, fill_patched, fill_patched_hint, NtWriter};
 #[cfg(target_arch = "x86_64")]
-pub use handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
-pub use handle::{ClearKernel, CopyKernel, Kernel, OpKernel};
-pub use kernels::{nt_copy_shape, set_nt_copy_shape, NtCopyShape};
+pub use handle::{CheckedClearKernel, CheckedCopyKernel};
+pub use handle::{ClearKernel, CopyKernel, OpKernel};
 pub use strategy::{FillMode, Hint, Op, Options, ParseNameError, Strategy};

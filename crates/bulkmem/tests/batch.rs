@@ -180,7 +180,7 @@ fn the_choice_comes_from_the_batch_total() {
     drop(ops);
     assert!(dst.iter().all(|&x| x == 3));
     dst[..extent].fill(0);
-    let single = bulkmem::copy_opts(Options::default(), &mut dst[..extent], &src).unwrap();
+    let single = bulkmem::copy_opts(&mut dst[..extent], &src, Options::default()).unwrap();
     assert!(dst[..extent].iter().all(|&x| x == 3));
     // A tuned profile or BULKMEM_* overrides may choose otherwise; a CPU
     // without AVX2 has no non-temporal copy.
@@ -209,10 +209,16 @@ fn the_choice_comes_from_the_batch_total() {
 #[test]
 fn unavailable_and_unsupported_strategies_are_refused() {
     let mut d = [0u8; 8];
-    let e = bulkmem::copy_with(Strategy::Clzero, &mut d, &[1; 8]).unwrap_err();
+    let e = bulkmem::copy_opts(
+        &mut d,
+        &[1; 8],
+        bulkmem::Options::strategy(Strategy::Clzero),
+    )
+    .unwrap_err();
     assert!(matches!(e, CopyError::Unsupported { op: Op::Copy, .. }));
     assert!(e.to_string().contains("cannot copy"), "{e}");
-    let e = bulkmem::clear_with(Strategy::RepMovsb, &mut d).unwrap_err();
+    let e =
+        bulkmem::clear_opts(&mut d, bulkmem::Options::strategy(Strategy::RepMovsb)).unwrap_err();
     assert!(matches!(
         e,
         StrategyError::Unsupported { op: Op::Clear, .. }
@@ -226,16 +232,23 @@ fn unavailable_and_unsupported_strategies_are_refused() {
         };
         let want = StrategyError::Unavailable { strategy: s, needs };
         if s.supports(Op::Copy) {
-            assert_eq!(bulkmem::copy_with(s, &mut d, &[1; 8]), Err(want.into()));
+            assert_eq!(
+                bulkmem::copy_opts(&mut d, &[1; 8], bulkmem::Options::strategy(s)),
+                Err(want.into())
+            );
         }
         if s.supports(Op::Clear) {
-            assert_eq!(bulkmem::clear_with(s, &mut d), Err(want));
+            assert_eq!(
+                bulkmem::clear_opts(&mut d, bulkmem::Options::strategy(s)),
+                Err(want)
+            );
         }
         assert!(want.to_string().contains(needs), "{want}");
         // The umbrella says the same in the same words.
         assert_eq!(Error::from(want).to_string(), want.to_string());
     }
-    let e = bulkmem::copy_with(Strategy::Auto, &mut d, &[1; 7]).unwrap_err();
+    let e = bulkmem::copy_opts(&mut d, &[1; 7], bulkmem::Options::strategy(Strategy::Auto))
+        .unwrap_err();
     assert_eq!(e, CopyError::LengthMismatch { dst: 8, src: 7 });
     assert_eq!(d, [0; 8]);
 }

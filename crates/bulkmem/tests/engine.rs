@@ -136,7 +136,7 @@ fn chunks_are_taken_by_distinct_workers_on_their_own_cpus() {
             elem[0] = i as u8;
             let here = (
                 std::thread::current().id(),
-                bulkmem::placement::current_cpu(),
+                bulkmem_machine::machine::placement::current_cpu(),
             );
             let mut v = seen.lock().unwrap();
             if !v.contains(&here) {

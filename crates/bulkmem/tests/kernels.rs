@@ -40,7 +40,7 @@ fn copy_case(
         // SAFETY: two distinct mappings; the raw pointers only sidestep the
         // borrow of `dst`/`src` for the duration of this call.
         let (d, sr) = unsafe { (&mut *d, &*sr) };
-        bulkmem::copy_with(s, d, sr).unwrap();
+        bulkmem::copy_opts(d, sr, bulkmem::Options::strategy(s)).unwrap();
     }
     let db = dst.bytes();
     let sb = unsafe_src_bytes(src);
@@ -63,7 +63,7 @@ fn unsafe_src_bytes(src: &mut Guarded) -> &[u8] {
 fn clear_case(s: Strategy, dst: &mut Guarded, d_off: usize, len: usize) {
     let lo = d_off.saturating_sub(64);
     let hi = (d_off + len + 64).min(dst.usable());
-    bulkmem::clear_with(s, dst.slice(d_off, len)).unwrap();
+    bulkmem::clear_opts(dst.slice(d_off, len), bulkmem::Options::strategy(s)).unwrap();
     let db = dst.bytes();
     if let Some(i) = db[d_off..d_off + len].iter().position(|&b| b != 0) {
         panic!("{s}: clear len {len} dst+{d_off}: byte {i} not zero");

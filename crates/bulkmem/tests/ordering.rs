@@ -31,9 +31,9 @@ fn visibility(s: Strategy, clear: bool) {
     };
     rounds(clear, |buf, src| {
         if clear {
-            bulkmem::clear_with(s, buf).unwrap();
+            bulkmem::clear_opts(buf, bulkmem::Options::strategy(s)).unwrap();
         } else {
-            bulkmem::copy_with(s, buf, src).unwrap();
+            bulkmem::copy_opts(buf, src, bulkmem::Options::strategy(s)).unwrap();
         }
     });
 }

@@ -117,9 +117,9 @@ fn race_and_follow(path: &std::path::Path) {
                     let src = vec![i as u8; 4096 + i];
                     let mut dst = vec![0u8; 4096 + i];
                     barrier.wait();
-                    let c = bulkmem::copy_opts(Options::default(), &mut dst, &src).unwrap();
+                    let c = bulkmem::copy_opts(&mut dst, &src, Options::default()).unwrap();
                     assert_eq!(dst, src);
-                    let z = bulkmem::clear_opts(Options::hint(Hint::Auto), &mut dst).unwrap();
+                    let z = bulkmem::clear_opts(&mut dst, Options::hint(Hint::Auto)).unwrap();
                     assert!(dst.iter().all(|&b| b == 0));
                     (c, z)
                 })

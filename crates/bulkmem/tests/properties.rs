@@ -36,7 +36,7 @@ proptest! {
         fill_canary(dst.bytes(), 0, n);
         let (d_off, s_off) = if flush_end { (n - len - d_off.min(n - len), n - len) } else { (d_off, s_off) };
         let expected = src.slice(s_off, len).to_vec();
-        bulkmem::copy_with(s, dst.slice(d_off, len), src.slice(s_off, len)).unwrap();
+        bulkmem::copy_opts(dst.slice(d_off, len), src.slice(s_off, len), bulkmem::Options::strategy(s)).unwrap();
         prop_assert!(dst.slice(d_off, len) == &expected[..], "{} len {} dst+{} src+{}", s, len, d_off, s_off);
         prop_assert_eq!(first_non_canary(dst.bytes(), 0, d_off), None);
         prop_assert_eq!(first_non_canary(dst.bytes(), d_off + len, n), None);
@@ -53,7 +53,7 @@ proptest! {
         let n = dst.usable();
         fill_canary(dst.bytes(), 0, n);
         let d_off = if flush_end { n - len } else { d_off };
-        bulkmem::clear_with(s, dst.slice(d_off, len)).unwrap();
+        bulkmem::clear_opts(dst.slice(d_off, len), bulkmem::Options::strategy(s)).unwrap();
         prop_assert!(dst.slice(d_off, len).iter().all(|&b| b == 0), "{} len {} dst+{}", s, len, d_off);
         prop_assert_eq!(first_non_canary(dst.bytes(), 0, d_off), None);
         prop_assert_eq!(first_non_canary(dst.bytes(), d_off + len, n), None);

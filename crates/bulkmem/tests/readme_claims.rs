@@ -283,9 +283,9 @@ fn copy_hint_and_clear_hint_stream_with_non_temporal_kernels() {
     // The strategy the same single-call path runs for this length and hint
     // (copy_hint and copy_opts both ask the compiled bands).
     dst.fill(0xEE);
-    let copy = bulkmem::copy_opts(Options::hint(Hint::Stream), &mut dst, &src).unwrap();
+    let copy = bulkmem::copy_opts(&mut dst, &src, Options::hint(Hint::Stream)).unwrap();
     assert_eq!(dst, src);
-    let clear = bulkmem::clear_opts(Options::hint(Hint::Stream), &mut dst).unwrap();
+    let clear = bulkmem::clear_opts(&mut dst, Options::hint(Hint::Stream)).unwrap();
     assert!(dst.iter().all(|&b| b == 0));
     let here = bulkmem_policy::auto::Policy::here().decide(&bulkmem_policy::auto::Request::single(
         Op::Copy,

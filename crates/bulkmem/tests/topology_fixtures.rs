@@ -9,9 +9,10 @@
 
 use std::path::{Path, PathBuf};
 
+use bulkmem::placement::place;
 use bulkmem::placement::Placement;
-use bulkmem::placement::{default_threads, default_threads_at, place};
 use bulkmem::topology::Topology;
+use bulkmem_machine::machine::placement::{default_threads, default_threads_at};
 
 /// A sysfs tree on disk, removed on drop.
 struct Tree(PathBuf);

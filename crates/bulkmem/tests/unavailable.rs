@@ -5,8 +5,9 @@
 
 mod common;
 
-use bulkmem::{cpu, ClearKernel, CopyKernel, Error, Hint, Kernel, Op, Strategy};
+use bulkmem::{cpu, ClearKernel, CopyKernel, Error, Hint, Op, Strategy};
 use bulkmem_policy::auto::{self, Policy, Request};
+use bulkmem_policy::handle::Kernel;
 use common::require::rerun;
 
 const AVX2: [Strategy; 2] = [Strategy::Avx2, Strategy::Avx2Nt];
@@ -48,8 +49,16 @@ fn child_without_avx2() {
     let mut dst = vec![0xa5_u8; 1 << 16];
     for s in AVX2 {
         assert!(!s.available());
-        assert_refused(bulkmem::copy_with(s, &mut dst, &src), s, "copy_with");
-        assert_refused(bulkmem::clear_with(s, &mut dst), s, "clear_with");
+        assert_refused(
+            bulkmem::copy_opts(&mut dst, &src, bulkmem::Options::strategy(s)),
+            s,
+            "copy_opts",
+        );
+        assert_refused(
+            bulkmem::clear_opts(&mut dst, bulkmem::Options::strategy(s)),
+            s,
+            "clear_opts",
+        );
         assert_refused(
             bulkmem::fault::copy_checked_with(s, &mut dst, &src),
             s,
@@ -94,8 +103,8 @@ fn child_without_avx2() {
         }
     }
     // And `auto` still copies and clears.
-    bulkmem::copy_with(Strategy::Auto, &mut dst, &src).unwrap();
+    bulkmem::copy_opts(&mut dst, &src, bulkmem::Options::strategy(Strategy::Auto)).unwrap();
     assert_eq!(dst, src);
-    bulkmem::clear_with(Strategy::Auto, &mut dst).unwrap();
+    bulkmem::clear_opts(&mut dst, bulkmem::Options::strategy(Strategy::Auto)).unwrap();
     assert!(dst.iter().all(|&b| b == 0));
 }

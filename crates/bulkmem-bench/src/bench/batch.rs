@@ -295,7 +295,12 @@ mod tests {
         for op in [Op::Copy, Op::Clear] {
             let mut p = plan();
             p.op = op;
-            let mut rows = run(&p, bulkmem::placement::current_cpu(), &mut |_, _, _| {}).unwrap();
+            let mut rows = run(
+                &p,
+                bulkmem_machine::machine::placement::current_cpu(),
+                &mut |_, _, _| {},
+            )
+            .unwrap();
             crate::results::add_speedups(&mut rows);
             assert_eq!(
                 rows.len(),
@@ -326,7 +331,12 @@ mod tests {
             p.folios = vec![4096];
             p.checked = true;
             p.single = true;
-            let rows = run(&p, bulkmem::placement::current_cpu(), &mut |_, _, _| {}).unwrap();
+            let rows = run(
+                &p,
+                bulkmem_machine::machine::placement::current_cpu(),
+                &mut |_, _, _| {},
+            )
+            .unwrap();
             let count = |s: &str| rows.iter().filter(|r| r.strategy == s).count();
             assert_eq!(count("engine checked"), 2, "{op:?}");
             // One extent at a time is a copy's comparison: clears have

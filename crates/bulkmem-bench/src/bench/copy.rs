@@ -105,7 +105,7 @@ pub struct MemArgs {
     /// (glibc's large copy: two pages loaded, then stored) [default: this
     /// machine's, as `bulkmem info` says].
     #[arg(long, value_name = "SHAPE", value_parser = parse_nt_shape)]
-    nt_shape: Option<bulkmem::NtCopyShape>,
+    nt_shape: Option<bulkmem_machine::kernels::NtCopyShape>,
     /// Start each hot, consume and pipe source this many bytes past a page
     /// boundary (1-4095), the destination page-aligned unless --dst-offset
     /// moves it: copies between
@@ -120,12 +120,15 @@ pub struct MemArgs {
 }
 
 /// A `--nt-shape` name.
-pub fn parse_nt_shape(s: &str) -> Result<bulkmem::NtCopyShape, String> {
-    bulkmem::NtCopyShape::ALL
+pub fn parse_nt_shape(s: &str) -> Result<bulkmem_machine::kernels::NtCopyShape, String> {
+    bulkmem_machine::kernels::NtCopyShape::ALL
         .into_iter()
         .find(|x| x.name() == s)
         .ok_or_else(|| {
-            let names: Vec<_> = bulkmem::NtCopyShape::ALL.iter().map(|x| x.name()).collect();
+            let names: Vec<_> = bulkmem_machine::kernels::NtCopyShape::ALL
+                .iter()
+                .map(|x| x.name())
+                .collect();
             format!("{s:?}: not a shape ({})", names.join(", "))
         })
 }
@@ -154,7 +157,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
         if op == Op::Clear {
             return Err(usage("--nt-shape: clears have one shape; it is for copies"));
         }
-        bulkmem::set_nt_copy_shape(Some(shape));
+        bulkmem_machine::kernels::set_nt_copy_shape(Some(shape));
     }
     if a.src_offset > 0 && op == Op::Clear {
         return Err(usage(

@@ -119,9 +119,7 @@ impl Routines {
         let req = Request::single(op, size, Hint::Auto);
         let kernel =
             bulkmem_policy::auto::resolve(Options::default(), &req).map_err(|e| e.to_string())?;
-        let twin = bulkmem::fault::checked_kernel(Strategy::Auto, &req)
-            .map_err(|e| e.to_string())?
-            .strategy();
+        let twin = bulkmem_policy::auto::chosen_twin(&req).strategy();
         let named = |s| {
             bulkmem_policy::auto::resolve(Options::strategy(s), &req).map_err(|e| e.to_string())
         };

@@ -199,7 +199,7 @@ mod tests {
             total: 1 << 20,
             src_node: None,
             dst_node: None,
-            cpus: vec![bulkmem::placement::current_cpu()],
+            cpus: vec![bulkmem_machine::machine::placement::current_cpu()],
             thp: false,
             checked: false,
             named_batches: false,

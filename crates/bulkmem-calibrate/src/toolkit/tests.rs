@@ -97,7 +97,7 @@ fn cpu_time_advances_with_work_and_eviction_covers_twice_the_llc() {
 
 #[test]
 fn timed_runs_every_worker_once_on_its_cpu() {
-    let cpu = bulkmem::placement::current_cpu();
+    let cpu = bulkmem_machine::machine::placement::current_cpu();
     for n in [1, 3] {
         let mut workers: Vec<Vec<usize>> = vec![Vec::new(); n];
         timed_on(&mut workers, &[cpu], |w| w.push(w.len()));

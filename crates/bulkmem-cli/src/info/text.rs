@@ -243,7 +243,7 @@ fn auto_lines(o: &mut String, info: &Info) {
     let _ = writeln!(
         o,
         "nt copies:   {} ({whose}; `bench copy --nt-shape` runs another)",
-        bulkmem::nt_copy_shape().name()
+        bulkmem_machine::kernels::nt_copy_shape().name()
     );
 }
 

@@ -5,7 +5,7 @@
 //! faulting routine at its fixup. They sit below the descriptor table,
 //! which names each strategy's twin.
 //!
-//! The calls on them are beside the other calls, a floor up: the public
+//! The calls on them are beside the other calls, in the crates above: the public
 //! checked calls and their batch outcomes (`crate::fault`, with `log.rs`,
 //! what a checked batch's workers record), the typed handles
 //! (`crate::handle::checked`) and the engine's checked batches

@@ -4,8 +4,8 @@
 //! Non-temporal kernels end with a store fence.
 //!
 //! Which kernel belongs to which strategy is the descriptor table's
-//! (`descriptor.rs`); callers outside the crate get them through
-//! `bulkmem::Kernel`, which checks the CPU first.
+//! (`descriptor.rs`); callers outside the crate get them through the
+//! policy's handles (`CopyKernel`, `ClearKernel`), which check the CPU first.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 

@@ -496,8 +496,8 @@ pub fn resolve(opts: Options, req: &Request) -> Result<Strategy, StrategyError> 
 }
 
 #[cfg(target_arch = "x86_64")]
-/// The checked twin `auto` runs for `req`: `bulkmem::fault::checked_kernel(Strategy::Auto,
-/// req)`, which cannot fail, as a value. For a single call a length-band
+/// The checked twin `auto` runs for `req`: [`kernel`]`::<CheckedCopyKernel>`
+/// (or its clear) for `Strategy::Auto`, which cannot fail, as a value. For a single call a length-band
 /// lookup, as `copy_checked` makes; for a call several threads share,
 /// each writing its part, ask with `Request::batch(op, len, threads, hint)`,
 /// as the engine decides an extent its workers split. Infallible and free of anything

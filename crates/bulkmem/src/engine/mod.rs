@@ -253,7 +253,7 @@ impl Engine {
 
     /// As [`Engine::copy_batch_with_control`], surviving SIGBUS: a fault ends only
     /// the extent it hit (see [`Outcome`](crate::fault::Outcome)). Uses the checked form of the
-    /// engine's strategy ([`crate::fault::checked_kernel`]); a strategy without one
+    /// engine's strategy (for `auto`, of the kernel it picks); a strategy without one
     /// is refused ([`Error::NotChecked`]) before anything is written.
     #[cfg(target_arch = "x86_64")]
     pub fn copy_batch_checked(

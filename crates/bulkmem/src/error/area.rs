@@ -12,18 +12,18 @@ use crate::strategy::{Op, Strategy};
 use bulkmem_policy::CheckedStrategyError;
 pub use bulkmem_policy::StrategyError;
 
-/// Why a single copy was refused: what [`copy_with`](crate::copy_with) and
-/// [`copy_opts`](crate::copy_opts) can fail with. Nothing was written.
+/// Why a single copy was refused: what [`copy_opts`](crate::copy_opts) can
+/// fail with. Nothing was written.
 ///
 /// ```
-/// use bulkmem::{CopyError, Strategy};
+/// use bulkmem::{CopyError, Options, Strategy};
 ///
 /// let src = [1u8; 100];
 /// let mut dst = [0u8; 64];
-/// match bulkmem::copy_with(Strategy::Auto, &mut dst, &src) {
+/// match bulkmem::copy_opts(&mut dst, &src, Options::strategy(Strategy::Auto)) {
 ///     Err(CopyError::LengthMismatch { dst, src }) => assert_eq!((dst, src), (64, 100)),
 ///     Err(CopyError::Unavailable { .. } | CopyError::Unsupported { .. }) => unreachable!("auto always runs"),
-///     Ok(()) => unreachable!("the lengths differ"),
+///     Ok(_) => unreachable!("the lengths differ"),
 /// }
 /// assert_eq!(dst, [0u8; 64]); // refused before anything was written
 /// ```

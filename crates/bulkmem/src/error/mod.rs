@@ -133,13 +133,6 @@ pub enum Error {
         /// Its answer.
         why: String,
     },
-    /// `input` is not a list of NUMA nodes.
-    BadNodeList {
-        /// What was given.
-        input: String,
-        /// What is wrong with it.
-        why: String,
-    },
     /// `fault::chain_to` was given a signal other than SIGBUS or SIGSEGV,
     /// or a host keeps those signals (`fault::host`).
     NotChainable {
@@ -312,7 +305,6 @@ impl fmt::Display for Error {
                 write!(f, "compact: a collector thread panicked (in the producer?)")
             }
             Error::Offload { call, why } => write!(f, "offload: cannot {call}: {why}"),
-            Error::BadNodeList { input, why } => write!(f, "{input:?} is not a node list ({why})"),
             Error::NotChainable { signal } => write!(
                 f,
                 "fault::chain_to: signal {signal} is not SIGBUS or SIGSEGV, or a host keeps \

@@ -73,7 +73,7 @@ pub use batch::{clear_batch_checked, copy_batch_checked};
 use crate::auto::{self, Request};
 use crate::descriptor;
 use crate::error::Error;
-use crate::handle::{CheckedClearKernel, CheckedCopyKernel, CheckedKernel};
+use crate::handle::{CheckedClearKernel, CheckedCopyKernel};
 // The exact runs of a checked twin live with the handles; the calls and
 // batches here and the engine's workers (`log`) run them too. The calls
 // run them straight from the direct table's routine, not through
@@ -161,8 +161,9 @@ pub fn chain_to(signal: i32, action: &libc::sigaction) -> Result<(), Error> {
 }
 
 /// The strategies that have a checked routine of their own for `op`
-/// (the others run a stand-in: [`checked_kernel`]). A `const fn`, so a
-/// list can be named in a constant.
+/// (`auto` and `libc` run the checked twin of the kernel they stand for;
+/// [`copy_checked_with`] refuses the rest). A `const fn`, so a list can be
+/// named in a constant.
 pub const fn checked_strategies(op: Op) -> &'static [Strategy] {
     match op {
         Op::Copy => &descriptor::CHECKED_COPY,
@@ -249,19 +250,21 @@ pub fn clear_checked_with(strategy: Strategy, dst: &mut [u8]) -> Result<(), Erro
     k.clear(dst).map_err(Error::Fault)
 }
 
-/// The checked twin that runs for `strategy` on `req`: its own if it has
-/// one (and the CPU runs it), else for `Auto` the twin of the kernel `auto`
-/// runs for `req` (for `libc`, the twin of what glibc runs at that length).
-pub fn checked_kernel(strategy: Strategy, req: &Request) -> Result<CheckedKernel, Error> {
-    Ok(match req.op {
-        Op::Copy => CheckedKernel::Copy(auto::kernel(strategy, req)?),
-        Op::Clear => CheckedKernel::Clear(auto::kernel(strategy, req)?),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::CheckedKernel;
+
+    /// The checked twin that runs for `strategy` on `req`: its own if it
+    /// has one (and the CPU runs it), else for `Auto` the twin of the
+    /// kernel `auto` runs for `req` (for `libc`, the twin of what glibc
+    /// runs at that length).
+    fn checked_kernel(strategy: Strategy, req: &Request) -> Result<CheckedKernel, Error> {
+        Ok(match req.op {
+            Op::Copy => CheckedKernel::Copy(auto::kernel(strategy, req)?),
+            Op::Clear => CheckedKernel::Clear(auto::kernel(strategy, req)?),
+        })
+    }
 
     #[test]
     fn auto_runs_the_twin_of_the_kernel_it_picks() {

@@ -23,34 +23,9 @@ mod sys;
 mod vm_flags;
 
 use crate::error::Error;
-use crate::machine::topology::parse_cpu_list;
-
 use crate::machine::topology::{Node, Nodes};
 pub use copy_remap::{migrate_by_copy, CopyOptions, CopyReport};
 pub use move_pages::{migrate, node_of_pages, MigrateOptions, MigrateReport, PageStatus};
-
-/// Parses a node list the way numactl does: `1`, `0,2`, `0-3`, `all`
-/// (every node with memory).
-pub fn parse_nodes(s: &str, nodes: &Nodes) -> Result<Vec<usize>, Error> {
-    let list = if s.trim() == "all" {
-        nodes.with_memory.clone()
-    } else {
-        parse_cpu_list(s).map_err(|why| Error::BadNodeList {
-            input: s.into(),
-            why: format!("{why}; examples: 1, 0,2, 0-3, all"),
-        })?
-    };
-    for &n in &list {
-        target(nodes, n)?;
-    }
-    if list.is_empty() {
-        return Err(Error::BadNodeList {
-            input: s.into(),
-            why: "it names no node".into(),
-        });
-    }
-    Ok(list)
-}
 
 /// Node `id` of `nodes` as a migration target, or an error naming the
 /// nodes that are. Here rather than a method of `Nodes`: it speaks this

@@ -17,7 +17,7 @@ pub mod swap;
 pub const PAGE: usize = 4096;
 
 /// Runs `f` with the non-temporal copies forced into each of their
-/// shapes (`bulkmem::NtCopyShape`), whichever this CPU takes, then gives
+/// shapes (`bulkmem_machine::kernels::NtCopyShape`), whichever this CPU takes, then gives
 /// it its own back. The shape is the process's: tests that force it take
 /// turns, so each runs the shape it forced (the others, forcing nothing,
 /// run any, and all are correct).
@@ -26,13 +26,13 @@ pub fn in_every_nt_shape(mut f: impl FnMut(&str)) {
     struct Restore;
     impl Drop for Restore {
         fn drop(&mut self) {
-            bulkmem::set_nt_copy_shape(None);
+            bulkmem_machine::kernels::set_nt_copy_shape(None);
         }
     }
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let _restore = Restore;
-    for shape in bulkmem::NtCopyShape::ALL {
-        bulkmem::set_nt_copy_shape(Some(shape));
+    for shape in bulkmem_machine::kernels::NtCopyShape::ALL {
+        bulkmem_machine::kernels::set_nt_copy_shape(Some(shape));
         f(shape.name());
     }
 }

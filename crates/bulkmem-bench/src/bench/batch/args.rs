@@ -142,7 +142,7 @@ pub fn cmd(a: BatchArgs, quiet: bool) -> Result<(), Failure> {
     let first = match a.cpu {
         Some(c) if bulkmem::cpu::info().topology.online_cpus.contains(&c) => c,
         Some(c) => return Err(usage(format!("--cpu: {c} is not an online CPU"))),
-        None => bulkmem::placement::current_cpu(),
+        None => bulkmem_machine::machine::placement::current_cpu(),
     };
     let plan = Plan {
         op: a.op,

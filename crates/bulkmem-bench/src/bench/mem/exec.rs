@@ -2,7 +2,8 @@
 //! library's batch call, `auto` with a hint, a checked routine, or another
 //! library's routine (`--against`).
 
-use bulkmem::{Hint, Kernel, Op, Options, Strategy};
+use bulkmem::{Hint, Op, Options, Strategy};
+use bulkmem_policy::handle::Kernel;
 
 use super::super::against::Foreign;
 use super::plan::Plan;
@@ -43,9 +44,7 @@ pub(super) fn cells(
         })
         .collect();
     if plan.checked {
-        let s = bulkmem::fault::checked_kernel(Strategy::Auto, req)
-            .map_err(|e| e.to_string())?
-            .strategy();
+        let s = bulkmem_policy::auto::chosen_twin(req).strategy();
         v.push(("checked".to_string(), Exec::Checked(s)));
     }
     v.extend(
@@ -77,10 +76,10 @@ impl Exec {
             Exec::Named(Kernel::Clear(k)) => {
                 unreachable!("{} clear kernel in a copy cell", k.strategy())
             }
-            Exec::Batch(s) => bulkmem::copy_with(s, dst, src)
-                .map(|()| s)
-                .expect("available"),
-            Exec::Auto(h) => bulkmem::copy_opts(Options::hint(h), dst, src).expect("equal lengths"),
+            Exec::Batch(s) => {
+                bulkmem::copy_opts(dst, src, Options::strategy(s)).expect("available")
+            }
+            Exec::Auto(h) => bulkmem::copy_opts(dst, src, Options::hint(h)).expect("equal lengths"),
             Exec::Checked(s) => {
                 bulkmem::fault::copy_checked(dst, src).expect("no fault in a benchmark");
                 s
@@ -101,8 +100,8 @@ impl Exec {
             Exec::Named(Kernel::Copy(k)) => {
                 unreachable!("{} copy kernel in a clear cell", k.strategy())
             }
-            Exec::Batch(s) => bulkmem::clear_with(s, dst).map(|()| s).expect("available"),
-            Exec::Auto(h) => bulkmem::clear_opts(Options::hint(h), dst).expect("clear cannot fail"),
+            Exec::Batch(s) => bulkmem::clear_opts(dst, Options::strategy(s)).expect("available"),
+            Exec::Auto(h) => bulkmem::clear_opts(dst, Options::hint(h)).expect("clear cannot fail"),
             Exec::Checked(s) => {
                 bulkmem::fault::clear_checked(dst).expect("no fault in a benchmark");
                 s
@@ -151,13 +150,17 @@ impl Exec {
             (Op::Copy, Exec::Batch(s)) => repeat(
                 reps,
                 dst,
-                |d| bulkmem::copy_with(s, d, src).expect("available"),
+                |d| {
+                    bulkmem::copy_opts(d, src, Options::strategy(s)).expect("available");
+                },
                 after,
             ),
             (Op::Clear, Exec::Batch(s)) => repeat(
                 reps,
                 dst,
-                |d| bulkmem::clear_with(s, d).expect("available"),
+                |d| {
+                    bulkmem::clear_opts(d, Options::strategy(s)).expect("available");
+                },
                 after,
             ),
             (Op::Copy, Exec::Checked(_)) => repeat(

@@ -355,13 +355,14 @@ impl Unfenced<'_, ClearKernel> {
     }
 }
 
-/// One concrete strategy's kernel of either operation: for code that
-/// picks the operation at run time. Its variants are the typed handles;
-/// match on it (or make a [`CopyKernel`] / [`ClearKernel`] directly) to
-/// call one.
+/// One concrete strategy's kernel of either operation: for the workspace's
+/// code that picks the operation at run time (the bench, tune). Its
+/// variants are the typed handles users make directly ([`CopyKernel`],
+/// [`ClearKernel`]); match on it to call one.
 ///
 /// ```
-/// use bulkmem::{Kernel, Op, Strategy};
+/// use bulkmem::{Op, Strategy};
+/// use bulkmem_policy::handle::Kernel;
 /// let Kernel::Copy(k) = Kernel::new(Strategy::PerPage, Op::Copy).unwrap() else {
 ///     unreachable!("a copy kernel was asked for")
 /// };

@@ -12,8 +12,8 @@ use crate::strategy::{Op, Strategy};
 
 /// The checked twin of one strategy's copy, checked against this CPU when
 /// made: [`CopyKernel`](crate::handle::CopyKernel)'s counterpart for
-/// copies that survive a bad page. `bulkmem::fault::checked_kernel` gives
-/// the twin `auto` runs for a call.
+/// copies that survive a bad page. `bulkmem::fault::copy_checked` runs
+/// the twin of the kernel `auto` picks for the call.
 ///
 /// ```
 /// # #[cfg(target_arch = "x86_64")] {
@@ -187,12 +187,14 @@ impl ClearRoutine for Unfenced<'_, CheckedClearKernel> {
 }
 
 /// The checked twin of one strategy's kernel of either operation, for code
-/// that picks the operation at run time (an `LD_PRELOAD` shim). Its
-/// variants are the typed twins, whose calls are beside them and in `bulkmem::fault`.
+/// that picks the operation at run time (the `LD_PRELOAD` shim's helpers).
+/// Its variants are the typed twins users make directly, whose calls are
+/// beside them and in `bulkmem::fault`.
 ///
 /// ```
 /// # #[cfg(target_arch = "x86_64")] {
-/// use bulkmem::{CheckedKernel, Op, Strategy};
+/// use bulkmem::{Op, Strategy};
+/// use bulkmem_policy::handle::CheckedKernel;
 /// let k = CheckedKernel::new(Strategy::PerPage, Op::Copy).unwrap();
 /// let (src, mut dst) = (vec![1u8; 8192], vec![0u8; 8192]);
 /// if let CheckedKernel::Copy(k) = k {

@@ -5,13 +5,15 @@
 //! check of the operation. Asking a clear kernel to copy does not compile:
 //!
 //! ```compile_fail
-//! use bulkmem::{ClearKernel, Strategy};
+//! # use bulkmem_machine::strategy::Strategy;
+//! # use bulkmem_policy::handle::ClearKernel;
 //! let k = ClearKernel::new(Strategy::PerPage).unwrap();
 //! k.copy(&mut [0u8; 4], &[1u8; 4]); // no such method
 //! ```
 //!
 //! ```compile_fail
-//! use bulkmem::{CheckedCopyKernel, Strategy};
+//! # use bulkmem_machine::strategy::Strategy;
+//! # use bulkmem_policy::handle::CheckedCopyKernel;
 //! let k = CheckedCopyKernel::new(Strategy::PerPage).unwrap();
 //! let _ = k.clear(&mut [0u8; 4]); // no such method
 //! ```
@@ -34,7 +36,8 @@ use crate::strategy::{Op, Strategy};
 /// holding one costs what holding the pointer would.
 ///
 /// ```
-/// use bulkmem::{CopyKernel, Strategy};
+/// # use bulkmem_machine::strategy::Strategy;
+/// # use bulkmem_policy::handle::CopyKernel;
 /// let k = CopyKernel::new(Strategy::PerPage).unwrap();
 /// let (src, mut dst) = (vec![1u8; 8192], vec![0u8; 8192]);
 /// k.copy(&mut dst, &src);
@@ -54,7 +57,8 @@ pub struct CopyKernel {
 /// made (see [`CopyKernel`]).
 ///
 /// ```
-/// use bulkmem::{ClearKernel, Strategy};
+/// # use bulkmem_machine::strategy::Strategy;
+/// # use bulkmem_policy::handle::ClearKernel;
 /// let k = ClearKernel::new(Strategy::PerPage).unwrap();
 /// let mut dst = vec![1u8; 8192];
 /// k.clear(&mut dst);
@@ -361,8 +365,8 @@ impl Unfenced<'_, ClearKernel> {
 /// [`ClearKernel`]); match on it to call one.
 ///
 /// ```
-/// use bulkmem::{Op, Strategy};
-/// use bulkmem_policy::handle::Kernel;
+/// # use bulkmem_machine::strategy::{Op, Strategy};
+/// # use bulkmem_policy::handle::Kernel;
 /// let Kernel::Copy(k) = Kernel::new(Strategy::PerPage, Op::Copy).unwrap() else {
 ///     unreachable!("a copy kernel was asked for")
 /// };
@@ -474,7 +478,7 @@ impl Kernel {
         match self {
             Kernel::Copy(k) => *k,
             Kernel::Clear(k) => {
-                panic!("bulkmem::Kernel: {} clear kernel asked to copy", k.strategy)
+                panic!("Kernel: {} clear kernel asked to copy", k.strategy)
             }
         }
     }
@@ -482,7 +486,7 @@ impl Kernel {
     fn clear_kernel(&self) -> ClearKernel {
         match self {
             Kernel::Clear(k) => *k,
-            Kernel::Copy(k) => panic!("bulkmem::Kernel: {} copy kernel asked to clear", k.strategy),
+            Kernel::Copy(k) => panic!("Kernel: {} copy kernel asked to clear", k.strategy),
         }
     }
 }

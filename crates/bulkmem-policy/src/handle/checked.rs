@@ -17,7 +17,8 @@ use crate::strategy::{Op, Strategy};
 ///
 /// ```
 /// # #[cfg(target_arch = "x86_64")] {
-/// use bulkmem::{CheckedCopyKernel, Strategy};
+/// # use bulkmem_machine::strategy::Strategy;
+/// # use bulkmem_policy::handle::CheckedCopyKernel;
 /// let k = CheckedCopyKernel::new(Strategy::PerPage).unwrap();
 /// let (src, mut dst) = (vec![1u8; 8192], vec![0u8; 8192]);
 /// k.copy(&mut dst, &src).unwrap();
@@ -193,8 +194,8 @@ impl ClearRoutine for Unfenced<'_, CheckedClearKernel> {
 ///
 /// ```
 /// # #[cfg(target_arch = "x86_64")] {
-/// use bulkmem::{Op, Strategy};
-/// use bulkmem_policy::handle::CheckedKernel;
+/// # use bulkmem_machine::strategy::{Op, Strategy};
+/// # use bulkmem_policy::handle::CheckedKernel;
 /// let k = CheckedKernel::new(Strategy::PerPage, Op::Copy).unwrap();
 /// let (src, mut dst) = (vec![1u8; 8192], vec![0u8; 8192]);
 /// if let CheckedKernel::Copy(k) = k {

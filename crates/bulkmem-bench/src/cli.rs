@@ -319,6 +319,17 @@ pub fn parse_placement(s: &str) -> Result<bulkmem::placement::Placement, String>
         .map_err(|e: bulkmem::ParseNameError| e.to_string())
 }
 
+/// Node `id` as a place to put memory: refused, in the library's words
+/// (`Error::NoSuchNode`, as a migration to it would be), unless it has
+/// memory.
+pub fn node_with_memory(nodes: &bulkmem::topology::Nodes, id: usize) -> Result<(), String> {
+    if nodes.with_memory.contains(&id) {
+        return Ok(());
+    }
+    let nodes = nodes.with_memory.clone();
+    Err(bulkmem::Error::NoSuchNode { node: id, nodes }.to_string())
+}
+
 /// A node list flag (`--to`, `--nodes`) in numactl's syntax (`1`, `0,2`,
 /// `0-3`, `all`: every node with memory), each node one with memory, its
 /// errors naming the flag.
@@ -340,7 +351,7 @@ pub fn parse_node_flag(
         ));
     }
     for &n in &list {
-        bulkmem::numa::target(nodes, n).map_err(|e| format!("{flag} {s:?}: {e}"))?;
+        node_with_memory(nodes, n).map_err(|e| format!("{flag} {s:?}: {e}"))?;
     }
     Ok(list)
 }

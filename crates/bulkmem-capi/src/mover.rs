@@ -4,7 +4,7 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::sync::Mutex;
 
 use bulkmem_core::uffd::{MoveOptions, MoveReport, Mover};
-use bulkmem_core::Error;
+use bulkmem_core::PagesError;
 
 use crate::status::{call, call_ptr, fail, invalid, Res};
 use crate::structs::BmMoveReport;
@@ -81,7 +81,7 @@ pub unsafe extern "C" fn bm_mover_move(
         let result = unsafe { guard.move_range(dst.cast(), src.cast(), len, opts) };
         let report = match result {
             Ok(rep) => rep,
-            Err(Error::Ioctl {
+            Err(PagesError::Ioctl {
                 op,
                 addr,
                 errno,

@@ -7,7 +7,9 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Once;
 
-use bulkmem_core::{BatchError, CopyError, EngineError, Error, Hint, Strategy, StrategyError};
+use bulkmem_core::{
+    BatchError, CopyError, EngineError, Error, Hint, PagesError, Strategy, StrategyError,
+};
 
 /// A failure on its way to C: the negative errno and the words.
 pub struct Fail {
@@ -34,9 +36,8 @@ impl From<Error> for Fail {
             Error::Unavailable { .. } | Error::NotSupportedHere { .. } => libc::ENOTSUP,
             Error::NoSuchNode { .. } => libc::ENODEV,
             Error::NotEnoughMemory { .. } => libc::ENOMEM,
-            Error::Syscall { errno, .. }
-            | Error::MigrationFailed { errno, .. }
-            | Error::Ioctl { errno, .. } => *errno,
+            Error::Syscall { errno, .. } | Error::MigrationFailed { errno, .. } => *errno,
+            Error::Pages(p) => pages_errno(p),
             Error::WorkerPanicked { .. } => libc::ENOTRECOVERABLE,
             Error::Busy { .. } => libc::EBUSY,
             #[cfg(target_arch = "x86_64")]
@@ -44,6 +45,22 @@ impl From<Error> for Fail {
             _ => libc::EINVAL,
         };
         fail(errno, e.to_string())
+    }
+}
+
+impl From<PagesError> for Fail {
+    fn from(e: PagesError) -> Fail {
+        fail(pages_errno(&e), e.to_string())
+    }
+}
+
+/// A page move's or compaction's errno: the failing call's own where one
+/// failed, `ENOTSUP` where the kernel lacks what was asked, else `EINVAL`.
+fn pages_errno(e: &PagesError) -> c_int {
+    match e {
+        PagesError::NotSupportedHere { .. } => libc::ENOTSUP,
+        PagesError::Syscall { errno, .. } | PagesError::Ioctl { errno, .. } => *errno,
+        _ => libc::EINVAL,
     }
 }
 

@@ -15,6 +15,7 @@
 pub mod checked;
 pub mod chunks;
 pub mod descriptor;
+pub mod extents;
 pub mod gangs;
 pub mod kernels;
 pub mod latch;

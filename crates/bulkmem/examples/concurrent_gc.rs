@@ -109,7 +109,7 @@ impl Producer for Plan {
     }
 }
 
-type Ensure = Arc<dyn Fn(*const u8, usize) -> Result<(), bulkmem::Error> + Send + Sync>;
+type Ensure = Arc<dyn Fn(*const u8, usize) -> Result<(), bulkmem::PagesError> + Send + Sync>;
 
 /// The heap and what mutators and collector share about it.
 struct Heap {

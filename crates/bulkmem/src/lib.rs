@@ -48,8 +48,6 @@ extern crate self as bulkmem;
 
 pub mod auto;
 mod calls;
-#[cfg(target_arch = "x86_64")]
-pub mod compact;
 mod control;
 mod engine;
 mod error;
@@ -57,14 +55,11 @@ mod extent;
 #[cfg(target_arch = "x86_64")]
 pub mod fault;
 mod fill;
-pub mod mapping;
-mod move_report;
 pub mod numa;
 pub mod offload;
 pub mod placement;
 mod report;
 pub mod topology;
-pub mod uffd;
 
 // The floor below, bulkmem-machine, under the names the modules here use
 // (`crate::kernels`, `crate::machine::cpu`): private to this crate, which
@@ -82,6 +77,13 @@ use bulkmem_policy::handle;
 // `placement`, which like `topology` holds the users' items only).
 // Code inside the crate names `machine::cpu` and the like, where they live.
 pub use machine::cpu;
+
+// The page moves are their own crate (bulkmem-pages), beside the engine:
+// its modules and its error, under the paths users name.
+#[cfg(target_arch = "x86_64")]
+pub use bulkmem_pages::compact;
+pub use bulkmem_pages::Error as PagesError;
+pub use bulkmem_pages::{mapping, uffd};
 
 pub use calls::{
     clear, clear_batch, clear_batch_opts, clear_extents, clear_hint, clear_opts, copy, copy_batch,

@@ -13,8 +13,8 @@ mod common;
 
 use bulkmem::mapping::Mapping;
 use bulkmem::uffd::{MoveOptions, Mover};
-use bulkmem::Error;
 use bulkmem::Extent;
+use bulkmem::PagesError as Error;
 use common::require;
 
 const PAGE: usize = 4096;

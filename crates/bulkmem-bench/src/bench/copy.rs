@@ -173,7 +173,7 @@ pub fn cmd(op: Op, a: MemArgs, quiet: bool) -> Result<(), Failure> {
     let nodes = bulkmem::topology::Nodes::detect();
     for (flag, node) in [("--src-node", a.src_node), ("--dst-node", a.dst_node)] {
         if let Some(n) = node {
-            bulkmem::numa::target(&nodes, n).map_err(|e| usage(format!("{flag}: {e}")))?;
+            crate::cli::node_with_memory(&nodes, n).map_err(|e| usage(format!("{flag}: {e}")))?;
         }
     }
     let known = strategies.iter().map(|s| s.name().to_string());

@@ -436,7 +436,7 @@ impl Engine {
         let mut guard = self.serial()?;
         let scratch = &mut *guard;
         if check_overlap {
-            validate(op, batch, &mut scratch.spans)?;
+            validate(op, batch, &mut scratch.spans).map_err(BatchError::from)?;
         }
         scratch.marks.mark(batch, coalesce);
         let (work, strategy) = work(&scratch.request(op, self.opts.hint, self.threads()))?;

@@ -9,6 +9,7 @@ use std::fmt;
 use super::Error;
 use crate::report::Report;
 use crate::strategy::{Op, Strategy};
+use bulkmem_machine::extents::ExtentError;
 use bulkmem_policy::CheckedStrategyError;
 pub use bulkmem_policy::StrategyError;
 
@@ -223,6 +224,27 @@ impl From<CopyError> for Error {
             CopyError::Unavailable { strategy, needs } => Error::Unavailable { strategy, needs },
             CopyError::Unsupported { strategy, op } => Error::Unsupported { strategy, op },
         }
+    }
+}
+
+impl From<ExtentError> for BatchError {
+    fn from(e: ExtentError) -> BatchError {
+        match e {
+            ExtentError::BadExtent { index, reason } => BatchError::BadExtent { index, reason },
+            ExtentError::Overlap { index, with } => BatchError::Overlap { index, with },
+        }
+    }
+}
+
+impl From<ExtentError> for EngineError {
+    fn from(e: ExtentError) -> EngineError {
+        EngineError::Batch(e.into())
+    }
+}
+
+impl From<ExtentError> for Error {
+    fn from(e: ExtentError) -> Error {
+        BatchError::from(e).into()
     }
 }
 

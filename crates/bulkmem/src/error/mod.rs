@@ -12,17 +12,19 @@ pub use bulkmem_policy::CheckedStrategyError;
 
 use crate::report::Report;
 use crate::strategy::{Op, Strategy};
+use bulkmem_pages::Error as PagesError;
 
 /// Why an operation was refused or stopped. Every error except
-/// `WorkerPanicked`, `Fault`, `MigrationFailed` and `Ioctl` is returned
-/// before anything was written.
+/// `WorkerPanicked`, `Fault`, `MigrationFailed` and a page move's `Ioctl`
+/// (in `Pages`) is returned before anything was written.
 ///
 /// The umbrella type: the calls of one area return a narrower type that
 /// names only what they can fail with ([`CopyError`], [`BatchError`],
-/// [`EngineError`], [`StrategyError`]), and each converts into this one
+/// [`EngineError`], [`StrategyError`], and the page moves'
+/// [`PagesError`]), and each converts into this one
 /// with `From`, so `?` in a function returning `Error` accepts them all.
-/// The other areas (fills, checked copies, tickets, `uffd`, `numa`,
-/// offload) return `Error` itself.
+/// The other areas (fills, checked copies, tickets, `numa`, offload)
+/// return `Error` itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -118,14 +120,6 @@ pub enum Error {
         /// The process that owns it.
         owner: u32,
     },
-    /// `max` compactions are running already, the most at once.
-    TooManyCompactions {
-        /// How many may run at once.
-        max: usize,
-    },
-    /// A compaction's collector thread panicked (in the producer, most
-    /// likely); the session was undone as far as it could be.
-    CollectorPanicked,
     /// An offload's copy engine refused a call (`call`), in its own words.
     Offload {
         /// What was asked of it (e.g. `"register"`).
@@ -222,19 +216,16 @@ pub enum Error {
         /// What is missing, in words.
         what: String,
     },
-    /// A userfaultfd ioctl (`op`) failed at `addr` in a way the
-    /// [`Mover`](crate::uffd::Mover) does not recover from; `report` says
-    /// what had been done before it (pages moved or copied stay moved).
-    Ioctl {
-        /// The ioctl's name (e.g. `"UFFDIO_MOVE"`).
-        op: &'static str,
-        /// The destination address the failing ioctl was given.
-        addr: usize,
-        /// The `errno` it failed with.
-        errno: i32,
-        /// The pages handled before the failure.
-        report: Box<crate::move_report::MoveReport>,
-    },
+    /// A mapping, page move or compaction failed (`mapping`, `uffd`,
+    /// `compact`): the page moves' own error, whose `Ioctl` carries what
+    /// had been moved.
+    Pages(PagesError),
+}
+
+impl From<PagesError> for Error {
+    fn from(e: PagesError) -> Error {
+        Error::Pages(e)
+    }
 }
 
 impl fmt::Display for Error {
@@ -297,13 +288,6 @@ impl fmt::Display for Error {
                 "{what} cannot be used in a child made by fork(): it belongs to process {owner} \
                  (the parent)"
             ),
-            Error::TooManyCompactions { max } => write!(
-                f,
-                "compact: {max} spaces are being compacted already (the most at once)"
-            ),
-            Error::CollectorPanicked => {
-                write!(f, "compact: a collector thread panicked (in the producer?)")
-            }
             Error::Offload { call, why } => write!(f, "offload: cannot {call}: {why}"),
             Error::NotChainable { signal } => write!(
                 f,
@@ -343,16 +327,6 @@ impl fmt::Display for Error {
             Error::BadRange { addr, len, why } => {
                 write!(f, "range {addr:#x}+{len:#x}: {why}")
             }
-            Error::Syscall {
-                call: "userfaultfd",
-                errno,
-            } if *errno == libc::EPERM || *errno == libc::EACCES => write!(
-                f,
-                "userfaultfd(2) was refused ({}): without CAP_SYS_PTRACE (e.g. as root), kernels \
-                 before 5.11 need vm.unprivileged_userfaultfd=1; later ones allow user-mode-only \
-                 userfaultfds, so there a security module (SELinux, seccomp) is refusing it",
-                std::io::Error::from_raw_os_error(*errno)
-            ),
             Error::Syscall { call, errno } => write!(
                 f,
                 "{call} failed: {}",
@@ -379,20 +353,7 @@ impl fmt::Display for Error {
                 }
             ),
             Error::NotSupportedHere { what } => write!(f, "not supported here: {what}"),
-            Error::Ioctl {
-                op,
-                addr,
-                errno,
-                report,
-            } => write!(
-                f,
-                "{op} failed at {addr:#x}: {} (after {} pages moved, {} copied); source and \
-                 destination must be private anonymous mappings with the same protections, each \
-                 range inside one mapping",
-                std::io::Error::from_raw_os_error(*errno),
-                report.moved,
-                report.copied
-            ),
+            Error::Pages(e) => e.fmt(f),
             Error::Unsupported { strategy, op } => {
                 let (strategy, op) = (*strategy, *op);
                 StrategyError::Unsupported { strategy, op }.fmt(f)

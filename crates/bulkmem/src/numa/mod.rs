@@ -31,7 +31,7 @@ pub use move_pages::{migrate, node_of_pages, MigrateOptions, MigrateReport, Page
 /// nodes that are. Here rather than a method of `Nodes`: it speaks this
 /// crate's `Error`, which bulkmem-machine, where `Nodes` lives, does not
 /// know.
-pub fn target(nodes: &Nodes, id: usize) -> Result<&Node, Error> {
+pub(crate) fn target(nodes: &Nodes, id: usize) -> Result<&Node, Error> {
     match nodes.get(id) {
         Some(n) if nodes.with_memory.contains(&id) => Ok(n),
         _ => Err(Error::NoSuchNode {

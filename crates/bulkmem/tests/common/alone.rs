@@ -6,7 +6,7 @@ use std::process::Command;
 
 use bulkmem::compact;
 
-use super::require;
+use super::skip::skip;
 
 const CHILD: &str = "BULKMEM_COMPACT_CHILD";
 
@@ -21,7 +21,7 @@ pub fn alone(name: &str) -> bool {
         return true;
     }
     if let Err(e) = compact::support() {
-        require::skip(&format!("concurrent compaction: {e}"));
+        skip(&format!("concurrent compaction: {e}"));
         return false;
     }
     let o = Command::new(std::env::current_exe().unwrap())

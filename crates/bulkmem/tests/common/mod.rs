@@ -11,6 +11,7 @@ pub mod memcg;
 pub mod poison;
 pub mod region;
 pub mod require;
+pub mod skip;
 pub mod slide_heap;
 pub mod swap;
 

@@ -1,20 +1,21 @@
 //! Compaction tests that reach inside a session: stray pages mapped
 //! behind its back, and the handler's answer to a late fault. The others
 //! run against the public interface in `tests/compact.rs`, with the same
-//! support code (`tests/common`, compiled here too); each runs alone in a
-//! fresh copy of the test binary.
+//! support code (crates/bulkmem/tests/common, compiled here too: it names
+//! the crate `bulkmem`, which this crate's tests alias to itself); each
+//! runs alone in a fresh copy of the test binary.
 
 use std::sync::Arc;
 
-// The parts of `tests/common` these tests use (`alone` names `require`
-// as its sibling).
-#[path = "../../tests/common/alone.rs"]
+// The parts of bulkmem's `tests/common` these tests use (`alone` names
+// `skip` as its sibling); none names more of the library than this crate.
+#[path = "../../../bulkmem/tests/common/alone.rs"]
 mod alone;
 #[allow(dead_code)]
-#[path = "../../tests/common/require.rs"]
-mod require;
+#[path = "../../../bulkmem/tests/common/skip.rs"]
+mod skip;
 #[allow(dead_code)]
-#[path = "../../tests/common/slide_heap.rs"]
+#[path = "../../../bulkmem/tests/common/slide_heap.rs"]
 mod slide_heap;
 
 use super::{Compaction, Mode, Options, Stats, PAGE};

@@ -16,6 +16,7 @@
 //! last page, drains the handlers still running and unregisters.
 //!
 //! ```no_run
+//! # extern crate bulkmem_pages as bulkmem; // users name bulkmem
 //! use std::sync::Arc;
 //! use bulkmem::compact::{Fill, Options, Producer, Compaction};
 //!
@@ -68,7 +69,7 @@
 //!   (parts advised or locked differently); each moves at its offset.
 //! * Threads that touch the heap during a session must leave SIGBUS
 //!   unblocked, and bulkmem's handler must be in front (it installs it;
-//!   see [`crate::fault::reinstall`] for programs that install their own
+//!   see `bulkmem::fault::reinstall` for programs that install their own
 //!   after it: theirs is chained for every fault that is not a session's).
 //!   The handler blocks every other signal while it serves a page: a
 //!   signal handler of the program's that reads the heap, a `siglongjmp`

@@ -51,6 +51,7 @@ const PAGE: usize = 4096;
 /// `no_run`:
 ///
 /// ```no_run
+/// # extern crate bulkmem_pages as bulkmem; // users name bulkmem
 /// use bulkmem::mapping::Mapping;
 /// use bulkmem::uffd::{MoveOptions, Mover};
 ///
@@ -375,7 +376,7 @@ impl Mover {
         extents: &[Extent],
         opts: MoveOptions,
     ) -> Result<MoveReport, Error> {
-        crate::extent::validate_extents(Op::Copy, extents)?;
+        crate::extents::validate_extents(Op::Copy, extents)?;
         for e in extents {
             check_aligned("destination", e.dst as usize, e.len)?;
             check_aligned("source", e.src as usize, e.len)?;

@@ -6,6 +6,7 @@
 //! [`Mapping`] is that memory, unmapped exactly once when dropped.
 //!
 //! ```
+//! # extern crate bulkmem_pages as bulkmem; // users name bulkmem
 //! use bulkmem::mapping::Mapping;
 //!
 //! let mut m = Mapping::options()

@@ -139,11 +139,14 @@ fn under_preload(cmd: &mut Command, env: &[(&str, &str)]) -> String {
     out
 }
 
-/// Default thresholds; everything through bulkmem; everything from 4 KiB
-/// on the engine; the preload switched off.
+/// Default thresholds; everything through bulkmem; everything from 24
+/// bytes through bulkmem (a bound inside the small path's short
+/// branches); everything from 4 KiB on the engine; the preload switched
+/// off.
 const SETTINGS: &[&[(&str, &str)]] = &[
     &[],
     &[("BULKMEM_PRELOAD_MIN", "0")],
+    &[("BULKMEM_PRELOAD_MIN", "24")],
     &[
         ("BULKMEM_PRELOAD_MIN", "0"),
         ("BULKMEM_PRELOAD_MT_MIN", "4K"),

@@ -75,7 +75,7 @@ extern "C" fn overflow() -> ! {
 /// (the return value into rax, which the road from label 9 overwrites).
 macro_rules! router {
     ($(#[$doc:meta])* $name:ident($($arg:ident: $ty:ty),*), $call:expr, $fast:path,
-     $check:expr, $ret:expr, $small:expr) => {
+     $check:expr, $ret:expr, $small:expr, $($bounds:tt)*) => {
         // Each entry starts a cache line: in a section of its own, which
         // this directive (in the same object: the loader is one codegen
         // unit) aligns to 64 bytes. Left to the linker, an entry moved
@@ -139,6 +139,7 @@ macro_rules! router {
                 fast = sym $fast,
                 call = const $call,
                 route = sym route,
+                $($bounds)*
             )
         }
     };
@@ -169,29 +170,34 @@ macro_rules! return_end {
 
 router!(
     memcpy(d: *mut c_void, s: *const c_void, n: usize),
-    MEMCPY, next::MEMCPY, plain!(), return_dest!(), small::copy_body!()
+    MEMCPY, next::MEMCPY, plain!(), return_dest!(), small::copy_body!(),
+    short = sym small::SHORT,
 );
 router!(
     memmove(d: *mut c_void, s: *const c_void, n: usize),
-    MEMMOVE, next::MEMMOVE, plain!(), return_dest!(), small::copy_body!()
+    MEMMOVE, next::MEMMOVE, plain!(), return_dest!(), small::copy_body!(),
+    short = sym small::SHORT,
 );
 router!(
     memset(d: *mut c_void, c: c_int, n: usize),
-    MEMSET, next::MEMSET, plain!(), return_dest!(), small::set_body!()
+    MEMSET, next::MEMSET, plain!(), return_dest!(), small::set_body!(),
 );
 router!(
     mempcpy(d: *mut c_void, s: *const c_void, n: usize),
-    MEMPCPY, next::MEMPCPY, plain!(), return_end!(), small::copy_body!()
+    MEMPCPY, next::MEMPCPY, plain!(), return_end!(), small::copy_body!(),
+    short = sym small::SHORT,
 );
 router!(
     __memcpy_chk(d: *mut c_void, s: *const c_void, n: usize, destlen: usize),
-    MEMCPY_CHK, next::MEMCPY_CHK, fortified_check!(), return_dest!(), small::copy_body!()
+    MEMCPY_CHK, next::MEMCPY_CHK, fortified_check!(), return_dest!(), small::copy_body!(),
+    short = sym small::SHORT,
 );
 router!(
     __memmove_chk(d: *mut c_void, s: *const c_void, n: usize, destlen: usize),
-    MEMMOVE_CHK, next::MEMMOVE_CHK, fortified_check!(), return_dest!(), small::copy_body!()
+    MEMMOVE_CHK, next::MEMMOVE_CHK, fortified_check!(), return_dest!(), small::copy_body!(),
+    short = sym small::SHORT,
 );
 router!(
     __memset_chk(d: *mut c_void, c: c_int, n: usize, destlen: usize),
-    MEMSET_CHK, next::MEMSET_CHK, fortified_check!(), return_dest!(), small::set_body!()
+    MEMSET_CHK, next::MEMSET_CHK, fortified_check!(), return_dest!(), small::set_body!(),
 );

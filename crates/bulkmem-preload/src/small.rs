@@ -69,15 +69,28 @@ static ELIGIBLE: AtomicU8 = AtomicU8::new(0);
 /// `len - 65 < WIDE[call]`, a set's as `len - 1 < WIDE[call]` (0 where
 /// off): one compare with a static for the range and the switch, so
 /// those calls take a single branch to their body, as glibc's take one.
-/// [`publish`] keeps the span below `END`, so a set asks it first and
-/// skips `END`'s compare; a copy asks `END` first, because 8-64-byte
-/// copies, which never take the wide body, ran 2% slower behind it. On a
-/// Xeon (CPUID model 0xa7), `preload-workload`, medians of 8 children
-/// against the order of `END` first for both: 8-64 0.958x -> 0.974x
-/// glibc, 64-512 1.006x -> 1.010x, sets of 8-512 0.970x -> 0.986x. Behind
-/// three compares (by length, then the switch), the wide copy had run
-/// 0.96-0.97x glibc on 64-512-byte copies (Zen 5 VM).
+/// [`publish`] keeps the span below `END`, so a call inside it skips
+/// `END`'s compare. Behind three compares (by length, then the switch),
+/// the wide copy had run 0.96-0.97x glibc on 64-512-byte copies (Zen 5
+/// VM).
 pub static WIDE: [AtomicUsize; 7] = [const { AtomicUsize::new(0) }; 7];
+
+/// Per interposed function (as [`END`]; the copies read it): calls of
+/// fewer bytes than this, at most [`SHORT_MAX`], take the copy's short
+/// branches at once. One compare with a static is then both the switch
+/// and the first split by length, where a copy used to ask `END`, then
+/// `WIDE`, then its length: a random 8-64-byte copy paid two extra
+/// compares ahead of the branches it mispredicts, and ran 0.96-0.98x
+/// glibc. On a Xeon (CPUID model 0xa7), `preload-workload`, medians of
+/// 6-8 children in alternation with the old order: 8-64 0.980x -> 0.993x
+/// glibc, 64-512 1.011x -> 1.012x; `bench preload`: 8-64 1.000x, 64-512
+/// 1.019x. docs/measurements.md ("Small calls: one compare for the short
+/// copies") has the fixed lengths and the shapes that lost.
+pub static SHORT: [AtomicUsize; 7] = [const { AtomicUsize::new(0) }; 7];
+
+/// The longest copy [`SHORT`] sends to the short branches: two 16-byte
+/// registers.
+const SHORT_MAX: usize = 32;
 
 /// Whether [`decide`] found the wide bodies usable ([`WIDE`]).
 static WIDE_ON: AtomicBool = AtomicBool::new(false);
@@ -132,9 +145,10 @@ fn eligible_if_c_library(call: usize, p: *const c_void) -> bool {
 }
 
 /// Sets [`END`] from the loader's `MIN` (calls from it go to the engine),
-/// and [`WIDE`] inside it: after [`decide`], and again once the engine
-/// has published its settings. A call racing with it finds the wide span
-/// off while `END` changes, and so takes the checked road.
+/// and [`SHORT`] and [`WIDE`] inside it: after [`decide`], and again once
+/// the engine has published its settings. A call racing with it finds
+/// the short and wide spans off while `END` changes, and so takes the
+/// checked road.
 pub fn publish() {
     let min = calls::MIN.load(Ordering::Acquire);
     let eligible = ELIGIBLE.load(Ordering::Relaxed);
@@ -156,19 +170,42 @@ pub fn publish() {
             0
         };
         wide.store(0, Ordering::Release);
+        SHORT[call].store(0, Ordering::Release);
         end.store(below, Ordering::Release);
+        SHORT[call].store(below.min(SHORT_MAX + 1), Ordering::Release);
         wide.store(span, Ordering::Release);
     }
 }
 
-/// The branches of both bodies by `rdx`, the length: to 22 for 2-3 bytes,
-/// 23 for 4-7, 24 for 8-15, 25 for 16-32, 26 above 32, 30 (return) for
-/// none; one byte falls through.
-macro_rules! by_length {
+/// The copy of `rdx` bytes from `rsi` to `rdi` for interposed function
+/// `{call}`, if below its [`END`] slot (else to label 9, the router's
+/// road): up to 512 every load before any store, beyond that a loop that
+/// never overwrites a source byte it has not read; `rax` already holds
+/// the return value. Its first compare sends lengths below [`SHORT`] to
+/// the short branches (label 70: to 22 for 2-3 bytes, 23 for 4-7, 24 for
+/// 8-15, 25 for 16-32, 30 for none; one byte falls through), then
+/// [`WIDE`]'s to the 512-bit bodies (50-52), and only the rest (33-64
+/// bytes, or no wide body) ask `END`. Labels 22-70 are this body's.
+macro_rules! copy_body {
     () => {
         concat!(
-            "cmp rdx, 32\n",
-            "ja 26f\n",
+            "cmp rdx, qword ptr [rip + {short} + 8 * {call}]\n",
+            "jb 70f\n",
+            "lea r9, [rdx - 65]\n",
+            "cmp r9, qword ptr [rip + {wide} + 8 * {call}]\n",
+            "jb 50f\n",
+            "cmp rdx, qword ptr [rip + {end} + 8 * {call}]\n",
+            "jae 9f\n",
+            // 33-64 bytes: two 32-byte registers.
+            "cmp edx, 64\n",
+            "ja 27f\n",
+            "vmovdqu ymm0, ymmword ptr [rsi]\n",
+            "vmovdqu ymm1, ymmword ptr [rsi + rdx - 32]\n",
+            "vmovdqu ymmword ptr [rdi], ymm0\n",
+            "vmovdqu ymmword ptr [rdi + rdx - 32], ymm1\n",
+            "vzeroupper\n",
+            "ret\n",
+            "70:\n",
             "cmp edx, 16\n",
             "jae 25f\n",
             "cmp edx, 8\n",
@@ -178,25 +215,6 @@ macro_rules! by_length {
             "cmp edx, 1\n",
             "ja 22f\n",
             "jb 30f\n",
-        )
-    };
-}
-pub(crate) use by_length;
-
-/// The copy of `rdx` bytes from `rsi` to `rdi` for interposed function
-/// `{call}`, if below its [`END`] slot (else to label 9, the router's
-/// road): up to 512 every load before any store, beyond that a loop that
-/// never overwrites a source byte it has not read; `rax` already holds
-/// the return value. Label numbers 20-53 are this body's.
-macro_rules! copy_body {
-    () => {
-        concat!(
-            "cmp rdx, qword ptr [rip + {end} + 8 * {call}]\n",
-            "jae 9f\n",
-            "lea r9, [rdx - 65]\n",
-            "cmp r9, qword ptr [rip + {wide} + 8 * {call}]\n",
-            "jb 50f\n",
-            $crate::small::by_length!(),
             "movzx ecx, byte ptr [rsi]\n",
             "mov byte ptr [rdi], cl\n",
             "30:\n",
@@ -224,15 +242,6 @@ macro_rules! copy_body {
             "vmovdqu xmm1, xmmword ptr [rsi + rdx - 16]\n",
             "vmovdqu xmmword ptr [rdi], xmm0\n",
             "vmovdqu xmmword ptr [rdi + rdx - 16], xmm1\n",
-            "ret\n",
-            "26:\n",
-            "cmp edx, 64\n",
-            "ja 27f\n",
-            "vmovdqu ymm0, ymmword ptr [rsi]\n",
-            "vmovdqu ymm1, ymmword ptr [rsi + rdx - 32]\n",
-            "vmovdqu ymmword ptr [rdi], ymm0\n",
-            "vmovdqu ymmword ptr [rdi + rdx - 32], ymm1\n",
-            "vzeroupper\n",
             "ret\n",
             // 65 bytes and more in 256-bit registers (65-512 took the
             // 512-bit bodies, labels 50-52, at the top where `WIDE` is on).
@@ -367,7 +376,11 @@ macro_rules! copy_body {
             "vzeroupper\n",
             "ret\n",
             // 65-512 bytes, every load before any store, in zmm16-23: no
-            // VEX register is written, so no vzeroupper is owed.
+            // VEX register is written, so no vzeroupper is owed. On a
+            // cache line of its own (after a return: the padding never
+            // runs): left where the code above put it, 64-512-byte copies
+            // ran 1-3% slower with each change there.
+            ".p2align 6\n",
             "50:\n",
             "vmovdqu64 zmm16, zmmword ptr [rsi]\n",
             "cmp edx, 128\n",
@@ -410,7 +423,9 @@ pub(crate) use copy_body;
 
 /// The set of `rdx` bytes at `rdi` to the low byte of `esi` for
 /// interposed function `{call}`, if below its [`END`] slot (at most 513;
-/// else to label 9); `rax` already holds the return value. Labels 20-52.
+/// else to label 9); `rax` already holds the return value. By length: to
+/// 22 for 2-3 bytes, 23 for 4-7, 24 for 8-15, 25 for 16-32, 26 above 32,
+/// 30 (return) for none; one byte falls through. Labels 20-52.
 macro_rules! set_body {
     () => {
         concat!(
@@ -423,7 +438,17 @@ macro_rules! set_body {
             "movzx ecx, sil\n",
             "movabs r8, 0x0101010101010101\n",
             "imul rcx, r8\n",
-            $crate::small::by_length!(),
+            "cmp rdx, 32\n",
+            "ja 26f\n",
+            "cmp edx, 16\n",
+            "jae 25f\n",
+            "cmp edx, 8\n",
+            "jae 24f\n",
+            "cmp edx, 4\n",
+            "jae 23f\n",
+            "cmp edx, 1\n",
+            "ja 22f\n",
+            "jb 30f\n",
             "mov byte ptr [rdi], cl\n",
             "30:\n",
             "ret\n",

@@ -466,6 +466,16 @@ pub fn ties(c: &Cell, again: &Measured, third: Option<&Measured>) -> Vec<Strateg
     v
 }
 
+/// How far ahead alone a strategy must be to take a tied cell from a
+/// choice that leaves the destination as it does ([`break_tie`]). Where
+/// memory bounds every kernel, a tie-break measures them all level: a
+/// 32 MiB clear on a Xeon (CPUID model 0xa7) had `rep-stosb`, `rep-stosq`,
+/// `libc` and `avx512` at 1.00 of the choice, and the fastest by a
+/// fraction of a percent, `avx512`, took the cell from the rules'
+/// `rep-stosb`, to run the consume cell at 0.95-0.98x it (`bench clear
+/// --regime consume`, tuned).
+pub const TIE_MARGIN: f64 = 1.01;
+
 /// Breaks a tie ([`ties`]) by the copy or clear alone (`alone`: the tied
 /// strategies measured hot with nothing reading the destination, as GB/s
 /// or as each one's ratio to the choice): where
@@ -475,13 +485,14 @@ pub fn ties(c: &Cell, again: &Measured, third: Option<&Measured>) -> Vec<Strateg
 /// alone on an Emerald Rapids VM). Where the fastest alone leaves the
 /// destination as the choice does (both in the cache, or both on its way
 /// to DRAM), it takes the cell by any margin: the call is all that tells
-/// them apart, and between equals either is right. Holding the choice
-/// unless beaten by [`KEEP`] kept `rep stos*` for hot 2 MiB clears that
-/// a tie-break put 1.02x behind `avx2`, where six tie-breaks measured
-/// 1.02-1.10x and `bench clear` 1.06-1.10x, so the cell ran at 0.92x
-/// (Zen 3 VM). A streaming kernel and a cache-allocating one still swap
-/// only by more than KEEP: the whole use, which called them level, is
-/// the caller's cost, and the call alone favours the streaming one.
+/// them apart, and between equals either is right, so it takes the cell
+/// by more than [`TIE_MARGIN`] only: the noise of one tie-break. Holding
+/// the choice unless beaten by [`KEEP`] kept `rep stos*` for hot 2 MiB
+/// clears that a tie-break put 1.02x behind `avx2`, where six tie-breaks
+/// measured 1.02-1.10x and `bench clear` 1.06-1.10x, so the cell ran at
+/// 0.92x (Zen 3 VM). A streaming kernel and a cache-allocating one still
+/// swap only by more than KEEP: the whole use, which called them level,
+/// is the caller's cost, and the call alone favours the streaming one.
 /// Returns whether the choice changed.
 pub fn break_tie(c: &mut Cell, alone: &Measured) -> bool {
     let Some(mine) = get(&alone.gbps, c.choice) else {
@@ -492,7 +503,7 @@ pub fn break_tie(c: &mut Cell, alone: &Measured) -> bool {
     };
     let alike = |s| allocates(alone.op, alone.size, s);
     let margin = if alike(fastest) == alike(c.choice) {
-        1.0
+        1.0 / TIE_MARGIN
     } else {
         KEEP
     };

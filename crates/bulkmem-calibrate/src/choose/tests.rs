@@ -316,9 +316,26 @@ fn a_streaming_kernel_displaces_a_cached_choice_alone_only_by_more_than_keep() {
     let mut c = cell(Avx2Nt);
     assert!(break_tie(
         &mut c,
-        &m(4096, &[(Avx2Nt, 50.0), (Avx512Nt, 50.5)])
+        &m(4096, &[(Avx2Nt, 50.0), (Avx512Nt, 51.0)])
     ));
     assert_eq!(c.choice, Avx512Nt);
+}
+
+#[test]
+fn a_tie_break_within_its_own_noise_keeps_the_choice() {
+    // A memory-bound 32 MiB clear (Xeon, CPUID model 0xa7): four
+    // kernels level alone, the rules' `rep-stosb` the choice.
+    let clear = |gbps: &[(Strategy, f64)]| Measured {
+        op: Op::Clear,
+        ..m(32 << 20, gbps)
+    };
+    let mut c = choose(&[clear(&[(RepStosb, 14.77), (Avx512, 14.61)])], NONE)[0].clone();
+    assert_eq!(c.choice, RepStosb);
+    let alone = |avx512| clear(&[(RepStosb, 14.60), (RepStosq, 14.60), (Avx512, avx512)]);
+    assert!(!break_tie(&mut c, &alone(14.70)), "0.7% ahead is noise");
+    assert_eq!(c.choice, RepStosb);
+    assert!(break_tie(&mut c, &alone(14.80)), "1.4% ahead takes it");
+    assert_eq!(c.choice, Avx512);
 }
 
 #[test]

@@ -177,13 +177,32 @@ pub fn publish() {
     }
 }
 
+/// Both bodies' branches for up to 32 bytes by `rdx`, the length: to 22
+/// for 2-3 bytes, 23 for 4-7, 24 for 8-15, 25 for 16-32, 30 (return)
+/// for none; one byte falls through.
+macro_rules! ladder {
+    () => {
+        concat!(
+            "cmp edx, 16\n",
+            "jae 25f\n",
+            "cmp edx, 8\n",
+            "jae 24f\n",
+            "cmp edx, 4\n",
+            "jae 23f\n",
+            "cmp edx, 1\n",
+            "ja 22f\n",
+            "jb 30f\n",
+        )
+    };
+}
+pub(crate) use ladder;
+
 /// The copy of `rdx` bytes from `rsi` to `rdi` for interposed function
 /// `{call}`, if below its [`END`] slot (else to label 9, the router's
 /// road): up to 512 every load before any store, beyond that a loop that
 /// never overwrites a source byte it has not read; `rax` already holds
 /// the return value. Its first compare sends lengths below [`SHORT`] to
-/// the short branches (label 70: to 22 for 2-3 bytes, 23 for 4-7, 24 for
-/// 8-15, 25 for 16-32, 30 for none; one byte falls through), then
+/// the short branches (label 70, the [`ladder`]), then
 /// [`WIDE`]'s to the 512-bit bodies (50-52), and only the rest (33-64
 /// bytes, or no wide body) ask `END`. Labels 22-70 are this body's.
 macro_rules! copy_body {
@@ -206,15 +225,7 @@ macro_rules! copy_body {
             "vzeroupper\n",
             "ret\n",
             "70:\n",
-            "cmp edx, 16\n",
-            "jae 25f\n",
-            "cmp edx, 8\n",
-            "jae 24f\n",
-            "cmp edx, 4\n",
-            "jae 23f\n",
-            "cmp edx, 1\n",
-            "ja 22f\n",
-            "jb 30f\n",
+            $crate::small::ladder!(),
             "movzx ecx, byte ptr [rsi]\n",
             "mov byte ptr [rdi], cl\n",
             "30:\n",
@@ -423,9 +434,8 @@ pub(crate) use copy_body;
 
 /// The set of `rdx` bytes at `rdi` to the low byte of `esi` for
 /// interposed function `{call}`, if below its [`END`] slot (at most 513;
-/// else to label 9); `rax` already holds the return value. By length: to
-/// 22 for 2-3 bytes, 23 for 4-7, 24 for 8-15, 25 for 16-32, 26 above 32,
-/// 30 (return) for none; one byte falls through. Labels 20-52.
+/// else to label 9); `rax` already holds the return value. Above 32
+/// bytes to 26, else the [`ladder`]. Labels 20-52.
 macro_rules! set_body {
     () => {
         concat!(
@@ -440,15 +450,7 @@ macro_rules! set_body {
             "imul rcx, r8\n",
             "cmp rdx, 32\n",
             "ja 26f\n",
-            "cmp edx, 16\n",
-            "jae 25f\n",
-            "cmp edx, 8\n",
-            "jae 24f\n",
-            "cmp edx, 4\n",
-            "jae 23f\n",
-            "cmp edx, 1\n",
-            "ja 22f\n",
-            "jb 30f\n",
+            $crate::small::ladder!(),
             "mov byte ptr [rdi], cl\n",
             "30:\n",
             "ret\n",
